@@ -1,0 +1,3 @@
+"""otel-safety: agent-safety detectors over OpenTelemetry GenAI spans."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,42 @@
+"""Where detectors are found by key: built-ins register on import, users add their own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from otel_safety.detectors.base import Detector
+
+_REGISTRY: dict[str, type[Detector]] = {}
+
+
+def register(cls: type[Detector]) -> type[Detector]:
+    """Class decorator: make a detector available by its key."""
+    if not getattr(cls, "key", None):
+        raise ValueError(f"{cls.__name__} needs a `key` to be registered")
+    _REGISTRY[cls.key] = cls
+    return cls
+
+
+def available() -> dict[str, type[Detector]]:
+    _load_builtins()
+    return dict(_REGISTRY)
+
+
+def create(
+    keys: Iterable[str] | None = None, thresholds: Mapping[str, float] | None = None
+) -> list[Detector]:
+    """Instantiate detectors by key (all registered ones by default)."""
+    known = available()
+    wanted = list(known) if keys is None else list(keys)
+    unknown = [key for key in wanted if key not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown detector(s) {', '.join(unknown)}; registered: {', '.join(sorted(known))}"
+        )
+    thresholds = thresholds or {}
+    return [known[key](threshold=thresholds.get(key)) for key in wanted]
+
+
+def _load_builtins() -> None:
+    # Imported for their @register side effect.
+    from otel_safety.detectors import scope_escalation  # noqa: F401

@@ -1,0 +1,174 @@
+"""The typed model detectors judge: one agent run as a trajectory, and what was found in it.
+
+Every element carries the id of the span it came from, so a finding can be written back
+onto the exact span that shows the evidence.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EscalationLevel(IntEnum):
+    """How strongly a run should be stopped; ordered so `max()` picks the strictest."""
+
+    NONE = 0
+    CLARIFY = 1
+    WARN = 2
+    SOFT_STOP = 3
+    HUMAN_REVIEW = 4
+    HARD_STOP = 5
+
+    @classmethod
+    def parse(cls, value: str | int | EscalationLevel) -> EscalationLevel:
+        """Accept a level by name (any case) or rank, as configs and CLIs give them."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return cls(int(value))
+        try:
+            return cls[str(value).strip().upper()]
+        except KeyError:
+            names = ", ".join(level.name for level in cls)
+            raise ValueError(f"unknown escalation level {value!r}; use one of {names}") from None
+
+
+class Severity(StrEnum):
+    """How bad a detected problem is; the escalation policy maps it to a level."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+class _Element(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    span_id: str | None = Field(default=None, description="16-hex id of the source span")
+
+
+class ToolCall(_Element):
+    """One action the agent took (or asked for) through a tool."""
+
+    id: str | None = None
+    name: str
+    arguments: dict[str, Any] | str | None = None
+    result: str | None = None
+    error: str | None = None
+    source: Literal["tool_span", "model_output", "output_text"] = "tool_span"
+
+    def arguments_text(self) -> str:
+        """Arguments flattened to text, for rules that match on what the call said."""
+        if self.arguments is None:
+            return ""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return " ".join(_flatten_text(self.arguments))
+
+
+class Message(_Element):
+    """One chat message, normalised across dialects (tool results are role `tool`)."""
+
+    role: str
+    content: str = ""
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class Principal(BaseModel):
+    """Who asked for the run, as far as the telemetry says."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    name: str | None = None
+    source: str | None = Field(default=None, description="attribute the identity was read from")
+
+
+class Scope(_Element):
+    """The task the agent was given: what it was allowed to do."""
+
+    system_instructions: str = ""
+    user_request: str = ""
+
+    @property
+    def text(self) -> str:
+        return "\n".join(part for part in (self.system_instructions, self.user_request) if part)
+
+
+class Trajectory(BaseModel):
+    """One agent run rebuilt from the spans of a trace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace_id: str
+    root_span_id: str | None = None
+    service_name: str | None = None
+    agent_names: list[str] = Field(default_factory=list)
+    conversation_id: str | None = None
+    requester: Principal | None = None
+    scope: Scope = Field(default_factory=Scope)
+    messages: list[Message] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    final_output: str | None = None
+    final_output_span_id: str | None = None
+    dialects: list[str] = Field(default_factory=list)
+    span_ids: list[str] = Field(default_factory=list)
+    tool_events_available: bool = Field(
+        default=False,
+        description="True when the trace could show tool calls (tool spans or captured model "
+        "content); False means unknown, not 'no tools were used'.",
+    )
+
+    @property
+    def input_text(self) -> str:
+        """Everything the agent was told: scope plus user messages."""
+        users = [m.content for m in self.messages if m.role == "user" and m.content]
+        return "\n".join([self.scope.text, *users]).strip()
+
+    @property
+    def tool_results(self) -> list[Message]:
+        return [m for m in self.messages if m.role == "tool"]
+
+
+class Evidence(BaseModel):
+    """What a detector saw: short, quotable, and pointing at its span."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    span_id: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class Finding(BaseModel):
+    """One detector's verdict on one trajectory; stored whether or not it fired."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    detector: str
+    trace_id: str
+    span_id: str | None = Field(default=None, description="span the verdict is written onto")
+    score: float
+    threshold: float
+    detected: bool
+    severity: Severity
+    explanation: str = ""
+    evidence: list[Evidence] = Field(default_factory=list)
+    risk_category: str | None = Field(
+        default=None, description="gen_ai.guardrail.security.risk.category value, when one fits"
+    )
+    escalation: EscalationLevel = EscalationLevel.NONE
+
+
+def _flatten_text(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _flatten_text(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _flatten_text(item)]
+    return [] if value is None else [str(value)]
