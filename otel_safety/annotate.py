@@ -1,0 +1,124 @@
+"""Export-time annotation: finished SDK spans are immutable, so we export annotated copies.
+
+Only the public `ReadableSpan` constructor is used. Spans that gain nothing are passed on
+as the very same objects.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import Event, ReadableSpan
+
+from otel_safety import semconv as sc
+from otel_safety.mapping import span_id_hex
+from otel_safety.model import EscalationLevel, Finding
+
+EVALUATION_LABEL = "flagged"
+
+
+def local_root(spans: Sequence[ReadableSpan]) -> ReadableSpan | None:
+    """The span a trace-level verdict goes on: no parent here, else the earliest orphan."""
+    ids = {s.context.span_id for s in spans}
+    candidates = [
+        s for s in spans if s.parent is None or s.parent.is_remote or s.parent.span_id not in ids
+    ]
+    return min(candidates, key=lambda s: s.start_time or 0, default=None)
+
+
+def annotate(
+    spans: Sequence[ReadableSpan],
+    findings: Sequence[Finding],
+    level: EscalationLevel,
+    reason: str,
+    dialects: Mapping[str, str],
+    notes: Mapping[str, Sequence[str]],
+) -> list[ReadableSpan]:
+    """Copies of `spans` carrying the safety attributes and one event per fired finding."""
+    root = local_root(spans)
+    root_id = span_id_hex(root.context.span_id) if root else None
+    present = {span_id_hex(s.context.span_id) for s in spans}
+    by_span: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        target = finding.span_id if finding.span_id in present else root_id
+        if target:
+            by_span[target].append(finding)
+
+    annotated = []
+    for span in spans:
+        sid = span_id_hex(span.context.span_id)
+        extra: dict[str, Any] = {}
+        if sid in dialects:
+            extra[sc.OTEL_SAFETY_MAPPING_DIALECT] = dialects[sid]
+        if notes.get(sid):
+            extra[sc.OTEL_SAFETY_NOTES] = tuple(notes[sid])
+        events = _finding_attributes(by_span.get(sid, []), extra, span.end_time or 0)
+        if sid == root_id:
+            extra.update(_trace_attributes(findings, level, reason))
+        annotated.append(_copy(span, extra, events) if extra else span)
+    return annotated
+
+
+def _finding_attributes(
+    findings: Sequence[Finding], extra: dict[str, Any], timestamp: int
+) -> list[Event]:
+    if not findings:
+        return []
+    fired = [f for f in findings if f.detected]
+    for finding in findings:
+        extra[sc.OTEL_SAFETY_DETECTOR_SCORE_PREFIX + finding.detector] = finding.score
+    span_level = max((f.escalation for f in fired), default=EscalationLevel.NONE)
+    extra[sc.OTEL_SAFETY_ESCALATION_LEVEL] = span_level.name
+    extra[sc.OTEL_SAFETY_ESCALATION_RANK] = int(span_level)
+    if fired:
+        extra[sc.OTEL_SAFETY_DETECTORS_FIRED] = tuple(f.detector for f in fired)
+    return [_evaluation_event(f, timestamp) for f in fired]
+
+
+def _evaluation_event(finding: Finding, timestamp: int) -> Event:
+    attributes: dict[str, Any] = {
+        sc.GEN_AI_EVALUATION_NAME: finding.detector,
+        sc.GEN_AI_EVALUATION_SCORE_VALUE: finding.score,
+        sc.GEN_AI_EVALUATION_SCORE_LABEL: EVALUATION_LABEL,
+        sc.GEN_AI_EVALUATION_EXPLANATION: finding.explanation,
+        sc.OTEL_SAFETY_FINDING_SEVERITY: finding.severity.value,
+        sc.OTEL_SAFETY_FINDING_THRESHOLD: finding.threshold,
+        sc.OTEL_SAFETY_FINDING_ESCALATION_LEVEL: finding.escalation.name,
+    }
+    if finding.risk_category:
+        attributes[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY] = finding.risk_category
+    return Event(sc.GEN_AI_EVALUATION_RESULT, attributes, timestamp)
+
+
+def _trace_attributes(
+    findings: Sequence[Finding], level: EscalationLevel, reason: str
+) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        sc.OTEL_SAFETY_EVALUATED: True,
+        sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL: level.name,
+        sc.OTEL_SAFETY_TRACE_ESCALATION_RANK: int(level),
+        sc.OTEL_SAFETY_TRACE_EVALUATION_REASON: reason,
+    }
+    fired = list(dict.fromkeys(f.detector for f in findings if f.detected))
+    if fired:
+        attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] = tuple(fired)
+    return attributes
+
+
+def _copy(span: ReadableSpan, extra: Mapping[str, Any], events: Sequence[Event]) -> ReadableSpan:
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes={**(span.attributes or {}), **extra},
+        events=(*span.events, *events),
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )

@@ -1,0 +1,126 @@
+"""Drop-in setup: one call gives a TracerProvider whose spans are judged, annotated and stored."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from otel_safety import detectors as detector_registry
+from otel_safety.config import Settings
+from otel_safety.engine import ExporterSink, SafetyEngine, Sink
+from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.mapping import DEFAULT_REQUESTER_KEYS
+from otel_safety.pipeline import Pipeline
+from otel_safety.policy import Policy
+from otel_safety.processor import SafetySpanProcessor
+
+logger = logging.getLogger(__name__)
+
+
+def create_processor(
+    db_path: str | None = None,
+    *,
+    exporters: Sequence[SpanExporter] = (),
+    otlp: bool | None = None,
+    policy: Policy | None = None,
+    detectors: Sequence[str] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    decision_wait: float | None = None,
+    max_traces: int | None = None,
+    max_spans: int | None = None,
+    queue_size: int | None = None,
+    requester_attribute: str | None = None,
+    store: bool | None = None,
+) -> SafetySpanProcessor:
+    """A SafetySpanProcessor for a provider you already have.
+
+    Annotated spans go to the DuckDB store, to `exporters`, and to an OTLP exporter when
+    the standard `OTEL_EXPORTER_OTLP_*` variables are set (unless `otlp=False`).
+    """
+    settings = Settings.resolve(
+        db_path=db_path,
+        detectors=list(detectors) if detectors is not None else None,
+        thresholds=dict(thresholds) if thresholds is not None else None,
+        decision_wait=decision_wait,
+        max_traces=max_traces,
+        max_spans=max_spans,
+        queue_size=queue_size,
+        requester_attribute=requester_attribute,
+        store=store,
+    )
+    requester_keys = DEFAULT_REQUESTER_KEYS
+    if settings.requester_attribute:
+        requester_keys = (settings.requester_attribute, *DEFAULT_REQUESTER_KEYS)
+    pipeline = Pipeline(
+        detectors=detector_registry.create(settings.detectors, settings.thresholds),
+        policy=policy,
+        requester_keys=requester_keys,
+    )
+    sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
+    sinks.extend(ExporterSink(exporter) for exporter in exporters)
+    if otlp is not False:
+        exporter = otlp_exporter_from_env(required=bool(otlp))
+        if exporter is not None:
+            sinks.append(ExporterSink(exporter))
+    engine = SafetyEngine(
+        pipeline,
+        sinks,
+        max_traces=settings.max_traces,
+        max_spans=settings.max_spans,
+        decision_wait=settings.decision_wait,
+        queue_size=settings.queue_size,
+    )
+    return SafetySpanProcessor(engine)
+
+
+def configure(
+    db_path: str | None = None,
+    *,
+    service_name: str | None = None,
+    resource: Resource | None = None,
+    install: bool = True,
+    **options,
+) -> TracerProvider:
+    """Return (and by default install globally) a TracerProvider with otel-safety in it.
+
+    Takes the same options as `create_processor`.
+    """
+    if resource is None:
+        resource = Resource.create({"service.name": service_name} if service_name else {})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(create_processor(db_path, **options))
+    if install:
+        trace.set_tracer_provider(provider)
+    return provider
+
+
+def otlp_exporter_from_env(required: bool = False) -> SpanExporter | None:
+    """The standard OTLP exporter when `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT` is set."""
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    if not endpoint:
+        if required:
+            raise ValueError(
+                "otlp=True but neither OTEL_EXPORTER_OTLP_ENDPOINT nor "
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set"
+            )
+        return None
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    elif protocol in ("http/protobuf", "http/json"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    else:
+        raise ValueError(f"unsupported OTLP protocol {protocol!r}; use grpc or http/protobuf")
+    return OTLPSpanExporter()

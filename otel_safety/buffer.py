@@ -1,0 +1,97 @@
+"""Group ended spans by trace and decide when a trace is ready to judge.
+
+A trace is released when its local root ends, when no span of it has arrived for the
+decision wait, or, when memory limits are reached, oldest first with what is known.
+Nothing is ever dropped: every span added comes back out in exactly one release.
+Not thread-safe; the engine serialises access.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+ROOT_ENDED = "root_ended"
+DECISION_WAIT = "decision_wait"
+OVERFLOW = "overflow"
+FLUSH = "flush"
+
+
+@dataclass
+class Release:
+    """The spans of one trace handed to the pipeline, and why now."""
+
+    trace_id: int
+    spans: list[ReadableSpan]
+    reason: str
+
+
+@dataclass
+class _Pending:
+    spans: list[ReadableSpan] = field(default_factory=list)
+    last_seen: float = 0.0
+
+
+class TraceBuffer:
+    def __init__(
+        self, max_traces: int = 10_000, max_spans: int = 200_000, decision_wait: float = 30.0
+    ):
+        if max_traces < 1 or max_spans < 1:
+            raise ValueError("max_traces and max_spans must be at least 1")
+        if decision_wait < 0:
+            raise ValueError("decision_wait must not be negative")
+        self.max_traces = max_traces
+        self.max_spans = max_spans
+        self.decision_wait = decision_wait
+        self._pending: OrderedDict[int, _Pending] = OrderedDict()
+        self._span_count = 0
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    @property
+    def span_count(self) -> int:
+        return self._span_count
+
+    def add(self, span: ReadableSpan, now: float) -> list[Release]:
+        trace_id = span.context.trace_id
+        pending = self._pending.get(trace_id)
+        if pending is None:
+            pending = self._pending[trace_id] = _Pending()
+        pending.spans.append(span)
+        pending.last_seen = now
+        self._span_count += 1
+        released = []
+        if span.parent is None or span.parent.is_remote:
+            released.append(self._pop(trace_id, ROOT_ENDED))
+        released.extend(self._shed())
+        return released
+
+    def expired(self, now: float) -> list[Release]:
+        """Traces idle for the decision wait (their root may live in another process)."""
+        stale = [t for t, p in self._pending.items() if now - p.last_seen >= self.decision_wait]
+        return [self._pop(trace_id, DECISION_WAIT) for trace_id in stale]
+
+    def next_deadline(self) -> float | None:
+        if not self._pending:
+            return None
+        return min(p.last_seen for p in self._pending.values()) + self.decision_wait
+
+    def drain(self) -> list[Release]:
+        return [self._pop(trace_id, FLUSH) for trace_id in list(self._pending)]
+
+    def _shed(self) -> list[Release]:
+        released = []
+        while self._pending and (
+            len(self._pending) > self.max_traces or self._span_count > self.max_spans
+        ):
+            oldest = next(iter(self._pending))
+            released.append(self._pop(oldest, OVERFLOW))
+        return released
+
+    def _pop(self, trace_id: int, reason: str) -> Release:
+        pending = self._pending.pop(trace_id)
+        self._span_count -= len(pending.spans)
+        return Release(trace_id, pending.spans, reason)

@@ -1,0 +1,78 @@
+"""Settings the OpenTelemetry way: arguments, then `OTEL_SAFETY_*` variables, then defaults."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ENV_PREFIX = "OTEL_SAFETY_"
+
+
+class ConfigError(ValueError):
+    """A setting has a value otel-safety cannot use; the message says which and why."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    db_path: str = Field("otel-safety.duckdb", description="DuckDB store file (OTEL_SAFETY_DB)")
+    store: bool = Field(True, description="write the DuckDB store at all (OTEL_SAFETY_STORE)")
+    detectors: list[str] | None = Field(None, description="detector keys; all when unset")
+    thresholds: dict[str, float] = Field(default_factory=dict, description="key=value overrides")
+    decision_wait: float = Field(30.0, ge=0, description="seconds a trace may sit idle")
+    max_traces: int = Field(10_000, ge=1, description="traces held at once")
+    max_spans: int = Field(200_000, ge=1, description="spans held at once")
+    queue_size: int = Field(65_536, ge=1, description="spans waiting for the worker")
+    requester_attribute: str | None = Field(None, description="attribute naming the requester")
+
+    @classmethod
+    def resolve(cls, environ: Mapping[str, str] | None = None, **arguments: Any) -> Settings:
+        """Merge arguments over environment over defaults, with errors that name the source."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            env_name = _env_name(name)
+            if arguments.get(name) is not None:
+                values[name] = arguments[name]
+            elif environ.get(env_name, "").strip():
+                values[name] = _parse_env(name, environ[env_name].strip())
+        unknown = set(arguments) - set(cls.model_fields)
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{err['loc'][0]} ({_env_name(str(err['loc'][0]))}): {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ConfigError(f"invalid otel-safety setting: {problems}") from None
+
+
+def _env_name(field: str) -> str:
+    return ENV_PREFIX + ("DB" if field == "db_path" else field.upper())
+
+
+def _parse_env(name: str, raw: str) -> Any:
+    if name == "detectors":
+        return [key.strip() for key in raw.split(",") if key.strip()]
+    if name == "thresholds":
+        pairs = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(
+                    f"{_env_name(name)}: expected key=value pairs like "
+                    f"'scope_escalation=0.2', got {item!r}"
+                )
+            pairs[key.strip()] = value.strip()
+        return pairs
+    if name == "store":
+        lowered = raw.lower()
+        if lowered not in {"true", "false", "1", "0", "yes", "no"}:
+            raise ConfigError(f"{_env_name(name)}: expected true or false, got {raw!r}")
+        return lowered in {"true", "1", "yes"}
+    return raw

@@ -1,0 +1,238 @@
+"""Trace buffer + pipeline + sinks, driven by a worker thread or synchronously.
+
+`submit()` is the only thing on the application's hot path: a non-blocking put into a
+bounded queue. Everything else runs on the worker thread. `process()` runs the same steps
+inline for offline ingest.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from otel_safety.buffer import TraceBuffer
+from otel_safety.pipeline import Pipeline, TraceEvaluation
+
+logger = logging.getLogger(__name__)
+DROP_WARNING_INTERVAL = 10.0
+
+
+class Sink(Protocol):
+    """Where evaluated traces go: the DuckDB store, span exporters, anything else."""
+
+    def write(self, evaluations: Sequence[TraceEvaluation]) -> None: ...
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+class ExporterSink:
+    """Adapts any OpenTelemetry `SpanExporter` (OTLP, console, in-memory…) to a sink."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self.exporter = exporter
+
+    def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
+        spans = [span for evaluation in evaluations for span in evaluation.spans]
+        if spans:
+            self.exporter.export(spans)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+
+@dataclass
+class _Control:
+    """A flush or stop request travelling through the queue behind the spans before it."""
+
+    stop: bool
+    done: threading.Event
+
+
+class SafetyEngine:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        sinks: Sequence[Sink],
+        *,
+        max_traces: int = 10_000,
+        max_spans: int = 200_000,
+        decision_wait: float = 30.0,
+        queue_size: int = 65_536,
+        batch_size: int = 512,
+        background: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pipeline = pipeline
+        self.sinks = list(sinks)
+        self.buffer = TraceBuffer(max_traces, max_spans, decision_wait)
+        self.stats: Counter[str] = Counter()
+        self._clock = clock
+        self._batch_size = batch_size
+        self._queue: queue.Queue[ReadableSpan | _Control] = queue.Queue(maxsize=queue_size)
+        self._lock = threading.Lock()
+        self._drop_lock = threading.Lock()
+        self._last_drop_warning = 0.0
+        self._closed = False
+        self._worker: threading.Thread | None = None
+        if background:
+            self._worker = threading.Thread(target=self._run, name="otel-safety", daemon=True)
+            self._worker.start()
+
+    # -- hot path -------------------------------------------------------------------------
+    def submit(self, span: ReadableSpan) -> bool:
+        """Enqueue without blocking. A full queue drops the span, counts it and warns."""
+        if self._closed:
+            return False
+        try:
+            self._queue.put_nowait(span)
+            return True
+        except queue.Full:
+            with self._drop_lock:
+                self.stats["spans_dropped"] += 1
+            now = time.monotonic()
+            if now - self._last_drop_warning >= DROP_WARNING_INTERVAL:
+                self._last_drop_warning = now
+                logger.warning(
+                    "otel-safety queue full (%d spans): dropped %d spans so far; raise "
+                    "queue_size or OTEL_SAFETY_QUEUE_SIZE",
+                    self._queue.maxsize,
+                    self.stats["spans_dropped"],
+                )
+            return False
+
+    # -- synchronous use (ingest) ---------------------------------------------------------
+    def process(self, spans: Iterable[ReadableSpan], now: float | None = None) -> None:
+        """Add spans and evaluate whatever became ready, on the calling thread."""
+        with self._lock:
+            releases = []
+            for span in spans:
+                self.stats["spans_received"] += 1
+                releases.extend(self.buffer.add(span, self._clock() if now is None else now))
+            releases.extend(self.buffer.expired(self._clock() if now is None else now))
+        self._dispatch(releases)
+
+    def drain(self) -> None:
+        """Evaluate every buffered trace now, with what is known."""
+        with self._lock:
+            releases = self.buffer.drain()
+        self._dispatch(releases)
+
+    # -- lifecycle, like BatchSpanProcessor -----------------------------------------------
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        if self._worker is None or not self._worker.is_alive():
+            self.drain()
+            return self._flush_sinks(timeout_millis)
+        return self._control(stop=False, timeout_millis=timeout_millis)
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None and self._worker.is_alive():
+            self._control(stop=True, timeout_millis=timeout_millis)
+            self._worker.join(timeout_millis / 1000)
+        else:
+            self.drain()
+            self._flush_sinks(timeout_millis)
+        for sink in self.sinks:
+            try:
+                sink.shutdown()
+            except Exception:
+                logger.exception("otel-safety sink %r failed to shut down", sink)
+
+    def _control(self, stop: bool, timeout_millis: int) -> bool:
+        request = _Control(stop=stop, done=threading.Event())
+        try:
+            self._queue.put(request, timeout=timeout_millis / 1000)
+        except queue.Full:
+            return False
+        return request.done.wait(timeout_millis / 1000)
+
+    # -- worker ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            control = self._step()
+            if control is None:
+                continue
+            self.drain()
+            self._flush_sinks(30_000)
+            control.done.set()
+            if control.stop:
+                return
+
+    def _step(self) -> _Control | None:
+        """Take a batch of spans (or a control request) and process it."""
+        batch: list[ReadableSpan] = []
+        control = None
+        try:
+            item = self._queue.get(timeout=self._wait_seconds())
+        except queue.Empty:
+            item = None
+        while item is not None:
+            if isinstance(item, _Control):
+                control = item
+                break
+            batch.append(item)
+            if len(batch) >= self._batch_size:
+                break
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                item = None
+        try:
+            self.process(batch)
+        except Exception:  # the worker must survive anything
+            logger.exception("otel-safety worker failed on a batch of %d spans", len(batch))
+        return control
+
+    def _wait_seconds(self) -> float:
+        with self._lock:
+            deadline = self.buffer.next_deadline()
+        if deadline is None:
+            return 1.0
+        return min(1.0, max(0.01, deadline - self._clock()))
+
+    def _dispatch(self, releases: Sequence) -> None:
+        if not releases:
+            return
+        evaluations = [self.pipeline.evaluate(r.spans, r.reason) for r in releases]
+        for evaluation in evaluations:
+            self.stats["traces_evaluated"] += 1
+            self.stats[f"released_{evaluation.reason}"] += 1
+            self.stats["spans_evaluated"] += len(evaluation.spans)
+            self.stats["findings"] += len(evaluation.findings)
+            self.stats["traces_flagged"] += evaluation.flagged
+            self.stats["spans_with_notes"] += len(evaluation.notes)
+            self.stats["pipeline_errors"] += evaluation.error is not None
+        for sink in self.sinks:
+            try:
+                sink.write(evaluations)
+            except Exception:
+                self.stats["sink_errors"] += 1
+                logger.exception(
+                    "otel-safety sink %r failed to write %d traces", sink, len(evaluations)
+                )
+
+    def _flush_sinks(self, timeout_millis: int) -> bool:
+        ok = True
+        for sink in self.sinks:
+            try:
+                ok = sink.force_flush(timeout_millis) and ok
+            except Exception:
+                logger.exception("otel-safety sink %r failed to flush", sink)
+                ok = False
+        return ok

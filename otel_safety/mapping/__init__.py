@@ -1,0 +1,111 @@
+"""Span dialects -> dialect-free `MappedSpan`s; non-GenAI spans map to None and pass through."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_safety.mapping import genai, openinference, openllmetry
+from otel_safety.mapping.types import Dialect, MappedSpan, SpanRole
+from otel_safety.mapping.values import Notes
+from otel_safety.model import Principal
+
+__all__ = ["DEFAULT_REQUESTER_KEYS", "MappedSpan", "map_span", "span_id_hex", "trace_id_hex"]
+
+# Where the person behind a run is usually named; the first one present wins.
+DEFAULT_REQUESTER_KEYS = ("enduser.id", "user.id", "enduser.pseudo.id", "user.name")
+CONVERSATION_KEYS = (
+    "gen_ai.conversation.id",
+    "session.id",
+    "traceloop.association.properties.session_id",
+)
+
+
+def trace_id_hex(trace_id: int) -> str:
+    return f"{trace_id:032x}"
+
+
+def span_id_hex(span_id: int) -> str:
+    return f"{span_id:016x}"
+
+
+def map_span(
+    span: ReadableSpan, requester_keys: Sequence[str] = DEFAULT_REQUESTER_KEYS
+) -> MappedSpan | None:
+    """Recognise the span's dialect and read it; never raises (problems land in `notes`)."""
+    attributes = span.attributes or {}
+    found = _dialect(span, attributes)
+    if found is None:
+        return None
+    dialect, role = found
+    base = MappedSpan(
+        span_id=span_id_hex(span.context.span_id),
+        parent_id=span_id_hex(span.parent.span_id) if span.parent else None,
+        start_ns=span.start_time or 0,
+        role=role,
+        dialect=dialect,
+    )
+    try:
+        mapped = _READERS[dialect](span, base)
+    except Exception as exc:  # a mapper bug must not lose the span or reach the app
+        base.notes.add(f"mapping failed: {type(exc).__name__}: {exc}")
+        mapped = base
+    _common(mapped, attributes, span, requester_keys)
+    return mapped
+
+
+def _dialect(span: ReadableSpan, attributes: Mapping[str, Any]) -> tuple[Dialect, SpanRole] | None:
+    if openinference.applies(attributes):
+        role = openinference.role_of(attributes)
+        return None if role is None else ("openinference", role)
+    if genai.is_current(attributes):
+        return "genai", "llm"  # the reader refines the role
+    if openllmetry.applies(attributes):
+        role = openllmetry.role_of(attributes)
+        return None if role is None else ("openllmetry", role)
+    if genai.has_events(span):
+        return "genai_events", "llm"
+    return None
+
+
+_READERS = {
+    "genai": genai.map_current,
+    "genai_events": genai.map_events,
+    "openinference": openinference.map_span,
+    "openllmetry": openllmetry.map_span,
+}
+
+
+def _common(
+    mapped: MappedSpan,
+    attributes: Mapping[str, Any],
+    span: ReadableSpan,
+    requester_keys: Sequence[str],
+) -> None:
+    """Identity attributes shared by every dialect, read from the span then its resource."""
+    resource = span.resource.attributes if span.resource else {}
+    notes: Notes = mapped.notes
+    if mapped.agent_name is None and attributes.get("gen_ai.agent.name") is not None:
+        mapped.agent_name = str(attributes["gen_ai.agent.name"])
+    conversation = _first(attributes, resource, CONVERSATION_KEYS)
+    if conversation is not None:
+        mapped.conversation_id = str(conversation[1])
+    requester = _first(attributes, resource, requester_keys)
+    if requester is not None:
+        key, value = requester
+        if isinstance(value, str | int):
+            mapped.requester = Principal(id=str(value), source=key)
+        else:
+            notes.add(f"{key}: expected a string, got {type(value).__name__}")
+
+
+def _first(
+    attributes: Mapping[str, Any], resource: Mapping[str, Any], keys: Sequence[str]
+) -> tuple[str, Any] | None:
+    for source in (attributes, resource):
+        for key in keys:
+            if source.get(key) not in (None, ""):
+                return key, source[key]
+    return None

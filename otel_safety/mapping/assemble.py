@@ -1,0 +1,145 @@
+"""Join the mapped spans of one trace into a single trajectory.
+
+Each model call repeats the conversation so far, so messages are de-duplicated as a
+multiset: a message is new only when it occurs more often than in what was already seen.
+Tool calls are taken from tool spans first (they show what ran), then from model output
+(what the model asked for) when no tool span matches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from otel_safety.mapping.types import MappedSpan
+from otel_safety.model import Message, Scope, ToolCall, Trajectory
+
+
+def assemble(
+    trace_id: str,
+    mapped: Sequence[MappedSpan],
+    root_span_id: str | None = None,
+    service_name: str | None = None,
+) -> Trajectory | None:
+    """Build the trajectory of a trace from its GenAI spans; None when there are none."""
+    if not mapped:
+        return None
+    spans = sorted(mapped, key=lambda m: m.start_ns)
+    models = [m for m in spans if m.role == "llm"]
+    agents = [m for m in spans if m.role == "agent"]
+    start_of = {m.span_id: m.start_ns for m in spans}
+
+    messages = _conversation(models)
+    tool_calls = _tool_calls(spans, messages, start_of)
+    final_output, final_span = _final_output(models, agents)
+    return Trajectory(
+        trace_id=trace_id,
+        root_span_id=root_span_id,
+        service_name=service_name,
+        agent_names=_unique(m.agent_name for m in spans),
+        conversation_id=next((m.conversation_id for m in spans if m.conversation_id), None),
+        requester=next((m.requester for m in agents + spans if m.requester), None),
+        scope=_scope(models, agents),
+        messages=[m for m in messages if m.role != "system"],
+        tool_calls=tool_calls,
+        final_output=final_output,
+        final_output_span_id=final_span,
+        dialects=_unique(m.dialect for m in spans),
+        span_ids=[m.span_id for m in spans],
+        tool_events_available=any(
+            m.role in ("tool", "retrieval") or (m.role == "llm" and m.content_captured)
+            for m in spans
+        ),
+    )
+
+
+def _key(message: Message) -> tuple[object, ...]:
+    calls = tuple(
+        (c.name, json.dumps(c.arguments, sort_keys=True, default=str)) for c in message.tool_calls
+    )
+    return (message.role, message.content, message.tool_call_id, calls)
+
+
+def _conversation(models: Sequence[MappedSpan]) -> list[Message]:
+    seen: Counter[tuple[object, ...]] = Counter()
+    conversation: list[Message] = []
+    for span in models:
+        for batch in (span.input_messages, span.output_messages):
+            local: Counter[tuple[object, ...]] = Counter()
+            for message in batch:
+                key = _key(message)
+                local[key] += 1
+                if local[key] > seen[key]:
+                    seen[key] += 1
+                    conversation.append(message)
+    return conversation
+
+
+def _scope(models: Sequence[MappedSpan], agents: Sequence[MappedSpan]) -> Scope:
+    instructions = _unique(
+        text
+        for span in [*agents, *models]
+        for text in [
+            *span.system_instructions,
+            *(m.content for m in span.input_messages if m.role == "system"),
+        ]
+    )
+    request, span_id = "", None
+    if models:
+        first = models[0]
+        users = [m for m in first.input_messages if m.role == "user" and m.content]
+        if users:
+            request, span_id = users[-1].content, first.span_id
+    if not request:
+        outer = next((a for a in agents if a.input_text), None)
+        if outer is not None:
+            request, span_id = outer.input_text or "", outer.span_id
+    return Scope(
+        system_instructions="\n".join(instructions),
+        user_request=request,
+        span_id=span_id or (models[0].span_id if models else None),
+    )
+
+
+def _tool_calls(
+    spans: Sequence[MappedSpan], messages: Sequence[Message], start_of: dict[str, int]
+) -> list[ToolCall]:
+    executed = [m.tool_call for m in spans if m.tool_call is not None]
+    requested = [call for message in messages for call in message.tool_calls]
+    calls = list(executed)
+    by_id = {c.id: c for c in executed if c.id}
+    unmatched = [c for c in executed if not c.id]
+    for call in requested:
+        match = by_id.get(call.id) if call.id else None
+        if match is None:  # some dialects give tool spans no call id: pair by name, in order
+            match = next((c for c in unmatched if c.name == call.name), None)
+            if match is not None:
+                unmatched.remove(match)
+        if match is None:
+            calls.append(call.model_copy())
+        elif match.arguments is None and call.arguments is not None:
+            match.arguments = call.arguments
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    for call in calls:
+        reply = results.get(call.id) if call.id else None
+        if call.result is None and reply is not None:
+            call.result = reply.content
+    return sorted(calls, key=lambda c: start_of.get(c.span_id or "", 0))
+
+
+def _final_output(
+    models: Sequence[MappedSpan], agents: Sequence[MappedSpan]
+) -> tuple[str | None, str | None]:
+    for span in reversed(models):
+        for message in reversed(span.output_messages):
+            if message.role == "assistant" and message.content:
+                return message.content, span.span_id
+    outer = next((a for a in agents if a.output_text), None)
+    if outer is not None:
+        return outer.output_text, outer.span_id
+    return None, None
+
+
+def _unique(values: Iterable[str | None]) -> list[str]:
+    return list(dict.fromkeys(v for v in values if v))

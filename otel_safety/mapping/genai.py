@@ -1,0 +1,193 @@
+"""OpenTelemetry GenAI conventions: current message attributes and the older span-event form."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_safety.mapping.types import MappedSpan, SpanRole
+from otel_safety.mapping.values import (
+    Notes,
+    arguments,
+    json_list,
+    message_from_parts,
+    structured,
+    text,
+)
+from otel_safety.model import Message, ToolCall
+
+LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
+AGENT_OPERATIONS = {"invoke_agent", "create_agent", "invoke_workflow"}
+MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+
+# Older conventions logged each message as an event; the role is in the event name.
+EVENT_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def is_current(attributes: Mapping[str, Any]) -> bool:
+    return "gen_ai.operation.name" in attributes or any(k in attributes for k in MESSAGE_KEYS)
+
+
+def has_events(span: ReadableSpan) -> bool:
+    return any(
+        event.name in EVENT_ROLES
+        or event.name in ("gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion")
+        for event in span.events
+    )
+
+
+def map_current(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
+    """Read `gen_ai.*` attributes (messages as JSON strings or structured values)."""
+    attributes = span.attributes or {}
+    notes = base.notes
+    sid = base.span_id
+    base.role = _role(attributes, span.name)
+    for part in json_list(attributes.get("gen_ai.system_instructions"), notes, "system"):
+        content = part.get("content") if isinstance(part, dict) else part
+        if content:
+            base.system_instructions.append(text(content, notes, "gen_ai.system_instructions"))
+    base.input_messages = _messages(attributes.get("gen_ai.input.messages"), notes, sid, "input")
+    base.output_messages = _messages(attributes.get("gen_ai.output.messages"), notes, sid, "output")
+    base.content_captured = any(k in attributes for k in MESSAGE_KEYS)
+    if base.role == "tool":
+        base.tool_call = _tool_call(span, attributes, notes, sid)
+        base.content_captured = base.tool_call.arguments is not None
+    elif base.role == "agent" and "final_result" in attributes:
+        # pydantic-ai writes the run's answer here besides the GenAI messages.
+        base.output_text = text(attributes["final_result"], notes, "final_result")
+    return base
+
+
+def map_events(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
+    """Read the older event form: one span event per message plus `gen_ai.choice`."""
+    notes = base.notes
+    sid = base.span_id
+    for event in span.events:
+        attributes = event.attributes or {}
+        if event.name in EVENT_ROLES:
+            body = _event_body(attributes, notes, event.name)
+            base.input_messages.extend(_event_message(EVENT_ROLES[event.name], body, notes, sid))
+        elif event.name == "gen_ai.choice":
+            body = _event_body(attributes, notes, event.name)
+            message = body.get("message", body) if isinstance(body, dict) else body
+            base.output_messages.extend(_event_message("assistant", message, notes, sid))
+        elif event.name == "gen_ai.content.prompt":
+            prompt = attributes.get("gen_ai.prompt")
+            base.input_messages.extend(_legacy_messages(prompt, notes, sid, "gen_ai.prompt"))
+        elif event.name == "gen_ai.content.completion":
+            completion = attributes.get("gen_ai.completion")
+            base.output_messages.extend(
+                _legacy_messages(completion, notes, sid, "gen_ai.completion")
+            )
+    base.content_captured = bool(base.input_messages or base.output_messages)
+    base.role = _role(span.attributes or {}, span.name)
+    return base
+
+
+def _role(attributes: Mapping[str, Any], span_name: str) -> SpanRole:
+    operation = str(attributes.get("gen_ai.operation.name", ""))
+    if operation == "execute_tool" or "gen_ai.tool.call.arguments" in attributes:
+        return "tool"
+    if operation in AGENT_OPERATIONS:
+        return "agent"
+    if not operation and span_name.startswith(("execute_tool", "running tool")):
+        return "tool"
+    return "llm"
+
+
+def _tool_call(
+    span: ReadableSpan, attributes: Mapping[str, Any], notes: Notes, span_id: str
+) -> ToolCall:
+    # pydantic-ai's older format used tool_arguments / tool_response.
+    raw_args = attributes.get("gen_ai.tool.call.arguments", attributes.get("tool_arguments"))
+    raw_result = attributes.get("gen_ai.tool.call.result", attributes.get("tool_response"))
+    error = None
+    if span.status.status_code is StatusCode.ERROR:
+        error = span.status.description or str(attributes.get("error.type", "error"))
+    return ToolCall(
+        id=_str_or_none(attributes.get("gen_ai.tool.call.id")),
+        name=str(attributes.get("gen_ai.tool.name") or span.name.removeprefix("execute_tool ")),
+        arguments=arguments(raw_args, notes, "gen_ai.tool.call.arguments"),
+        result=None if raw_result is None else text(raw_result, notes, "gen_ai.tool.call.result"),
+        error=error,
+        source="tool_span",
+        span_id=span_id,
+    )
+
+
+def _messages(value: Any, notes: Notes, span_id: str, which: str) -> list[Message]:
+    key = f"gen_ai.{which}.messages"
+    messages: list[Message] = []
+    for raw in json_list(value, notes, key):
+        if not isinstance(raw, dict):
+            notes.add(f"{key}: message is {type(raw).__name__}, not an object")
+            continue
+        parts = raw.get("parts")
+        if parts is None and "content" in raw:
+            parts = [{"type": "text", "content": raw["content"]}]
+        if not isinstance(parts, list):
+            notes.add(f"{key}: message without a parts list")
+            continue
+        role = str(raw.get("role") or ("assistant" if which == "output" else "user"))
+        messages.extend(message_from_parts(role, parts, notes, key, span_id, raw.get("name")))
+    return messages
+
+
+def _event_body(attributes: Mapping[str, Any], notes: Notes, key: str) -> Any:
+    """Span-event bodies arrive flattened into attributes or as one JSON attribute."""
+    for body_key in ("body", "event.body", "gen_ai.event.content"):
+        if body_key in attributes:
+            return structured(attributes[body_key], notes, f"{key}.{body_key}")
+    return {k: structured(v, notes, f"{key}.{k}") for k, v in attributes.items()}
+
+
+def _event_message(role: str, body: Any, notes: Notes, span_id: str) -> list[Message]:
+    if not isinstance(body, dict):
+        return [Message(role=role, content=text(body, notes, role), span_id=span_id)]
+    calls = [
+        ToolCall(
+            id=_str_or_none(call.get("id")),
+            name=str((call.get("function") or {}).get("name") or call.get("name") or "unknown"),
+            arguments=arguments(
+                (call.get("function") or {}).get("arguments", call.get("arguments")), notes, role
+            ),
+            source="model_output",
+            span_id=span_id,
+        )
+        for call in body.get("tool_calls") or []
+        if isinstance(call, dict)
+    ]
+    content = body.get("content")
+    if isinstance(content, list):  # content given as parts
+        return message_from_parts(role, content, notes, role, span_id)
+    return [
+        Message(
+            role=role,
+            content=text(content, notes, role),
+            tool_calls=calls,
+            tool_call_id=_str_or_none(body.get("id") if role == "tool" else None),
+            span_id=span_id,
+        )
+    ]
+
+
+def _legacy_messages(value: Any, notes: Notes, span_id: str, key: str) -> list[Message]:
+    """The 2024 `gen_ai.prompt` / `gen_ai.completion` event attributes: OpenAI-style lists."""
+    messages: list[Message] = []
+    for raw in json_list(value, notes, key):
+        if isinstance(raw, dict):
+            role = str(raw.get("role") or ("assistant" if key == "gen_ai.completion" else "user"))
+            messages.extend(_event_message(role, raw, notes, span_id))
+    return messages
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,136 @@
+"""OpenInference (Arize Phoenix) spans: `openinference.span.kind` plus flattened message keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_safety.mapping.types import MappedSpan, SpanRole
+from otel_safety.mapping.values import Notes, arguments, indexed, structured, text
+from otel_safety.model import Message, ToolCall
+
+ROLES: dict[str, SpanRole] = {
+    "LLM": "llm",
+    "TOOL": "tool",
+    "AGENT": "agent",
+    "RETRIEVER": "retrieval",
+}
+
+
+def applies(attributes: Mapping[str, Any]) -> bool:
+    return "openinference.span.kind" in attributes
+
+
+def role_of(attributes: Mapping[str, Any]) -> SpanRole | None:
+    """CHAIN, EMBEDDING, RERANKER… carry nothing a detector judges: not mapped."""
+    return ROLES.get(str(attributes.get("openinference.span.kind", "")).upper())
+
+
+def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
+    attributes = span.attributes or {}
+    notes = base.notes
+    sid = base.span_id
+    base.agent_name = _str(attributes.get("agent.name"))
+    if base.role == "llm":
+        messages = _messages(attributes, "llm.input_messages.", notes, sid)
+        if not messages:
+            messages = _messages_from_input_value(attributes, notes, sid)
+        base.system_instructions = [m.content for m in messages if m.role == "system"]
+        base.input_messages = [m for m in messages if m.role != "system"]
+        base.output_messages = _messages(attributes, "llm.output_messages.", notes, sid)
+        base.content_captured = bool(messages or base.output_messages)
+    elif base.role == "tool":
+        base.tool_call = _tool_call(span, attributes, notes, sid)
+        base.content_captured = base.tool_call.arguments is not None
+    elif base.role == "retrieval":
+        documents = indexed(attributes, "retrieval.documents.")
+        contents = [text(d.get("document.content"), notes, "retrieval") for d in documents]
+        base.tool_call = ToolCall(
+            name=span.name or "retriever",
+            arguments=_str(attributes.get("input.value")),
+            result="\n\n".join(c for c in contents if c),
+            source="tool_span",
+            span_id=sid,
+        )
+        base.content_captured = bool(contents)
+    else:  # agent
+        base.input_text = _str(attributes.get("input.value"))
+        base.output_text = _str(attributes.get("output.value"))
+        base.content_captured = base.input_text is not None
+    return base
+
+
+def _messages(
+    attributes: Mapping[str, Any], prefix: str, notes: Notes, span_id: str
+) -> list[Message]:
+    messages = []
+    for raw in indexed(attributes, prefix):
+        content = raw.get("message.content")
+        if content is None:  # multi-part content: message.contents.N.message_content.text
+            parts = indexed(raw, "message.contents.")
+            content = "\n".join(str(p.get("message_content.text", "")) for p in parts)
+        calls = [
+            ToolCall(
+                id=_str(call.get("tool_call.id")),
+                name=str(call.get("tool_call.function.name") or "unknown"),
+                arguments=arguments(call.get("tool_call.function.arguments"), notes, prefix),
+                source="model_output",
+                span_id=span_id,
+            )
+            for call in indexed(raw, "message.tool_calls.")
+        ]
+        messages.append(
+            Message(
+                role=str(raw.get("message.role") or "user"),
+                content=text(content, notes, prefix),
+                name=_str(raw.get("message.name")),
+                tool_call_id=_str(raw.get("message.tool_call_id")),
+                tool_calls=calls,
+                span_id=span_id,
+            )
+        )
+    return messages
+
+
+def _messages_from_input_value(
+    attributes: Mapping[str, Any], notes: Notes, span_id: str
+) -> list[Message]:
+    """Without flattened messages, `input.value` is either a request JSON or the prompt text."""
+    value = attributes.get("input.value")
+    if value is None:
+        return []
+    parsed = structured(value, notes, "input.value")
+    if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
+        return [
+            Message(
+                role=str(m.get("role", "user")),
+                content=text(m.get("content"), notes, "input.value"),
+                span_id=span_id,
+            )
+            for m in parsed["messages"]
+            if isinstance(m, dict)
+        ]
+    return [Message(role="user", content=text(value, notes, "input.value"), span_id=span_id)]
+
+
+def _tool_call(
+    span: ReadableSpan, attributes: Mapping[str, Any], notes: Notes, span_id: str
+) -> ToolCall:
+    error = span.status.description if span.status.status_code is StatusCode.ERROR else None
+    output = attributes.get("output.value")
+    return ToolCall(
+        id=_str(attributes.get("tool_call.id") or attributes.get("tool.id")),
+        name=str(attributes.get("tool.name") or span.name),
+        arguments=arguments(attributes.get("input.value"), notes, "input.value"),
+        result=None if output is None else text(output, notes, "output.value"),
+        error=error,
+        source="tool_span",
+        span_id=span_id,
+    )
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)

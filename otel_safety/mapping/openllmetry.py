@@ -1,0 +1,119 @@
+"""OpenLLMetry (Traceloop): indexed `gen_ai.prompt.N.*`, `gen_ai.completion.N.*`, `traceloop.*`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_safety.mapping.types import MappedSpan, SpanRole
+from otel_safety.mapping.values import Notes, arguments, indexed, structured, text
+from otel_safety.model import Message, ToolCall
+
+PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "traceloop.")
+ENTITY_ROLES: dict[str, SpanRole] = {"tool": "tool", "agent": "agent", "workflow": "agent"}
+
+
+def applies(attributes: Mapping[str, Any]) -> bool:
+    return any(key.startswith(PREFIXES) for key in attributes)
+
+
+def role_of(attributes: Mapping[str, Any]) -> SpanRole | None:
+    kind = str(attributes.get("traceloop.span.kind", "")).lower()
+    if kind in ENTITY_ROLES:
+        return ENTITY_ROLES[kind]
+    if any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for key in attributes):
+        return "llm"
+    return None  # `task` spans and the like wrap plain code
+
+
+def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
+    attributes = span.attributes or {}
+    notes = base.notes
+    sid = base.span_id
+    if base.role == "llm":
+        prompt = _messages(attributes, "gen_ai.prompt.", notes, sid)
+        base.system_instructions = [m.content for m in prompt if m.role == "system"]
+        base.input_messages = [m for m in prompt if m.role != "system"]
+        base.output_messages = _messages(attributes, "gen_ai.completion.", notes, sid, "assistant")
+        base.content_captured = bool(prompt or base.output_messages)
+        return base
+    entity_input = _entity_value(attributes.get("traceloop.entity.input"), notes)
+    entity_output = attributes.get("traceloop.entity.output")
+    name = str(attributes.get("traceloop.entity.name") or span.name)
+    if base.role == "tool":
+        error = span.status.description if span.status.status_code is StatusCode.ERROR else None
+        base.tool_call = ToolCall(
+            name=name,
+            arguments=entity_input,
+            result=None if entity_output is None else text(entity_output, notes, "entity.output"),
+            error=error,
+            source="tool_span",
+            span_id=sid,
+        )
+        base.content_captured = entity_input is not None
+    else:
+        base.agent_name = name
+        base.input_text = None if entity_input is None else text(entity_input, notes, "input")
+        base.output_text = None if entity_output is None else text(entity_output, notes, "output")
+        base.content_captured = entity_input is not None
+    return base
+
+
+def _messages(
+    attributes: Mapping[str, Any],
+    prefix: str,
+    notes: Notes,
+    span_id: str,
+    default_role: str = "user",
+) -> list[Message]:
+    messages = []
+    for raw in indexed(attributes, prefix):
+        calls = [
+            ToolCall(
+                id=_str(call.get("id")),
+                name=str(call.get("name") or "unknown"),
+                arguments=arguments(call.get("arguments"), notes, prefix),
+                source="model_output",
+                span_id=span_id,
+            )
+            for call in indexed(raw, "tool_calls.")
+        ]
+        if "function_call.name" in raw:  # the pre-tools OpenAI API
+            calls.append(
+                ToolCall(
+                    name=str(raw["function_call.name"]),
+                    arguments=arguments(raw.get("function_call.arguments"), notes, prefix),
+                    source="model_output",
+                    span_id=span_id,
+                )
+            )
+        messages.append(
+            Message(
+                role=str(raw.get("role") or default_role),
+                content=text(raw.get("content"), notes, prefix),
+                tool_call_id=_str(raw.get("tool_call_id")),
+                tool_calls=calls,
+                span_id=span_id,
+            )
+        )
+    return messages
+
+
+def _entity_value(value: Any, notes: Notes) -> dict[str, Any] | str | None:
+    """Traceloop serialises decorated functions' inputs as {"args": [...], "kwargs": {...}}."""
+    parsed = structured(value, notes, "traceloop.entity.input")
+    if isinstance(parsed, dict) and set(parsed) <= {"args", "kwargs", "inputs"}:
+        kwargs = parsed.get("kwargs") or parsed.get("inputs") or {}
+        args = parsed.get("args") or []
+        merged = dict(kwargs) if isinstance(kwargs, dict) else {}
+        if args:
+            merged["args"] = args
+        return merged
+    return arguments(value, notes, "traceloop.entity.input")
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)

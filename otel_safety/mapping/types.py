@@ -1,0 +1,34 @@
+"""What a dialect mapper extracts from one span, before spans are joined into a trajectory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from otel_safety.mapping.values import Notes
+from otel_safety.model import Message, Principal, ToolCall
+
+SpanRole = Literal["llm", "tool", "agent", "retrieval"]
+Dialect = Literal["genai", "genai_events", "openinference", "openllmetry"]
+
+
+@dataclass
+class MappedSpan:
+    """The GenAI meaning of one span, in dialect-free terms."""
+
+    span_id: str
+    parent_id: str | None
+    start_ns: int
+    role: SpanRole
+    dialect: Dialect
+    system_instructions: list[str] = field(default_factory=list)
+    input_messages: list[Message] = field(default_factory=list)
+    output_messages: list[Message] = field(default_factory=list)
+    tool_call: ToolCall | None = None
+    agent_name: str | None = None
+    conversation_id: str | None = None
+    requester: Principal | None = None
+    input_text: str | None = None
+    output_text: str | None = None
+    content_captured: bool = False
+    notes: Notes = field(default_factory=Notes)

@@ -1,0 +1,128 @@
+"""The one code path from a trace's spans to annotated spans and findings.
+
+The in-process processor, the `ingest` command and the sidecar all call
+`Pipeline.evaluate`; nothing detector-specific lives anywhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_safety import detectors as detector_registry
+from otel_safety.annotate import annotate, local_root
+from otel_safety.detectors import Detector
+from otel_safety.mapping import DEFAULT_REQUESTER_KEYS, map_span, span_id_hex, trace_id_hex
+from otel_safety.mapping.assemble import assemble
+from otel_safety.model import EscalationLevel, Finding, Trajectory
+from otel_safety.policy import Policy, SeverityPolicy
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TraceEvaluation:
+    """Everything the pipeline learned about one trace, ready for the sinks."""
+
+    trace_id: str
+    spans: list[ReadableSpan]
+    reason: str
+    findings: list[Finding] = field(default_factory=list)
+    level: EscalationLevel = EscalationLevel.NONE
+    trajectory: Trajectory | None = None
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def flagged(self) -> bool:
+        return any(f.detected for f in self.findings)
+
+
+class Pipeline:
+    """mapping -> trajectory -> detectors -> escalation policy -> annotation."""
+
+    def __init__(
+        self,
+        detectors: Sequence[Detector] | None = None,
+        policy: Policy | None = None,
+        requester_keys: Sequence[str] = DEFAULT_REQUESTER_KEYS,
+    ) -> None:
+        self.detectors = list(detector_registry.create() if detectors is None else detectors)
+        self.policy = policy or SeverityPolicy()
+        self.requester_keys = tuple(requester_keys)
+
+    def evaluate(
+        self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
+    ) -> TraceEvaluation:
+        """Judge one trace. Never raises: on an internal error the spans go on unannotated."""
+        trace_id = trace_id_hex(spans[0].context.trace_id) if spans else "0" * 32
+        try:
+            return self._evaluate(trace_id, spans, reason)
+        except Exception as exc:
+            logger.exception("otel-safety could not evaluate trace %s", trace_id)
+            return TraceEvaluation(
+                trace_id=trace_id,
+                spans=list(spans),
+                reason=reason,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+
+    def _evaluate(
+        self, trace_id: str, spans: Sequence[ReadableSpan], reason: str
+    ) -> TraceEvaluation:
+        mapped = [m for m in (map_span(s, self.requester_keys) for s in spans) if m is not None]
+        notes = {m.span_id: list(m.notes) for m in mapped if m.notes}
+        if not mapped:  # not a GenAI trace: pass through untouched
+            return TraceEvaluation(trace_id=trace_id, spans=list(spans), reason=reason)
+        root = local_root(spans)
+        trajectory = assemble(
+            trace_id,
+            mapped,
+            root_span_id=span_id_hex(root.context.span_id) if root else None,
+            service_name=_service_name(root),
+        )
+        findings = self._run_detectors(trajectory, notes) if trajectory else []
+        level = self.policy.decide(findings, trajectory)
+        annotated = annotate(
+            spans,
+            findings,
+            level,
+            reason,
+            dialects={m.span_id: m.dialect for m in mapped},
+            notes=notes,
+        )
+        return TraceEvaluation(
+            trace_id=trace_id,
+            spans=annotated,
+            reason=reason,
+            findings=findings,
+            level=level,
+            trajectory=trajectory,
+            notes=notes,
+        )
+
+    def _run_detectors(self, trajectory: Trajectory, notes: dict[str, list[str]]) -> list[Finding]:
+        findings = []
+        for detector in self.detectors:
+            try:
+                finding = detector.evaluate(trajectory)
+            except Exception as exc:  # one broken detector must not hide the others
+                logger.exception(
+                    "detector %s failed on trace %s", detector.key, trajectory.trace_id
+                )
+                target = trajectory.root_span_id or "trace"
+                notes.setdefault(target, []).append(f"detector {detector.key} failed: {exc}")
+                continue
+            if finding is not None:
+                findings.append(finding)
+        return findings
+
+
+def _service_name(span: ReadableSpan | None) -> str | None:
+    if span is None or span.resource is None:
+        return None
+    name = span.resource.attributes.get("service.name")
+    return None if name is None else str(name)

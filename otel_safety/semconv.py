@@ -1,0 +1,176 @@
+"""Names from the otel-safety semantic-convention registry.
+
+Generated from semconv/registry by `python semconv/generate.py`; do not edit by hand.
+Edit the YAML files under semconv/registry/ and rerun the command instead.
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# registry.otel_safety
+# Safety verdicts otel-safety attaches to exported spans: escalation levels, the detectors that
+# fired, their scores, and how the trace was evaluated.
+
+# The score a detector gave, for each detector whose finding is written on this span.
+OTEL_SAFETY_DETECTOR_SCORE_PREFIX = "otel_safety.detector.score."
+
+# Keys of the detectors whose findings are written onto this span.
+OTEL_SAFETY_DETECTORS_FIRED = "otel_safety.detectors.fired"
+
+# The strictest escalation level among the findings written onto this span.
+OTEL_SAFETY_ESCALATION_LEVEL = "otel_safety.escalation.level"
+
+# The escalation level of this span as a number from 0 (`NONE`) to 5 (`HARD_STOP`).
+OTEL_SAFETY_ESCALATION_RANK = "otel_safety.escalation.rank"
+
+# Set to true on the trace's local root span once otel-safety has evaluated the trace.
+OTEL_SAFETY_EVALUATED = "otel_safety.evaluated"
+
+# The escalation level the escalation policy gave this single finding.
+OTEL_SAFETY_FINDING_ESCALATION_LEVEL = "otel_safety.finding.escalation.level"
+
+# How bad the problem behind a finding is.
+OTEL_SAFETY_FINDING_SEVERITY = "otel_safety.finding.severity"
+
+# The score threshold the detector applied when it reported the finding.
+OTEL_SAFETY_FINDING_THRESHOLD = "otel_safety.finding.threshold"
+
+# Which input dialect otel-safety read the messages of this GenAI span from.
+OTEL_SAFETY_MAPPING_DIALECT = "otel_safety.mapping.dialect"
+
+# Problems otel-safety ran into while reading this span.
+OTEL_SAFETY_NOTES = "otel_safety.notes"
+
+# Keys of every detector that fired anywhere in the trace.
+OTEL_SAFETY_TRACE_DETECTORS_FIRED = "otel_safety.trace.detectors.fired"
+
+# The strictest escalation level found anywhere in the trace.
+OTEL_SAFETY_TRACE_ESCALATION_LEVEL = "otel_safety.trace.escalation.level"
+
+# The trace's strictest escalation level as a number from 0 (`NONE`) to 5 (`HARD_STOP`).
+OTEL_SAFETY_TRACE_ESCALATION_RANK = "otel_safety.trace.escalation.rank"
+
+# Why otel-safety evaluated the trace when it did.
+OTEL_SAFETY_TRACE_EVALUATION_REASON = "otel_safety.trace.evaluation.reason"
+
+# --------------------------------------------------------------------------------------------------
+# registry.otel_safety.gen_ai_used
+# OpenTelemetry GenAI attributes that otel-safety writes on the evaluation events it adds to spans.
+
+# A short, human-readable reason for the finding.
+GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+
+# Name of the evaluation; otel-safety uses the key of the detector that fired.
+GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
+
+# A label for the score; otel-safety writes `flagged` for every finding it reports.
+GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+
+# The score the detector gave.
+GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+
+# The category of security or safety risk the finding belongs to.
+GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY = "gen_ai.guardrail.security.risk.category"
+
+# --------------------------------------------------------------------------------------------------
+# Event names
+
+# One safety finding, added by otel-safety as an event on the span it concerns.
+GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
+
+# --------------------------------------------------------------------------------------------------
+# Enum values, in registry order
+
+# Values of otel_safety.escalation.level.
+ESCALATION_LEVELS = (
+    "NONE",
+    "CLARIFY",
+    "WARN",
+    "SOFT_STOP",
+    "HUMAN_REVIEW",
+    "HARD_STOP",
+)
+
+# Values of otel_safety.finding.escalation.level.
+FINDING_ESCALATION_LEVELS = (
+    "NONE",
+    "CLARIFY",
+    "WARN",
+    "SOFT_STOP",
+    "HUMAN_REVIEW",
+    "HARD_STOP",
+)
+
+# Values of otel_safety.finding.severity.
+FINDING_SEVERITIES = (
+    "low",
+    "medium",
+    "high",
+    "critical",
+)
+
+# Values of otel_safety.mapping.dialect.
+MAPPING_DIALECTS = (
+    "genai",
+    "genai_events",
+    "openinference",
+    "openllmetry",
+)
+
+# Values of otel_safety.trace.escalation.level.
+TRACE_ESCALATION_LEVELS = (
+    "NONE",
+    "CLARIFY",
+    "WARN",
+    "SOFT_STOP",
+    "HUMAN_REVIEW",
+    "HARD_STOP",
+)
+
+# Values of otel_safety.trace.evaluation.reason.
+TRACE_EVALUATION_REASONS = (
+    "root_ended",
+    "decision_wait",
+    "overflow",
+    "flush",
+)
+
+# --------------------------------------------------------------------------------------------------
+# Lookup
+
+# Every non-template attribute id in the registry.
+DEFINED_ATTRIBUTES = frozenset(
+    {
+        GEN_AI_EVALUATION_EXPLANATION,
+        GEN_AI_EVALUATION_NAME,
+        GEN_AI_EVALUATION_SCORE_LABEL,
+        GEN_AI_EVALUATION_SCORE_VALUE,
+        GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY,
+        OTEL_SAFETY_DETECTORS_FIRED,
+        OTEL_SAFETY_ESCALATION_LEVEL,
+        OTEL_SAFETY_ESCALATION_RANK,
+        OTEL_SAFETY_EVALUATED,
+        OTEL_SAFETY_FINDING_ESCALATION_LEVEL,
+        OTEL_SAFETY_FINDING_SEVERITY,
+        OTEL_SAFETY_FINDING_THRESHOLD,
+        OTEL_SAFETY_MAPPING_DIALECT,
+        OTEL_SAFETY_NOTES,
+        OTEL_SAFETY_TRACE_DETECTORS_FIRED,
+        OTEL_SAFETY_TRACE_ESCALATION_LEVEL,
+        OTEL_SAFETY_TRACE_ESCALATION_RANK,
+        OTEL_SAFETY_TRACE_EVALUATION_REASON,
+    }
+)
+
+# Prefixes of template attributes; a key is the prefix plus a suffix.
+TEMPLATE_PREFIXES = (OTEL_SAFETY_DETECTOR_SCORE_PREFIX,)
+
+
+def is_defined(key: str) -> bool:
+    """Whether `key` is an attribute the registry defines.
+
+    Exact attribute ids match, and so does a template prefix followed by a non-empty
+    suffix (for example a detector key after the detector-score prefix).
+    """
+    return key in DEFINED_ATTRIBUTES or any(
+        key.startswith(prefix) and len(key) > len(prefix) for prefix in TEMPLATE_PREFIXES
+    )
