@@ -1,0 +1,38 @@
+# Two commands do everything on a fresh machine with Python 3.11+:
+#   make demo   create .venv, install otel-safety with the demo extra, run the demo
+#   make test   create .venv, install with the test extras, lint and run the whole suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint semconv bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[demo,test]'
+	touch $@
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/otel-safety demo
+
+test: $(VENV)/.test-installed lint
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check .
+
+semconv: $(VENV)/.test-installed
+	$(BIN)/python semconv/generate.py
+
+bench: $(VENV)/.test-installed
+	$(BIN)/python bench/bench_pipeline.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.duckdb *.duckdb.wal

@@ -1,0 +1,1 @@
+"""Glue for agent frameworks; each module imports its framework lazily (an extra)."""

@@ -1,0 +1,126 @@
+"""The SQL kit: named queries from `queries/`, parameters, and result rendering."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+QUERY_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
+PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class QueryError(ValueError):
+    """A query could not be found or run; the message says what to do."""
+
+
+def queries_dir() -> Path:
+    """Installed wheels carry the files inside the package; a checkout has them at the top."""
+    packaged = Path(__file__).parent / "queries"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "queries"
+
+
+def available() -> dict[str, str]:
+    """Query name -> the first line of its header comment."""
+    found = {}
+    for path in sorted(queries_dir().glob("*.sql")):
+        first = path.read_text(encoding="utf-8").splitlines()[0] if path.stat().st_size else ""
+        found[path.stem] = first.removeprefix("--").strip().removeprefix(f"{path.stem}:").strip()
+    return found
+
+
+def resolve_sql(name_or_sql: str) -> str:
+    """A query name, a path to a .sql file, or SQL text."""
+    if QUERY_NAME.match(name_or_sql):
+        path = queries_dir() / f"{name_or_sql}.sql"
+        if not path.is_file():
+            names = ", ".join(available()) or "none"
+            raise QueryError(f"no query named {name_or_sql!r}; available: {names}")
+        return path.read_text(encoding="utf-8")
+    if name_or_sql.endswith(".sql") and Path(name_or_sql).is_file():
+        return Path(name_or_sql).read_text(encoding="utf-8")
+    return name_or_sql
+
+
+def run(
+    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str] | None = None
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Set the parameters as DuckDB variables (as the CLI user would), then run the SQL."""
+    for name, value in (params or {}).items():
+        if not PARAM_NAME.match(name):
+            raise QueryError(f"bad parameter name {name!r}: use letters, digits and _")
+        con.execute(f"SET VARIABLE {name} = ?", [_typed(value)])
+    try:
+        result = con.execute(sql)
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).strip()) from exc
+    if result.description is None:
+        return [], []
+    columns = [d[0] for d in result.description]
+    return columns, result.fetchall()
+
+
+def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") -> str:
+    if fmt == "json":
+        return json.dumps(
+            [dict(zip(columns, map(_plain, row), strict=True)) for row in rows], indent=2
+        )
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_cell(v, None) for v in row] for row in rows])
+        return out.getvalue().rstrip("\n")
+    return _table(columns, rows)
+
+
+def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    if not columns:
+        return "(no result)"
+    width = max(60, shutil.get_terminal_size((160, 20)).columns)
+    limit = max(12, min(60, width // max(1, len(columns))))
+    cells = [[_cell(v, limit) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    line = "  ".join
+    out = [line(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    out.append(line("-" * w for w in widths))
+    out.extend(line(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def _cell(value: Any, limit: int | None) -> str:
+    if value is None:
+        return ""
+    text = (
+        value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) else str(value)
+    )
+    text = " ".join(text.split())
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def _typed(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value

@@ -1,0 +1,184 @@
+"""Trace buffer, engine and processor: grouping, release rules, bounds, flush and shutdown."""
+
+from __future__ import annotations
+
+import threading
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_safety import semconv as sc
+from otel_safety.buffer import TraceBuffer
+from otel_safety.engine import ExporterSink, SafetyEngine
+from otel_safety.pipeline import Pipeline
+from otel_safety.processor import SafetySpanProcessor
+from tests.conftest import KeywordDetector
+
+
+def test_buffer_releases_a_trace_when_its_root_ends(span_factory):
+    buffer = TraceBuffer(decision_wait=30)
+    child, root = span_factory.agent_run()  # children end first
+    assert buffer.add(child, now=0.0) == []
+    released = buffer.add(root, now=0.0)
+    assert [r.reason for r in released] == ["root_ended"]
+    assert released[0].spans == [child, root]
+    assert len(buffer) == 0 and buffer.span_count == 0
+
+
+def test_buffer_releases_idle_traces_after_the_decision_wait(span_factory):
+    buffer = TraceBuffer(decision_wait=5)
+    child, _root = span_factory.agent_run()
+    buffer.add(child, now=100.0)
+    assert buffer.expired(now=104.9) == []
+    assert buffer.next_deadline() == 105.0
+    released = buffer.expired(now=105.0)
+    assert [(r.reason, r.spans) for r in released] == [("decision_wait", [child])]
+
+
+def test_buffer_overflow_evicts_oldest_trace_with_what_is_known(span_factory):
+    buffer = TraceBuffer(max_traces=2, max_spans=100, decision_wait=30)
+    children = [span_factory.agent_run()[0] for _ in range(3)]
+    assert buffer.add(children[0], 0.0) == []
+    assert buffer.add(children[1], 0.0) == []
+    released = buffer.add(children[2], 0.0)
+    assert [(r.reason, r.spans) for r in released] == [("overflow", [children[0]])]
+    assert len(buffer) == 2
+
+
+def test_buffer_span_limit_also_bounds_memory(span_factory):
+    buffer = TraceBuffer(max_traces=100, max_spans=3, decision_wait=30)
+    for _ in range(4):
+        buffer.add(span_factory.agent_run()[0], 0.0)
+    assert buffer.span_count <= 3
+    drained = buffer.drain()
+    assert all(r.reason == "flush" for r in drained) and buffer.span_count == 0
+
+
+def _engine(exporter, **kwargs):
+    pipeline = Pipeline(detectors=[KeywordDetector()])
+    return SafetyEngine(pipeline, [ExporterSink(exporter)], **kwargs)
+
+
+def test_processor_exports_annotated_copies_and_flags_the_answer_span():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SafetySpanProcessor(_engine(exporter)))
+    tracer = provider.get_tracer("t")
+    answer = '[{"role":"assistant","parts":[{"type":"text","content":"BAD"}]}]'
+    with (
+        tracer.start_as_current_span(
+            "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ),
+        tracer.start_as_current_span(
+            "chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.output.messages": answer}
+        ),
+    ):
+        pass
+    assert provider.force_flush()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"invoke_agent a", "chat"}
+    chat, root = spans["chat"], spans["invoke_agent a"]
+    assert chat.attributes[sc.OTEL_SAFETY_DETECTORS_FIRED] == ("keyword",)
+    assert chat.attributes[sc.OTEL_SAFETY_ESCALATION_LEVEL] == "HUMAN_REVIEW"
+    [event] = [e for e in chat.events if e.name == sc.GEN_AI_EVALUATION_RESULT]
+    assert event.attributes[sc.GEN_AI_EVALUATION_NAME] == "keyword"
+    assert event.attributes[sc.GEN_AI_EVALUATION_SCORE_VALUE] == 1.0
+    assert root.attributes[sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL] == "HUMAN_REVIEW"
+    assert root.attributes[sc.OTEL_SAFETY_TRACE_EVALUATION_REASON] == "root_ended"
+    provider.shutdown()
+
+
+def test_non_genai_spans_pass_through_as_the_same_objects(span_factory):
+    exporter = InMemorySpanExporter()
+    engine = _engine(exporter, background=False)
+    spans = span_factory.plain()
+    engine.process(spans)
+    assert list(exporter.get_finished_spans()) == spans
+    assert exporter.get_finished_spans()[0] is spans[0]
+
+
+class BlockingExporter(InMemorySpanExporter):
+    """An exporter that hangs until released, to prove the app never waits for us."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def export(self, spans):
+        self.gate.wait(10)
+        return super().export(spans)
+
+
+def test_on_end_never_blocks_and_a_full_queue_is_counted_not_hidden(span_factory):
+    exporter = BlockingExporter()
+    engine = _engine(exporter, queue_size=2, batch_size=1)
+    processor = SafetySpanProcessor(engine)
+    spans = [s for _ in range(10) for s in span_factory.agent_run()]
+    for span in spans:
+        processor.on_end(span)  # returns at once even though the exporter is stuck
+    assert engine.stats["spans_dropped"] > 0
+    exporter.gate.set()
+    processor.shutdown()
+    exported = len(exporter.get_finished_spans())
+    assert exported + engine.stats["spans_dropped"] == len(spans)
+
+
+def test_shutdown_flushes_everything_buffered_even_without_a_root(span_factory):
+    exporter = InMemorySpanExporter()
+    engine = _engine(exporter, decision_wait=3600)
+    child, _root = span_factory.agent_run()
+    engine.submit(child)  # its root never arrives
+    engine.shutdown()
+    [exported] = exporter.get_finished_spans()
+    assert exported.attributes[sc.OTEL_SAFETY_TRACE_EVALUATION_REASON] == "flush"
+
+
+def test_decision_wait_releases_a_rootless_trace_in_the_background(span_factory):
+    exporter = InMemorySpanExporter()
+    engine = _engine(exporter, decision_wait=0.05)
+    child, _root = span_factory.agent_run()
+    engine.submit(child)
+    for _ in range(200):
+        if exporter.get_finished_spans():
+            break
+        threading.Event().wait(0.01)
+    [exported] = exporter.get_finished_spans()
+    assert exported.attributes[sc.OTEL_SAFETY_TRACE_EVALUATION_REASON] == "decision_wait"
+    engine.shutdown()
+
+
+class BrokenDetector(KeywordDetector):
+    key = "broken"
+
+    def score(self, trajectory):
+        raise RuntimeError("boom")
+
+
+def test_a_failing_detector_is_noted_and_the_others_still_run(span_factory):
+    exporter = InMemorySpanExporter()
+    pipeline = Pipeline(detectors=[BrokenDetector(), KeywordDetector()])
+    evaluation = pipeline.evaluate(span_factory.agent_run(answer="BAD"))
+    assert [f.detector for f in evaluation.findings] == ["keyword"]
+    assert any("detector broken failed" in n for notes in evaluation.notes.values() for n in notes)
+    assert len(evaluation.spans) == 2
+    exporter.shutdown()
+
+
+def test_a_failing_sink_does_not_stop_the_others(span_factory):
+    class Broken:
+        def write(self, evaluations):
+            raise OSError("disk full")
+
+        def force_flush(self, timeout_millis=0):
+            return True
+
+        def shutdown(self):
+            pass
+
+    exporter = InMemorySpanExporter()
+    engine = SafetyEngine(
+        Pipeline(detectors=[]), [Broken(), ExporterSink(exporter)], background=False
+    )
+    engine.process(span_factory.agent_run())
+    assert len(exporter.get_finished_spans()) == 2
+    assert engine.stats["sink_errors"] == 1

@@ -1,0 +1,116 @@
+"""The DuckDB store on a real file: schema contract, batching, versioning, hostile text."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from otel_safety.exporters.duckdb import SCHEMA_VERSION, DuckDBStore, StoreError
+from otel_safety.pipeline import Pipeline
+from tests.conftest import KeywordDetector
+
+
+def _columns(con, table):
+    return {
+        name: kind
+        for name, kind in con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
+            [table],
+        ).fetchall()
+    }
+
+
+def test_store_writes_the_contract_other_tools_rely_on(tmp_path, span_factory):
+    path = tmp_path / "nested" / "store.duckdb"
+    store = DuckDBStore(path)
+    pipeline = Pipeline(detectors=[KeywordDetector()])
+    store.write(
+        [
+            pipeline.evaluate(span_factory.agent_run(answer="BAD")),
+            pipeline.evaluate(span_factory.agent_run(answer="good")),
+        ]
+    )
+    store.shutdown()
+
+    with duckdb.connect(str(path), read_only=True) as con:
+        findings = _columns(con, "findings")
+        assert {
+            k: findings[k] for k in ("trace_id", "span_id", "detector", "score", "detected")
+        } == {
+            "trace_id": "VARCHAR",
+            "span_id": "VARCHAR",
+            "detector": "VARCHAR",
+            "score": "DOUBLE",
+            "detected": "BOOLEAN",
+        }
+        spans = _columns(con, "spans")
+        assert spans["attributes"] == "JSON" and "escalation_level" in spans
+        rows = con.execute(
+            "SELECT trace_id, span_id, detector, score, detected FROM findings ORDER BY score DESC"
+        ).fetchall()
+        assert [(r[2], r[3], r[4]) for r in rows] == [
+            ("keyword", 1.0, True),
+            ("keyword", 0.0, False),
+        ]
+        assert all(len(r[0]) == 32 and r[0] == r[0].lower() for r in rows)
+        assert all(len(r[1]) == 16 for r in rows)
+        flagged = con.execute(
+            "SELECT name, escalation_level, attributes->>'$.\"otel_safety.escalation.level\"' "
+            "FROM spans WHERE escalation_level IS NOT NULL AND escalation_level <> 'NONE'"
+        ).fetchall()
+        assert flagged == [("chat model", "HUMAN_REVIEW", "HUMAN_REVIEW")]
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
+        assert con.execute("SELECT count(*) FROM traces").fetchone() == (2,)
+        assert con.execute("SELECT count(*) FROM labels").fetchone() == (0,)
+        assert con.execute(
+            "SELECT value FROM otel_safety_meta WHERE key = 'schema_version'"
+        ).fetchone() == (str(SCHEMA_VERSION),)
+
+
+def test_store_refuses_a_newer_schema(tmp_path):
+    path = tmp_path / "s.duckdb"
+    DuckDBStore(path).shutdown()
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE otel_safety_meta SET value = '999' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="newer than this otel-safety"):
+        DuckDBStore(path)
+
+
+def test_store_reopens_and_appends(tmp_path, span_factory):
+    path = tmp_path / "s.duckdb"
+    pipeline = Pipeline(detectors=[])
+    for _ in range(2):
+        store = DuckDBStore(path)
+        store.write([pipeline.evaluate(span_factory.agent_run())])
+        store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(DISTINCT trace_id) FROM spans").fetchone() == (2,)
+
+
+def test_hostile_text_is_stored_not_lost(tmp_path, span_factory):
+    [template] = span_factory.plain()
+    context = SpanContext(0xABC, 0xDEF, is_remote=False, trace_flags=TraceFlags(1))
+    hostile = ReadableSpan(
+        name="bad \udcff name",
+        context=context,
+        attributes={"weird": "lone \ud800 surrogate", "blob": b"\xff\xfe", "big": "x" * 300_000},
+        start_time=template.start_time,
+        end_time=template.end_time,
+        resource=template.resource,
+    )
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    store.write([Pipeline(detectors=[]).evaluate([hostile])])
+    row = store.connection.execute(
+        "SELECT name, attributes->>'$.weird', length(attributes->>'$.big') FROM spans"
+    ).fetchone()
+    store.shutdown()
+    assert row[0].startswith("bad ") and row[1].startswith("lone ") and row[2] == 300_000
+
+
+def test_a_path_that_is_not_a_database_gives_a_clear_error(tmp_path):
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("hello, not a database\n" * 100)
+    with pytest.raises(StoreError, match="cannot open DuckDB store"):
+        DuckDBStore(bogus)
