@@ -60,12 +60,13 @@ def _dialect(span: ReadableSpan, attributes: Mapping[str, Any]) -> tuple[Dialect
     if openinference.applies(attributes):
         role = openinference.role_of(attributes)
         return None if role is None else ("openinference", role)
-    if genai.is_current(attributes):
+    events = genai.has_events(span)
+    if genai.is_current(attributes) and (genai.has_messages(attributes) or not events):
         return "genai", "llm"  # the reader refines the role
     if openllmetry.applies(attributes):
         role = openllmetry.role_of(attributes)
         return None if role is None else ("openllmetry", role)
-    if genai.has_events(span):
+    if events:
         return "genai_events", "llm"
     return None
 

@@ -21,6 +21,7 @@ from otel_safety.model import Message, ToolCall
 
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 AGENT_OPERATIONS = {"invoke_agent", "create_agent", "invoke_workflow"}
+SYSTEM_KEY = "gen_ai.system_instructions"
 MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
 
 # Older conventions logged each message as an event; the role is in the event name.
@@ -33,7 +34,11 @@ EVENT_ROLES = {
 
 
 def is_current(attributes: Mapping[str, Any]) -> bool:
-    return "gen_ai.operation.name" in attributes or any(k in attributes for k in MESSAGE_KEYS)
+    return "gen_ai.operation.name" in attributes or has_messages(attributes)
+
+
+def has_messages(attributes: Mapping[str, Any]) -> bool:
+    return any(k in attributes for k in MESSAGE_KEYS)
 
 
 def has_events(span: ReadableSpan) -> bool:
@@ -50,10 +55,13 @@ def map_current(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
     notes = base.notes
     sid = base.span_id
     base.role = _role(attributes, span.name)
-    for part in json_list(attributes.get("gen_ai.system_instructions"), notes, "system"):
+    instructions = structured(attributes.get("gen_ai.system_instructions"), notes, SYSTEM_KEY)
+    if isinstance(instructions, str):  # some producers write plain text, not parts
+        instructions = [instructions]
+    for part in instructions if isinstance(instructions, list) else []:
         content = part.get("content") if isinstance(part, dict) else part
         if content:
-            base.system_instructions.append(text(content, notes, "gen_ai.system_instructions"))
+            base.system_instructions.append(text(content, notes, SYSTEM_KEY))
     base.input_messages = _messages(attributes.get("gen_ai.input.messages"), notes, sid, "input")
     base.output_messages = _messages(attributes.get("gen_ai.output.messages"), notes, sid, "output")
     base.content_captured = any(k in attributes for k in MESSAGE_KEYS)

@@ -48,7 +48,7 @@ def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
         base.tool_call = ToolCall(
             name=name,
             arguments=entity_input,
-            result=None if entity_output is None else text(entity_output, notes, "entity.output"),
+            result=_entity_text(entity_output, notes),
             error=error,
             source="tool_span",
             span_id=sid,
@@ -57,7 +57,7 @@ def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
     else:
         base.agent_name = name
         base.input_text = None if entity_input is None else text(entity_input, notes, "input")
-        base.output_text = None if entity_output is None else text(entity_output, notes, "output")
+        base.output_text = _entity_text(entity_output, notes)
         base.content_captured = entity_input is not None
     return base
 
@@ -113,6 +113,14 @@ def _entity_value(value: Any, notes: Notes) -> dict[str, Any] | str | None:
             merged["args"] = args
         return merged
     return arguments(value, notes, "traceloop.entity.input")
+
+
+def _entity_text(value: Any, notes: Notes) -> str | None:
+    """Traceloop stores return values JSON-encoded: a string result arrives quoted."""
+    if value is None:
+        return None
+    parsed = structured(value, notes, "traceloop.entity.output")
+    return text(parsed if isinstance(parsed, str) else value, notes, "traceloop.entity.output")
 
 
 def _str(value: Any) -> str | None:

@@ -24,7 +24,7 @@ def text(value: Any, notes: Notes, key: str) -> str:
     if value is None:
         return ""
     if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
+        value = decode(value, notes, key)
     elif not isinstance(value, str):
         value = value if isinstance(value, int | float | bool) else _dumps(value)
         value = str(value)
@@ -34,19 +34,30 @@ def text(value: Any, notes: Notes, key: str) -> str:
     return value
 
 
+def decode(value: bytes, notes: Notes, key: str) -> str:
+    """Bytes where text belongs: keep what decodes, say that something did not."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        notes.add(f"{key}: invalid UTF-8 replaced with U+FFFD")
+        return value.decode("utf-8", errors="replace")
+
+
 def structured(value: Any, notes: Notes, key: str) -> Any:
     """A value that may arrive as a JSON string or already structured (OTLP AnyValue)."""
     if value is None:
         return None
     if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
+        value = decode(value, notes, key)
     if isinstance(value, str):
         stripped = value.strip()
-        if not stripped or stripped[0] not in "[{":
+        if not stripped or stripped[0] not in '[{"':
             return value
         try:
             return json.loads(stripped)
         except ValueError as exc:
+            if stripped[0] == '"':  # plain text that happens to start with a quote
+                return value
             notes.add(f"{key}: malformed JSON ({exc.msg} at char {exc.pos})")
             return None
     if isinstance(value, Mapping):

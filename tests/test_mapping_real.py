@@ -1,0 +1,534 @@
+"""Dialect mapping against spans from real instrumentation, plus the forms none installed emits.
+
+One scripted agent run (system prompt, user request, one `run_shell` tool call, a final answer)
+is traced by four real producers: opentelemetry-instrumentation-openai-v2, OpenInference,
+OpenLLMetry and pydantic-ai. Whatever the dialect, the trajectory must come out the same.
+Older or unusual forms (OpenLLMetry's indexed attributes, GenAI span events, structured
+attribute values) are built by hand from what those producers wrote, and damaged input must be
+reported on the span, never raised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from instrumented import (
+    FINAL_ANSWER,
+    MODEL,
+    OPENAI_INSTRUMENTATIONS,
+    ROOT_SPAN_NAME,
+    SYSTEM_PROMPT,
+    TOOL_ARGUMENTS,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    TOOL_RESULT,
+    TOOL_SPAN_NAME,
+    USER_REQUEST,
+    run_openai_agent,
+    run_pydantic_ai_agent,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+
+from otel_safety import semconv as sc
+from otel_safety.mapping import span_id_hex
+from otel_safety.mapping.values import MAX_TEXT_CHARS
+from otel_safety.model import Trajectory
+from otel_safety.pipeline import Pipeline, TraceEvaluation
+
+OPENAI_SOURCES = tuple(OPENAI_INSTRUMENTATIONS)
+SOURCES = (*OPENAI_SOURCES, "pydantic_ai")
+
+EXPECTED_DIALECTS = {
+    "otel_genai": ["genai"],
+    "openinference": ["openinference"],
+    # opentelemetry-instrumentation-openai 0.62.4 (OpenLLMetry) no longer writes the indexed
+    # `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` keys: it sets `gen_ai.operation.name` and
+    # the JSON `gen_ai.input.messages` / `gen_ai.output.messages`, i.e. the current GenAI form.
+    # The indexed form is covered by hand-built spans below.
+    "openllmetry": ["genai"],
+    "pydantic_ai": ["genai"],
+}
+
+# Instrumentation scope of the GenAI spans: proof they come from the third-party library.
+EXPECTED_SCOPES = {
+    "otel_genai": "opentelemetry.util.genai",
+    "openinference": "openinference.instrumentation.openai",
+    "openllmetry": "opentelemetry.instrumentation.openai",
+    "pydantic_ai": "pydantic-ai",
+}
+
+EXPECTED_PROJECTION: dict[str, Any] = {
+    "system_instructions": SYSTEM_PROMPT,
+    "user_request": USER_REQUEST,
+    "tool_calls": [(TOOL_NAME, TOOL_ARGUMENTS)],
+    "final_output": FINAL_ANSWER,
+    "roles": ["user", "assistant", "tool", "assistant"],
+}
+
+TRACE_LEVEL_KEYS = {
+    sc.OTEL_SAFETY_EVALUATED,
+    sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL,
+    sc.OTEL_SAFETY_TRACE_ESCALATION_RANK,
+    sc.OTEL_SAFETY_TRACE_EVALUATION_REASON,
+    sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED,
+}
+
+
+def _evaluate(spans: Sequence[ReadableSpan]) -> TraceEvaluation:
+    evaluation = Pipeline(detectors=[]).evaluate(spans)
+    assert evaluation.error is None
+    return evaluation
+
+
+def _projection(trajectory: Trajectory) -> dict[str, Any]:
+    """What must not depend on the dialect: scope, actions, answer, shape of the conversation."""
+    return {
+        "system_instructions": trajectory.scope.system_instructions,
+        "user_request": trajectory.scope.user_request,
+        "tool_calls": [(call.name, call.arguments) for call in trajectory.tool_calls],
+        "final_output": trajectory.final_output,
+        "roles": [m.role for m in trajectory.messages if m.content or m.tool_calls],
+    }
+
+
+def _referenced_span_ids(trajectory: Trajectory) -> set[str]:
+    ids = {trajectory.root_span_id, trajectory.final_output_span_id, trajectory.scope.span_id}
+    ids.update(trajectory.span_ids)
+    for message in trajectory.messages:
+        ids.add(message.span_id)
+        ids.update(call.span_id for call in message.tool_calls)
+    ids.update(call.span_id for call in trajectory.tool_calls)
+    return {i for i in ids if i is not None}
+
+
+def _assert_references_exist(trajectory: Trajectory, spans: Sequence[ReadableSpan]) -> None:
+    present = {span_id_hex(s.context.span_id) for s in spans}
+    missing = _referenced_span_ids(trajectory) - present
+    assert not missing, f"trajectory points at spans that are not in the input: {missing}"
+
+
+# --------------------------------------------------------------------------------------------
+# Real instrumentation
+
+
+@pytest.fixture(scope="module")
+def real_spans() -> dict[str, list[ReadableSpan]]:
+    """The same agent run from every source; the openai runs go in parallel subprocesses."""
+    with ThreadPoolExecutor(max_workers=len(OPENAI_SOURCES)) as pool:
+        pending = {name: pool.submit(run_openai_agent, name) for name in OPENAI_SOURCES}
+        spans = {"pydantic_ai": run_pydantic_ai_agent()}
+        spans.update({name: future.result() for name, future in pending.items()})
+    return spans
+
+
+@pytest.fixture(scope="module")
+def real_evaluations(real_spans: dict[str, list[ReadableSpan]]) -> dict[str, TraceEvaluation]:
+    return {name: _evaluate(spans) for name, spans in real_spans.items()}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_spans_come_from_the_instrumentation_library(
+    source: str, real_spans: dict[str, list[ReadableSpan]]
+) -> None:
+    spans = real_spans[source]
+    assert len({s.context.trace_id for s in spans}) == 1, "one run, one trace"
+    genai = [s for s in spans if s.name not in (ROOT_SPAN_NAME, TOOL_SPAN_NAME)]
+    assert genai
+    for span in genai:
+        assert span.instrumentation_scope is not None
+        assert span.instrumentation_scope.name.startswith(EXPECTED_SCOPES[source])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_real_run_maps_to_the_expected_trajectory(
+    source: str, real_evaluations: dict[str, TraceEvaluation]
+) -> None:
+    evaluation = real_evaluations[source]
+    trajectory = evaluation.trajectory
+    assert trajectory is not None
+    assert SYSTEM_PROMPT in trajectory.scope.system_instructions
+    assert trajectory.scope.user_request == USER_REQUEST
+    assert [(c.name, c.arguments) for c in trajectory.tool_calls] == [(TOOL_NAME, TOOL_ARGUMENTS)]
+    # Every source shows the result: a tool span (pydantic-ai) or the tool message sent back.
+    assert trajectory.tool_calls[0].result == TOOL_RESULT
+    assert trajectory.tool_calls[0].id == TOOL_CALL_ID
+    assert trajectory.final_output == FINAL_ANSWER
+    assert trajectory.tool_events_available is True
+    assert evaluation.notes == {}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_real_run_dialect(source: str, real_evaluations: dict[str, TraceEvaluation]) -> None:
+    trajectory = real_evaluations[source].trajectory
+    assert trajectory is not None
+    assert trajectory.dialects == EXPECTED_DIALECTS[source]
+
+
+def test_same_run_gives_the_same_trajectory_in_every_dialect(
+    real_evaluations: dict[str, TraceEvaluation],
+) -> None:
+    projections = {}
+    for source, evaluation in real_evaluations.items():
+        assert evaluation.trajectory is not None
+        projections[source] = _projection(evaluation.trajectory)
+    assert set(projections) == set(SOURCES)
+    for source, projection in projections.items():
+        assert projection == EXPECTED_PROJECTION, source
+
+
+@pytest.mark.parametrize("source", OPENAI_SOURCES)
+def test_non_genai_spans_pass_through(
+    source: str,
+    real_spans: dict[str, list[ReadableSpan]],
+    real_evaluations: dict[str, TraceEvaluation],
+) -> None:
+    spans = real_spans[source]
+    out = real_evaluations[source].spans
+    assert len(out) == len(spans)
+    pairs = {s.name: (s, o) for s, o in zip(spans, out, strict=True)}
+
+    tool_in, tool_out = pairs[TOOL_SPAN_NAME]
+    assert tool_out is tool_in  # nothing to add: the very same object goes on
+
+    # The manual root is not GenAI either, but it is the trace's local root, so it alone
+    # gains the trace-level verdict; its own attributes stay as they were.
+    root_in, root_out = pairs[ROOT_SPAN_NAME]
+    assert sc.OTEL_SAFETY_MAPPING_DIALECT not in (root_out.attributes or {})
+    added = dict(root_out.attributes or {})
+    for key, value in (root_in.attributes or {}).items():
+        assert added.pop(key) == value
+    assert set(added) <= TRACE_LEVEL_KEYS
+    assert added[sc.OTEL_SAFETY_EVALUATED] is True
+    assert root_out.context == root_in.context
+    assert root_out.parent == root_in.parent
+    assert root_out.name == root_in.name
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_genai_spans_carry_their_dialect(
+    source: str,
+    real_spans: dict[str, list[ReadableSpan]],
+    real_evaluations: dict[str, TraceEvaluation],
+) -> None:
+    (dialect,) = EXPECTED_DIALECTS[source]
+    labelled = 0
+    for original, annotated in zip(real_spans[source], real_evaluations[source].spans, strict=True):
+        if original.name in (ROOT_SPAN_NAME, TOOL_SPAN_NAME):
+            continue
+        assert (annotated.attributes or {})[sc.OTEL_SAFETY_MAPPING_DIALECT] == dialect
+        labelled += 1
+    # two model calls, plus pydantic-ai's agent and tool spans
+    assert labelled == (4 if source == "pydantic_ai" else 2)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_trajectory_references_only_input_spans(
+    source: str,
+    real_spans: dict[str, list[ReadableSpan]],
+    real_evaluations: dict[str, TraceEvaluation],
+) -> None:
+    trajectory = real_evaluations[source].trajectory
+    assert trajectory is not None
+    _assert_references_exist(trajectory, real_spans[source])
+
+
+# --------------------------------------------------------------------------------------------
+# Hand-built spans for forms no installed instrumentation emits
+
+TRACE_ID = 0x5B8EFFF798038103D269B633813FC60C
+ROOT_ID = 0x00F067AA0BA902B7
+RESOURCE = Resource.create({"service.name": "hand-built"})
+
+
+def _context(span_id: int) -> SpanContext:
+    return SpanContext(TRACE_ID, span_id, is_remote=False, trace_flags=TraceFlags(1))
+
+
+def _span(
+    name: str,
+    span_id: int,
+    attributes: dict[str, Any],
+    start: int,
+    events: Sequence[Event] = (),
+    parent: int | None = ROOT_ID,
+) -> ReadableSpan:
+    return ReadableSpan(
+        name=name,
+        context=_context(span_id),
+        parent=None if parent is None else _context(parent),
+        resource=RESOURCE,
+        attributes=attributes,
+        events=events,
+        kind=SpanKind.INTERNAL if parent is None else SpanKind.CLIENT,
+        start_time=start,
+        end_time=start + 1_000,
+    )
+
+
+def _trace(*children: ReadableSpan) -> list[ReadableSpan]:
+    """Children then their plain root, in the order an SDK exporter sees them end."""
+    return [*children, _span(ROOT_SPAN_NAME, ROOT_ID, {}, start=1, parent=None)]
+
+
+def _openai_tool_call() -> dict[str, Any]:
+    return {
+        "id": TOOL_CALL_ID,
+        "type": "function",
+        "function": {"name": TOOL_NAME, "arguments": json.dumps(TOOL_ARGUMENTS)},
+    }
+
+
+def openllmetry_indexed_trace() -> list[ReadableSpan]:
+    """OpenLLMetry before the GenAI message attributes: flattened, numbered prompt keys."""
+    common = {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": MODEL}
+    prompt = {
+        "gen_ai.prompt.0.role": "system",
+        "gen_ai.prompt.0.content": SYSTEM_PROMPT,
+        "gen_ai.prompt.1.role": "user",
+        "gen_ai.prompt.1.content": USER_REQUEST,
+    }
+    first = {
+        **common,
+        **prompt,
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.finish_reason": "tool_calls",
+        "gen_ai.completion.0.tool_calls.0.id": TOOL_CALL_ID,
+        "gen_ai.completion.0.tool_calls.0.name": TOOL_NAME,
+        "gen_ai.completion.0.tool_calls.0.arguments": json.dumps(TOOL_ARGUMENTS),
+    }
+    tool = {
+        "traceloop.span.kind": "tool",
+        "traceloop.entity.name": TOOL_NAME,
+        "traceloop.entity.path": "",
+        "traceloop.entity.input": json.dumps({"args": [], "kwargs": TOOL_ARGUMENTS}),
+        # traceloop-sdk's @tool decorator stores json.dumps(return value).
+        "traceloop.entity.output": json.dumps(TOOL_RESULT),
+    }
+    second = {
+        **common,
+        **prompt,
+        "gen_ai.prompt.2.role": "assistant",
+        "gen_ai.prompt.2.tool_calls.0.id": TOOL_CALL_ID,
+        "gen_ai.prompt.2.tool_calls.0.name": TOOL_NAME,
+        "gen_ai.prompt.2.tool_calls.0.arguments": json.dumps(TOOL_ARGUMENTS),
+        "gen_ai.prompt.3.role": "tool",
+        "gen_ai.prompt.3.content": TOOL_RESULT,
+        "gen_ai.prompt.3.tool_call_id": TOOL_CALL_ID,
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.finish_reason": "stop",
+        "gen_ai.completion.0.content": FINAL_ANSWER,
+    }
+    return _trace(
+        _span("openai.chat", 0x11, first, start=10),
+        _span(f"{TOOL_NAME}.tool", 0x12, tool, start=20),
+        _span("openai.chat", 0x13, second, start=30),
+    )
+
+
+def _event_form_span(span_id: int, start: int, turn: int, extra: dict[str, Any]) -> ReadableSpan:
+    """A chat span in the older GenAI form: each message is a span event."""
+    events = [
+        Event("gen_ai.system.message", {"content": SYSTEM_PROMPT}, start),
+        Event("gen_ai.user.message", {"content": USER_REQUEST}, start),
+    ]
+    if turn == 1:
+        choice = {"role": "assistant", "tool_calls": [_openai_tool_call()]}
+        finish = "tool_calls"
+    else:
+        tool_calls = json.dumps([_openai_tool_call()])
+        events.append(Event("gen_ai.assistant.message", {"tool_calls": tool_calls}, start))
+        events.append(
+            Event("gen_ai.tool.message", {"content": TOOL_RESULT, "id": TOOL_CALL_ID}, start)
+        )
+        choice = {"role": "assistant", "content": FINAL_ANSWER}
+        finish = "stop"
+    events.append(
+        Event(
+            "gen_ai.choice",
+            {"index": 0, "finish_reason": finish, "message": json.dumps(choice)},
+            start + 500,
+        )
+    )
+    attributes = {"gen_ai.system": "openai", "gen_ai.request.model": MODEL, **extra}
+    return _span(f"chat {MODEL}", span_id, attributes, start=start, events=events)
+
+
+def genai_events_trace(extra: dict[str, Any] | None = None) -> list[ReadableSpan]:
+    return _trace(
+        _event_form_span(0x21, 10, turn=1, extra=extra or {}),
+        _event_form_span(0x22, 30, turn=2, extra=extra or {}),
+    )
+
+
+def genai_structured_trace() -> list[ReadableSpan]:
+    """Current GenAI attributes holding lists of maps (OTLP AnyValue), not JSON strings."""
+    system = [{"type": "text", "content": SYSTEM_PROMPT}]
+    user = {"role": "user", "parts": [{"type": "text", "content": USER_REQUEST}]}
+    call = {"type": "tool_call", "id": TOOL_CALL_ID, "name": TOOL_NAME, "arguments": TOOL_ARGUMENTS}
+    assistant_call = {"role": "assistant", "parts": [call]}
+    response = {"type": "tool_call_response", "id": TOOL_CALL_ID, "response": TOOL_RESULT}
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL}
+    first = {
+        **chat,
+        "gen_ai.system_instructions": system,
+        "gen_ai.input.messages": [user],
+        "gen_ai.output.messages": [{**assistant_call, "finish_reason": "tool_call"}],
+    }
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": TOOL_NAME,
+        "gen_ai.tool.call.id": TOOL_CALL_ID,
+        "gen_ai.tool.call.arguments": dict(TOOL_ARGUMENTS),
+        "gen_ai.tool.call.result": TOOL_RESULT,
+    }
+    second = {
+        **chat,
+        "gen_ai.system_instructions": system,
+        "gen_ai.input.messages": [user, assistant_call, {"role": "tool", "parts": [response]}],
+        "gen_ai.output.messages": [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": FINAL_ANSWER}],
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    return _trace(
+        _span(f"chat {MODEL}", 0x31, first, start=10),
+        _span(f"execute_tool {TOOL_NAME}", 0x32, tool, start=20),
+        _span(f"chat {MODEL}", 0x33, second, start=30),
+    )
+
+
+HAND_BUILT: dict[str, tuple[Callable[[], list[ReadableSpan]], list[str], bool]] = {
+    # form: (spans, expected dialects, whether the tool result must come out exactly)
+    "openllmetry_indexed": (openllmetry_indexed_trace, ["openllmetry"], False),
+    "genai_span_events": (genai_events_trace, ["genai_events"], True),
+    "genai_structured_values": (genai_structured_trace, ["genai"], True),
+}
+
+
+@pytest.mark.parametrize("form", HAND_BUILT)
+def test_hand_built_form_maps_like_the_real_runs(form: str) -> None:
+    build, dialects, exact_result = HAND_BUILT[form]
+    spans = build()
+    evaluation = _evaluate(spans)
+    trajectory = evaluation.trajectory
+    assert trajectory is not None
+    assert trajectory.dialects == dialects
+    assert _projection(trajectory) == EXPECTED_PROJECTION
+    assert trajectory.tool_events_available is True
+    assert evaluation.notes == {}
+    if exact_result:
+        assert trajectory.tool_calls[0].result == TOOL_RESULT
+    _assert_references_exist(trajectory, spans)
+    for original, annotated in zip(spans, evaluation.spans, strict=True):
+        dialect = (annotated.attributes or {}).get(sc.OTEL_SAFETY_MAPPING_DIALECT)
+        assert dialect == (None if original.name == ROOT_SPAN_NAME else dialects[0])
+
+
+def test_openllmetry_tool_span_pairs_with_the_requested_call() -> None:
+    trajectory = _evaluate(openllmetry_indexed_trace()).trajectory
+    assert trajectory is not None
+    (call,) = trajectory.tool_calls
+    assert call.source == "tool_span"  # the tool span (no call id) matched the request by name
+    assert call.span_id == span_id_hex(0x12)
+    assert call.result is not None
+    assert TOOL_RESULT in call.result
+
+
+def test_openllmetry_tool_output_is_json_decoded() -> None:
+    trajectory = _evaluate(openllmetry_indexed_trace()).trajectory
+    assert trajectory is not None
+    assert trajectory.tool_calls[0].result == TOOL_RESULT
+
+
+def test_event_form_spans_with_an_operation_name_are_read() -> None:
+    # Producers of the event form also set gen_ai.operation.name on the span.
+    spans = genai_events_trace({"gen_ai.operation.name": "chat"})
+    trajectory = _evaluate(spans).trajectory
+    assert trajectory is not None
+    assert _projection(trajectory) == EXPECTED_PROJECTION
+
+
+# --------------------------------------------------------------------------------------------
+# Damaged input
+
+GOOD_OUTPUT = json.dumps(
+    [{"role": "assistant", "parts": [{"type": "text", "content": FINAL_ANSWER}]}]
+)
+BAD_SPAN_ID = 0x41
+
+
+def _bad_trace(input_messages: Any) -> list[ReadableSpan]:
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": input_messages,
+        "gen_ai.output.messages": GOOD_OUTPUT,
+    }
+    return _trace(_span(f"chat {MODEL}", BAD_SPAN_ID, attributes, start=10))
+
+
+def _user(content: Any) -> list[dict[str, Any]]:
+    return [{"role": "user", "parts": [{"type": "text", "content": content}]}]
+
+
+# case: (gen_ai.input.messages value, fragment the note must contain, lower-cased)
+BAD_INPUTS: dict[str, tuple[Any, str]] = {
+    "malformed_json": ('[{"role": "user", "parts": [{"type": "text"', "malformed json"),
+    "int_instead_of_messages": (42, "expected a json list, got int"),
+    "numeric_message_part": (json.dumps([{"role": "user", "parts": [7]}]), "part is int"),
+    "oversized_content": (json.dumps(_user("x" * 200_000)), "truncated"),
+    # a JSON document whose text holds a lone continuation byte and an invalid lead byte
+    "invalid_utf8_bytes": (
+        b'[{"role": "user", "parts": [{"type": "text", "content": "caf\x80 \xff ok"}]}]',
+        "utf",
+    ),
+}
+
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_never_raises_and_keeps_every_span(case: str) -> None:
+    value, _ = BAD_INPUTS[case]
+    spans = _bad_trace(value)
+    evaluation = _evaluate(spans)
+    assert [s.context for s in evaluation.spans] == [s.context for s in spans]
+    trajectory = evaluation.trajectory
+    assert trajectory is not None
+    assert trajectory.final_output == FINAL_ANSWER  # the rest of the span is still read
+    for message in trajectory.messages:
+        assert len(message.content) <= MAX_TEXT_CHARS
+    _assert_references_exist(trajectory, spans)
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_noted_on_the_span(case: str) -> None:
+    value, fragment = BAD_INPUTS[case]
+    evaluation = _evaluate(_bad_trace(value))
+    sid = span_id_hex(BAD_SPAN_ID)
+    notes = evaluation.notes.get(sid, [])
+    assert any(fragment in note.lower() for note in notes), notes
+    (annotated,) = [s for s in evaluation.spans if s.context.span_id == BAD_SPAN_ID]
+    assert list((annotated.attributes or {})[sc.OTEL_SAFETY_NOTES]) == notes
+    assert (annotated.attributes or {})[sc.OTEL_SAFETY_MAPPING_DIALECT] == "genai"
+
+
+def test_oversized_content_is_cut_to_the_limit() -> None:
+    value, _ = BAD_INPUTS["oversized_content"]
+    trajectory = _evaluate(_bad_trace(value)).trajectory
+    assert trajectory is not None
+    assert trajectory.scope.user_request == "x" * MAX_TEXT_CHARS
+
+
+def test_invalid_utf8_is_replaced_not_raised() -> None:
+    value, _ = BAD_INPUTS["invalid_utf8_bytes"]
+    trajectory = _evaluate(_bad_trace(value)).trajectory
+    assert trajectory is not None
+    assert trajectory.scope.user_request == "caf\ufffd \ufffd ok"
