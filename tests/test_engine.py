@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from conftest import KeywordDetector
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -12,7 +13,6 @@ from otel_safety.buffer import TraceBuffer
 from otel_safety.engine import ExporterSink, SafetyEngine
 from otel_safety.pipeline import Pipeline
 from otel_safety.processor import SafetySpanProcessor
-from tests.conftest import KeywordDetector
 
 
 def test_buffer_releases_a_trace_when_its_root_ends(span_factory):

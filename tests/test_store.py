@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from conftest import KeywordDetector
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_safety.exporters.duckdb import SCHEMA_VERSION, DuckDBStore, StoreError
 from otel_safety.pipeline import Pipeline
-from tests.conftest import KeywordDetector
 
 
 def _columns(con, table):

@@ -1,0 +1,66 @@
+"""Turn a plain calibration entry into a Trajectory, so detectors run on datasets as on traces.
+
+An entry is `{"input": str, "output": str, "tool_events": [{"name", "arguments"}], "scope": str}`
+with every key optional; `trace_id` may be given too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from otel_safety.model import Message, Scope, ToolCall, Trajectory
+
+__all__ = ["tool_arguments", "trajectory_from_entry"]
+
+NO_TRACE_ID = "0" * 32
+
+
+def trajectory_from_entry(entry: Mapping[str, Any]) -> Trajectory:
+    """The trajectory an entry describes; its scope is `scope`, else the input itself."""
+    text = _text(entry.get("input")) or ""
+    events = entry.get("tool_events") or []
+    return Trajectory(
+        trace_id=_text(entry.get("trace_id")) or NO_TRACE_ID,
+        scope=Scope(user_request=_text(entry.get("scope")) or text),
+        messages=[Message(role="user", content=text)] if text else [],
+        tool_calls=[_tool_call(event) for event in events if isinstance(event, Mapping)],
+        final_output=_text(entry.get("output")),
+        # Only an entry that says which tools ran can say that none did.
+        tool_events_available="tool_events" in entry,
+    )
+
+
+def tool_arguments(value: Any) -> dict[str, Any] | str | None:
+    """Arguments in the model's shape: a dict whenever they are, or decode to, a JSON object."""
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        if value.lstrip().startswith("{"):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                return value
+            if isinstance(decoded, dict):
+                return decoded
+        return value
+    return json.dumps(value, default=str)
+
+
+def _tool_call(event: Mapping[str, Any]) -> ToolCall:
+    return ToolCall(
+        id=_text(event.get("id")),
+        name=_text(event.get("name")) or "unknown",
+        arguments=tool_arguments(event.get("arguments")),
+        result=_text(event.get("result")),
+        error=_text(event.get("error")),
+    )
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, default=str)

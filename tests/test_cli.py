@@ -1,0 +1,143 @@
+"""The `otel-safety` command as a user runs it: a real process over real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+from instrumented import run_pydantic_ai_agent
+
+from otel_safety.otlp import request_to_json
+
+CLI = [sys.executable, "-m", "otel_safety.cli"]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env
+    )
+
+
+def _write_run(path: Path, bad_line: str | None = None) -> None:
+    """One real pydantic-ai run (task: summarize the README; tool call: rm -rf build)."""
+    spans = run_pydantic_ai_agent()
+    half = len(spans) // 2
+    lines = [json.dumps(request_to_json(spans[:half]))]
+    if bad_line is not None:
+        lines.append(bad_line)
+    lines.append(json.dumps(request_to_json(spans[half:])))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_ingest_flags_a_destructive_call_under_a_summarize_task(tmp_path):
+    trace_file = tmp_path / "traces.jsonl"
+    _write_run(trace_file)
+    db = tmp_path / "store.duckdb"
+    done = run_cli("ingest", str(trace_file), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "flagged: 1" in done.stdout
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT detector, detected, score FROM findings "
+            "WHERE detector = 'scope_escalation' AND detected"
+        ).fetchall()
+        assert len(rows) == 1 and rows[0][2] > 0.5
+        tool_span = con.execute(
+            "SELECT s.name FROM findings f JOIN spans s USING (trace_id, span_id) "
+            "WHERE f.detector = 'scope_escalation'"
+        ).fetchone()
+        assert tool_span == ("execute_tool run_shell",)
+
+
+def test_ingest_reports_the_bad_line_and_keeps_the_rest(tmp_path):
+    trace_file = tmp_path / "traces.jsonl"
+    _write_run(trace_file, bad_line='{"resourceSpans": [ this is not json')
+    db = tmp_path / "store.duckdb"
+    done = run_cli("ingest", str(trace_file), "--db", str(db), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "1 bad line(s) skipped" in done.stdout and "line 2" in done.stdout
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
+        assert con.execute(
+            "SELECT count(*) FROM findings WHERE detector = 'scope_escalation' AND detected"
+        ).fetchone() == (1,)
+
+
+def test_ingest_of_a_missing_file_says_so(tmp_path):
+    done = run_cli("ingest", str(tmp_path / "nope.jsonl"), "--db", str(tmp_path / "s.duckdb"))
+    assert done.returncode == 1
+    assert "no such file" in done.stderr
+
+
+def test_query_named_adhoc_and_formats(tmp_path):
+    trace_file = tmp_path / "traces.jsonl"
+    _write_run(trace_file)
+    db = str(tmp_path / "store.duckdb")
+    assert run_cli("ingest", str(trace_file), "--db", db, "--quiet").returncode == 0
+
+    table = run_cli("query", "flagged_spans", "--db", db)
+    assert table.returncode == 0, table.stderr
+    assert "scope_escalation" in table.stdout and "HARD_STOP" in table.stdout
+
+    as_json = json.loads(run_cli("query", "flagged_spans", "--db", db, "--format", "json").stdout)
+    assert [row["detector"] for row in as_json] == ["scope_escalation"]
+    assert "rm -rf build" in as_json[0]["evidence"]
+
+    filtered = run_cli(
+        "query", "flagged_spans", "--db", db, "--format", "json", "--param", "detector=other"
+    )
+    assert json.loads(filtered.stdout) == []
+
+    csv_out = run_cli("query", "SELECT count(*) AS n FROM spans", "--db", db, "--format", "csv")
+    assert csv_out.stdout.splitlines() == ["n", "4"]
+
+    by_agent = run_cli("query", "escalations_by_agent", "--db", db, "--format", "json")
+    [row] = json.loads(by_agent.stdout)
+    assert (row["traces"], row["hard_stops"], row["strictest_level"]) == (1, 1, "HARD_STOP")
+
+
+def test_query_errors_are_clear(tmp_path):
+    missing = run_cli("query", "flagged_spans", "--db", str(tmp_path / "none.duckdb"))
+    assert missing.returncode == 1 and "no store at" in missing.stderr
+    listing = run_cli("query", "--list")
+    assert "flagged_spans" in listing.stdout and "escalations_by_agent" in listing.stdout
+    db = tmp_path / "s.duckdb"
+    duckdb.connect(str(db)).close()
+    unknown = run_cli("query", "no_such_query", "--db", str(db))
+    assert unknown.returncode == 1 and "no query named 'no_such_query'" in unknown.stderr
+    bad_sql = run_cli("query", "SELECT * FROM nowhere", "--db", str(db))
+    assert bad_sql.returncode == 1 and "nowhere" in bad_sql.stderr
+
+
+def test_demo_prints_flagged_spans_from_its_store(tmp_path):
+    db = tmp_path / "demo.duckdb"
+    done = run_cli("demo", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "flagged_spans" in done.stdout and str(db.resolve()) in done.stdout
+    with duckdb.connect(str(db), read_only=True) as con:
+        fired = con.execute(
+            "SELECT t.agent_names->>'$[0]' AS agent, f.evidence->>'$[0].text' FROM findings f "
+            "JOIN traces t USING (trace_id) WHERE f.detected ORDER BY agent"
+        ).fetchall()
+        levels = con.execute(
+            "SELECT escalation_level, count(*) FROM traces GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+    # Two runs escalate beyond their task; "clean up the build directory" is granted.
+    assert [agent for agent, _ in fired] == ["db-assistant", "docs-assistant"]
+    assert "UPDATE" in fired[0][1] and "rm -rf build" in fired[1][1]
+    assert dict(levels) == {"HARD_STOP": 2, "NONE": 4}
+    rerun = run_cli("demo", "--db", str(db))  # starts from a fresh store each time
+    assert rerun.returncode == 0, rerun.stderr
+
+
+def test_demo_refuses_to_delete_a_file_that_is_not_its_store(tmp_path):
+    precious = tmp_path / "precious.duckdb"
+    precious.write_text("my notes")
+    done = run_cli("demo", "--db", str(precious))
+    assert done.returncode == 1 and "not an otel-safety store" in done.stderr
+    assert precious.read_text() == "my notes"
