@@ -16,6 +16,8 @@ import duckdb
 
 QUERY_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_CELL = 80
+MIN_CELL = 8
 
 
 class QueryError(ValueError):
@@ -85,16 +87,29 @@ def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") 
 def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
     if not columns:
         return "(no result)"
-    width = max(60, shutil.get_terminal_size((160, 20)).columns)
-    limit = max(12, min(60, width // max(1, len(columns))))
-    cells = [[_cell(v, limit) for v in row] for row in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    cells = [[_cell(v, MAX_CELL) for v in row] for row in rows]
+    widths = _fit([max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)])
+    cells = [[_clip(c, w) for c, w in zip(row, widths, strict=True)] for row in cells]
     line = "  ".join
-    out = [line(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    out = [line(_clip(c, w).ljust(w) for c, w in zip(columns, widths, strict=True))]
     out.append(line("-" * w for w in widths))
     out.extend(line(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(out)
+
+
+def _fit(widths: list[int]) -> list[int]:
+    """Shrink the widest columns first until the table fits the terminal."""
+    budget = max(40, shutil.get_terminal_size((200, 20)).columns) - 2 * (len(widths) - 1)
+    widths = list(widths)
+    while sum(widths) > budget and max(widths) > MIN_CELL:
+        widest = widths.index(max(widths))
+        widths[widest] = max(MIN_CELL, widths[widest] - max(1, (sum(widths) - budget) // 4))
+    return widths
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _cell(value: Any, limit: int | None) -> str:
@@ -104,9 +119,7 @@ def _cell(value: Any, limit: int | None) -> str:
         value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) else str(value)
     )
     text = " ".join(text.split())
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
+    return text if limit is None else _clip(text, limit)
 
 
 def _plain(value: Any) -> Any:

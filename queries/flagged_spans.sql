@@ -11,11 +11,11 @@ SELECT
     f.detector,
     round(f.score, 3) AS score,
     coalesce(f.agent_name, s.agent_name) AS agent,
-    s.name AS span_name,
     f.evidence ->> '$[0].text' AS evidence,
+    s.name AS span_name,
     f.trace_id,
     f.span_id,
-    f.trace_start
+    date_trunc('second', f.trace_start) AS trace_start
 FROM findings AS f
 LEFT JOIN spans AS s USING (trace_id, span_id)
 WHERE f.detected
