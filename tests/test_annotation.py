@@ -1,0 +1,87 @@
+"""What the annotation adds to spans: only registry-defined attributes, on the right spans."""
+
+from __future__ import annotations
+
+import json
+
+from instrumented import run_openai_agent, run_pydantic_ai_agent
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_safety import semconv as sc
+from otel_safety.mapping import span_id_hex
+from otel_safety.pipeline import Pipeline
+
+
+def _added(original, annotated):
+    before = dict(original.attributes or {})
+    added_attributes = {k for k, v in annotated.attributes.items() if before.get(k) != v}
+    new_events = list(annotated.events)[len(original.events) :]
+    return added_attributes, new_events
+
+
+def _runs():
+    bad = run_pydantic_ai_agent()
+    # Give one span unreadable message JSON so notes are emitted too.
+    chat = next(s for s in bad if s.attributes.get("gen_ai.operation.name") == "chat")
+    broken = ReadableSpan(
+        name=chat.name,
+        context=chat.context,
+        parent=chat.parent,
+        resource=chat.resource,
+        attributes={**chat.attributes, "gen_ai.input.messages": "[{not json"},
+        events=chat.events,
+        kind=chat.kind,
+        status=chat.status,
+        start_time=chat.start_time,
+        end_time=chat.end_time,
+        instrumentation_scope=chat.instrumentation_scope,
+    )
+    return [bad, [broken if s is chat else s for s in bad], run_openai_agent("openinference")]
+
+
+def test_every_emitted_attribute_and_event_is_defined_in_the_registry():
+    pipeline = Pipeline()
+    seen: set[str] = set()
+    for spans in _runs():
+        evaluation = pipeline.evaluate(spans)
+        for original, annotated in zip(spans, evaluation.spans, strict=True):
+            attributes, events = _added(original, annotated)
+            undefined = sorted(k for k in attributes if not sc.is_defined(k))
+            assert undefined == [], f"{annotated.name} carries undefined attributes {undefined}"
+            for event in events:
+                assert event.name == sc.GEN_AI_EVALUATION_RESULT
+                assert sorted(k for k in event.attributes if not sc.is_defined(k)) == []
+                seen.update(event.attributes)
+            seen.update(attributes)
+    # The run covered the whole vocabulary this issue emits, so the check above meant something.
+    assert {
+        sc.OTEL_SAFETY_ESCALATION_LEVEL,
+        sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL,
+        sc.OTEL_SAFETY_DETECTORS_FIRED,
+        sc.OTEL_SAFETY_NOTES,
+        sc.OTEL_SAFETY_MAPPING_DIALECT,
+        sc.GEN_AI_EVALUATION_NAME,
+        sc.OTEL_SAFETY_FINDING_SEVERITY,
+        sc.OTEL_SAFETY_DETECTOR_SCORE_PREFIX + "scope_escalation",
+    } <= seen
+
+
+def test_findings_land_on_the_span_with_the_evidence_and_the_verdict_on_the_root():
+    spans = run_pydantic_ai_agent()
+    evaluation = Pipeline().evaluate(spans)
+    by_id = {span_id_hex(s.context.span_id): s for s in evaluation.spans}
+    [finding] = [f for f in evaluation.findings if f.detected]
+    flagged = by_id[finding.span_id]
+    assert flagged.attributes["gen_ai.operation.name"] == "execute_tool"
+    [event] = flagged.events
+    assert json.loads(json.dumps(dict(event.attributes)))[sc.GEN_AI_EVALUATION_NAME] == (
+        "scope_escalation"
+    )
+    roots = [s for s in evaluation.spans if s.parent is None]
+    assert [r.attributes[sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL] for r in roots] == ["HARD_STOP"]
+    untouched = [s for s in evaluation.spans if sc.OTEL_SAFETY_ESCALATION_LEVEL not in s.attributes]
+    assert all(
+        sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL not in s.attributes
+        for s in untouched
+        if s.parent is not None
+    )

@@ -1,0 +1,155 @@
+"""Drop-in setup: settings precedence, and a real OTLP exporter to a real receiver on loopback."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import duckdb
+import pytest
+from instrumented import TOOL_ARGUMENTS, run_pydantic_ai_agent, run_shell
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+import otel_safety
+from otel_safety import semconv as sc
+from otel_safety.config import ConfigError, Settings
+from otel_safety.integrations.pydantic_ai import instrumentation
+from otel_safety.otlp import spans_from_request
+
+
+class OtlpHttpReceiver:
+    """A minimal OTLP/HTTP trace receiver: accepts protobuf POSTs on /v1/traces."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        received = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                received.append(request)
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> OtlpHttpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+def _destructive_agent(provider) -> Agent:
+    def script(messages, info):
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("run_shell", TOOL_ARGUMENTS)])
+        return ModelResponse(parts=[TextPart("Summary done.")])
+
+    return Agent(
+        FunctionModel(script), name="readme-bot", tools=[run_shell], **instrumentation(provider)
+    )
+
+
+def test_configure_stores_and_exports_annotated_spans_over_otlp(tmp_path, monkeypatch):
+    db = tmp_path / "app.duckdb"
+    with OtlpHttpReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        provider = otel_safety.configure(str(db), service_name="svc", install=False)
+        _destructive_agent(provider).run_sync("Summarize the README")
+        provider.shutdown()
+        spans = [s for r in receiver.requests for s in spans_from_request(r)]
+    by_name = {s.name: s for s in spans}
+    tool = by_name["execute_tool run_shell"]
+    assert tool.attributes[sc.OTEL_SAFETY_DETECTORS_FIRED] == ("scope_escalation",)
+    assert tool.attributes[sc.OTEL_SAFETY_ESCALATION_LEVEL] == "HARD_STOP"
+    assert [e.name for e in tool.events] == [sc.GEN_AI_EVALUATION_RESULT]
+    root = by_name["invoke_agent readme-bot"]
+    assert root.attributes[sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL] == "HARD_STOP"
+    assert root.resource.attributes["service.name"] == "svc"
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (len(spans),)
+        assert con.execute("SELECT detector FROM findings WHERE detected").fetchall() == [
+            ("scope_escalation",)
+        ]
+
+
+def test_without_otlp_variables_only_the_store_is_written(tmp_path, monkeypatch):
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    processor = otel_safety.create_processor(str(tmp_path / "s.duckdb"))
+    assert [type(s).__name__ for s in processor.engine.sinks] == ["DuckDBStore"]
+    processor.shutdown()
+    with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
+        otel_safety.create_processor(str(tmp_path / "t.duckdb"), otlp=True)
+
+
+def test_arguments_beat_environment_beat_defaults():
+    env = {
+        "OTEL_SAFETY_DECISION_WAIT": "5",
+        "OTEL_SAFETY_DB": "env.duckdb",
+        "OTEL_SAFETY_THRESHOLDS": "scope_escalation=0.4",
+        "OTEL_SAFETY_STORE": "false",
+    }
+    settings = Settings.resolve(env, decision_wait=2.5)
+    assert settings.decision_wait == 2.5
+    assert settings.db_path == "env.duckdb"
+    assert settings.thresholds == {"scope_escalation": 0.4}
+    assert settings.store is False
+    assert Settings.resolve({}).max_traces == 10_000
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"OTEL_SAFETY_DECISION_WAIT": "soon"}, "OTEL_SAFETY_DECISION_WAIT"),
+        ({"OTEL_SAFETY_MAX_TRACES": "0"}, "OTEL_SAFETY_MAX_TRACES"),
+        ({"OTEL_SAFETY_THRESHOLDS": "scope_escalation"}, "key=value"),
+        ({"OTEL_SAFETY_STORE": "maybe"}, "true or false"),
+    ],
+)
+def test_bad_settings_say_which_variable_and_why(env, message):
+    with pytest.raises(ConfigError, match=message):
+        Settings.resolve(env)
+
+
+@pytest.mark.parametrize(("threshold", "detected"), [(None, True), ("1.5", False)])
+def test_threshold_setting_changes_the_verdict(tmp_path, monkeypatch, threshold, detected):
+    if threshold is not None:
+        monkeypatch.setenv("OTEL_SAFETY_THRESHOLDS", f"scope_escalation={threshold}")
+    db = tmp_path / "s.duckdb"
+    processor = otel_safety.create_processor(str(db), otlp=False)
+    for span in run_pydantic_ai_agent():
+        processor.on_end(span)
+    processor.shutdown()
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT threshold, detected FROM findings").fetchall()
+    assert rows == [(float(threshold or 0.1), detected)]
