@@ -1,8 +1,10 @@
 """Group ended spans by trace and decide when a trace is ready to judge.
 
-A trace is released when its local root ends, when no span of it has arrived for the
-decision wait, or, when memory limits are reached, oldest first with what is known.
-Nothing is ever dropped: every span added comes back out in exactly one release.
+A trace is released when its local root ends; when the agent runs whose starts were
+announced (in-process, from span starts) have all ended, so a long-lived root such as a
+chat session does not hold its runs back; when no span of it has arrived for the decision
+wait; or, when memory limits are reached, oldest first with what is known. Nothing is ever
+dropped: every span added comes back out in exactly one release.
 Not thread-safe; the engine serialises access.
 """
 
@@ -13,7 +15,10 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_safety.mapping import is_agent_run
+
 ROOT_ENDED = "root_ended"
+AGENT_ENDED = "agent_ended"
 DECISION_WAIT = "decision_wait"
 OVERFLOW = "overflow"
 FLUSH = "flush"
@@ -46,6 +51,7 @@ class TraceBuffer:
         self.max_spans = max_spans
         self.decision_wait = decision_wait
         self._pending: OrderedDict[int, _Pending] = OrderedDict()
+        self._open_agents: OrderedDict[int, int] = OrderedDict()
         self._span_count = 0
 
     def __len__(self) -> int:
@@ -65,9 +71,21 @@ class TraceBuffer:
         self._span_count += 1
         released = []
         if span.parent is None or span.parent.is_remote:
+            self._open_agents.pop(trace_id, None)
             released.append(self._pop(trace_id, ROOT_ENDED))
+        elif trace_id in self._open_agents and is_agent_run(span.attributes):
+            self._open_agents[trace_id] -= 1
+            if self._open_agents[trace_id] <= 0:
+                del self._open_agents[trace_id]
+                released.append(self._pop(trace_id, AGENT_ENDED))
         released.extend(self._shed())
         return released
+
+    def agent_started(self, trace_id: int) -> None:
+        """Announce an agent run; its end (with no other run open) releases the trace."""
+        self._open_agents[trace_id] = self._open_agents.get(trace_id, 0) + 1
+        while len(self._open_agents) > self.max_traces:  # runs that never end
+            self._open_agents.popitem(last=False)
 
     def expired(self, now: float) -> list[Release]:
         """Traces idle for the decision wait (their root may live in another process)."""

@@ -55,6 +55,13 @@ class ExporterSink:
 
 
 @dataclass
+class AgentStarted:
+    """Marks an agent run's start; queued so it reaches the buffer before the run's end."""
+
+    trace_id: int
+
+
+@dataclass
 class _Control:
     """A flush or stop request travelling through the queue behind the spans before it."""
 
@@ -82,7 +89,9 @@ class SafetyEngine:
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size
-        self._queue: queue.Queue[ReadableSpan | _Control] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[ReadableSpan | AgentStarted | _Control] = queue.Queue(
+            maxsize=queue_size
+        )
         self._lock = threading.Lock()
         self._drop_lock = threading.Lock()
         self._last_drop_warning = 0.0
@@ -93,7 +102,7 @@ class SafetyEngine:
             self._worker.start()
 
     # -- hot path -------------------------------------------------------------------------
-    def submit(self, span: ReadableSpan) -> bool:
+    def submit(self, span: ReadableSpan | AgentStarted) -> bool:
         """Enqueue without blocking. A full queue drops the span, counts it and warns."""
         if self._closed:
             return False
@@ -115,11 +124,16 @@ class SafetyEngine:
             return False
 
     # -- synchronous use (ingest) ---------------------------------------------------------
-    def process(self, spans: Iterable[ReadableSpan], now: float | None = None) -> None:
+    def process(
+        self, spans: Iterable[ReadableSpan | AgentStarted], now: float | None = None
+    ) -> None:
         """Add spans and evaluate whatever became ready, on the calling thread."""
         with self._lock:
             releases = []
             for span in spans:
+                if isinstance(span, AgentStarted):
+                    self.buffer.agent_started(span.trace_id)
+                    continue
                 self.stats["spans_received"] += 1
                 releases.extend(self.buffer.add(span, self._clock() if now is None else now))
             releases.extend(self.buffer.expired(self._clock() if now is None else now))
@@ -176,7 +190,7 @@ class SafetyEngine:
 
     def _step(self) -> _Control | None:
         """Take a batch of spans (or a control request) and process it."""
-        batch: list[ReadableSpan] = []
+        batch: list[ReadableSpan | AgentStarted] = []
         control = None
         try:
             item = self._queue.get(timeout=self._wait_seconds())

@@ -7,7 +7,8 @@ import contextlib
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from otel_safety.engine import SafetyEngine
+from otel_safety.engine import AgentStarted, SafetyEngine
+from otel_safety.mapping import is_agent_run
 
 
 class SafetySpanProcessor(SpanProcessor):
@@ -21,7 +22,11 @@ class SafetySpanProcessor(SpanProcessor):
         self.engine = engine
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
+        # Announcing agent runs lets a trace be judged when its runs end, even if its root
+        # (a chat session, a worker loop) stays open much longer.
+        if is_agent_run(span.attributes):
+            with contextlib.suppress(Exception):
+                self.engine.submit(AgentStarted(span.context.trace_id))
 
     def on_end(self, span: ReadableSpan) -> None:
         # The application's thread: enqueue only, never block, never raise.

@@ -129,6 +129,7 @@ TRACE_ESCALATION_LEVELS = (
 # Values of otel_safety.trace.evaluation.reason.
 TRACE_EVALUATION_REASONS = (
     "root_ended",
+    "agent_ended",
     "decision_wait",
     "overflow",
     "flush",

@@ -182,3 +182,58 @@ def test_a_failing_sink_does_not_stop_the_others(span_factory):
     engine.process(span_factory.agent_run())
     assert len(exporter.get_finished_spans()) == 2
     assert engine.stats["sink_errors"] == 1
+
+
+def test_agent_runs_under_a_long_lived_root_are_judged_when_each_run_ends():
+    """A chat-session root stays open; each pydantic-ai run inside it is judged at its end."""
+    from instrumented import run_shell
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from otel_safety.integrations.pydantic_ai import instrumentation
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SafetySpanProcessor(_engine(exporter, decision_wait=3600)))
+    agent = Agent(
+        FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("BAD answer")])),
+        name="chat",
+        tools=[run_shell],
+        **instrumentation(provider),
+    )
+    with provider.get_tracer("app").start_as_current_span("websocket session"):
+        agent.run_sync("first question")
+        agent.run_sync("second question")
+        assert provider.force_flush()  # the session root is still open here
+        judged = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+        reasons = [s.attributes[sc.OTEL_SAFETY_TRACE_EVALUATION_REASON] for s in judged]
+        assert reasons == ["agent_ended", "agent_ended"]
+        assert all(
+            s.attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] == ("keyword",) for s in judged
+        )
+    provider.shutdown()
+    session = [s for s in exporter.get_finished_spans() if s.name == "websocket session"]
+    assert len(session) == 1 and sc.OTEL_SAFETY_EVALUATED not in session[0].attributes
+
+
+def test_nested_agent_runs_are_judged_together_when_the_outer_one_ends(span_factory):
+    buffer = TraceBuffer()
+    tracer = span_factory.tracer
+    span_factory.exporter.clear()
+    with (
+        tracer.start_as_current_span("session"),
+        tracer.start_as_current_span(
+            "invoke_agent outer", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ) as outer,
+    ):
+        buffer.agent_started(outer.get_span_context().trace_id)
+        with tracer.start_as_current_span(
+            "invoke_agent inner", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ) as inner:
+            buffer.agent_started(inner.get_span_context().trace_id)
+    inner_span, outer_span, session = span_factory.exporter.get_finished_spans()
+    assert buffer.add(inner_span, 0.0) == []  # the outer run is still open
+    [release] = buffer.add(outer_span, 0.0)
+    assert (release.reason, release.spans) == ("agent_ended", [inner_span, outer_span])
+    assert [r.reason for r in buffer.add(session, 0.0)] == ["root_ended"]

@@ -493,7 +493,6 @@ BAD_INPUTS: dict[str, tuple[Any, str]] = {
 }
 
 
-
 @pytest.mark.parametrize("case", BAD_INPUTS)
 def test_bad_input_never_raises_and_keeps_every_span(case: str) -> None:
     value, _ = BAD_INPUTS[case]

@@ -7,19 +7,18 @@ from typing import Any
 import pytest
 
 from otel_safety.detectors import create
+from otel_safety.detectors.actions import resolve_call
 from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.scope_escalation import (
+from otel_safety.detectors.grants import granted_categories
+from otel_safety.detectors.scope_escalation import ScopeEscalation, run_scope_escalation
+from otel_safety.detectors.shell import parse_commands
+from otel_safety.detectors.taxonomy import (
     TAXONOMY_ENV,
-    ScopeEscalation,
     current_taxonomy,
-    granted_categories,
     load_taxonomy,
     normalize_name,
-    resolve_call,
-    run_scope_escalation,
-    tool_calls_from_text,
 )
-from otel_safety.detectors.shell import parse_commands
+from otel_safety.detectors.text_calls import tool_calls_from_text
 from otel_safety.model import Message, Scope, Severity, ToolCall, Trajectory
 
 

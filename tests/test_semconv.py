@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from otel_safety import semconv
+from otel_safety import buffer, semconv
 from otel_safety.model import EscalationLevel, Severity
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -199,5 +199,12 @@ def test_generated_enum_tuples_match_the_model() -> None:
         assert generated == names
     severities = tuple(severity.value for severity in Severity)
     assert severities == semconv.FINDING_SEVERITIES
-    reasons = ("root_ended", "decision_wait", "overflow", "flush")
-    assert reasons == semconv.TRACE_EVALUATION_REASONS
+    # Every reason the buffer can give is a registry value, and nothing else is.
+    reasons = {
+        buffer.ROOT_ENDED,
+        buffer.AGENT_ENDED,
+        buffer.DECISION_WAIT,
+        buffer.OVERFLOW,
+        buffer.FLUSH,
+    }
+    assert reasons == set(semconv.TRACE_EVALUATION_REASONS)

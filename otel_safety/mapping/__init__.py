@@ -12,7 +12,14 @@ from otel_safety.mapping.types import Dialect, MappedSpan, SpanRole
 from otel_safety.mapping.values import Notes
 from otel_safety.model import Principal
 
-__all__ = ["DEFAULT_REQUESTER_KEYS", "MappedSpan", "map_span", "span_id_hex", "trace_id_hex"]
+__all__ = [
+    "DEFAULT_REQUESTER_KEYS",
+    "MappedSpan",
+    "is_agent_run",
+    "map_span",
+    "span_id_hex",
+    "trace_id_hex",
+]
 
 # Where the person behind a run is usually named; the first one present wins.
 DEFAULT_REQUESTER_KEYS = ("enduser.id", "user.id", "enduser.pseudo.id", "user.name")
@@ -29,6 +36,17 @@ def trace_id_hex(trace_id: int) -> str:
 
 def span_id_hex(span_id: int) -> str:
     return f"{span_id:016x}"
+
+
+def is_agent_run(attributes: Mapping[str, Any] | None) -> bool:
+    """An agent-run span in any dialect; cheap enough for span start."""
+    if not attributes:
+        return False
+    return (
+        attributes.get("gen_ai.operation.name") == "invoke_agent"
+        or attributes.get("openinference.span.kind") == "AGENT"
+        or attributes.get("traceloop.span.kind") in ("agent", "workflow")
+    )
 
 
 def map_span(

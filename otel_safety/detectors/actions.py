@@ -1,0 +1,227 @@
+"""What one tool call does, as taxonomy categories: `delete_file`, `rm -rf`, `DROP TABLE`, ...
+
+A call can act through its tool's name, through a shell command or SQL statement in its
+arguments, through the path a write tool writes to, or through an HTTP method it states.
+Each is looked at the way the taxonomy says, and every category found is reported with the
+text that put it there, so a judge can quote it. Nothing here knows about scope or scoring.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from otel_safety.detectors.entry import tool_arguments
+from otel_safety.detectors.shell import parse_commands
+from otel_safety.detectors.taxonomy import Pattern, Taxonomy, normalize_name
+from otel_safety.model import ToolCall
+
+__all__ = ["Hit", "resolve_call"]
+
+# Caps that keep matching cheap on hostile input.
+_MAX_LINE = 4096
+_MAX_SQL = 20_000
+
+_SQL_NOISE = regex.compile(r"'(?:''|[^'])*'|--[^\n]*|/\*.*?\*/", regex.DOTALL)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One reason a call lands in a category: the category and the text that put it there."""
+
+    category: str
+    matched: str
+    by_name: bool = False
+
+
+def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
+    """Every category the call falls into, with what matched (empty for pure reads)."""
+    name = normalize_name(call.name)
+    arguments = tool_arguments(call.arguments)
+    hits = _http_hits(arguments, taxonomy)
+    name_hits, readonly = _name_hits(name, call.name, taxonomy)
+    hits.extend(name_hits)
+    is_shell = _matches(taxonomy.shell_tools, name)
+    is_write = _matches(taxonomy.write_tools, name)
+    cli = taxonomy.cli_tools.get(name)
+    if readonly and not (is_shell or is_write or cli):
+        return _unique(hits)
+
+    items = list(_string_arguments(arguments))
+    shell_items = [(key, value) for key, value in items if _matches(taxonomy.shell_arguments, key)]
+    if is_shell:
+        shell_items = shell_items or items
+    elif is_write:
+        shell_items = []  # what a write tool writes is content, not a command it runs
+    for _, value in shell_items:
+        hits.extend(_shell_hits(_as_script(value), taxonomy))
+    if cli:
+        hits.extend(_shell_hits(_cli_line(cli, items), taxonomy))
+
+    is_sql = _matches(taxonomy.sql_tools, name)
+    for key, value in items:
+        if is_sql or _matches(taxonomy.sql_arguments, key):
+            for text in _as_texts(value):
+                hits.extend(_sql_hits(text, taxonomy))
+        if is_write and _matches(taxonomy.path_arguments, key):
+            for text in _as_texts(value):
+                hits.extend(_path_hits(text, taxonomy))
+    return _unique(hits)
+
+
+# --- The tool's name -------------------------------------------------------------------------
+
+
+def _name_hits(name: str, original: str, taxonomy: Taxonomy) -> tuple[list[Hit], bool]:
+    """Categories named by the tool; the leftmost verb wins ("get_email" only reads)."""
+    readonly_at = min(
+        (m.start() for p in taxonomy.readonly_tools if (m := p.search(name))), default=None
+    )
+    hits: list[Hit] = []
+    first: int | None = None
+    for category in taxonomy.categories.values():
+        starts = [m.start() for p in category.tools if (m := p.search(name))]
+        if starts:
+            hits.append(Hit(category.name, original, by_name=True))
+            first = min(starts) if first is None else min(first, *starts)
+    readonly = readonly_at is not None and (first is None or readonly_at < first)
+    return ([] if readonly else hits), readonly
+
+
+# --- The arguments ---------------------------------------------------------------------------
+
+
+def _string_arguments(value: Any, key: str = "") -> Iterator[tuple[str, str | list[str]]]:
+    """(normalised innermost key, string or list of strings) for every textual argument."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, Mapping):
+        for inner_key, inner in value.items():
+            yield from _string_arguments(inner, normalize_name(str(inner_key)))
+    elif isinstance(value, list | tuple):
+        if value and all(isinstance(item, str) for item in value):
+            yield key, list(value)
+        else:
+            for item in value:
+                yield from _string_arguments(item, key)
+
+
+def _as_script(value: str | list[str]) -> str:
+    """A command as a string; an argv list (["bash", "-lc", "..."]) is quoted back together."""
+    return value if isinstance(value, str) else shlex.join(value)
+
+
+def _as_texts(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else value
+
+
+def _cli_line(program: str, items: list[tuple[str, str | list[str]]]) -> str:
+    """A CLI-named tool's arguments as that CLI's command line ("kubectl" + "apply -f x")."""
+    line = " ".join(_as_script(value) for _, value in items).strip()
+    first = line.split(maxsplit=1)[0] if line else ""
+    return line if posixpath.basename(first) == program else f"{program} {line}".strip()
+
+
+# --- Shell, SQL, paths and HTTP --------------------------------------------------------------
+
+
+def _shell_hits(script: str, taxonomy: Taxonomy) -> list[Hit]:
+    hits: list[Hit] = []
+    for command in parse_commands(script):
+        if any(char.isspace() for char in command.program):
+            continue  # a quoted sentence in command position is not a program that can run
+        line = command.line[:_MAX_LINE]
+        if not _matches(taxonomy.readonly_commands, line):
+            hits.extend(
+                Hit(category.name, command.raw)
+                for category in taxonomy.categories.values()
+                if _matches(category.commands, line)
+            )
+        if command.upstream is not None:
+            piped = f"{command.upstream} | {line}"[:_MAX_LINE]
+            hits.extend(
+                Hit(category.name, f"{command.upstream} | {command.raw}")
+                for category in taxonomy.categories.values()
+                if _matches(category.pipes, piped)
+            )
+        if command.program in taxonomy.sql_clients:
+            for text in [*command.args, command.stdin or ""]:
+                hits.extend(_sql_hits(text, taxonomy))
+        for target in command.output_redirects:
+            hits.extend(Hit(hit.category, command.raw) for hit in _path_hits(target, taxonomy))
+    return hits
+
+
+def _sql_hits(text: str, taxonomy: Taxonomy) -> list[Hit]:
+    hits: list[Hit] = []
+    for statement, original in _sql_statements(text[:_MAX_SQL]):
+        if _matches(taxonomy.readonly_sql, statement):
+            continue
+        hits.extend(
+            Hit(category.name, original)
+            for category in taxonomy.categories.values()
+            if _matches(category.sql, statement)
+        )
+    return hits
+
+
+def _sql_statements(text: str) -> list[tuple[str, str]]:
+    """(statement with literals and comments blanked, original statement) per `;`."""
+    blanked = _SQL_NOISE.sub(
+        lambda m: (
+            "'" + " " * (len(m.group(0)) - 2) + "'"
+            if m.group(0).startswith("'")
+            else " " * len(m.group(0))
+        ),
+        text,
+    )
+    statements: list[tuple[str, str]] = []
+    start = 0
+    for end in [*(i for i, char in enumerate(blanked) if char == ";"), len(blanked)]:
+        if blanked[start:end].strip():
+            statements.append((blanked[start:end].strip(), text[start:end].strip()))
+        start = end + 1
+    return statements
+
+
+def _path_hits(path: str, taxonomy: Taxonomy) -> list[Hit]:
+    path = path.strip().strip("'\"")
+    if not path or "\n" in path or len(path) > _MAX_LINE:
+        return []
+    normal = posixpath.normpath(path)
+    return [
+        Hit(category.name, path)
+        for category in taxonomy.categories.values()
+        if _matches(category.paths, normal)
+    ]
+
+
+def _http_hits(arguments: Any, taxonomy: Taxonomy) -> list[Hit]:
+    """A call that states a writing HTTP method sends data out, whatever the tool is named."""
+    if not isinstance(arguments, Mapping):
+        return []
+    hits: list[Hit] = []
+    url = next((str(arguments[k]) for k in ("url", "uri", "endpoint") if arguments.get(k)), "")
+    for key, value in _string_arguments(arguments):
+        if not (isinstance(value, str) and _matches(taxonomy.http_method_arguments, key)):
+            continue
+        method = value.strip().upper()
+        hits.extend(
+            Hit(category.name, f"{method} {url}".strip())
+            for category in taxonomy.categories.values()
+            if method in category.http_methods
+        )
+    return hits
+
+
+def _matches(patterns: tuple[Pattern, ...], text: str) -> bool:
+    return any(pattern.search(text) for pattern in patterns)
+
+
+def _unique(hits: list[Hit]) -> list[Hit]:
+    return list(dict.fromkeys(hits))

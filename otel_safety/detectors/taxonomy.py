@@ -1,0 +1,209 @@
+"""The verb taxonomy: which actions exist, how bad each is, and how to recognise them.
+
+It is kept as data (`data/scope_taxonomy.toml`) so that rules can be read, reviewed and
+extended without touching code; a deployment adds its own rules through a second TOML file
+named by `OTEL_SAFETY_SCOPE_TAXONOMY`. This module loads both, merges them, validates the
+result and compiles every pattern once, so matching never pays for parsing.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import regex
+
+from otel_safety.detectors.grants import grant_pattern
+
+__all__ = [
+    "TAXONOMY_ENV",
+    "TAXONOMY_VERSION",
+    "Category",
+    "Pattern",
+    "Taxonomy",
+    "current_taxonomy",
+    "load_taxonomy",
+    "normalize_name",
+]
+
+TAXONOMY_ENV = "OTEL_SAFETY_SCOPE_TAXONOMY"
+TAXONOMY_VERSION = 1
+
+Pattern = regex.Pattern
+
+_CATEGORY_KEYS = frozenset(
+    {"weight", "tools", "commands", "pipes", "sql", "paths", "http_methods", "grants"}
+)
+_SQL_FLAGS = regex.IGNORECASE | regex.DOTALL
+
+
+@dataclass(frozen=True)
+class Category:
+    """One kind of action: how bad it is out of scope, how to recognise it, what grants it."""
+
+    name: str
+    weight: float
+    tools: tuple[Pattern, ...]
+    commands: tuple[Pattern, ...]
+    pipes: tuple[Pattern, ...]
+    sql: tuple[Pattern, ...]
+    paths: tuple[Pattern, ...]
+    http_methods: frozenset[str]
+    grants: tuple[Pattern, ...]
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """The compiled taxonomy: categories plus the rules for finding things in arguments."""
+
+    version: int
+    categories: Mapping[str, Category]
+    readonly_tools: tuple[Pattern, ...]
+    readonly_commands: tuple[Pattern, ...]
+    readonly_sql: tuple[Pattern, ...]
+    shell_tools: tuple[Pattern, ...]
+    shell_arguments: tuple[Pattern, ...]
+    sql_tools: tuple[Pattern, ...]
+    sql_arguments: tuple[Pattern, ...]
+    write_tools: tuple[Pattern, ...]
+    path_arguments: tuple[Pattern, ...]
+    http_method_arguments: tuple[Pattern, ...]
+    sql_clients: frozenset[str]
+    cli_tools: Mapping[str, str]  # normalised tool name -> program
+    negations: frozenset[str]
+    negation_window: int
+
+    def weight(self, category: str) -> float:
+        return self.categories[category].weight
+
+
+@functools.cache
+def load_taxonomy(user_path: str | None = None) -> Taxonomy:
+    """The packaged taxonomy, extended by the TOML file at `user_path` when one is given."""
+    packaged = resources.files("otel_safety.detectors") / "data" / "scope_taxonomy.toml"
+    data = tomllib.loads(packaged.read_text(encoding="utf-8"))
+    _check_version(data, "packaged scope taxonomy")
+    if user_path:
+        data = _merge(data, _read_user_file(user_path))
+    return _compile(data)
+
+
+def current_taxonomy() -> Taxonomy:
+    """The taxonomy in force: packaged, plus the file named by OTEL_SAFETY_SCOPE_TAXONOMY."""
+    return load_taxonomy(os.environ.get(TAXONOMY_ENV) or None)
+
+
+def normalize_name(name: str) -> str:
+    """snake_case a tool or argument name: "HTTPPost" -> "http_post", "a__b-c" -> "a_b_c"."""
+    name = regex.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    name = regex.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return regex.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").lower()
+
+
+# --- Reading and merging ---------------------------------------------------------------------
+
+
+def _read_user_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{TAXONOMY_ENV}: cannot read scope taxonomy {path}: {exc}") from exc
+    _check_version(data, f"scope taxonomy {path}")
+    return data
+
+
+def _check_version(data: Mapping[str, Any], where: str) -> None:
+    version = data.get("version", TAXONOMY_VERSION)
+    if version != TAXONOMY_VERSION:
+        raise ValueError(f"{where}: version {version!r} is not supported (use {TAXONOMY_VERSION})")
+
+
+def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Lists extend, tables merge, scalars replace: a user file can only add rules."""
+    merged = dict(base)
+    for key, value in extra.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = _merge(current, value)
+        elif isinstance(current, list) and isinstance(value, list):
+            merged[key] = [*current, *(item for item in value if item not in current)]
+        else:
+            merged[key] = value
+    return merged
+
+
+# --- Compiling -------------------------------------------------------------------------------
+
+
+def _compile(data: Mapping[str, Any]) -> Taxonomy:
+    readonly = data.get("readonly", {})
+    resolve = data.get("resolve", {})
+    grants = data.get("grants", {})
+    categories = {
+        name: _compile_category(name, spec) for name, spec in data.get("categories", {}).items()
+    }
+    return Taxonomy(
+        version=int(data.get("version", TAXONOMY_VERSION)),
+        categories=categories,
+        readonly_tools=_names(readonly.get("tools", []), "readonly.tools"),
+        readonly_commands=_regexes(readonly.get("commands", []), 0, "readonly.commands"),
+        readonly_sql=_regexes(readonly.get("sql", []), _SQL_FLAGS, "readonly.sql"),
+        shell_tools=_names(resolve.get("shell_tools", []), "resolve.shell_tools"),
+        shell_arguments=_names(resolve.get("shell_arguments", []), "resolve.shell_arguments"),
+        sql_tools=_names(resolve.get("sql_tools", []), "resolve.sql_tools"),
+        sql_arguments=_names(resolve.get("sql_arguments", []), "resolve.sql_arguments"),
+        write_tools=_names(resolve.get("write_tools", []), "resolve.write_tools"),
+        path_arguments=_names(resolve.get("path_arguments", []), "resolve.path_arguments"),
+        http_method_arguments=_names(
+            resolve.get("http_method_arguments", []), "resolve.http_method_arguments"
+        ),
+        sql_clients=frozenset(resolve.get("sql_clients", [])),
+        cli_tools={normalize_name(cli): cli for cli in resolve.get("cli_tools", [])},
+        # Straight apostrophes, as `granted_categories` makes them in the task text.
+        negations=frozenset(
+            word.lower().replace("\u2019", "'") for word in grants.get("negations", [])
+        ),
+        negation_window=int(grants.get("negation_window", 3)),
+    )
+
+
+def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
+    where = f"categories.{name}"
+    unknown = sorted(set(spec) - _CATEGORY_KEYS)
+    if unknown:
+        raise ValueError(f"scope taxonomy {where}: unknown key(s) {', '.join(unknown)}")
+    weight = spec.get("weight")
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1:
+        raise ValueError(f"scope taxonomy {where}: weight must be a number in (0, 1]")
+    return Category(
+        name=name,
+        weight=float(weight),
+        tools=_names(spec.get("tools", []), f"{where}.tools"),
+        commands=_regexes(spec.get("commands", []), 0, f"{where}.commands"),
+        pipes=_regexes(spec.get("pipes", []), 0, f"{where}.pipes"),
+        sql=_regexes(spec.get("sql", []), _SQL_FLAGS, f"{where}.sql"),
+        paths=_regexes(spec.get("paths", []), 0, f"{where}.paths"),
+        http_methods=frozenset(method.upper() for method in spec.get("http_methods", [])),
+        grants=tuple(grant_pattern(phrase) for phrase in spec.get("grants", [])),
+    )
+
+
+def _regexes(entries: list[str], flags: int, where: str) -> tuple[Pattern, ...]:
+    compiled = []
+    for entry in entries:
+        try:
+            compiled.append(regex.compile(entry, flags))
+        except (regex.error, TypeError) as exc:
+            raise ValueError(f"scope taxonomy {where}: bad pattern {entry!r}: {exc}") from exc
+    return tuple(compiled)
+
+
+def _names(entries: list[str], where: str) -> tuple[Pattern, ...]:
+    """Name patterns cover whole `_`-separated words of a normalised name."""
+    return _regexes([f"(?:^|_)(?:{entry})(?=_|$)" for entry in entries], 0, where)
