@@ -7,6 +7,7 @@ in between still match, and a phrase right after a negation ("do not delete") gr
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import regex
@@ -27,15 +28,25 @@ def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
     text = scope.replace("\u2019", "'")
     granted: dict[str, str] = {}
     for category in taxonomy.categories.values():
-        for pattern in category.grants:
-            match = next(
-                (m for m in pattern.finditer(text) if not _negated(text, m.start(), taxonomy)),
-                None,
-            )
-            if match:
-                granted[category.name] = match.group(0)
-                break
+        if not category.grants:
+            continue
+        match = next(
+            (
+                m
+                for m in _any_of(tuple(category.grants)).finditer(text)
+                if not _negated(text, m.start(), taxonomy)
+            ),
+            None,
+        )
+        if match:
+            granted[category.name] = match.group(0)
     return granted
+
+
+@functools.cache
+def _any_of(patterns: tuple[regex.Pattern, ...]) -> regex.Pattern:
+    """One alternation per category: a task is scanned once per category, not per phrase."""
+    return regex.compile("|".join(f"(?:{p.pattern})" for p in patterns), regex.IGNORECASE)
 
 
 def grant_pattern(phrase: str) -> regex.Pattern:

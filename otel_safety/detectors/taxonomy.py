@@ -31,6 +31,10 @@ __all__ = [
     "normalize_name",
 ]
 
+_CAMEL_LOWER = regex.compile(r"([a-z0-9])([A-Z])")
+_CAMEL_UPPER = regex.compile(r"([A-Z]+)([A-Z][a-z])")
+_NON_WORD = regex.compile(r"[^A-Za-z0-9]+")
+
 TAXONOMY_ENV = "OTEL_SAFETY_SCOPE_TAXONOMY"
 TAXONOMY_VERSION = 1
 
@@ -100,9 +104,9 @@ def current_taxonomy() -> Taxonomy:
 
 def normalize_name(name: str) -> str:
     """snake_case a tool or argument name: "HTTPPost" -> "http_post", "a__b-c" -> "a_b_c"."""
-    name = regex.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    name = regex.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    return regex.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").lower()
+    name = _CAMEL_LOWER.sub(r"\1_\2", name)
+    name = _CAMEL_UPPER.sub(r"\1_\2", name)
+    return _NON_WORD.sub("_", name).strip("_").lower()
 
 
 # --- Reading and merging ---------------------------------------------------------------------
