@@ -57,7 +57,7 @@ def annotate(
         events = _finding_attributes(by_span.get(sid, []), extra, span.end_time or 0)
         if sid == root_id:
             extra.update(_trace_attributes(findings, level, reason))
-        annotated.append(_copy(span, extra, events) if extra else span)
+        annotated.append(copy_span(span, extra, events) if extra else span)
     return annotated
 
 
@@ -107,7 +107,10 @@ def _trace_attributes(
     return attributes
 
 
-def _copy(span: ReadableSpan, extra: Mapping[str, Any], events: Sequence[Event]) -> ReadableSpan:
+def copy_span(
+    span: ReadableSpan, extra: Mapping[str, Any], events: Sequence[Event] = ()
+) -> ReadableSpan:
+    """A finished span with attributes merged over and events appended (public API only)."""
     return ReadableSpan(
         name=span.name,
         context=span.context,

@@ -54,6 +54,24 @@ def create_processor(
         requester_attribute=requester_attribute,
         store=store,
     )
+    sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
+    sinks.extend(ExporterSink(exporter) for exporter in exporters)
+    if otlp is not False:
+        exporter = otlp_exporter_from_env(required=bool(otlp))
+        if exporter is not None:
+            sinks.append(ExporterSink(exporter))
+    engine = build_engine(settings, sinks, policy=policy)
+    return SafetySpanProcessor(engine)
+
+
+def build_engine(
+    settings: Settings,
+    sinks: Sequence[Sink],
+    *,
+    policy: Policy | None = None,
+    background: bool = True,
+) -> SafetyEngine:
+    """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar."""
     requester_keys = DEFAULT_REQUESTER_KEYS
     if settings.requester_attribute:
         requester_keys = (settings.requester_attribute, *DEFAULT_REQUESTER_KEYS)
@@ -62,21 +80,15 @@ def create_processor(
         policy=policy,
         requester_keys=requester_keys,
     )
-    sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
-    sinks.extend(ExporterSink(exporter) for exporter in exporters)
-    if otlp is not False:
-        exporter = otlp_exporter_from_env(required=bool(otlp))
-        if exporter is not None:
-            sinks.append(ExporterSink(exporter))
-    engine = SafetyEngine(
+    return SafetyEngine(
         pipeline,
         sinks,
         max_traces=settings.max_traces,
         max_spans=settings.max_spans,
         decision_wait=settings.decision_wait,
         queue_size=settings.queue_size,
+        background=background,
     )
-    return SafetySpanProcessor(engine)
 
 
 def configure(

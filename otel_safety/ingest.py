@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from otel_safety import detectors as detector_registry
+from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
-from otel_safety.engine import SafetyEngine
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.otlp import read_otlp_json
-from otel_safety.pipeline import Pipeline
 
 PROGRESS_INTERVAL = 1.0
 
@@ -50,15 +48,7 @@ class IngestSummary:
 def ingest_files(
     paths: Sequence[str | Path], settings: Settings, progress: TextIO | None = None
 ) -> IngestSummary:
-    pipeline = Pipeline(detectors=detector_registry.create(settings.detectors, settings.thresholds))
-    engine = SafetyEngine(
-        pipeline,
-        [DuckDBStore(settings.db_path)],
-        max_traces=settings.max_traces,
-        max_spans=settings.max_spans,
-        decision_wait=settings.decision_wait,
-        background=False,
-    )
+    engine = build_engine(settings, [DuckDBStore(settings.db_path)], background=False)
     summary = IngestSummary()
     span_clock = 0.0
     try:

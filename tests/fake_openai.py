@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from loopback import LoopbackServer, QuietHandler
 
 
 def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def text_reply(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """Serves `/v1/chat/completions`, answering each request with the next scripted turn."""
 
     def __init__(self, replies: list[dict[str, Any]]) -> None:
@@ -38,7 +38,7 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 request = json.loads(body or b"{}")
@@ -58,29 +58,10 @@ class FakeOpenAIServer:
                     ],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.reply(json.dumps(payload).encode(), "application/json")
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> FakeOpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        return f"{self.endpoint}/v1"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from instrumented import run_openai_agent, run_pydantic_ai_agent
-from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import semconv as sc
+from otel_safety.annotate import copy_span
 from otel_safety.mapping import span_id_hex
 from otel_safety.pipeline import Pipeline
 
@@ -23,19 +23,7 @@ def _runs():
     bad = run_pydantic_ai_agent()
     # Give one span unreadable message JSON so notes are emitted too.
     chat = next(s for s in bad if s.attributes.get("gen_ai.operation.name") == "chat")
-    broken = ReadableSpan(
-        name=chat.name,
-        context=chat.context,
-        parent=chat.parent,
-        resource=chat.resource,
-        attributes={**chat.attributes, "gen_ai.input.messages": "[{not json"},
-        events=chat.events,
-        kind=chat.kind,
-        status=chat.status,
-        start_time=chat.start_time,
-        end_time=chat.end_time,
-        instrumentation_scope=chat.instrumentation_scope,
-    )
+    broken = copy_span(chat, {"gen_ai.input.messages": "[{not json"})
     return [bad, [broken if s is chat else s for s in bad], run_openai_agent("openinference")]
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import gzip
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import duckdb
 import pytest
 from instrumented import TOOL_ARGUMENTS, run_pydantic_ai_agent, run_shell
+from loopback import LoopbackServer, QuietHandler
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -24,14 +23,14 @@ from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.otlp import spans_from_request
 
 
-class OtlpHttpReceiver:
+class OtlpHttpReceiver(LoopbackServer):
     """A minimal OTLP/HTTP trace receiver: accepts protobuf POSTs on /v1/traces."""
 
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
         received = self.requests
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if self.headers.get("Content-Encoding") == "gzip":
@@ -40,31 +39,9 @@ class OtlpHttpReceiver:
                 request.ParseFromString(body)
                 received.append(request)
                 reply = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                self.reply(reply, "application/x-protobuf")
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> OtlpHttpReceiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+        super().__init__(Handler)
 
 
 def _destructive_agent(provider) -> Agent:

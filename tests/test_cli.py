@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -11,6 +12,9 @@ from pathlib import Path
 import duckdb
 from instrumented import run_pydantic_ai_agent
 
+from otel_safety import ingest
+from otel_safety.annotate import copy_span
+from otel_safety.config import Settings
 from otel_safety.otlp import request_to_json
 
 CLI = [sys.executable, "-m", "otel_safety.cli"]
@@ -141,3 +145,26 @@ def test_demo_refuses_to_delete_a_file_that_is_not_its_store(tmp_path):
     done = run_cli("demo", "--db", str(precious))
     assert done.returncode == 1 and "not an otel-safety store" in done.stderr
     assert precious.read_text() == "my notes"
+
+
+def test_ingest_shows_progress_and_counts_reading_problems(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingest, "PROGRESS_INTERVAL", 0.0)
+    spans = run_pydantic_ai_agent()
+    spans = [
+        copy_span(s, {"gen_ai.input.messages": "[{broken"})
+        if s.attributes.get("gen_ai.operation.name") == "chat"
+        else s
+        for s in spans
+    ]
+    trace_file = tmp_path / "t.jsonl"
+    trace_file.write_text("\n".join(json.dumps(request_to_json([s])) for s in spans) + "\n")
+    progress = io.StringIO()
+    summary = ingest.ingest_files(
+        [trace_file], Settings.resolve({}, db_path=str(tmp_path / "s.duckdb")), progress
+    )
+    lines = progress.getvalue().splitlines()
+    assert len(lines) >= len(spans) and lines[-1].startswith(f"{trace_file}: 100.0%")
+    assert summary.spans == len(spans) and summary.stats["spans_with_notes"] == 2
+    with duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True) as con:
+        notes = con.execute("SELECT notes FROM spans WHERE notes IS NOT NULL").fetchall()
+    assert len(notes) == 2 and all("malformed JSON" in n[0] for n in notes)
