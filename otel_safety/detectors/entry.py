@@ -1,7 +1,8 @@
 """Turn a plain calibration entry into a Trajectory, so detectors run on datasets as on traces.
 
-An entry is `{"input": str, "output": str, "tool_events": [{"name", "arguments"}], "scope": str}`
-with every key optional; `trace_id` may be given too.
+An entry is `{"input": str, "output": str, "system": str, "scope": str,
+"tool_events": [{"name", "arguments", "result"}]}` with every key optional; `trace_id` may be
+given too. `system` is the system prompt; `scope` the declared task (default: the input).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ def trajectory_from_entry(entry: Mapping[str, Any]) -> Trajectory:
     events = entry.get("tool_events") or []
     return Trajectory(
         trace_id=_text(entry.get("trace_id")) or NO_TRACE_ID,
-        scope=Scope(user_request=_text(entry.get("scope")) or text),
+        scope=Scope(
+            system_instructions=_text(entry.get("system")) or "",
+            user_request=_text(entry.get("scope")) or text,
+        ),
         messages=[Message(role="user", content=text)] if text else [],
         tool_calls=[_tool_call(event) for event in events if isinstance(event, Mapping)],
         final_output=_text(entry.get("output")),

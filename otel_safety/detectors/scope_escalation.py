@@ -41,6 +41,10 @@ class ScopeEscalation(Detector):
         "an administrator when the task asked for none of it."
     )
 
+    def __init__(self, threshold: float | None = None) -> None:
+        super().__init__(threshold)
+        current_taxonomy()  # a broken user taxonomy fails at start-up, not on every trace
+
     def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
         calls = calls_to_judge(trajectory)
         if not calls:

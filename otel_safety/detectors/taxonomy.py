@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import functools
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import regex
 
+from otel_safety.detectors.datafiles import DATA_VERSION, data_dir_from_env, load_data
 from otel_safety.detectors.grants import grant_pattern
 
 __all__ = [
@@ -36,7 +35,7 @@ _CAMEL_UPPER = regex.compile(r"([A-Z]+)([A-Z][a-z])")
 _NON_WORD = regex.compile(r"[^A-Za-z0-9]+")
 
 TAXONOMY_ENV = "OTEL_SAFETY_SCOPE_TAXONOMY"
-TAXONOMY_VERSION = 1
+TAXONOMY_VERSION = DATA_VERSION
 
 Pattern = regex.Pattern
 
@@ -87,19 +86,19 @@ class Taxonomy:
 
 
 @functools.cache
-def load_taxonomy(user_path: str | None = None) -> Taxonomy:
-    """The packaged taxonomy, extended by the TOML file at `user_path` when one is given."""
-    packaged = resources.files("otel_safety.detectors") / "data" / "scope_taxonomy.toml"
-    data = tomllib.loads(packaged.read_text(encoding="utf-8"))
-    _check_version(data, "packaged scope taxonomy")
-    if user_path:
-        data = _merge(data, _read_user_file(user_path))
-    return _compile(data)
+def load_taxonomy(user_path: str | None = None, data_dir: str | None = None) -> Taxonomy:
+    """The packaged taxonomy, extended by `<data_dir>/scope_taxonomy.toml` and by the TOML
+    file at `user_path` when they are given."""
+    try:
+        return _compile(load_data("scope_taxonomy", user_path, data_dir))
+    except ValueError as exc:
+        where = f" ({TAXONOMY_ENV}={user_path})" if user_path else ""
+        raise ValueError(f"scope taxonomy{where}: {exc}") from exc
 
 
 def current_taxonomy() -> Taxonomy:
     """The taxonomy in force: packaged, plus the file named by OTEL_SAFETY_SCOPE_TAXONOMY."""
-    return load_taxonomy(os.environ.get(TAXONOMY_ENV) or None)
+    return load_taxonomy(os.environ.get(TAXONOMY_ENV) or None, data_dir_from_env())
 
 
 def normalize_name(name: str) -> str:
@@ -107,39 +106,6 @@ def normalize_name(name: str) -> str:
     name = _CAMEL_LOWER.sub(r"\1_\2", name)
     name = _CAMEL_UPPER.sub(r"\1_\2", name)
     return _NON_WORD.sub("_", name).strip("_").lower()
-
-
-# --- Reading and merging ---------------------------------------------------------------------
-
-
-def _read_user_file(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{TAXONOMY_ENV}: cannot read scope taxonomy {path}: {exc}") from exc
-    _check_version(data, f"scope taxonomy {path}")
-    return data
-
-
-def _check_version(data: Mapping[str, Any], where: str) -> None:
-    version = data.get("version", TAXONOMY_VERSION)
-    if version != TAXONOMY_VERSION:
-        raise ValueError(f"{where}: version {version!r} is not supported (use {TAXONOMY_VERSION})")
-
-
-def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Lists extend, tables merge, scalars replace: a user file can only add rules."""
-    merged = dict(base)
-    for key, value in extra.items():
-        current = merged.get(key)
-        if isinstance(current, Mapping) and isinstance(value, Mapping):
-            merged[key] = _merge(current, value)
-        elif isinstance(current, list) and isinstance(value, list):
-            merged[key] = [*current, *(item for item in value if item not in current)]
-        else:
-            merged[key] = value
-    return merged
 
 
 # --- Compiling -------------------------------------------------------------------------------

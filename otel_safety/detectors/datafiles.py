@@ -1,0 +1,79 @@
+"""Detector data (corpora, lexicons, taxonomies) as versioned TOML that users extend.
+
+Each detector's data lives in `otel_safety/detectors/data/<name>.toml`. A deployment adds
+its own phrases or entities without forking: a file of the same name in the directory named
+by `OTEL_SAFETY_DATA_DIR` is merged over the packaged one (lists extend, tables merge,
+numbers and strings replace), so a user file can add rules but never silently drop ours.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "DATA_VERSION",
+    "data_dir_from_env",
+    "load_data",
+    "merge",
+    "read_toml",
+]
+
+DATA_DIR_ENV = "OTEL_SAFETY_DATA_DIR"
+DATA_VERSION = 1
+
+
+def data_dir_from_env() -> str | None:
+    return os.environ.get(DATA_DIR_ENV) or None
+
+
+def load_data(
+    name: str, extra_file: str | None = None, data_dir: str | None = None
+) -> dict[str, Any]:
+    """Packaged `<name>.toml`, then `<data_dir>/<name>.toml`, then `extra_file`.
+
+    Reads the files on every call: callers compile the result once and cache it keyed on
+    `data_dir_from_env()` (and their own extra file), so a changed setting is picked up.
+    """
+    packaged = resources.files("otel_safety.detectors") / "data" / f"{name}.toml"
+    data = tomllib.loads(packaged.read_text(encoding="utf-8"))
+    _check_version(data, f"packaged {name}.toml")
+    for path in (Path(data_dir) / f"{name}.toml" if data_dir else None, extra_file):
+        if path and (extra_file or Path(path).is_file()):
+            data = merge(data, read_toml(str(path)))
+    return data
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"cannot read detector data file {path}: {exc}") from exc
+    _check_version(data, path)
+    return data
+
+
+def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Lists extend, tables merge, scalars replace: a user file can only add rules."""
+    merged = dict(base)
+    for key, value in extra.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = merge(current, value)
+        elif isinstance(current, list) and isinstance(value, list):
+            merged[key] = [*current, *(item for item in value if item not in current)]
+        else:
+            merged[key] = value
+    return merged
+
+
+def _check_version(data: Mapping[str, Any], where: str) -> None:
+    version = data.get("version", DATA_VERSION)
+    if version != DATA_VERSION:
+        raise ValueError(f"{where}: data version {version!r} is not supported (use {DATA_VERSION})")
