@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping
 
 from otel_safety.detectors.base import Detector
@@ -37,6 +38,10 @@ def create(
     return [known[key](threshold=thresholds.get(key)) for key in wanted]
 
 
+# Modules whose detectors register themselves on import.
+BUILTIN_MODULES = ("scope_escalation",)
+
+
 def _load_builtins() -> None:
-    # Imported for their @register side effect.
-    from otel_safety.detectors import scope_escalation  # noqa: F401
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f"otel_safety.detectors.{module}")
