@@ -35,4 +35,4 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_pipeline.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.duckdb *.duckdb.wal
+	rm -rf $(VENV) .pytest_cache .ruff_cache otel-safety-demo.duckdb otel-safety-demo.duckdb.wal

@@ -40,8 +40,10 @@ def create_processor(
 ) -> SafetySpanProcessor:
     """A SafetySpanProcessor for a provider you already have.
 
-    Annotated spans go to the DuckDB store, to `exporters`, and to an OTLP exporter when
-    the standard `OTEL_EXPORTER_OTLP_*` variables are set (unless `otlp=False`).
+    Annotated spans go to the DuckDB store and to `exporters`. With no `exporters`, an OTLP
+    exporter is added when the standard `OTEL_EXPORTER_OTLP_*` variables are set; with
+    `exporters`, only when `otlp=True` (an `OTLPSpanExporter()` you pass reads the same
+    variables, and two would send every span twice). `otlp=False` never adds one.
     """
     settings = Settings.resolve(
         db_path=db_path,
@@ -56,7 +58,7 @@ def create_processor(
     )
     sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
     sinks.extend(ExporterSink(exporter) for exporter in exporters)
-    if otlp is not False:
+    if otlp or (otlp is None and not exporters):
         exporter = otlp_exporter_from_env(required=bool(otlp))
         if exporter is not None:
             sinks.append(ExporterSink(exporter))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import duckdb
 from otel_safety import __version__, queries
 from otel_safety import detectors as detector_registry
 from otel_safety.config import ConfigError, Settings
+from otel_safety.exporters.duckdb import StoreError
 
 DEFAULT_DB = "otel-safety.duckdb"
 DEMO_DB = "otel-safety-demo.duckdb"
@@ -29,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (ConfigError, queries.QueryError, ValueError, OSError, duckdb.Error) as exc:
+    except (ConfigError, StoreError, queries.QueryError, ValueError, OSError, duckdb.Error) as exc:
         print(f"otel-safety {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -58,9 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate OTLP/JSON trace files into the store",
         description="Read OTLP/JSON files (one ExportTraceServiceRequest per line, as the "
         "Collector's file exporter writes them, or one JSON document; .gz accepted), run "
-        "the detectors and write spans and findings to the store.",
+        "the detectors and write spans and findings to the store. Ingesting a file again "
+        "replaces its rows instead of adding copies.",
+        epilog="Bad lines are reported and skipped. Exit status: 0 when spans were read "
+        "(even if some lines were bad), 1 when nothing could be read or on an error.",
     )
-    ingest.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON file(s)")
+    ingest.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="OTLP/JSON file(s), or directories holding .json/.jsonl/.gz files",
+    )
     ingest.add_argument("--db", default=DEFAULT_DB, help=f"store file (default {DEFAULT_DB})")
     ingest.add_argument(
         "--detectors", help="comma-separated detector keys (default: all; see `detectors`)"
@@ -79,9 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a query over the store. NAME is a file of queries/ without .sql "
         "(see --list), a path to a .sql file, or SQL text.",
     )
-    query.add_argument("sql", nargs="?", metavar="NAME|SQL")
+    query.add_argument(
+        "sql", nargs="?", metavar="NAME|SQL", help="a named query, a .sql file, or SQL text"
+    )
     query.add_argument("--db", default=DEFAULT_DB, help=f"store file (default {DEFAULT_DB})")
-    query.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    query.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="output format (default: table)",
+    )
     query.add_argument(
         "--param",
         action="append",
@@ -92,44 +110,53 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--list", action="store_true", help="list the named queries")
     query.set_defaults(handler=cmd_query)
 
-    listing = sub.add_parser("detectors", help="list the registered detectors")
+    listing = sub.add_parser(
+        "detectors",
+        help="list the registered detectors",
+        description="List every registered detector: key, severity, default threshold, "
+        "what it flags.",
+    )
     listing.set_defaults(handler=cmd_detectors)
     return parser
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     try:
-        from otel_safety.demo import run_demo
+        from otel_safety.demo import DEMO_MARK, run_demo
     except ImportError as exc:
         print(f"otel-safety demo needs pydantic-ai: pip install 'otel-safety[demo]' ({exc})")
         return 1
     path = Path(args.db)
     if path.exists():
-        _remove_old_store(path)
-    run_demo(str(path))
+        _remove_old_demo_store(path, DEMO_MARK)
+    run_demo(str(path), command=_invoked_as())
     return 0
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from otel_safety.ingest import ingest_files
+    from otel_safety.ingest import ingest_files, trace_files
 
-    missing = [f for f in args.files if not Path(f).is_file()]
-    if missing:
-        raise ValueError(f"no such file: {', '.join(missing)}")
     settings = Settings.resolve(
         db_path=args.db,
         detectors=args.detectors.split(",") if args.detectors else None,
         decision_wait=args.decision_wait,
     )
-    summary = ingest_files(args.files, settings, progress=None if args.quiet else sys.stderr)
+    detector_registry.create(settings.detectors, settings.thresholds)  # fail before any file
+    files = trace_files(args.files)
+    summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)
     print(summary.describe(settings.db_path))
     return 0 if summary.spans or not summary.bad_lines else 1
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     if args.list or not args.sql:
+        if not args.list:
+            print("give a query NAME, a .sql file or SQL text; the named queries are:\n")
         for name, about in queries.available().items():
-            print(f"{name:28} {about}")
+            params = queries.parameters(queries.resolve_sql(name))
+            print(f"{name:24} {about}")
+            if params:
+                print(f"{'':24} parameters: {', '.join(params)}")
         return 0 if args.list else 2
     if not Path(args.db).is_file():
         raise ValueError(f"no store at {args.db}; create one with `otel-safety ingest` or `demo`")
@@ -139,8 +166,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         if not sep:
             raise ValueError(f"--param expects NAME=VALUE, got {item!r}")
         params[name.strip()] = value
-    with duckdb.connect(args.db, read_only=True) as con:
-        columns, rows = queries.run(con, queries.resolve_sql(args.sql), params)
+    sql = queries.resolve_sql(args.sql)
+    with _read_only(args.db) as con:
+        columns, rows = queries.run(con, sql, params)
     print(queries.render(columns, rows, args.format))
     return 0
 
@@ -152,17 +180,42 @@ def cmd_detectors(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remove_old_store(path: Path) -> None:
-    """The demo starts from an empty store, but only ever deletes a store of ours."""
+def _read_only(path: str, wait: float = 5.0) -> duckdb.DuckDBPyConnection:
+    """A writer holds the file for a moment at a time; wait for it rather than fail."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return duckdb.connect(path, read_only=True)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise ValueError(
+                    f"{path} is held by another process ({exc}); an app using "
+                    "configure() releases it between writes, `ingest` only when done"
+                ) from exc
+            time.sleep(0.1)
+
+
+def _remove_old_demo_store(path: Path, mark: str) -> None:
+    """The demo starts from an empty store, but only ever deletes one it made itself."""
     try:
         with duckdb.connect(str(path), read_only=True) as con:
-            con.execute("SELECT 1 FROM otel_safety_meta LIMIT 1")
-    except duckdb.Error as exc:
-        raise ValueError(
-            f"{path} exists and is not an otel-safety store; pass another --db"
-        ) from exc
+            made_by_demo = con.execute(
+                "SELECT value FROM otel_safety_meta WHERE key = 'origin'"
+            ).fetchone() == (mark,)
+    except duckdb.Error:
+        made_by_demo = False
+    if not made_by_demo:
+        raise ValueError(f"{path} exists and was not made by `otel-safety demo`; pass another --db")
     path.unlink()
     Path(f"{path}.wal").unlink(missing_ok=True)
+
+
+def _invoked_as() -> str:
+    """How to call us again: the bare name when it is on PATH, else the path used."""
+    program = Path(sys.argv[0])
+    if program.name == "otel-safety" and shutil.which("otel-safety") != str(program.resolve()):
+        return str(program)
+    return "otel-safety"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -46,7 +46,8 @@ class Settings(BaseModel):
             return cls(**values)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{err['loc'][0]} ({_env_name(str(err['loc'][0]))}): {err['msg']}"
+                f"{'.'.join(map(str, err['loc']))} ({_env_name(str(err['loc'][0]))}): "
+                f"{err['msg']}, got {err['input']!r}"
                 for err in exc.errors()
             )
             raise ConfigError(f"invalid otel-safety setting: {problems}") from None

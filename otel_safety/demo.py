@@ -173,7 +173,12 @@ def run_scenarios(provider: Any, workspace: Workspace, scenarios: list[Scenario]
         agent.run_sync(scenario.prompt)
 
 
-def run_demo(db_path: str, echo: Callable[[str], None] = print) -> None:
+DEMO_MARK = "otel-safety demo"
+
+
+def run_demo(
+    db_path: str, echo: Callable[[str], None] = print, command: str = "otel-safety"
+) -> None:
     """Run every scenario through `configure()`, then show what the store flagged."""
     provider = configure(db_path, service_name="otel-safety-demo", install=False, otlp=False)
     workspace = Workspace()
@@ -183,10 +188,12 @@ def run_demo(db_path: str, echo: Callable[[str], None] = print) -> None:
     finally:
         provider.shutdown()  # drains the buffer and closes the store
         workspace.close()
+    with duckdb.connect(db_path) as con:  # mark it, so a later demo may replace it
+        con.execute("INSERT OR REPLACE INTO otel_safety_meta VALUES ('origin', ?)", [DEMO_MARK])
     with duckdb.connect(db_path, read_only=True) as con:
         for name in ("flagged_spans", "escalations_by_agent"):
             columns, rows = queries.run(con, queries.resolve_sql(name))
             echo(f"\n== {name}: {queries.available()[name]}")
             echo(queries.render(columns, rows))
     echo(f"\nStore: {Path(db_path).resolve()}")
-    echo(f"Try:   otel-safety query flagged_spans --db {db_path}")
+    echo(f"Try:   {command} query flagged_spans --db {db_path}")

@@ -31,6 +31,9 @@ class Sink(Protocol):
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None: ...
 
+    def tick(self) -> None:
+        """Called about once a second by the worker: time to write anything held back."""
+
     def force_flush(self, timeout_millis: int = 30_000) -> bool: ...
 
     def shutdown(self) -> None: ...
@@ -46,6 +49,9 @@ class ExporterSink:
         spans = [span for evaluation in evaluations for span in evaluation.spans]
         if spans:
             self.exporter.export(spans)
+
+    def tick(self) -> None:
+        pass
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.exporter.force_flush(timeout_millis)
@@ -180,6 +186,7 @@ class SafetyEngine:
     def _run(self) -> None:
         while True:
             control = self._step()
+            self._tick_sinks()
             if control is None:
                 continue
             self.drain()
@@ -226,6 +233,8 @@ class SafetyEngine:
         evaluations = [self.pipeline.evaluate(r.spans, r.reason) for r in releases]
         for evaluation in evaluations:
             self.stats["traces_evaluated"] += 1
+            self.stats["agent_traces"] += evaluation.trajectory is not None
+            self.stats["detector_errors"] += len(evaluation.detector_errors)
             self.stats[f"released_{evaluation.reason}"] += 1
             self.stats["spans_evaluated"] += len(evaluation.spans)
             self.stats["findings"] += len(evaluation.findings)
@@ -240,6 +249,16 @@ class SafetyEngine:
                 logger.exception(
                     "otel-safety sink %r failed to write %d traces", sink, len(evaluations)
                 )
+
+    def _tick_sinks(self) -> None:
+        for sink in self.sinks:
+            tick = getattr(sink, "tick", None)  # sinks written before tick() existed
+            if tick is None:
+                continue
+            try:
+                tick()
+            except Exception:
+                logger.exception("otel-safety sink %r failed on tick", sink)
 
     def _flush_sinks(self, timeout_millis: int) -> bool:
         ok = True

@@ -29,26 +29,56 @@ class IngestSummary:
     stats: dict[str, int] = field(default_factory=dict)
 
     def describe(self, db_path: str) -> str:
+        stats = self.stats
         lines = [
-            f"ingested {self.spans} spans from {self.lines} lines in {self.files} file(s) "
-            f"into {db_path}",
-            f"traces evaluated: {self.stats.get('traces_evaluated', 0)}, "
-            f"flagged: {self.stats.get('traces_flagged', 0)}, "
-            f"findings: {self.stats.get('findings', 0)}, "
-            f"spans with reading problems: {self.stats.get('spans_with_notes', 0)}",
+            f"ingested {_count(self.spans, 'span')} from {_count(self.lines, 'line')} in "
+            f"{_count(self.files, 'file')} into {db_path}",
+            f"agent runs judged: {stats.get('agent_traces', 0)}, "
+            f"flagged: {stats.get('traces_flagged', 0)}, "
+            f"findings: {stats.get('findings', 0)}; "
+            f"other traces passed through: "
+            f"{stats.get('traces_evaluated', 0) - stats.get('agent_traces', 0)}",
         ]
+        if stats.get("spans_with_notes"):
+            lines.append(
+                f"spans with reading problems: {stats['spans_with_notes']} (see spans.notes)"
+            )
+        if stats.get("detector_errors"):
+            lines.append(f"detector errors: {stats['detector_errors']} (see the log)")
         if self.bad_lines:
-            lines.append(f"{len(self.bad_lines)} bad line(s) skipped:")
+            lines.append(f"{_count(len(self.bad_lines), 'bad line')} skipped:")
             lines.extend(f"  {problem}" for problem in self.bad_lines[:20])
             if len(self.bad_lines) > 20:
                 lines.append(f"  … and {len(self.bad_lines) - 20} more")
         return "\n".join(lines)
 
 
+TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".gz")
+
+
+def trace_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Files as given; directories expand to the trace files inside them, sorted."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_FILE_SUFFIXES)
+            )
+            if not found:
+                raise ValueError(f"{path} is a directory with no .json/.jsonl/.gz files in it")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ValueError(f"no such file: {path}")
+    return files
+
+
 def ingest_files(
     paths: Sequence[str | Path], settings: Settings, progress: TextIO | None = None
 ) -> IngestSummary:
-    engine = build_engine(settings, [DuckDBStore(settings.db_path)], background=False)
+    engine = build_engine(settings, [DuckDBStore(settings.db_path, hold=True)], background=False)
     summary = IngestSummary()
     span_clock = 0.0
     try:
@@ -74,6 +104,10 @@ def ingest_files(
     return summary
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 class _Progress:
     """One status line per second on a terminal; nothing when not asked for."""
 
@@ -81,7 +115,8 @@ class _Progress:
         self.stream = stream
         self.name = name
         self.total = total
-        self.last = 0.0
+        self.last = time.monotonic()  # the first line comes after one interval
+        self.printed = False
         self.tty = bool(stream and stream.isatty())
 
     def update(self, consumed: int, summary: IngestSummary, stats: dict[str, int]) -> None:
@@ -92,7 +127,7 @@ class _Progress:
         self._write(consumed, summary, stats, final=False)
 
     def done(self, summary: IngestSummary, stats: dict[str, int]) -> None:
-        if self.stream is not None and self.last:
+        if self.printed:
             self._write(self.total, summary, stats, final=True)
 
     def _write(
@@ -100,6 +135,7 @@ class _Progress:
     ) -> None:
         if self.stream is None:
             return
+        self.printed = True
         percent = min(100.0, 100.0 * consumed / self.total)
         line = (
             f"{self.name}: {percent:5.1f}%  {summary.spans} spans, "

@@ -488,7 +488,7 @@ def _line_batch(text: str, source: str, line: int, size: int) -> Batch:
 
 
 def _json_error(exc: json.JSONDecodeError) -> str:
-    return f"{exc.msg} at column {exc.colno}"
+    return f"{exc.msg} (column {exc.colno})"
 
 
 def _request_batch(document: Any, source: str, line: int, size: int) -> Batch:
@@ -497,6 +497,10 @@ def _request_batch(document: Any, source: str, line: int, size: int) -> Batch:
         request = request_from_json(document)
     except OtlpDecodeError as exc:
         return Batch(source, line, [], f"line {line}: not an OTLP trace request: {exc}", size)
+    if not request.resource_spans:
+        other = [key for key in ("resourceLogs", "resourceMetrics") if key in document]
+        what = f"it holds {other[0]}, not traces" if other else "it has no resourceSpans"
+        return Batch(source, line, [], f"line {line}: not an OTLP trace request: {what}", size)
     problems: list[str] = []
     spans = spans_from_request(request, problems)
     error = f"line {line}: {'; '.join(problems)}" if problems else None

@@ -34,6 +34,7 @@ class TraceEvaluation:
     level: EscalationLevel = EscalationLevel.NONE
     trajectory: Trajectory | None = None
     notes: dict[str, list[str]] = field(default_factory=dict)
+    detector_errors: list[str] = field(default_factory=list)
     error: str | None = None
 
     @property
@@ -84,15 +85,17 @@ class Pipeline:
             root_span_id=span_id_hex(root.context.span_id) if root else None,
             service_name=_service_name(root),
         )
-        findings = self._run_detectors(trajectory, notes) if trajectory else []
+        errors: list[str] = []
+        findings = self._run_detectors(trajectory, errors) if trajectory else []
         level = self.policy.decide(findings, trajectory)
+        root_id = span_id_hex(root.context.span_id) if root else None
         annotated = annotate(
             spans,
             findings,
             level,
             reason,
             dialects={m.span_id: m.dialect for m in mapped},
-            notes=notes,
+            notes=_with_errors(notes, root_id, errors),
         )
         return TraceEvaluation(
             trace_id=trace_id,
@@ -102,9 +105,10 @@ class Pipeline:
             level=level,
             trajectory=trajectory,
             notes=notes,
+            detector_errors=errors,
         )
 
-    def _run_detectors(self, trajectory: Trajectory, notes: dict[str, list[str]]) -> list[Finding]:
+    def _run_detectors(self, trajectory: Trajectory, errors: list[str]) -> list[Finding]:
         findings = []
         for detector in self.detectors:
             try:
@@ -113,12 +117,20 @@ class Pipeline:
                 logger.exception(
                     "detector %s failed on trace %s", detector.key, trajectory.trace_id
                 )
-                target = trajectory.root_span_id or "trace"
-                notes.setdefault(target, []).append(f"detector {detector.key} failed: {exc}")
+                errors.append(f"detector {detector.key} failed: {type(exc).__name__}: {exc}")
                 continue
             if finding is not None:
                 findings.append(finding)
         return findings
+
+
+def _with_errors(
+    notes: dict[str, list[str]], root_id: str | None, errors: list[str]
+) -> dict[str, list[str]]:
+    """Detector failures are noted on the root span, next to any reading problems."""
+    if not errors or root_id is None:
+        return notes
+    return {**notes, root_id: [*notes.get(root_id, []), *errors]}
 
 
 def _service_name(span: ReadableSpan | None) -> str | None:

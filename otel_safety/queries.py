@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 QUERY_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
-PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+VARIABLE = re.compile(r"getvariable\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)")
 MAX_CELL = 80
 MIN_CELL = 8
 
@@ -39,6 +39,11 @@ def available() -> dict[str, str]:
     return found
 
 
+def parameters(sql: str) -> list[str]:
+    """The parameters a query reads, in order of first use."""
+    return list(dict.fromkeys(VARIABLE.findall(sql)))
+
+
 def resolve_sql(name_or_sql: str) -> str:
     """A query name, a path to a .sql file, or SQL text."""
     if QUERY_NAME.match(name_or_sql):
@@ -47,8 +52,11 @@ def resolve_sql(name_or_sql: str) -> str:
             names = ", ".join(available()) or "none"
             raise QueryError(f"no query named {name_or_sql!r}; available: {names}")
         return path.read_text(encoding="utf-8")
-    if name_or_sql.endswith(".sql") and Path(name_or_sql).is_file():
-        return Path(name_or_sql).read_text(encoding="utf-8")
+    if name_or_sql.endswith(".sql"):
+        path = Path(name_or_sql)
+        if not path.is_file():
+            raise QueryError(f"no such SQL file: {name_or_sql}")
+        return path.read_text(encoding="utf-8")
     return name_or_sql
 
 
@@ -56,14 +64,17 @@ def run(
     con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str] | None = None
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Set the parameters as DuckDB variables (as the CLI user would), then run the SQL."""
+    known = parameters(sql)
     for name, value in (params or {}).items():
-        if not PARAM_NAME.match(name):
-            raise QueryError(f"bad parameter name {name!r}: use letters, digits and _")
+        if name not in known:
+            offered = ", ".join(known) or "none"
+            raise QueryError(f"the query has no parameter {name!r}; its parameters: {offered}")
         con.execute(f"SET VARIABLE {name} = ?", [_typed(value)])
     try:
         result = con.execute(sql)
     except duckdb.Error as exc:
-        raise QueryError(str(exc).strip()) from exc
+        hint = f" (parameters given: {params})" if params else ""
+        raise QueryError(f"{str(exc).strip()}{hint}") from exc
     if result.description is None:
         return [], []
     columns = [d[0] for d in result.description]

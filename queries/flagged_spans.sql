@@ -2,8 +2,9 @@
 -- Tables: findings, spans.
 -- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
 --             `--param name=value` with `otel-safety query`):
---   min_rank    lowest escalation rank shown: 0 NONE, 1 CLARIFY, 2 WARN, 3 SOFT_STOP,
---               4 HUMAN_REVIEW, 5 HARD_STOP (default 1)
+--   min_level   lowest escalation level shown, by name: CLARIFY, WARN, SOFT_STOP,
+--               HUMAN_REVIEW, HARD_STOP (default CLARIFY)
+--   min_rank    the same as a number, 0 NONE .. 5 HARD_STOP (used when min_level is unset)
 --   detector    only this detector key (default: all)
 --   limit_rows  at most this many rows (default 100)
 SELECT
@@ -19,7 +20,13 @@ SELECT
 FROM findings AS f
 LEFT JOIN spans AS s USING (trace_id, span_id)
 WHERE f.detected
-  AND f.escalation_rank >= coalesce(getvariable('min_rank'), 1)
+  AND f.escalation_rank >= coalesce(
+        list_position(
+            ['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW', 'HARD_STOP'],
+            upper(getvariable('min_level'))
+        ) - 1,
+        getvariable('min_rank'),
+        1)
   AND (getvariable('detector') IS NULL OR f.detector = getvariable('detector'))
-ORDER BY f.escalation_rank DESC, f.trace_start DESC, f.detector
+ORDER BY f.escalation_rank DESC, f.score DESC, f.trace_start DESC, f.detector
 LIMIT coalesce(getvariable('limit_rows'), 100);

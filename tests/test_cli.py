@@ -64,7 +64,7 @@ def test_ingest_reports_the_bad_line_and_keeps_the_rest(tmp_path):
     db = tmp_path / "store.duckdb"
     done = run_cli("ingest", str(trace_file), "--db", str(db), "--quiet")
     assert done.returncode == 0, done.stderr
-    assert "1 bad line(s) skipped" in done.stdout and "line 2" in done.stdout
+    assert "1 bad line skipped" in done.stdout and "line 2" in done.stdout
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
         assert con.execute(
@@ -143,7 +143,7 @@ def test_demo_refuses_to_delete_a_file_that_is_not_its_store(tmp_path):
     precious = tmp_path / "precious.duckdb"
     precious.write_text("my notes")
     done = run_cli("demo", "--db", str(precious))
-    assert done.returncode == 1 and "not an otel-safety store" in done.stderr
+    assert done.returncode == 1 and "not made by `otel-safety demo`" in done.stderr
     assert precious.read_text() == "my notes"
 
 
@@ -168,3 +168,56 @@ def test_ingest_shows_progress_and_counts_reading_problems(tmp_path, monkeypatch
     with duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True) as con:
         notes = con.execute("SELECT notes FROM spans WHERE notes IS NOT NULL").fetchall()
     assert len(notes) == 2 and all("malformed JSON" in n[0] for n in notes)
+
+
+def test_demo_never_deletes_a_store_it_did_not_make(tmp_path):
+    store = tmp_path / "agents.duckdb"
+    trace_file = tmp_path / "t.jsonl"
+    _write_run(trace_file)
+    assert run_cli("ingest", str(trace_file), "--db", str(store), "--quiet").returncode == 0
+    done = run_cli("demo", "--db", str(store))
+    assert done.returncode == 1 and "not made by `otel-safety demo`" in done.stderr
+    with duckdb.connect(str(store), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
+
+
+def test_ingest_is_idempotent_expands_directories_and_rejects_non_trace_json(tmp_path):
+    folder = tmp_path / "collector"
+    folder.mkdir()
+    _write_run(folder / "a.jsonl")
+    (folder / "logs.json").write_text('{"resourceLogs": []}\n')
+    db = str(tmp_path / "s.duckdb")
+    for _ in range(2):
+        done = run_cli("ingest", str(folder), "--db", db, "--quiet")
+        assert done.returncode == 0, done.stderr
+    assert "holds resourceLogs, not traces" in done.stdout
+    with duckdb.connect(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
+        assert con.execute("SELECT count(*) FROM findings WHERE detected").fetchone() == (1,)
+
+
+def test_unknown_detector_fails_before_a_store_is_made(tmp_path):
+    trace_file = tmp_path / "t.jsonl"
+    _write_run(trace_file)
+    db = tmp_path / "s.duckdb"
+    done = run_cli("ingest", str(trace_file), "--db", str(db), "--detectors", "nosuch")
+    assert done.returncode == 1 and "unknown detector(s) nosuch" in done.stderr
+    assert not db.exists()
+
+
+def test_query_parameters_are_checked_and_levels_named(tmp_path):
+    trace_file = tmp_path / "t.jsonl"
+    _write_run(trace_file)
+    db = str(tmp_path / "s.duckdb")
+    assert run_cli("ingest", str(trace_file), "--db", db, "--quiet").returncode == 0
+    unknown = run_cli("query", "flagged_spans", "--db", db, "--param", "nosuch=1")
+    assert unknown.returncode == 1 and "no parameter 'nosuch'" in unknown.stderr
+    assert "min_level" in unknown.stderr
+    hard = run_cli(
+        "query", "flagged_spans", "--db", db, "--format", "json", "--param", "min_level=hard_stop"
+    )
+    assert [r["detector"] for r in json.loads(hard.stdout)] == ["scope_escalation"]
+    missing = run_cli("query", str(tmp_path / "nosuch.sql"), "--db", db)
+    assert missing.returncode == 1 and "no such SQL file" in missing.stderr
+    listing = run_cli("query", "--list")
+    assert "parameters: min_level, min_rank, detector, limit_rows" in listing.stdout

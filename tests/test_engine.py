@@ -155,13 +155,14 @@ class BrokenDetector(KeywordDetector):
 
 
 def test_a_failing_detector_is_noted_and_the_others_still_run(span_factory):
-    exporter = InMemorySpanExporter()
     pipeline = Pipeline(detectors=[BrokenDetector(), KeywordDetector()])
     evaluation = pipeline.evaluate(span_factory.agent_run(answer="BAD"))
     assert [f.detector for f in evaluation.findings] == ["keyword"]
-    assert any("detector broken failed" in n for notes in evaluation.notes.values() for n in notes)
+    assert evaluation.detector_errors == ["detector broken failed: RuntimeError: boom"]
+    assert evaluation.notes == {}  # not a reading problem
+    [root] = [s for s in evaluation.spans if s.parent is None]
+    assert root.attributes[sc.OTEL_SAFETY_NOTES] == ("detector broken failed: RuntimeError: boom",)
     assert len(evaluation.spans) == 2
-    exporter.shutdown()
 
 
 def test_a_failing_sink_does_not_stop_the_others(span_factory):

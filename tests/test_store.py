@@ -102,11 +102,41 @@ def test_hostile_text_is_stored_not_lost(tmp_path, span_factory):
     )
     store = DuckDBStore(tmp_path / "s.duckdb")
     store.write([Pipeline(detectors=[]).evaluate([hostile])])
-    row = store.connection.execute(
-        "SELECT name, attributes->>'$.weird', length(attributes->>'$.big') FROM spans"
-    ).fetchone()
     store.shutdown()
+    with duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True) as con:
+        row = con.execute(
+            "SELECT name, attributes->>'$.weird', length(attributes->>'$.big') FROM spans"
+        ).fetchone()
     assert row[0].startswith("bad ") and row[1].startswith("lone ") and row[2] == 300_000
+
+
+def test_writing_the_same_traces_twice_keeps_one_copy(tmp_path, span_factory):
+    path = tmp_path / "s.duckdb"
+    pipeline = Pipeline(detectors=[KeywordDetector()])
+    spans = span_factory.agent_run(answer="BAD")
+    for _ in range(2):  # e.g. `otel-safety ingest` run twice over the same file
+        store = DuckDBStore(path)
+        store.write([pipeline.evaluate(spans), pipeline.evaluate(spans)])
+        store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        counts = [
+            con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("spans", "findings", "traces")
+        ]
+    assert counts == [2, 1, 1]
+
+
+def test_the_store_can_be_read_while_the_writer_is_alive(tmp_path, span_factory):
+    path = tmp_path / "live.duckdb"
+    store = DuckDBStore(path, write_interval=0.0)
+    store.write([Pipeline(detectors=[]).evaluate(span_factory.agent_run())])
+    with duckdb.connect(str(path), read_only=True) as con:  # another reader, writer still up
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (2,)
+        store.write([Pipeline(detectors=[]).evaluate(span_factory.agent_run())])
+    assert store.force_flush(timeout_millis=5_000)  # the reader is gone: the retry succeeds
+    store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
 
 
 def test_a_path_that_is_not_a_database_gives_a_clear_error(tmp_path):

@@ -35,6 +35,12 @@ def create(
             f"unknown detector(s) {', '.join(unknown)}; registered: {', '.join(sorted(known))}"
         )
     thresholds = thresholds or {}
+    stray = sorted(set(thresholds) - set(wanted))
+    if stray:
+        raise ValueError(
+            f"threshold(s) given for detector(s) not in use: {', '.join(stray)}; "
+            f"in use: {', '.join(wanted)}"
+        )
     return [known[key](threshold=thresholds.get(key)) for key in wanted]
 
 

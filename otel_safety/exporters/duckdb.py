@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ import duckdb
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import semconv as sc
+from otel_safety.annotate import local_root
 from otel_safety.mapping import span_id_hex, trace_id_hex
 from otel_safety.pipeline import TraceEvaluation
 
@@ -56,11 +58,12 @@ CREATE TABLE IF NOT EXISTS spans (
     attributes JSON,
     events JSON,
     resource JSON,
-    inserted_at TIMESTAMP
+    inserted_at TIMESTAMP,
+    PRIMARY KEY (trace_id, span_id)
 );
 CREATE TABLE IF NOT EXISTS findings (
     trace_id VARCHAR NOT NULL,
-    span_id VARCHAR,
+    span_id VARCHAR NOT NULL,
     detector VARCHAR NOT NULL,
     score DOUBLE NOT NULL,
     threshold DOUBLE,
@@ -76,11 +79,12 @@ CREATE TABLE IF NOT EXISTS findings (
     conversation_id VARCHAR,
     requester VARCHAR,
     trace_start TIMESTAMP,
-    evaluated_at TIMESTAMP
+    evaluated_at TIMESTAMP,
+    PRIMARY KEY (trace_id, span_id, detector)
 );
 CREATE TABLE IF NOT EXISTS traces (
     trace_id VARCHAR NOT NULL,
-    root_span_id VARCHAR,
+    root_span_id VARCHAR NOT NULL,
     service_name VARCHAR,
     agent_names JSON,
     conversation_id VARCHAR,
@@ -93,7 +97,8 @@ CREATE TABLE IF NOT EXISTS traces (
     error VARCHAR,
     trajectory JSON,
     trace_start TIMESTAMP,
-    evaluated_at TIMESTAMP
+    evaluated_at TIMESTAMP,
+    PRIMARY KEY (trace_id, root_span_id)
 );
 CREATE TABLE IF NOT EXISTS labels (
     trace_id VARCHAR NOT NULL,
@@ -179,64 +184,142 @@ class StoreError(RuntimeError):
 
 
 class DuckDBStore:
-    """A sink writing evaluated traces to a DuckDB file (or `:memory:`)."""
+    """A sink writing evaluated traces to a DuckDB file.
 
-    def __init__(self, path: str | Path = "otel-safety.duckdb") -> None:
+    DuckDB lets one process write a file at a time, so by default the store opens the file
+    only to write, at most once per `write_interval` seconds: `otel-safety query` and the
+    DuckDB CLI can read it while the application runs. `hold=True` keeps it open (bulk
+    ingest, `:memory:`). Writes replace rows with the same keys, so ingesting a file twice
+    leaves one copy of each span, finding and trace.
+    """
+
+    def __init__(
+        self,
+        path: str | Path = "otel-safety.duckdb",
+        *,
+        hold: bool = False,
+        write_interval: float = 1.0,
+        max_pending: int = 10_000,
+    ) -> None:
         self.path = str(path)
+        self.hold = hold or self.path == ":memory:"
+        self.write_interval = write_interval
+        self.max_pending = max_pending
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._con = duckdb.connect(self.path)
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot open DuckDB store {self.path}: {exc}") from exc
         self._lock = threading.Lock()
-        ensure_schema(self._con, self.path)
-
-    @property
-    def connection(self) -> duckdb.DuckDBPyConnection:
-        return self._con
+        self._pending: list[TraceEvaluation] = []
+        self._last_write = 0.0
+        self._last_busy_warning = 0.0
+        self._con: duckdb.DuckDBPyConnection | None = None
+        con = self._open()
+        ensure_schema(con, self.path)
+        self._release(con)
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
-        if not evaluations:
-            return
         with self._lock:
-            try:
-                self._insert(evaluations)
-            except duckdb.Error:
-                # One bad trace must not cost the others: retry trace by trace.
-                logger.exception("otel-safety store batch failed; retrying trace by trace")
-                for evaluation in evaluations:
-                    try:
-                        self._insert([evaluation])
-                    except duckdb.Error:
-                        logger.exception("otel-safety store rejected trace %s", evaluation.trace_id)
+            self._pending.extend(evaluations)
+            due = time.monotonic() - self._last_write >= self.write_interval
+            if self._pending and (self.hold or due or len(self._pending) >= self.max_pending):
+                self._write_pending()
 
-    def _insert(self, evaluations: Sequence[TraceEvaluation]) -> None:
-        now = datetime.now(UTC).replace(tzinfo=None)
-        spans, findings, traces = [], [], []
-        for evaluation in evaluations:
-            spans.extend(span_row(evaluation, span, now) for span in evaluation.spans)
-            findings.extend(finding_rows(evaluation, now))
-            if evaluation.trajectory is not None or evaluation.error:
-                traces.append(trace_row(evaluation, now))
-        self._con.execute("BEGIN TRANSACTION")
-        try:
-            insert_rows(self._con, "spans", SPAN_COLUMNS, spans)
-            insert_rows(self._con, "findings", FINDING_COLUMNS, findings)
-            insert_rows(self._con, "traces", TRACE_COLUMNS, traces)
-            self._con.execute("COMMIT")
-        except Exception:
-            self._con.execute("ROLLBACK")
-            raise
+    def tick(self) -> None:
+        """Called by the engine when idle, so the last traces do not wait for more traffic."""
+        self.write(())
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        with self._lock:
-            self._con.execute("CHECKPOINT")
-        return True
+        deadline = time.monotonic() + timeout_millis / 1000
+        while True:
+            with self._lock:
+                if self._write_pending():
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
     def shutdown(self) -> None:
+        self.force_flush()
         with self._lock:
-            self._con.close()
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+            if self._pending:
+                logger.error(
+                    "otel-safety store %s stayed locked; %d traces were not written",
+                    self.path,
+                    len(self._pending),
+                )
+
+    def _write_pending(self) -> bool:
+        """Write what is pending; False (and keep it) when another process holds the file."""
+        if not self._pending:
+            return True
+        try:
+            con = self._open()
+        except StoreError as exc:
+            self._warn_busy(exc)
+            return False
+        try:
+            self._insert_all(con, self._pending)
+        finally:
+            self._release(con)
+        self._pending.clear()
+        self._last_write = time.monotonic()
+        return True
+
+    def _insert_all(
+        self, con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluation]
+    ) -> None:
+        try:
+            _insert(con, evaluations)
+        except duckdb.Error:
+            # One bad trace must not cost the others: retry trace by trace.
+            logger.exception("otel-safety store batch failed; retrying trace by trace")
+            for evaluation in evaluations:
+                try:
+                    _insert(con, [evaluation])
+                except duckdb.Error:
+                    logger.exception("otel-safety store rejected trace %s", evaluation.trace_id)
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        if self._con is not None:
+            return self._con
+        try:
+            con = duckdb.connect(self.path)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open DuckDB store {self.path}: {exc}") from exc
+        if self.hold:
+            self._con = con
+        return con
+
+    def _release(self, con: duckdb.DuckDBPyConnection) -> None:
+        if not self.hold:
+            con.close()
+
+    def _warn_busy(self, exc: StoreError) -> None:
+        now = time.monotonic()
+        if now - self._last_busy_warning >= 10:
+            self._last_busy_warning = now
+            logger.warning("%s; keeping %d traces to retry", exc, len(self._pending))
+
+
+def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluation]) -> None:
+    now = datetime.now(UTC).replace(tzinfo=None)
+    spans, findings, traces = [], [], []
+    for evaluation in evaluations:
+        spans.extend(span_row(evaluation, span, now) for span in evaluation.spans)
+        findings.extend(finding_rows(evaluation, now))
+        if evaluation.trajectory is not None or evaluation.error:
+            traces.append(trace_row(evaluation, now))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        upsert_rows(con, "spans", SPAN_COLUMNS, spans, ("trace_id", "span_id"))
+        upsert_rows(con, "findings", FINDING_COLUMNS, findings, ("trace_id", "span_id", "detector"))
+        upsert_rows(con, "traces", TRACE_COLUMNS, traces, ("trace_id", "root_span_id"))
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
@@ -257,15 +340,21 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         )
 
 
-def insert_rows(
-    con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, str], rows: list[dict]
+def upsert_rows(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    columns: dict[str, str],
+    rows: list[dict],
+    key: tuple[str, ...],
 ) -> None:
-    if not rows:
+    """One column-wise INSERT OR REPLACE; within a batch the last row for a key wins."""
+    unique = list({tuple(row[k] for k in key): row for row in rows}.values())
+    if not unique:
         return
     names = list(columns)
     selects = ", ".join(f"unnest(${name})::{columns[name]}" for name in names)
-    params = {name: [row.get(name) for row in rows] for name in names}
-    con.execute(f"INSERT INTO {table} ({', '.join(names)}) SELECT {selects}", params)
+    params = {name: [row.get(name) for row in unique] for name in names}
+    con.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) SELECT {selects}", params)
 
 
 def span_row(evaluation: TraceEvaluation, span: ReadableSpan, now: datetime) -> dict[str, Any]:
@@ -320,7 +409,7 @@ def finding_rows(evaluation: TraceEvaluation, now: datetime) -> list[dict[str, A
     return [
         {
             "trace_id": f.trace_id,
-            "span_id": f.span_id,
+            "span_id": f.span_id or _root_id(evaluation),
             "detector": f.detector,
             "score": f.score,
             "threshold": f.threshold,
@@ -348,7 +437,7 @@ def trace_row(evaluation: TraceEvaluation, now: datetime) -> dict[str, Any]:
     trajectory = evaluation.trajectory
     return {
         "trace_id": evaluation.trace_id,
-        "root_span_id": trajectory.root_span_id if trajectory else None,
+        "root_span_id": (trajectory.root_span_id if trajectory else None) or _root_id(evaluation),
         "service_name": trajectory.service_name if trajectory else None,
         "agent_names": to_json(trajectory.agent_names if trajectory else []),
         "conversation_id": trajectory.conversation_id if trajectory else None,
@@ -394,6 +483,11 @@ def _json_default(value: Any) -> Any:
 
 def _resource_attr(span: ReadableSpan, key: str) -> Any:
     return span.resource.attributes.get(key) if span.resource else None
+
+
+def _root_id(evaluation: TraceEvaluation) -> str:
+    root = local_root(evaluation.spans)
+    return span_id_hex(root.context.span_id) if root else "0" * 16
 
 
 def _trace_start(evaluation: TraceEvaluation) -> datetime | None:
