@@ -110,6 +110,51 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--list", action="store_true", help="list the named queries")
     query.set_defaults(handler=cmd_query)
 
+    evaluate = sub.add_parser(
+        "eval",
+        help="measure the detectors on labelled data",
+        description="Turn every usable row of the labelled datasets (XSTest, JailbreakBench, "
+        "AgentDojo, BIPIA, jailbreak prompts versus benign requests) and our synthetic sets "
+        "into GenAI spans, run them through the same pipeline as live traffic, store findings "
+        "and labels, and print precision, recall and F1 with 95%% bootstrap intervals and the "
+        "always-fire baseline, per detector and dataset. Synthetic rows are reported apart.",
+    )
+    evaluate.add_argument(
+        "--data",
+        default="../shared/data",
+        help="folder of the labelled datasets (default ../shared/data)",
+    )
+    evaluate.add_argument(
+        "--db",
+        default="otel-safety-eval.duckdb",
+        help="store to write (default otel-safety-eval.duckdb)",
+    )
+    evaluate.add_argument(
+        "--datasets",
+        help="comma-separated subset: "
+        + ", ".join(
+            ("xstest", "jailbreakbench", "agentdojo", "bipia", "direct_injection", "synthetic")
+        ),
+    )
+    evaluate.add_argument("--detectors", help="comma-separated detector keys (default: all)")
+    evaluate.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="only N rows per dataset, the same ones on every run",
+    )
+    evaluate.add_argument(
+        "--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)"
+    )
+    evaluate.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    evaluate.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="output format (default: table)",
+    )
+    evaluate.set_defaults(handler=cmd_eval)
+
     listing = sub.add_parser(
         "detectors",
         help="list the registered detectors",
@@ -170,6 +215,39 @@ def cmd_query(args: argparse.Namespace) -> int:
     with _read_only(args.db) as con:
         columns, rows = queries.run(con, sql, params)
     print(queries.render(columns, rows, args.format))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from otel_safety.evaluation import datasets
+    from otel_safety.evaluation.runner import run_eval
+
+    detectors = args.detectors.split(",") if args.detectors else None
+    detector_registry.create(detectors)  # fail before reading data or making a store
+    names = args.datasets.split(",") if args.datasets else None
+    cases = datasets.load(Path(args.data), names)
+    if args.sample:
+        cases = datasets.sample(cases, args.sample)
+    print(f"eval: {len(cases)} cases from {args.data}", file=sys.stderr)
+    report = run_eval(
+        cases,
+        args.db,
+        detectors=detectors,
+        resamples=args.resamples,
+        seed=args.seed,
+        progress=sys.stderr,
+        sampled=args.sample,
+    )
+    if args.format == "json":
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(report.table())
+        print(
+            f"\n{report.cases} cases in {report.seconds:.0f}s; findings and labels in "
+            f"{args.db}. Intervals: 95% bootstrap, {args.resamples} resamples, seed {args.seed}."
+        )
     return 0
 
 

@@ -53,6 +53,17 @@ OTEL_SAFETY_TRACE_ESCALATION_RANK = "otel_safety.trace.escalation.rank"
 OTEL_SAFETY_TRACE_EVALUATION_REASON = "otel_safety.trace.evaluation.reason"
 
 # --------------------------------------------------------------------------------------------------
+# registry.otel_safety.eval
+# Provenance of the synthetic agent runs otel-safety builds from labelled evaluation data, so stored
+# findings can be joined back to the row they came from.
+
+# Stable id of the labelled row this trace was built from (dataset-qualified).
+OTEL_SAFETY_EVAL_CASE_ID = "otel_safety.eval.case_id"
+
+# The evaluation dataset the row belongs to.
+OTEL_SAFETY_EVAL_DATASET = "otel_safety.eval.dataset"
+
+# --------------------------------------------------------------------------------------------------
 # registry.otel_safety.gen_ai_used
 # OpenTelemetry GenAI attributes that otel-safety writes on the evaluation events it adds to spans.
 
@@ -150,6 +161,8 @@ DEFINED_ATTRIBUTES = frozenset(
         OTEL_SAFETY_ESCALATION_LEVEL,
         OTEL_SAFETY_ESCALATION_RANK,
         OTEL_SAFETY_EVALUATED,
+        OTEL_SAFETY_EVAL_CASE_ID,
+        OTEL_SAFETY_EVAL_DATASET,
         OTEL_SAFETY_FINDING_ESCALATION_LEVEL,
         OTEL_SAFETY_FINDING_SEVERITY,
         OTEL_SAFETY_FINDING_THRESHOLD,

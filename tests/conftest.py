@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -81,3 +83,17 @@ def span_factory() -> Iterator[SpanFactory]:
     factory = SpanFactory()
     yield factory
     factory.provider.shutdown()
+
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The external labelled data beside the checkout; CI must have it, locally it may not."""
+    if not SHARED_DATA.is_dir():
+        message = f"labelled data not found at {SHARED_DATA}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " (CI needs it: the evaluation tests must run)")
+        pytest.skip(message)
+    return SHARED_DATA

@@ -112,6 +112,8 @@ def test_registry_defines_the_expected_attributes() -> None:
         "gen_ai.evaluation.score.label",
         "gen_ai.evaluation.explanation",
         "gen_ai.guardrail.security.risk.category",
+        "otel_safety.eval.case_id",
+        "otel_safety.eval.dataset",
     }
     assert set(_raw_attributes()) == expected
 

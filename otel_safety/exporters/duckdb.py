@@ -220,7 +220,7 @@ class DuckDBStore:
         with self._lock:
             self._pending.extend(evaluations)
             due = time.monotonic() - self._last_write >= self.write_interval
-            if self._pending and (self.hold or due or len(self._pending) >= self.max_pending):
+            if self._pending and (due or len(self._pending) >= self.max_pending):
                 self._write_pending()
 
     def tick(self) -> None:
@@ -313,13 +313,32 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
             traces.append(trace_row(evaluation, now))
     con.execute("BEGIN TRANSACTION")
     try:
-        upsert_rows(con, "spans", SPAN_COLUMNS, spans, ("trace_id", "span_id"))
-        upsert_rows(con, "findings", FINDING_COLUMNS, findings, ("trace_id", "span_id", "detector"))
-        upsert_rows(con, "traces", TRACE_COLUMNS, traces, ("trace_id", "root_span_id"))
+        insert_rows(con, "spans", SPAN_COLUMNS, spans, ("trace_id", "span_id"))
+        insert_rows(con, "findings", FINDING_COLUMNS, findings, ("trace_id", "span_id", "detector"))
+        insert_rows(con, "traces", TRACE_COLUMNS, traces, ("trace_id", "root_span_id"))
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise
+
+
+LABEL_COLUMNS = {
+    "trace_id": "VARCHAR",
+    "span_id": "VARCHAR",
+    "detector": "VARCHAR",
+    "label": "BOOLEAN",
+    "source": "VARCHAR",
+    "note": "VARCHAR",
+}
+
+
+def write_labels(path: str, labels: Sequence[dict[str, Any]]) -> None:
+    """Append labels (trace_id, span_id, detector, label, source, note) in one statement."""
+    if not labels:
+        return
+    with duckdb.connect(path) as con:
+        ensure_schema(con, path)
+        insert_rows(con, "labels", LABEL_COLUMNS, labels)
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
@@ -340,21 +359,24 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         )
 
 
-def upsert_rows(
+def insert_rows(
     con: duckdb.DuckDBPyConnection,
     table: str,
     columns: dict[str, str],
-    rows: list[dict],
-    key: tuple[str, ...],
+    rows: Sequence[dict[str, Any]],
+    replace_key: tuple[str, ...] | None = None,
 ) -> None:
-    """One column-wise INSERT OR REPLACE; within a batch the last row for a key wins."""
-    unique = list({tuple(row[k] for k in key): row for row in rows}.values())
-    if not unique:
+    """One column-wise INSERT; with `replace_key`, rows with the same key are replaced
+    (and within a batch the last row for a key wins)."""
+    if replace_key:
+        rows = list({tuple(row[k] for k in replace_key): row for row in rows}.values())
+    if not rows:
         return
     names = list(columns)
     selects = ", ".join(f"unnest(${name})::{columns[name]}" for name in names)
-    params = {name: [row.get(name) for row in unique] for name in names}
-    con.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) SELECT {selects}", params)
+    params = {name: [row.get(name) for row in rows] for name in names}
+    verb = "INSERT OR REPLACE" if replace_key else "INSERT"
+    con.execute(f"{verb} INTO {table} ({', '.join(names)}) SELECT {selects}", params)
 
 
 def span_row(evaluation: TraceEvaluation, span: ReadableSpan, now: datetime) -> dict[str, Any]:

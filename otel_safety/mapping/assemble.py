@@ -86,8 +86,8 @@ def _scope(models: Sequence[MappedSpan], agents: Sequence[MappedSpan]) -> Scope:
         ]
     )
     request, span_id = "", None
-    if models:
-        first = models[0]
+    first = models[0] if models else next((a for a in agents if a.input_messages), None)
+    if first is not None:
         users = [m for m in first.input_messages if m.role == "user" and m.content]
         if users:
             request, span_id = users[-1].content, first.span_id
@@ -131,7 +131,7 @@ def _tool_calls(
 def _final_output(
     models: Sequence[MappedSpan], agents: Sequence[MappedSpan]
 ) -> tuple[str | None, str | None]:
-    for span in reversed(models):
+    for span in [*reversed(models), *agents]:  # the last model answer, else the run's own
         for message in reversed(span.output_messages):
             if message.role == "assistant" and message.content:
                 return message.content, span.span_id

@@ -1,0 +1,1 @@
+"""Measuring detectors on labelled data through the same pipeline as live traffic."""

@@ -1,0 +1,166 @@
+"""A labelled case (one conversation) and its rendering as GenAI-convention spans.
+
+Datasets arrive as OpenAI-style messages; turning them into the spans an instrumented
+agent would emit means the evaluation exercises mapping, assembly, detectors and the store
+exactly as production traffic does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_safety import semconv as sc
+
+
+@dataclass
+class Case:
+    """One conversation with the labels its dataset gives it, per detector key."""
+
+    case_id: str
+    dataset: str
+    messages: list[dict[str, Any]]
+    labels: dict[str, bool]
+    source: Literal["external", "synthetic"] = "external"
+    system: str = ""
+    note: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class SpanWriter:
+    """Writes cases as the spans of an instrumented agent run, one trace per case."""
+
+    def __init__(self) -> None:
+        self._exporter = InMemorySpanExporter()
+        self._provider = TracerProvider()
+        self._provider.add_span_processor(SimpleSpanProcessor(self._exporter))
+        self._tracer = self._provider.get_tracer("otel_safety.evaluation")
+
+    def spans(self, case: Case) -> list[ReadableSpan]:
+        self._exporter.clear()
+        root_attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": case.dataset,
+            sc.OTEL_SAFETY_EVAL_CASE_ID: case.case_id,
+            sc.OTEL_SAFETY_EVAL_DATASET: case.dataset,
+        }
+        if not case.meta.get("tool_events_available", True):
+            # Only the agent run is visible (no model or tool spans): what a trace looks like
+            # when its tool events are unavailable, not absent.
+            root_attributes.update(_agent_messages(case))
+        with self._tracer.start_as_current_span(
+            f"invoke_agent {case.dataset}", attributes=root_attributes
+        ):
+            if case.meta.get("tool_events_available", True):
+                self._turns(case)
+        return list(self._exporter.get_finished_spans())
+
+    def shutdown(self) -> None:
+        self._provider.shutdown()
+
+    def _turns(self, case: Case) -> None:
+        history: list[dict[str, Any]] = []
+        calls: dict[str, tuple[str, Any]] = {}
+        system = [{"type": "text", "content": case.system}] if case.system else []
+        answered = False
+        for message in case.messages:
+            role = message.get("role")
+            if role == "assistant":
+                self._chat(history, [_genai_message(message)], system)
+                answered = True
+                for call in message.get("tool_calls") or []:
+                    function = call.get("function") or {}
+                    calls[str(call.get("id"))] = (
+                        str(function.get("name")),
+                        function.get("arguments"),
+                    )
+            elif role == "tool":
+                call_id = str(message.get("tool_call_id"))
+                name, arguments = calls.get(call_id, (str(message.get("name") or "tool"), None))
+                self._tool(call_id, name, arguments, _text(message.get("content")))
+            if role != "system":
+                history.append(_genai_message(message))
+        if not answered:  # input-only cases: the model call whose answer is not known
+            self._chat(history, [], system)
+
+    def _chat(
+        self, history: list[dict[str, Any]], output: list[dict[str, Any]], system: list
+    ) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(history),
+        }
+        if output:
+            attributes["gen_ai.output.messages"] = json.dumps(output)
+        if system:
+            attributes["gen_ai.system_instructions"] = json.dumps(system)
+        with self._tracer.start_as_current_span("chat", attributes=attributes):
+            pass
+
+    def _tool(self, call_id: str, name: str, arguments: Any, result: str) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.result": result,
+        }
+        if arguments is not None:
+            attributes["gen_ai.tool.call.arguments"] = (
+                arguments if isinstance(arguments, str) else json.dumps(arguments)
+            )
+        with self._tracer.start_as_current_span(f"execute_tool {name}", attributes=attributes):
+            pass
+
+
+def _agent_messages(case: Case) -> dict[str, str]:
+    users = [_genai_message(m) for m in case.messages if m.get("role") == "user"]
+    answers = [m for m in case.messages if m.get("role") == "assistant" and m.get("content")]
+    attributes = {"gen_ai.input.messages": json.dumps(users)}
+    if answers:
+        attributes["gen_ai.output.messages"] = json.dumps([_genai_message(answers[-1])])
+    return attributes
+
+
+def _genai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI-style chat message -> GenAI `{role, parts}`."""
+    role = str(message.get("role") or "user")
+    if role == "tool":
+        part = {
+            "type": "tool_call_response",
+            "id": message.get("tool_call_id"),
+            "response": _text(message.get("content")),
+        }
+        return {"role": "tool", "parts": [part]}
+    parts: list[dict[str, Any]] = []
+    content = _text(message.get("content"))
+    if content:
+        parts.append({"type": "text", "content": content})
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments"),
+            }
+        )
+    return {"role": role, "parts": parts}
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "\n".join(
+            str(p.get("text", p.get("content", ""))) if isinstance(p, dict) else str(p)
+            for p in content
+        )
+    return json.dumps(content, default=str)

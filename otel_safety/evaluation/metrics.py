@@ -1,0 +1,89 @@
+"""Precision, recall and F1 with bootstrap intervals, and the always-fire baseline."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Counts:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.tp + self.fp + self.fn + self.tn
+
+    @property
+    def positives(self) -> int:
+        return self.tp + self.fn
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / self.positives if self.positives else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    @property
+    def false_positive_rate(self) -> float:
+        negatives = self.fp + self.tn
+        return self.fp / negatives if negatives else 0.0
+
+    @property
+    def baseline_f1(self) -> float:
+        """F1 of a detector that always fires: precision = prevalence, recall = 1."""
+        prevalence = self.positives / self.rows if self.rows else 0.0
+        return 2 * prevalence / (1 + prevalence) if prevalence else 0.0
+
+
+def count(pairs: Sequence[tuple[bool, bool]]) -> Counts:
+    """(label, predicted) pairs -> confusion counts."""
+    tp = sum(1 for label, predicted in pairs if label and predicted)
+    fp = sum(1 for label, predicted in pairs if not label and predicted)
+    fn = sum(1 for label, predicted in pairs if label and not predicted)
+    return Counts(tp, fp, fn, len(pairs) - tp - fp - fn)
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+
+def bootstrap(counts: Counts, resamples: int = 1000, seed: int = 0) -> dict[str, Interval]:
+    """95% percentile intervals of precision, recall and F1 over resampled rows.
+
+    Rows are exchangeable given their confusion cell, so resampling the four cells with
+    their observed weights is the same as resampling rows, and much faster.
+    """
+    if counts.rows == 0:
+        return {name: Interval(0.0, 0.0) for name in ("precision", "recall", "f1")}
+    rng = random.Random(seed)
+    cells = ("tp", "fp", "fn", "tn")
+    weights = [counts.tp, counts.fp, counts.fn, counts.tn]
+    samples: dict[str, list[float]] = {"precision": [], "recall": [], "f1": []}
+    for _ in range(resamples):
+        drawn = rng.choices(cells, weights=weights, k=counts.rows)
+        resampled = Counts(*(drawn.count(cell) for cell in cells))
+        samples["precision"].append(resampled.precision)
+        samples["recall"].append(resampled.recall)
+        samples["f1"].append(resampled.f1)
+    return {name: _percentiles(values) for name, values in samples.items()}
+
+
+def _percentiles(values: list[float]) -> Interval:
+    ordered = sorted(values)
+    low = ordered[int(0.025 * (len(ordered) - 1))]
+    high = ordered[round(0.975 * (len(ordered) - 1))]
+    return Interval(low, high)

@@ -1,0 +1,190 @@
+"""The evaluation path: metrics, dataset readers, cases as spans, and the eval command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from otel_safety.evaluation import datasets
+from otel_safety.evaluation.cases import Case, SpanWriter
+from otel_safety.evaluation.metrics import Counts, bootstrap, count
+from otel_safety.evaluation.runner import run_eval
+from otel_safety.pipeline import Pipeline
+
+
+def test_counts_and_baseline():
+    counts = count([(True, True), (True, False), (False, True), (False, False), (False, False)])
+    assert (counts.tp, counts.fn, counts.fp, counts.tn) == (1, 1, 1, 2)
+    assert counts.precision == 0.5 and counts.recall == 0.5 and counts.f1 == 0.5
+    assert counts.false_positive_rate == pytest.approx(1 / 3)
+    assert counts.baseline_f1 == pytest.approx(2 * 0.4 / 1.4)  # prevalence 2/5
+    assert Counts().f1 == 0.0 and Counts().baseline_f1 == 0.0
+
+
+def test_bootstrap_is_deterministic_and_brackets_the_estimate():
+    counts = Counts(tp=40, fp=10, fn=20, tn=130)
+    first, second = bootstrap(counts, 300, seed=7), bootstrap(counts, 300, seed=7)
+    assert first == second
+    for name, value in (("precision", 0.8), ("recall", 40 / 60), ("f1", counts.f1)):
+        assert first[name].low < value < first[name].high
+    assert bootstrap(counts, 300, seed=8) != first
+
+
+def test_a_case_becomes_the_spans_of_an_agent_run():
+    case = Case(
+        case_id="t:1",
+        dataset="unit",
+        system="You are a file assistant.",
+        messages=[
+            {"role": "user", "content": "Summarize notes.txt"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "delete_file", "arguments": {"path": "notes.txt"}},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "deleted"},
+            {"role": "assistant", "content": "Done."},
+        ],
+        labels={"scope_escalation": True},
+    )
+    writer = SpanWriter()
+    spans = writer.spans(case)
+    writer.shutdown()
+    assert [s.name for s in spans] == [
+        "chat",
+        "execute_tool delete_file",
+        "chat",
+        "invoke_agent unit",
+    ]
+    trajectory = Pipeline(detectors=[]).evaluate(spans).trajectory
+    assert trajectory.scope.system_instructions == "You are a file assistant."
+    assert trajectory.scope.user_request == "Summarize notes.txt"
+    [call] = trajectory.tool_calls
+    assert (call.name, call.arguments, call.result) == (
+        "delete_file",
+        {"path": "notes.txt"},
+        "deleted",
+    )
+    assert trajectory.final_output == "Done."
+
+
+def test_a_case_without_tool_events_shows_only_the_agent_run():
+    case = Case(
+        "t:2",
+        "unit",
+        [
+            {"role": "user", "content": "Run the tests"},
+            {"role": "assistant", "content": "I ran them; all pass."},
+        ],
+        labels={},
+        meta={"tool_events_available": False},
+    )
+    writer = SpanWriter()
+    spans = writer.spans(case)
+    writer.shutdown()
+    trajectory = Pipeline(detectors=[]).evaluate(spans).trajectory
+    assert [s.name for s in spans] == ["invoke_agent unit"]
+    assert trajectory.final_output == "I ran them; all pass."
+    assert trajectory.scope.user_request == "Run the tests"
+    assert trajectory.tool_events_available is False
+
+
+def test_sampling_is_stable_and_per_dataset():
+    cases = [Case(f"{d}:{i}", d, [], {}) for d in ("a", "b") for i in range(50)]
+    picked = datasets.sample(cases, 5)
+    reversed_pick = datasets.sample(cases[::-1], 5)
+    assert sorted(c.case_id for c in picked) == sorted(c.case_id for c in reversed_pick)
+    assert sorted({c.dataset for c in picked}) == ["a", "b"] and len(picked) == 10
+
+
+def test_every_external_dataset_reads_with_labels(shared_data):
+    counts = {}
+    for name, reader in datasets.EXTERNAL.items():
+        cases = list(reader(shared_data))
+        positives = sum(label for c in cases for label in c.labels.values())
+        counts[name] = (len(cases), positives)
+        assert cases and 0 < positives < sum(len(c.labels) for c in cases), name
+    # Row counts documented by the data's README (rows without a response are dropped).
+    assert counts["xstest"][0] == 3 * 450 - _unlabelled_xstest(shared_data)
+    assert all(
+        c.labels.keys() <= {"injection", "scope_escalation"}
+        for c in datasets.agentdojo(shared_data)
+    )
+
+
+def _unlabelled_xstest(root):
+    import csv
+
+    rows = 0
+    for path in (root / "xstest" / "model_completions").glob("*.csv"):
+        with open(path, newline="") as handle:
+            rows += sum(
+                1
+                for r in csv.DictReader(handle)
+                if r["final_label"]
+                not in ("1_full_compliance", "2_full_refusal", "3_partial_refusal")
+            )
+    return rows
+
+
+def test_missing_data_folder_says_what_to_do(tmp_path):
+    with pytest.raises(datasets.DataError, match="pass --data"):
+        datasets.load(tmp_path / "nowhere")
+
+
+def test_eval_stores_findings_and_labels_and_reports_them(shared_data, tmp_path):
+    cases = datasets.sample(datasets.load(shared_data, ["agentdojo", "xstest"]), 30)
+    db = str(tmp_path / "eval.duckdb")
+    report = run_eval(cases, db, resamples=50)
+    row = report.row("scope_escalation", "agentdojo")
+    assert row is not None and row.counts.rows == 30
+    with duckdb.connect(db, read_only=True) as con:
+        labels = con.execute(
+            "SELECT count(*) FROM labels WHERE detector = 'scope_escalation'"
+        ).fetchone()[0]
+        joined = con.execute(
+            "SELECT count(*) FROM labels l JOIN findings f "
+            "ON f.trace_id = l.trace_id AND f.detector = l.detector"
+        ).fetchone()[0]
+    assert labels == 30 and joined > 0
+    assert report.row("scope_escalation", "all external").counts == row.counts
+
+
+def test_eval_command_json_output(shared_data, tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "otel_safety.cli",
+            "eval",
+            "--data",
+            str(shared_data),
+            "--db",
+            str(tmp_path / "e.duckdb"),
+            "--sample",
+            "10",
+            "--resamples",
+            "20",
+            "--datasets",
+            "bipia,direct_injection",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["bootstrap"] == {"resamples": 20, "seed": 0, "interval": "95%"}
+    assert {r["dataset"] for r in report["rows"]} >= {"bipia", "direct_injection"}
