@@ -85,12 +85,18 @@ def span_factory() -> Iterator[SpanFactory]:
     factory.provider.shutdown()
 
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(
+    os.environ.get("OTEL_SAFETY_EVAL_DATA")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The external labelled data beside the checkout; CI must have it, locally it may not."""
+    """The external labelled data beside the checkout (or at $OTEL_SAFETY_EVAL_DATA).
+
+    CI must have it and fails loudly without it; a developer's machine may skip.
+    """
     if not SHARED_DATA.is_dir():
         message = f"labelled data not found at {SHARED_DATA}"
         if os.environ.get("CI") == "true":
