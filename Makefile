@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint semconv bench clean
+.PHONY: demo test lint semconv bench eval readme-eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ lint: $(VENV)/.test-installed
 
 semconv: $(VENV)/.test-installed
 	$(BIN)/python semconv/generate.py
+
+eval: $(VENV)/.test-installed
+	$(BIN)/otel-safety eval --data ../shared/data --db otel-safety-eval.duckdb
+
+readme-eval: $(VENV)/.test-installed
+	$(BIN)/python tools/readme_eval.py --data ../shared/data
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_pipeline.py

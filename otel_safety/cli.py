@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     evaluate.add_argument(
         "--format",
-        choices=("table", "json"),
+        choices=("table", "json", "markdown"),
         default="table",
         help="output format (default: table)",
     )
@@ -242,6 +242,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if args.format == "json":
         print(json.dumps(report.as_dict(), indent=2))
+    elif args.format == "markdown":
+        print(report.markdown())
     else:
         print(report.table())
         print(
