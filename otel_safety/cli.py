@@ -246,6 +246,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(report.markdown())
     else:
         print(report.table())
+        print("\nWhere a dataset has no label for a detector, how often it fires anyway:")
+        print(report.firing_table())
         print(
             f"\n{report.cases} cases in {report.seconds:.0f}s; findings and labels in "
             f"{args.db}. Intervals: 95% bootstrap, {args.resamples} resamples, seed {args.seed}."

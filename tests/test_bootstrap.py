@@ -128,5 +128,7 @@ def test_threshold_setting_changes_the_verdict(tmp_path, monkeypatch, threshold,
         processor.on_end(span)
     processor.shutdown()
     with duckdb.connect(str(db), read_only=True) as con:
-        rows = con.execute("SELECT threshold, detected FROM findings").fetchall()
+        rows = con.execute(
+            "SELECT threshold, detected FROM findings WHERE detector = 'scope_escalation'"
+        ).fetchall()
     assert rows == [(float(threshold or 0.1), detected)]
