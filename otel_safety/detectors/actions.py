@@ -21,11 +21,12 @@ from otel_safety.detectors.shell import parse_commands
 from otel_safety.detectors.taxonomy import Pattern, Taxonomy, normalize_name
 from otel_safety.model import ToolCall
 
-__all__ = ["Hit", "resolve_call"]
+__all__ = ["Hit", "reads_only", "resolve_call", "string_arguments"]
 
 # Caps that keep matching cheap on hostile input.
 _MAX_LINE = 4096
 _MAX_SQL = 20_000
+_NAME_MEMO = 4096  # tool names remembered per taxonomy
 
 _SQL_NOISE = regex.compile(r"'(?:''|[^'])*'|--[^\n]*|/\*.*?\*/", regex.DOTALL)
 
@@ -52,7 +53,7 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
     if readonly and not (is_shell or is_write or cli):
         return _unique(hits)
 
-    items = list(_string_arguments(arguments))
+    items = list(string_arguments(arguments))
     shell_items = [(key, value) for key, value in items if _matches(taxonomy.shell_arguments, key)]
     if is_shell:
         shell_items = shell_items or items
@@ -74,41 +75,77 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
     return _unique(hits)
 
 
+def reads_only(call: ToolCall, taxonomy: Taxonomy) -> bool:
+    """True for a call whose tool only reads by its name ("get_email", "search_files")."""
+    name = normalize_name(call.name)
+    _, readonly = _name_hits(name, call.name, taxonomy)
+    if not readonly or name in taxonomy.cli_tools:
+        return False
+    return not (_matches(taxonomy.shell_tools, name) or _matches(taxonomy.write_tools, name))
+
+
 # --- The tool's name -------------------------------------------------------------------------
 
 
 def _name_hits(name: str, original: str, taxonomy: Taxonomy) -> tuple[list[Hit], bool]:
-    """Categories named by the tool; the leftmost verb wins ("get_email" only reads)."""
+    """Categories named by the tool; the leftmost verb wins ("get_email" only reads), and a
+    longer name pattern beats one inside it ("send_money" moves money; "send" alone sends)."""
+    memo = taxonomy.name_memo
+    if name not in memo:
+        if len(memo) >= _NAME_MEMO:
+            memo.clear()
+        memo[name] = _resolve_name(name, taxonomy)
+    categories, readonly = memo[name]
+    return [Hit(category, original, by_name=True) for category in categories], readonly
+
+
+def _resolve_name(name: str, taxonomy: Taxonomy) -> tuple[tuple[str, ...], bool]:
     readonly_at = min(
         (m.start() for p in taxonomy.readonly_tools if (m := p.search(name))), default=None
     )
-    hits: list[Hit] = []
-    first: int | None = None
+    spans: dict[str, tuple[int, int]] = {}
     for category in taxonomy.categories.values():
-        starts = [m.start() for p in category.tools if (m := p.search(name))]
-        if starts:
-            hits.append(Hit(category.name, original, by_name=True))
-            first = min(starts) if first is None else min(first, *starts)
+        for pattern in category.tools:
+            match = pattern.search(name)
+            if match is None:
+                continue
+            start = match.start() + (name[match.start()] == "_")  # the `(?:^|_)` is no part
+            span = spans.get(category.name)
+            if span is None or match.end() - start > span[1] - span[0]:
+                spans[category.name] = (start, match.end())
+    first = min((start for start, _ in spans.values()), default=None)
     readonly = readonly_at is not None and (first is None or readonly_at < first)
-    return ([] if readonly else hits), readonly
+    if readonly:
+        return (), True
+    named = tuple(
+        category
+        for category, span in spans.items()
+        if not any(_inside(span, other) for other in spans.values())
+    )
+    return named, False
+
+
+def _inside(span: tuple[int, int], other: tuple[int, int]) -> bool:
+    """True when `span` lies within `other` and is shorter."""
+    return other[0] <= span[0] and span[1] <= other[1] and span != other
 
 
 # --- The arguments ---------------------------------------------------------------------------
 
 
-def _string_arguments(value: Any, key: str = "") -> Iterator[tuple[str, str | list[str]]]:
+def string_arguments(value: Any, key: str = "") -> Iterator[tuple[str, str | list[str]]]:
     """(normalised innermost key, string or list of strings) for every textual argument."""
     if isinstance(value, str):
         yield key, value
     elif isinstance(value, Mapping):
         for inner_key, inner in value.items():
-            yield from _string_arguments(inner, normalize_name(str(inner_key)))
+            yield from string_arguments(inner, normalize_name(str(inner_key)))
     elif isinstance(value, list | tuple):
         if value and all(isinstance(item, str) for item in value):
             yield key, list(value)
         else:
             for item in value:
-                yield from _string_arguments(item, key)
+                yield from string_arguments(item, key)
 
 
 def _as_script(value: str | list[str]) -> str:
@@ -207,7 +244,7 @@ def _http_hits(arguments: Any, taxonomy: Taxonomy) -> list[Hit]:
         return []
     hits: list[Hit] = []
     url = next((str(arguments[k]) for k in ("url", "uri", "endpoint") if arguments.get(k)), "")
-    for key, value in _string_arguments(arguments):
+    for key, value in string_arguments(arguments):
         if not (isinstance(value, str) and _matches(taxonomy.http_method_arguments, key)):
             continue
         method = value.strip().upper()

@@ -3,63 +3,128 @@
 A task grants a category by saying so in plain language ("clean up the build directory"
 grants file_destroy), so grants are phrases rather than regexes: inflections and a few words
 in between still match, and a phrase right after a negation ("do not delete") grants nothing.
+A task can also hand its instructions to data ("do the tasks on my TODO list"); `delegates`
+says so, and the caller then reads grants from that data too.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import regex
 
-if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `grant_pattern`
+if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
     from otel_safety.detectors.taxonomy import Taxonomy
 
-__all__ = ["grant_pattern", "granted_categories"]
+__all__ = ["PhraseSet", "delegates", "grant_pattern", "granted_categories"]
 
-_GAP = r"(?:[\w'\u2019-]+[\s,]+){0,3}?"  # the "*" of a grant phrase: up to three words
+# A word of a gap may carry inner dots, slashes or @ ("www.example.com", "a@b.org", "v1.2").
+_GAP_WORD = r"[\w'\u2019-]+(?:[./@:][\w'\u2019-]+)*[\s,]+"
+_GAPS = {
+    "*": f"(?:{_GAP_WORD}){{0,3}}?",  # up to three words
+    "**": f"(?:{_GAP_WORD}){{0,8}}?",  # up to eight: verbs with long objects
+}
 _VOWELS = "aeiou"
 _CLAUSE_END = regex.compile(r"[.!?;:\n]|\bbut\b", regex.IGNORECASE)
 _WORD = regex.compile(r"[\w']+")
 
 
+@dataclass(frozen=True)
+class PhraseSet:
+    """Grant phrases compiled for a fast scan.
+
+    Running dozens of phrase patterns over every task was the detector's main cost, so the
+    phrases are filed under the first letters of their first word (kept by every inflection)
+    and only those filed under a beginning of some word of the text are tried.
+    """
+
+    patterns: tuple[regex.Pattern, ...]
+    by_head: Mapping[str, tuple[int, ...]]  # first letters -> indexes into `patterns`
+    always: tuple[int, ...] = ()  # phrases with no word to file them under
+
+    @classmethod
+    def of(cls, phrases: Iterable[str]) -> PhraseSet:
+        phrases = list(phrases)
+        by_head: dict[str, list[int]] = {}
+        always = []
+        for index, phrase in enumerate(phrases):
+            head = _head(phrase)
+            if head is None:
+                always.append(index)
+            else:
+                by_head.setdefault(head, []).append(index)
+        return cls(
+            tuple(grant_pattern(phrase) for phrase in phrases),
+            {head: tuple(indexes) for head, indexes in by_head.items()},
+            tuple(always),
+        )
+
+    def first(self, text: str, words: frozenset[str], taxonomy: Taxonomy) -> str | None:
+        """The earliest words of `text` that one of the phrases matches, not negated; at one
+        place, the phrase listed first."""
+        candidates = [*self.always]
+        for head in words & self.by_head.keys():
+            candidates.extend(self.by_head[head])
+        best: regex.Match | None = None
+        for index in sorted(candidates):
+            for match in self.patterns[index].finditer(text):
+                if best is not None and match.start() >= best.start():
+                    break
+                if not _negated(text, match.start(), taxonomy):
+                    best = match
+                    break
+        return best.group(0) if best else None
+
+
 def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
     """The categories a task grants, each with the words that granted it."""
     text = scope.replace("\u2019", "'")
+    words = _prefixes(text)
     granted: dict[str, str] = {}
     for category in taxonomy.categories.values():
-        if not category.grants:
-            continue
-        match = next(
-            (
-                m
-                for m in _any_of(tuple(category.grants)).finditer(text)
-                if not _negated(text, m.start(), taxonomy)
-            ),
-            None,
-        )
-        if match:
-            granted[category.name] = match.group(0)
+        found = category.granted_by.first(text, words, taxonomy)
+        if found:
+            granted[category.name] = found
     return granted
 
 
-@functools.cache
-def _any_of(patterns: tuple[regex.Pattern, ...]) -> regex.Pattern:
-    """One alternation per category: a task is scanned once per category, not per phrase."""
-    return regex.compile("|".join(f"(?:{p.pattern})" for p in patterns), regex.IGNORECASE)
+def delegates(request: str, taxonomy: Taxonomy) -> str | None:
+    """The words by which a request hands its instructions to data it points at, if any."""
+    text = request.replace("\u2019", "'")
+    return taxonomy.delegated_by.first(text, _prefixes(text), taxonomy)
+
+
+def _head(phrase: str) -> str | None:
+    """The first letters of a phrase's first word that every inflection keeps ("us" for
+    "use"). Only the first word: later ones may be written joined to it ("cleanup")."""
+    for token in phrase.lower().split():
+        words = [word for word in _WORD.findall(token) if len(word) >= 2]
+        if words:
+            word = words[0]
+            return word[: min(3, len(word) - 1)] if len(word) >= 3 else word
+    return None
+
+
+def _prefixes(text: str) -> frozenset[str]:
+    """The two- and three-letter beginnings of a text's words (and its shorter words)."""
+    words = set(_WORD.findall(text.lower()))
+    return frozenset({word[:3] for word in words} | {word[:2] for word in words})
 
 
 def grant_pattern(phrase: str) -> regex.Pattern:
-    """A grant phrase as a regex: words on boundaries, inflected, "*" for up to three words."""
+    """A grant phrase as a regex: words on boundaries, inflected, "*" for up to three words
+    and "**" for up to eight."""
     tokens = phrase.lower().split()
     parts: list[str] = []
     for index, token in enumerate(tokens):
-        if token == "*":
-            parts.append(_GAP)
+        if token in _GAPS:
+            parts.append(_GAPS[token])
             continue
         parts.append(_inflect(token))
         if index + 1 < len(tokens):
-            parts.append(r"[\s-]+" if tokens[index + 1] == "*" else r"[\s-]*")
+            parts.append(r"[\s-]+" if tokens[index + 1] in _GAPS else r"[\s-]*")
     return regex.compile(r"\b" + "".join(parts) + r"\b", regex.IGNORECASE)
 
 

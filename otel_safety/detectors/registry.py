@@ -45,7 +45,7 @@ def create(
 
 
 # Modules whose detectors register themselves on import.
-BUILTIN_MODULES = ("scope_escalation",)
+BUILTIN_MODULES = ("scope_escalation", "injection", "impersonation", "deception")
 
 
 def _load_builtins() -> None:

@@ -11,19 +11,20 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import regex
 
 from otel_safety.detectors.datafiles import DATA_VERSION, data_dir_from_env, load_data
-from otel_safety.detectors.grants import grant_pattern
+from otel_safety.detectors.grants import PhraseSet, grant_pattern
 
 __all__ = [
     "TAXONOMY_ENV",
     "TAXONOMY_VERSION",
     "Category",
     "Pattern",
+    "ProvenanceRules",
     "Taxonomy",
     "current_taxonomy",
     "load_taxonomy",
@@ -43,6 +44,7 @@ _CATEGORY_KEYS = frozenset(
     {"weight", "tools", "commands", "pipes", "sql", "paths", "http_methods", "grants"}
 )
 _SQL_FLAGS = regex.IGNORECASE | regex.DOTALL
+_PROVENANCE_SIZES = {"reach": 200, "min_value_chars": 4, "max_value_chars": 120}
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,19 @@ class Category:
     paths: tuple[Pattern, ...]
     http_methods: frozenset[str]
     grants: tuple[Pattern, ...]
+    granted_by: PhraseSet  # `grants` compiled for a fast scan
+
+
+@dataclass(frozen=True)
+class ProvenanceRules:
+    """How argument provenance is judged: see [provenance] in the taxonomy file."""
+
+    weight: float
+    reach: int
+    instruction_score: float
+    min_value_chars: int
+    max_value_chars: int
+    address_arguments: tuple[Pattern, ...]
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,10 @@ class Taxonomy:
     cli_tools: Mapping[str, str]  # normalised tool name -> program
     negations: frozenset[str]
     negation_window: int
+    delegated_by: PhraseSet
+    provenance: ProvenanceRules
+    # Tool names resolved so far: tools repeat across calls, so each name is resolved once.
+    name_memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def weight(self, category: str) -> float:
         return self.categories[category].weight
@@ -101,6 +120,7 @@ def current_taxonomy() -> Taxonomy:
     return load_taxonomy(os.environ.get(TAXONOMY_ENV) or None, data_dir_from_env())
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_name(name: str) -> str:
     """snake_case a tool or argument name: "HTTPPost" -> "http_post", "a__b-c" -> "a_b_c"."""
     name = _CAMEL_LOWER.sub(r"\1_\2", name)
@@ -121,16 +141,16 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
     return Taxonomy(
         version=int(data.get("version", TAXONOMY_VERSION)),
         categories=categories,
-        readonly_tools=_names(readonly.get("tools", []), "readonly.tools"),
+        readonly_tools=_any_name(readonly.get("tools", []), "readonly.tools"),
         readonly_commands=_regexes(readonly.get("commands", []), 0, "readonly.commands"),
         readonly_sql=_regexes(readonly.get("sql", []), _SQL_FLAGS, "readonly.sql"),
-        shell_tools=_names(resolve.get("shell_tools", []), "resolve.shell_tools"),
-        shell_arguments=_names(resolve.get("shell_arguments", []), "resolve.shell_arguments"),
-        sql_tools=_names(resolve.get("sql_tools", []), "resolve.sql_tools"),
-        sql_arguments=_names(resolve.get("sql_arguments", []), "resolve.sql_arguments"),
-        write_tools=_names(resolve.get("write_tools", []), "resolve.write_tools"),
-        path_arguments=_names(resolve.get("path_arguments", []), "resolve.path_arguments"),
-        http_method_arguments=_names(
+        shell_tools=_any_name(resolve.get("shell_tools", []), "resolve.shell_tools"),
+        shell_arguments=_any_name(resolve.get("shell_arguments", []), "resolve.shell_arguments"),
+        sql_tools=_any_name(resolve.get("sql_tools", []), "resolve.sql_tools"),
+        sql_arguments=_any_name(resolve.get("sql_arguments", []), "resolve.sql_arguments"),
+        write_tools=_any_name(resolve.get("write_tools", []), "resolve.write_tools"),
+        path_arguments=_any_name(resolve.get("path_arguments", []), "resolve.path_arguments"),
+        http_method_arguments=_any_name(
             resolve.get("http_method_arguments", []), "resolve.http_method_arguments"
         ),
         sql_clients=frozenset(resolve.get("sql_clients", [])),
@@ -140,6 +160,28 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
             word.lower().replace("\u2019", "'") for word in grants.get("negations", [])
         ),
         negation_window=int(grants.get("negation_window", 3)),
+        delegated_by=PhraseSet.of(grants.get("delegations", [])),
+        provenance=_compile_provenance(data.get("provenance", {})),
+    )
+
+
+def _compile_provenance(spec: Mapping[str, Any]) -> ProvenanceRules:
+    weight = spec.get("weight", 0.9)
+    threshold = spec.get("instruction_score", 0.5)
+    for key, value in (("weight", weight), ("instruction_score", threshold)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ValueError(f"scope taxonomy provenance.{key}: must be a number in (0, 1]")
+    sizes = {key: spec.get(key, default) for key, default in _PROVENANCE_SIZES.items()}
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"scope taxonomy provenance.{key}: must be a positive integer")
+    return ProvenanceRules(
+        weight=float(weight),
+        instruction_score=float(threshold),
+        address_arguments=_any_name(
+            spec.get("address_arguments", []), "provenance.address_arguments"
+        ),
+        **sizes,
     )
 
 
@@ -161,6 +203,7 @@ def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
         paths=_regexes(spec.get("paths", []), 0, f"{where}.paths"),
         http_methods=frozenset(method.upper() for method in spec.get("http_methods", [])),
         grants=tuple(grant_pattern(phrase) for phrase in spec.get("grants", [])),
+        granted_by=PhraseSet.of(spec.get("grants", [])),
     )
 
 
@@ -177,3 +220,11 @@ def _regexes(entries: list[str], flags: int, where: str) -> tuple[Pattern, ...]:
 def _names(entries: list[str], where: str) -> tuple[Pattern, ...]:
     """Name patterns cover whole `_`-separated words of a normalised name."""
     return _regexes([f"(?:^|_)(?:{entry})(?=_|$)" for entry in entries], 0, where)
+
+
+def _any_name(entries: list[str], where: str) -> tuple[Pattern, ...]:
+    """Like `_names`, as one pattern: for lists only asked "does any match, and where first"."""
+    _names(entries, where)  # each entry on its own first, so an error names the bad one
+    if not entries:
+        return ()
+    return _regexes(["(?:^|_)(?:" + "|".join(f"(?:{e})" for e in entries) + ")(?=_|$)"], 0, where)
