@@ -54,15 +54,8 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
         return _unique(hits)
 
     items = list(string_arguments(arguments))
-    shell_items = [(key, value) for key, value in items if _matches(taxonomy.shell_arguments, key)]
-    if is_shell:
-        shell_items = shell_items or items
-    elif is_write:
-        shell_items = []  # what a write tool writes is content, not a command it runs
-    for _, value in shell_items:
-        hits.extend(_shell_hits(_as_script(value), taxonomy))
-    if cli:
-        hits.extend(_shell_hits(_cli_line(cli, items), taxonomy))
+    for script in _scripts(name, items, taxonomy):
+        hits.extend(_shell_hits(script, taxonomy))
 
     is_sql = _matches(taxonomy.sql_tools, name)
     for key, value in items:
@@ -73,6 +66,25 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
             for text in _as_texts(value):
                 hits.extend(_path_hits(text, taxonomy))
     return _unique(hits)
+
+
+def shell_scripts(call: ToolCall, taxonomy: Taxonomy) -> list[str]:
+    """The command lines a call runs: a shell tool's script, or a CLI-named tool's line."""
+    name = normalize_name(call.name)
+    return _scripts(name, list(string_arguments(tool_arguments(call.arguments))), taxonomy)
+
+
+def _scripts(name: str, items: list[tuple[str, str | list[str]]], taxonomy: Taxonomy) -> list[str]:
+    shell_items = [value for key, value in items if _matches(taxonomy.shell_arguments, key)]
+    if _matches(taxonomy.shell_tools, name):
+        shell_items = shell_items or [value for _, value in items]
+    elif _matches(taxonomy.write_tools, name):
+        shell_items = []  # what a write tool writes is content, not a command it runs
+    scripts = [_as_script(value) for value in shell_items]
+    cli = taxonomy.cli_tools.get(name)
+    if cli:
+        scripts.append(_cli_line(cli, items))
+    return scripts
 
 
 def reads_only(call: ToolCall, taxonomy: Taxonomy) -> bool:

@@ -14,16 +14,16 @@ evidence of absence.
 from __future__ import annotations
 
 import functools
-import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import regex
 
+from otel_safety.detectors.actions import shell_scripts
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.datafiles import data_dir_from_env, load_data
-from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
+from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.shell import SimpleCommand, parse_commands
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy, normalize_name
@@ -366,39 +366,10 @@ def _first(patterns: tuple[regex.Pattern, ...], name: str) -> int | None:
 
 
 def _commands(call: ToolCall, taxonomy: Taxonomy) -> list[SimpleCommand]:
-    """The shell commands a call runs: a shell tool's command, or a CLI-named tool's line."""
-    name = normalize_name(call.name)
-    if _matches(taxonomy.write_tools, name):
-        return []  # what a write tool writes is content, not a command it runs
-    arguments = tool_arguments(call.arguments)
-    items = list(_string_arguments(arguments))
-    scripts = [value for key, value in items if _matches(taxonomy.shell_arguments, key)]
-    if _matches(taxonomy.shell_tools, name):
-        scripts = scripts or [value for _, value in items]
-    cli = taxonomy.cli_tools.get(name)
-    if cli:
-        line = " ".join(value for _, value in items).strip()
-        scripts.append(line if line.split(maxsplit=1)[:1] == [cli] else f"{cli} {line}")
-    return [command for script in scripts for command in parse_commands(script)]
-
-
-def _string_arguments(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
-    """(normalised key, text) for every textual argument; argv lists are quoted together."""
-    if isinstance(value, str):
-        yield key, value
-    elif isinstance(value, Mapping):
-        for inner_key, inner in value.items():
-            yield from _string_arguments(inner, normalize_name(str(inner_key)))
-    elif isinstance(value, list | tuple):
-        if value and all(isinstance(item, str) for item in value):
-            yield key, shlex.join(value)
-        else:
-            for item in value:
-                yield from _string_arguments(item, key)
-
-
-def _matches(patterns: tuple[regex.Pattern, ...], text: str) -> bool:
-    return any(pattern.search(text) for pattern in patterns)
+    """The shell commands a call runs, parsed as the scope taxonomy reads them."""
+    return [
+        command for script in shell_scripts(call, taxonomy) for command in parse_commands(script)
+    ]
 
 
 # --- Reporting --------------------------------------------------------------------------------
