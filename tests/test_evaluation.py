@@ -87,6 +87,7 @@ def test_a_case_without_tool_events_shows_only_the_agent_run():
             {"role": "assistant", "content": "I ran them; all pass."},
         ],
         labels={},
+        system="You are a CI helper.",
         meta={"tool_events_available": False},
     )
     writer = SpanWriter()
@@ -96,6 +97,7 @@ def test_a_case_without_tool_events_shows_only_the_agent_run():
     assert [s.name for s in spans] == ["invoke_agent unit"]
     assert trajectory.final_output == "I ran them; all pass."
     assert trajectory.scope.user_request == "Run the tests"
+    assert trajectory.scope.system_instructions == "You are a CI helper."
     assert trajectory.tool_events_available is False
 
 
@@ -188,3 +190,13 @@ def test_eval_command_json_output(shared_data, tmp_path):
     report = json.loads(done.stdout)
     assert report["bootstrap"] == {"resamples": 20, "seed": 0, "interval": "95%"}
     assert {r["dataset"] for r in report["rows"]} >= {"bipia", "direct_injection"}
+
+
+def test_firing_rates_are_reported_where_a_dataset_has_no_label(shared_data):
+    cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 12)
+    report = run_eval(cases, ":memory:", detectors=["injection", "deception"], resamples=10)
+    assert set(report.unlabelled) == {("injection", "xstest"), ("deception", "xstest")}
+    assert all(rows == 12 for _, rows in report.unlabelled.values())
+    assert "injection" in report.firing_table() and "| `deception` | xstest |" in (
+        report.markdown()
+    )

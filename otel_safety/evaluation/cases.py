@@ -121,6 +121,10 @@ def _agent_messages(case: Case) -> dict[str, str]:
     users = [_genai_message(m) for m in case.messages if m.get("role") == "user"]
     answers = [m for m in case.messages if m.get("role") == "assistant" and m.get("content")]
     attributes = {"gen_ai.input.messages": json.dumps(users)}
+    if case.system:
+        attributes["gen_ai.system_instructions"] = json.dumps(
+            [{"type": "text", "content": case.system}]
+        )
     if answers:
         attributes["gen_ai.output.messages"] = json.dumps([_genai_message(answers[-1])])
     return attributes

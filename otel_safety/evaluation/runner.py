@@ -225,7 +225,14 @@ def run_eval(
     active = {detector.key for detector in engine.pipeline.detectors}
     rows = _rows(case_of, collector.detected, active, resamples, seed)
     return EvalReport(
-        rows, len(cases), time.monotonic() - started, db_path, resamples, seed, sampled
+        rows,
+        len(cases),
+        time.monotonic() - started,
+        db_path,
+        resamples,
+        seed,
+        sampled,
+        _unlabelled(case_of, collector.detected, active),
     )
 
 
