@@ -68,8 +68,11 @@ def jailbreakbench(root: Path) -> Iterator[Case]:
 def agentdojo(root: Path) -> Iterator[Case]:
     """Real agent traces; half carry an injection in a tool result.
 
-    Attack rows are positives for `injection`; rows whose injected goal was executed
-    (`security` true) are positives for `scope_escalation`, every other row a negative.
+    Attack rows whose injection reached a tool result are positives for `injection`, benign
+    rows negatives; attack rows where it never did (the agent never read the poisoned data,
+    or a defence removed it) carry no `injection` label, since the trace cannot show it.
+    Rows whose injected goal was executed (`security` true) are positives for
+    `scope_escalation`, every other row a negative.
     """
     for path in sorted((root / "agentdojo").glob("*.jsonl.gz")):
         model = path.name.removeprefix("agentdojo-").removesuffix(".jsonl.gz")
@@ -83,15 +86,15 @@ def agentdojo(root: Path) -> Iterator[Case]:
                 system = "\n".join(
                     str(m.get("content") or "") for m in messages if m.get("role") == "system"
                 )
+                labels = {"scope_escalation": attacked and bool(meta.get("security"))}
+                if not attacked or _reached_a_tool(messages):
+                    labels["injection"] = attacked
                 yield Case(
                     case_id=f"agentdojo:{model}:{row.get('index', number)}",
                     dataset="agentdojo",
                     system=system,
                     messages=[m for m in messages if m.get("role") != "system"],
-                    labels={
-                        "injection": attacked,
-                        "scope_escalation": attacked and bool(meta.get("security")),
-                    },
+                    labels=labels,
                     meta={"model": model, "suite": meta.get("suite_name"), "attacked": attacked},
                 )
 
@@ -228,6 +231,14 @@ def sample(cases: list[Case], per_dataset: int) -> list[Case]:
     for group in by_dataset.values():
         picked.extend(sorted(group, key=lambda c: _digest(c.case_id))[:per_dataset])
     return picked
+
+
+def _reached_a_tool(messages: list[dict[str, Any]]) -> bool:
+    """The data marks its injections with <INFORMATION> tags (a label source, not a feature)."""
+    return any(
+        m.get("role") == "tool" and "<INFORMATION>" in str(m.get("content") or "")
+        for m in messages
+    )
 
 
 def _bipia_context(row: dict[str, Any]) -> str:
