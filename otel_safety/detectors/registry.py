@@ -45,7 +45,15 @@ def create(
 
 
 # Modules whose detectors register themselves on import.
-BUILTIN_MODULES = ("scope_escalation", "injection", "impersonation", "deception")
+BUILTIN_MODULES = (
+    "scope_escalation",
+    "injection",
+    "impersonation",
+    "deception",
+    "over_refusal",
+    "under_refusal",
+    "jailbreak_compliance",
+)
 
 
 def _load_builtins() -> None:
