@@ -200,3 +200,17 @@ def test_firing_rates_are_reported_where_a_dataset_has_no_label(shared_data):
     assert "injection" in report.firing_table() and "| `deception` | xstest |" in (
         report.markdown()
     )
+
+
+def test_readme_figures_are_a_fresh_eval_run(shared_data):
+    """The README's table is command output: a detector change must regenerate it."""
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "readme_eval.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--data", str(shared_data), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
