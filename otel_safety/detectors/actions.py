@@ -18,7 +18,8 @@ import regex
 
 from otel_safety.detectors.entry import tool_arguments
 from otel_safety.detectors.shell import parse_commands
-from otel_safety.detectors.taxonomy import Pattern, Taxonomy, normalize_name
+from otel_safety.detectors.taxonomy import Pattern, Taxonomy
+from otel_safety.detectors.tool_names import first_match_at, normalize_name
 from otel_safety.model import ToolCall
 
 __all__ = ["Hit", "reads_only", "resolve_call", "string_arguments"]
@@ -112,9 +113,7 @@ def _name_hits(name: str, original: str, taxonomy: Taxonomy) -> tuple[list[Hit],
 
 
 def _resolve_name(name: str, taxonomy: Taxonomy) -> tuple[tuple[str, ...], bool]:
-    readonly_at = min(
-        (m.start() for p in taxonomy.readonly_tools if (m := p.search(name))), default=None
-    )
+    readonly_at = first_match_at(taxonomy.readonly_tools, name)
     spans: dict[str, tuple[int, int]] = {}
     for category in taxonomy.categories.values():
         for pattern in category.tools:

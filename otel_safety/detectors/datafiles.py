@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "DATA_DIR_ENV",
     "DATA_VERSION",
     "data_dir_from_env",
+    "load_compiled",
     "load_data",
     "merge",
     "read_toml",
@@ -26,6 +27,8 @@ __all__ = [
 
 DATA_DIR_ENV = "OTEL_SAFETY_DATA_DIR"
 DATA_VERSION = 1
+
+Compiled = TypeVar("Compiled")
 
 
 def data_dir_from_env() -> str | None:
@@ -47,6 +50,24 @@ def load_data(
         if path and (extra_file or Path(path).is_file()):
             data = merge(data, read_toml(str(path)))
     return data
+
+
+def load_compiled(
+    name: str,
+    compile_data: Callable[[dict[str, Any]], Compiled],
+    label: str,
+    data_dir: str | None = None,
+    extra_file: str | None = None,
+) -> Compiled:
+    """`load_data(name, ...)` turned into a detector's rules by `compile_data`.
+
+    Any error, from reading a file to a bad pattern, is raised as a ValueError that starts
+    with `label` ("injection rules: ..."), so a user sees which detector's data is broken.
+    """
+    try:
+        return compile_data(load_data(name, extra_file, data_dir))
+    except ValueError as exc:
+        raise ValueError(f"{label}: {exc}") from exc
 
 
 def read_toml(path: str) -> dict[str, Any]:

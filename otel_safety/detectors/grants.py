@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import regex
 
+from otel_safety.detectors.text_forms import straight_apostrophes
+
 if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
     from otel_safety.detectors.taxonomy import Taxonomy
 
@@ -80,7 +82,7 @@ class PhraseSet:
 
 def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
     """The categories a task grants, each with the words that granted it."""
-    text = scope.replace("\u2019", "'")
+    text = straight_apostrophes(scope)
     words = _prefixes(text)
     granted: dict[str, str] = {}
     for category in taxonomy.categories.values():
@@ -92,7 +94,7 @@ def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
 
 def delegates(request: str, taxonomy: Taxonomy) -> str | None:
     """The words by which a request hands its instructions to data it points at, if any."""
-    text = request.replace("\u2019", "'")
+    text = straight_apostrophes(request)
     return taxonomy.delegated_by.first(text, _prefixes(text), taxonomy)
 
 

@@ -22,16 +22,18 @@ from dataclasses import dataclass
 
 import regex
 
+# From the detector's module rather than `injection_scoring`: importing it registers the
+# `injection` detector before `scope_escalation` (which imports this module), and that
+# registration order is the detectors' default order.
 from otel_safety.detectors.injection import InjectionMatch, injection_score
+from otel_safety.detectors.text_forms import undo_escaped_breaks
 
 __all__ = ["Instruction", "instruction_at", "unescape", "without_instructions"]
 
 # Where a line ends: a line break, or the gap between two quoted fields of a dump.
 _LINE_BREAK = regex.compile(r"""\n|(?<=["'])\s*[,:]\s*(?=["'])""")
 _TRAILING = " \t.,:;!-"  # what may follow a cue on its line when it announces the next
-# Escapes left by JSON, YAML and repr dumps: "\n" as two characters, YAML line folding.
-_YAML_FOLD = regex.compile(r"\\\r?\n[ \t]*(?:\\(?= ))?")
-_ESCAPED_BREAK = regex.compile(r"\\+[nr]")
+# A tab escaped in a dump: "\t" as two characters.
 _ESCAPED_TAB = regex.compile(r"\\+t")
 
 
@@ -86,9 +88,7 @@ def unescape(text: str) -> str:
     """Text with the escaped line breaks of a JSON, YAML or repr dump made real ones."""
     if "\\" not in text:
         return text
-    text = _YAML_FOLD.sub("", text)
-    text = _ESCAPED_BREAK.sub("\n", text)
-    return _ESCAPED_TAB.sub(" ", text)
+    return _ESCAPED_TAB.sub(" ", undo_escaped_breaks(text))
 
 
 def _place(text: str, match: InjectionMatch) -> tuple[int, int]:

@@ -16,8 +16,12 @@ from typing import Any
 
 import regex
 
-from otel_safety.detectors.datafiles import DATA_VERSION, data_dir_from_env, load_data
+from otel_safety.detectors.data_checks import check_keys, check_weight, is_weight
+from otel_safety.detectors.data_patterns import alternation, compile_patterns
+from otel_safety.detectors.datafiles import DATA_VERSION, data_dir_from_env, load_compiled
 from otel_safety.detectors.grants import PhraseSet, grant_pattern
+from otel_safety.detectors.text_forms import straight_apostrophes
+from otel_safety.detectors.tool_names import name_pattern, normalize_name
 
 __all__ = [
     "TAXONOMY_ENV",
@@ -30,10 +34,6 @@ __all__ = [
     "load_taxonomy",
     "normalize_name",
 ]
-
-_CAMEL_LOWER = regex.compile(r"([a-z0-9])([A-Z])")
-_CAMEL_UPPER = regex.compile(r"([A-Z]+)([A-Z][a-z])")
-_NON_WORD = regex.compile(r"[^A-Za-z0-9]+")
 
 TAXONOMY_ENV = "OTEL_SAFETY_SCOPE_TAXONOMY"
 TAXONOMY_VERSION = DATA_VERSION
@@ -108,24 +108,13 @@ class Taxonomy:
 def load_taxonomy(user_path: str | None = None, data_dir: str | None = None) -> Taxonomy:
     """The packaged taxonomy, extended by `<data_dir>/scope_taxonomy.toml` and by the TOML
     file at `user_path` when they are given."""
-    try:
-        return _compile(load_data("scope_taxonomy", user_path, data_dir))
-    except ValueError as exc:
-        where = f" ({TAXONOMY_ENV}={user_path})" if user_path else ""
-        raise ValueError(f"scope taxonomy{where}: {exc}") from exc
+    where = f" ({TAXONOMY_ENV}={user_path})" if user_path else ""
+    return load_compiled("scope_taxonomy", _compile, f"scope taxonomy{where}", data_dir, user_path)
 
 
 def current_taxonomy() -> Taxonomy:
     """The taxonomy in force: packaged, plus the file named by OTEL_SAFETY_SCOPE_TAXONOMY."""
     return load_taxonomy(os.environ.get(TAXONOMY_ENV) or None, data_dir_from_env())
-
-
-@functools.lru_cache(maxsize=4096)
-def normalize_name(name: str) -> str:
-    """snake_case a tool or argument name: "HTTPPost" -> "http_post", "a__b-c" -> "a_b_c"."""
-    name = _CAMEL_LOWER.sub(r"\1_\2", name)
-    name = _CAMEL_UPPER.sub(r"\1_\2", name)
-    return _NON_WORD.sub("_", name).strip("_").lower()
 
 
 # --- Compiling -------------------------------------------------------------------------------
@@ -157,7 +146,7 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         cli_tools={normalize_name(cli): cli for cli in resolve.get("cli_tools", [])},
         # Straight apostrophes, as `granted_categories` makes them in the task text.
         negations=frozenset(
-            word.lower().replace("\u2019", "'") for word in grants.get("negations", [])
+            straight_apostrophes(word.lower()) for word in grants.get("negations", [])
         ),
         negation_window=int(grants.get("negation_window", 3)),
         delegated_by=PhraseSet.of(grants.get("delegations", [])),
@@ -169,7 +158,7 @@ def _compile_provenance(spec: Mapping[str, Any]) -> ProvenanceRules:
     weight = spec.get("weight", 0.9)
     threshold = spec.get("instruction_score", 0.5)
     for key, value in (("weight", weight), ("instruction_score", threshold)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        if not is_weight(value):
             raise ValueError(f"scope taxonomy provenance.{key}: must be a number in (0, 1]")
     sizes = {key: spec.get(key, default) for key, default in _PROVENANCE_SIZES.items()}
     for key, value in sizes.items():
@@ -187,15 +176,11 @@ def _compile_provenance(spec: Mapping[str, Any]) -> ProvenanceRules:
 
 def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
     where = f"categories.{name}"
-    unknown = sorted(set(spec) - _CATEGORY_KEYS)
-    if unknown:
-        raise ValueError(f"scope taxonomy {where}: unknown key(s) {', '.join(unknown)}")
-    weight = spec.get("weight")
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1:
-        raise ValueError(f"scope taxonomy {where}: weight must be a number in (0, 1]")
+    check_keys(spec, _CATEGORY_KEYS, f"scope taxonomy {where}")
+    weight = check_weight(spec.get("weight"), f"scope taxonomy {where}")
     return Category(
         name=name,
-        weight=float(weight),
+        weight=weight,
         tools=_names(spec.get("tools", []), f"{where}.tools"),
         commands=_regexes(spec.get("commands", []), 0, f"{where}.commands"),
         pipes=_regexes(spec.get("pipes", []), 0, f"{where}.pipes"),
@@ -208,18 +193,12 @@ def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
 
 
 def _regexes(entries: list[str], flags: int, where: str) -> tuple[Pattern, ...]:
-    compiled = []
-    for entry in entries:
-        try:
-            compiled.append(regex.compile(entry, flags))
-        except (regex.error, TypeError) as exc:
-            raise ValueError(f"scope taxonomy {where}: bad pattern {entry!r}: {exc}") from exc
-    return tuple(compiled)
+    return compile_patterns(entries, f"scope taxonomy {where}", flags)
 
 
 def _names(entries: list[str], where: str) -> tuple[Pattern, ...]:
     """Name patterns cover whole `_`-separated words of a normalised name."""
-    return _regexes([f"(?:^|_)(?:{entry})(?=_|$)" for entry in entries], 0, where)
+    return _regexes([name_pattern(entry) for entry in entries], 0, where)
 
 
 def _any_name(entries: list[str], where: str) -> tuple[Pattern, ...]:
@@ -227,4 +206,4 @@ def _any_name(entries: list[str], where: str) -> tuple[Pattern, ...]:
     _names(entries, where)  # each entry on its own first, so an error names the bad one
     if not entries:
         return ()
-    return _regexes(["(?:^|_)(?:" + "|".join(f"(?:{e})" for e in entries) + ")(?=_|$)"], 0, where)
+    return _regexes([name_pattern(alternation(entries))], 0, where)

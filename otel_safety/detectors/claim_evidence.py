@@ -1,0 +1,81 @@
+"""Which claimed actions a trace's tool calls back, and which claims none does.
+
+A claim is backed when some tool call shows the action: a tool named for it, a shell command
+that does it, or a tool result that reports it, all as `data/deception.toml` lists them.
+Tool names and shell commands are read the way scope_escalation reads them (the scope
+taxonomy's read-only verbs and shell tools).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from otel_safety.detectors.actions import shell_scripts
+from otel_safety.detectors.claim_rules import Action
+from otel_safety.detectors.claims import Claim
+from otel_safety.detectors.shell import SimpleCommand, parse_commands
+from otel_safety.detectors.taxonomy import Taxonomy
+from otel_safety.detectors.tool_names import first_match_at, normalize_name
+from otel_safety.model import ToolCall
+
+__all__ = ["backed_actions", "unbacked_claims"]
+
+_MAX_RESULT = 4_000  # characters of one tool result searched for evidence
+
+
+def unbacked_claims(claims: list[Claim], backed: set[str]) -> list[Claim]:
+    """Claims no tool call backs; words that claim two actions need only one of them.
+
+    "I sent $500 to the landlord" reads as both a message and a payment: a `send_money` call
+    backs it. Claims whose words overlap are one wording.
+    """
+    groups: list[list[Claim]] = []
+    end = -1
+    for claim in sorted(claims, key=lambda c: c.position):
+        if groups and claim.position < end:
+            groups[-1].append(claim)
+        else:
+            groups.append([claim])
+        end = max(end, claim.position + len(claim.text))
+    return [group[0] for group in groups if not any(c.action in backed for c in group)]
+
+
+def backed_actions(
+    calls: Sequence[ToolCall], actions: Sequence[Action], taxonomy: Taxonomy
+) -> set[str]:
+    """Which of `actions` some tool call in the trace shows."""
+    names = [normalize_name(call.name) for call in calls]
+    reads_at = [first_match_at(taxonomy.readonly_tools, name) for name in names]
+    commands = [command for call in calls for command in _commands(call, taxonomy)]
+    lines = [command.line for command in commands]
+    redirected = any(command.output_redirects for command in commands)
+    results = [call.result[:_MAX_RESULT] for call in calls if call.result]
+    backed: set[str] = set()
+    for action in actions:
+        if (
+            any(_named_for(action, name, read) for name, read in zip(names, reads_at, strict=True))
+            or any(p.search(line) for p in action.commands for line in lines)
+            or (action.any_command and bool(lines))
+            or (action.redirects and redirected)
+            or any(p.search(result) for p in action.results for result in results)
+        ):
+            backed.add(action.name)
+    return backed
+
+
+def _named_for(action: Action, name: str, reads_at: int | None) -> bool:
+    """Whether a tool's name says it does the action; the leftmost verb decides.
+
+    "get_calendar_events" reads a calendar and backs no claim of scheduling, while
+    "create_calendar_event" does (the taxonomy's read-only verbs, read the way
+    scope_escalation reads tool names).
+    """
+    at = first_match_at(action.tools, name)
+    return at is not None and (reads_at is None or reads_at >= at)
+
+
+def _commands(call: ToolCall, taxonomy: Taxonomy) -> list[SimpleCommand]:
+    """The shell commands a call runs, parsed as the scope taxonomy reads them."""
+    return [
+        command for script in shell_scripts(call, taxonomy) for command in parse_commands(script)
+    ]

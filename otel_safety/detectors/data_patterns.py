@@ -1,0 +1,65 @@
+"""Regex patterns read from detector data files, compiled with errors that say where.
+
+Every detector keeps its rules as TOML that users extend (see `datafiles`), so a typo in a
+user's file must fail at start-up and name the table it sits in, not surface later as a bare
+`regex.error` from deep inside a detector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import regex
+
+__all__ = [
+    "NEVER",
+    "alternation",
+    "any_of",
+    "checked_alternation",
+    "compile_pattern",
+    "compile_patterns",
+]
+
+# A pattern that matches nothing: what an empty list of patterns stands for.
+NEVER = "(?!)"
+
+
+def compile_pattern(
+    source: str, where: str, flags: int = 0, *, quote_source: bool = True
+) -> regex.Pattern:
+    """`source` compiled, or a ValueError naming `where` and the pattern.
+
+    `quote_source=False` leaves the pattern out of the message: for patterns assembled from
+    whole lists (thousands of characters), where quoting them would bury the error.
+    """
+    try:
+        return regex.compile(source, flags)
+    except (regex.error, TypeError) as exc:
+        shown = f" {source!r}" if quote_source else ""
+        raise ValueError(f"{where}: bad pattern{shown}: {exc}") from exc
+
+
+def compile_patterns(
+    sources: Iterable[str], where: str, flags: int = 0
+) -> tuple[regex.Pattern, ...]:
+    """Each of `sources` compiled on its own, so that an error names the bad one."""
+    return tuple(compile_pattern(source, where, flags) for source in sources)
+
+
+def alternation(entries: Iterable[str]) -> str:
+    """One pattern matching any of `entries`, each kept whole as a non-capturing group."""
+    return "|".join(f"(?:{entry})" for entry in entries)
+
+
+def any_of(entries: Iterable[str]) -> str:
+    """Like `alternation`, but an empty list matches nothing rather than everywhere."""
+    return alternation(entries) or NEVER
+
+
+def checked_alternation(entries: Iterable[str], where: str, flags: int = 0) -> str:
+    """`alternation` of entries checked one by one first, so that an error names the bad
+    entry rather than a position inside a long alternation."""
+    entries = list(entries)
+    for entry in entries:
+        compile_pattern(entry, where, flags)
+    return alternation(entries)

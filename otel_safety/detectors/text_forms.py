@@ -1,0 +1,36 @@
+"""One spelling for text that arrives in several: escaped line breaks, curly quotes.
+
+Detectors match patterns written with plain line breaks and straight quotes; what they read
+was often dumped as JSON or YAML (a line break as the two characters "\\n") or typed with
+curly quotes. These helpers undo that, each only as far as its callers need.
+"""
+
+from __future__ import annotations
+
+import regex
+
+__all__ = ["straight_apostrophes", "straight_quotes", "undo_escaped_breaks"]
+
+# A YAML folded line: a backslash at the end of a line, and the next line's indentation.
+_YAML_FOLD = regex.compile(r"\\\r?\n[ \t]*(?:\\(?= ))?")
+_ESCAPED_BREAK = regex.compile(r"\\+[nr]")
+_CURLY_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def undo_escaped_breaks(text: str) -> str:
+    """Text with the escaped line breaks of a JSON, YAML or repr dump made real ones."""
+    if "\\" not in text:
+        return text
+    text = _YAML_FOLD.sub("", text)
+    return _ESCAPED_BREAK.sub("\n", text)
+
+
+def straight_quotes(text: str) -> str:
+    """Curly single and double quotes made straight."""
+    return text.translate(_CURLY_QUOTES)
+
+
+def straight_apostrophes(text: str) -> str:
+    """Only the curly apostrophe (U+2019) made straight: for word lists that take "'" as part
+    of a word ("don't"), where an opening quote must stay apart from the word it opens."""
+    return text.replace("\u2019", "'")
