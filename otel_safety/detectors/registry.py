@@ -28,7 +28,7 @@ def create(
 ) -> list[Detector]:
     """Instantiate detectors by key (all registered ones by default)."""
     known = available()
-    wanted = list(known) if keys is None else list(keys)
+    wanted = sorted(known) if keys is None else list(keys)  # never import order
     unknown = [key for key in wanted if key not in known]
     if unknown:
         raise ValueError(
