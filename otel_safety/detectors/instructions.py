@@ -22,10 +22,7 @@ from dataclasses import dataclass
 
 import regex
 
-# From the detector's module rather than `injection_scoring`: importing it registers the
-# `injection` detector before `scope_escalation` (which imports this module), and that
-# registration order is the detectors' default order.
-from otel_safety.detectors.injection import InjectionMatch, injection_score
+from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
 from otel_safety.detectors.text_forms import undo_escaped_breaks
 
 __all__ = ["Instruction", "instruction_at", "unescape", "without_instructions"]
