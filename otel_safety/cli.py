@@ -15,10 +15,13 @@ import duckdb
 from otel_safety import __version__, queries
 from otel_safety import detectors as detector_registry
 from otel_safety.config import ConfigError, Settings
-from otel_safety.exporters.duckdb import StoreError
+from otel_safety.exporters.duckdb import StoreError, mark_store
 
 DEFAULT_DB = "otel-safety.duckdb"
 DEMO_DB = "otel-safety-demo.duckdb"
+EVAL_DB = "otel-safety-eval.duckdb"
+EVAL_MARK = "otel-safety eval"
+DATASET_NAMES = ("xstest", "jailbreakbench", "agentdojo", "bipia", "direct_injection", "synthetic")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn every usable row of the labelled datasets (XSTest, JailbreakBench, "
         "AgentDojo, BIPIA, jailbreak prompts versus benign requests) and our synthetic sets "
         "into GenAI spans, run them through the same pipeline as live traffic, store findings "
-        "and labels, and print precision, recall and F1 with 95%% bootstrap intervals and the "
+        "and labels, and print precision, recall and F1 with 95% bootstrap intervals and the "
         "always-fire baseline, per detector and dataset. Synthetic rows are reported apart.",
     )
     evaluate.add_argument(
@@ -126,25 +129,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--db",
-        default="otel-safety-eval.duckdb",
-        help="store to write (default otel-safety-eval.duckdb)",
+        default=EVAL_DB,
+        help=f"store to write, replaced on every run (default {EVAL_DB}); a file that "
+        "`eval` did not make is never touched",
     )
     evaluate.add_argument(
         "--datasets",
-        help="comma-separated subset: "
-        + ", ".join(
-            ("xstest", "jailbreakbench", "agentdojo", "bipia", "direct_injection", "synthetic")
-        ),
+        help="comma-separated subset: " + ", ".join(DATASET_NAMES),
     )
     evaluate.add_argument("--detectors", help="comma-separated detector keys (default: all)")
     evaluate.add_argument(
         "--sample",
-        type=int,
+        type=_positive,
         metavar="N",
         help="only N rows per dataset, the same ones on every run",
     )
     evaluate.add_argument(
-        "--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)"
+        "--resamples", type=_positive, default=1000, help="bootstrap resamples (default 1000)"
     )
     evaluate.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     evaluate.add_argument(
@@ -173,7 +174,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 1
     path = Path(args.db)
     if path.exists():
-        _remove_old_demo_store(path, DEMO_MARK)
+        _remove_old_store(path, DEMO_MARK, "otel-safety demo")
     run_demo(str(path), command=_invoked_as())
     return 0
 
@@ -231,6 +232,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.sample:
         cases = datasets.sample(cases, args.sample)
     print(f"eval: {len(cases)} cases from {args.data}", file=sys.stderr)
+    if Path(args.db).exists():
+        _remove_old_store(Path(args.db), EVAL_MARK, "otel-safety eval")
     report = run_eval(
         cases,
         args.db,
@@ -240,6 +243,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         progress=sys.stderr,
         sampled=args.sample,
     )
+    mark_store(args.db, EVAL_MARK)
+    if not report.rows:
+        print(
+            "eval: no row of these datasets is labelled for these detectors; see the "
+            "README's evaluation section for which dataset labels which detector",
+            file=sys.stderr,
+        )
     if args.format == "json":
         print(json.dumps(report.as_dict(), indent=2))
     elif args.format == "markdown":
@@ -277,19 +287,26 @@ def _read_only(path: str, wait: float = 5.0) -> duckdb.DuckDBPyConnection:
             time.sleep(0.1)
 
 
-def _remove_old_demo_store(path: Path, mark: str) -> None:
-    """The demo starts from an empty store, but only ever deletes one it made itself."""
+def _remove_old_store(path: Path, mark: str, command: str) -> None:
+    """Demo and eval start from an empty store, but only ever delete one they made."""
     try:
         with duckdb.connect(str(path), read_only=True) as con:
-            made_by_demo = con.execute(
+            ours = con.execute(
                 "SELECT value FROM otel_safety_meta WHERE key = 'origin'"
             ).fetchone() == (mark,)
     except duckdb.Error:
-        made_by_demo = False
-    if not made_by_demo:
-        raise ValueError(f"{path} exists and was not made by `otel-safety demo`; pass another --db")
+        ours = False
+    if not ours:
+        raise ValueError(f"{path} exists and was not made by `{command}`; pass another --db")
     path.unlink()
     Path(f"{path}.wal").unlink(missing_ok=True)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _invoked_as() -> str:

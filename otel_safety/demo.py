@@ -20,6 +20,7 @@ import duckdb
 
 from otel_safety import queries
 from otel_safety.bootstrap import configure
+from otel_safety.exporters.duckdb import mark_store
 from otel_safety.integrations.pydantic_ai import instrumentation
 
 
@@ -188,8 +189,7 @@ def run_demo(
     finally:
         provider.shutdown()  # drains the buffer and closes the store
         workspace.close()
-    with duckdb.connect(db_path) as con:  # mark it, so a later demo may replace it
-        con.execute("INSERT OR REPLACE INTO otel_safety_meta VALUES ('origin', ?)", [DEMO_MARK])
+    mark_store(db_path, DEMO_MARK)  # so a later demo may replace it
     with duckdb.connect(db_path, read_only=True) as con:
         for name in ("flagged_spans", "escalations_by_agent"):
             columns, rows = queries.run(con, queries.resolve_sql(name))

@@ -20,6 +20,12 @@ SELECT
 FROM findings AS f
 LEFT JOIN spans AS s USING (trace_id, span_id)
 WHERE f.detected
+  AND (getvariable('min_level') IS NULL
+       OR list_position(
+            ['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW', 'HARD_STOP'],
+            upper(getvariable('min_level'))) IS NOT NULL
+       OR error('min_level must be one of NONE, CLARIFY, WARN, SOFT_STOP, HUMAN_REVIEW, '
+                || 'HARD_STOP; got ' || getvariable('min_level')))
   AND f.escalation_rank >= coalesce(
         list_position(
             ['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW', 'HARD_STOP'],

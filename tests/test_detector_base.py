@@ -32,3 +32,28 @@ def test_clip_shortens_flattens_and_masks():
     clipped = clip("line one\n\nline two " + "x" * 500 + " password=swordfish")
     assert clipped.startswith("line one line two") and len(clipped) == EVIDENCE_MAX_CHARS
     assert "swordfish" not in clip("use password=swordfish now")
+
+
+def test_entries_are_checked():
+    from otel_safety.detectors.entry import trajectory_from_entry
+
+    with pytest.raises(TypeError, match="an entry is a mapping"):
+        trajectory_from_entry("rm -rf /")
+    with pytest.raises(ValueError, match=r"unknown entry key.*prompt.*response"):
+        trajectory_from_entry({"prompt": "hi", "response": "no"})
+    row = {"id": "r1", "label": True, "note": "", "input": "hi", "output": "hello"}
+    assert trajectory_from_entry(row).final_output == "hello"
+
+
+def test_user_data_files_are_checked(tmp_path, monkeypatch):
+    from otel_safety.detectors.datafiles import DATA_DIR_ENV, load_data
+
+    with pytest.raises(ValueError, match="is not a directory"):
+        load_data("refusal", data_dir=str(tmp_path / "missing"))
+    (tmp_path / "refusal.toml").write_text("[refusal]\nexplicit = ['x']\n")
+    with pytest.raises(ValueError, match="version = 1"):
+        load_data("refusal", data_dir=str(tmp_path))
+    (tmp_path / "refusal.toml").write_text("version = 1\n[refusals]\nexplicit = ['x']\n")
+    with pytest.raises(ValueError, match=r"unknown section.*refusals"):
+        load_data("refusal", data_dir=str(tmp_path))
+    assert DATA_DIR_ENV == "OTEL_SAFETY_DATA_DIR"

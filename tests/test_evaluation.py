@@ -214,3 +214,46 @@ def test_readme_figures_are_a_fresh_eval_run(shared_data):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_eval_replaces_its_own_store_and_checks_its_arguments(shared_data, tmp_path):
+    db = tmp_path / "e.duckdb"
+    command = [
+        sys.executable,
+        "-m",
+        "otel_safety.cli",
+        "eval",
+        "--data",
+        str(shared_data),
+        "--db",
+        str(db),
+        "--sample",
+        "5",
+        "--resamples",
+        "5",
+        "--datasets",
+        "xstest",
+    ]
+    for _ in range(2):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM traces").fetchone() == (5,)
+    foreign = tmp_path / "mine.duckdb"
+    duckdb.connect(str(foreign)).close()
+    refused = subprocess.run(
+        [*command[:7], str(foreign), *command[8:]], capture_output=True, text=True, timeout=300
+    )
+    assert refused.returncode == 1 and "not made by `otel-safety eval`" in refused.stderr
+    for bad in (["--resamples", "0"], ["--sample", "-5"]):
+        done = subprocess.run([*command, *bad], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "must be at least 1" in done.stderr
+    not_data = subprocess.run(
+        [*command[:5], str(tmp_path), *command[6:]], capture_output=True, text=True, timeout=60
+    )
+    assert not_data.returncode == 1 and "does not look like the labelled data" in not_data.stderr
+
+
+def test_bootstrap_ignores_resamples_where_a_ratio_is_undefined():
+    intervals = bootstrap(Counts(tp=3, fp=0, fn=0, tn=50), 200)
+    assert intervals["recall"].low == 1.0 and intervals["f1"].low == 1.0

@@ -46,9 +46,25 @@ def load_data(
     packaged = resources.files("otel_safety.detectors") / "data" / f"{name}.toml"
     data = tomllib.loads(packaged.read_text(encoding="utf-8"))
     _check_version(data, f"packaged {name}.toml")
-    for path in (Path(data_dir) / f"{name}.toml" if data_dir else None, extra_file):
-        if path and (extra_file or Path(path).is_file()):
-            data = merge(data, read_toml(str(path)))
+    overlays: list[str] = []
+    if data_dir:
+        if not Path(data_dir).is_dir():
+            raise ValueError(f"{DATA_DIR_ENV}={data_dir} is not a directory")
+        if (Path(data_dir) / f"{name}.toml").is_file():
+            overlays.append(str(Path(data_dir) / f"{name}.toml"))
+    if extra_file:
+        overlays.append(extra_file)
+    for path in overlays:
+        user = read_toml(path)
+        if "version" not in user:
+            raise ValueError(f"{path}: say which data version it is written for (version = 1)")
+        unknown = sorted(set(user) - set(data))
+        if unknown:
+            raise ValueError(
+                f"{path}: unknown section(s) {', '.join(unknown)}; {name}.toml has "
+                f"{', '.join(sorted(k for k in data if k != 'version'))}"
+            )
+        data = merge(data, user)
     return data
 
 

@@ -2,7 +2,8 @@
 
 An entry is `{"input": str, "output": str, "system": str, "scope": str,
 "tool_events": [{"name", "arguments", "result"}]}` with every key optional; `trace_id` may be
-given too. `system` is the system prompt; `scope` the declared task (default: the input).
+given too. `system` is the system prompt; `scope` the declared task (default: the input). A
+labelled row may also carry `id`, `label` and `note`; any other key is an error.
 """
 
 from __future__ import annotations
@@ -13,13 +14,29 @@ from typing import Any
 
 from otel_safety.model import Message, Scope, ToolCall, Trajectory
 
-__all__ = ["tool_arguments", "trajectory_from_entry"]
+__all__ = ["ENTRY_KEYS", "tool_arguments", "trajectory_from_entry"]
 
 NO_TRACE_ID = "0" * 32
 
 
+ENTRY_KEYS = frozenset({"input", "output", "system", "scope", "tool_events", "trace_id"})
+# A labelled calibration row may carry these too; they describe the row, not the run.
+ROW_KEYS = frozenset({"id", "label", "note"})
+
+
 def trajectory_from_entry(entry: Mapping[str, Any]) -> Trajectory:
     """The trajectory an entry describes; its scope is `scope`, else the input itself."""
+    if not isinstance(entry, Mapping):
+        raise TypeError(
+            f"an entry is a mapping with keys {', '.join(sorted(ENTRY_KEYS))}; "
+            f"got {type(entry).__name__}"
+        )
+    unknown = sorted(set(entry) - ENTRY_KEYS - ROW_KEYS)
+    if unknown:
+        raise ValueError(
+            f"unknown entry key(s) {', '.join(map(str, unknown))}; "
+            f"use {', '.join(sorted(ENTRY_KEYS))}"
+        )
     text = _text(entry.get("input")) or ""
     events = entry.get("tool_events") or []
     return Trajectory(

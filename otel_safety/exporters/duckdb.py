@@ -341,6 +341,13 @@ def write_labels(path: str, labels: Sequence[dict[str, Any]]) -> None:
         insert_rows(con, "labels", LABEL_COLUMNS, labels)
 
 
+def mark_store(path: str, origin: str) -> None:
+    """Record which command made a store, so that command may replace it next time."""
+    with duckdb.connect(path) as con:
+        ensure_schema(con, path)
+        con.execute("INSERT OR REPLACE INTO otel_safety_meta VALUES ('origin', ?)", [origin])
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
     """Create the tables on first use; refuse a store written by a newer version."""
     try:
