@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -62,7 +63,7 @@ def create_processor(
         exporter = otlp_exporter_from_env(required=bool(otlp))
         if exporter is not None:
             sinks.append(ExporterSink(exporter))
-    engine = build_engine(settings, sinks, policy=policy)
+    engine = build_engine(settings, sinks, policy=policy, lazy=True)
     return SafetySpanProcessor(engine)
 
 
@@ -72,13 +73,26 @@ def build_engine(
     *,
     policy: Policy | None = None,
     background: bool = True,
+    lazy: bool = False,
 ) -> SafetyEngine:
-    """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar."""
+    """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar.
+
+    Detector keys and thresholds are always checked here. With `lazy`, the detectors' data
+    is compiled by the engine's worker instead of the caller (an app's start-up does not
+    wait for it), and a detector whose data fails to compile is logged and left out.
+    """
     requester_keys = DEFAULT_REQUESTER_KEYS
     if settings.requester_attribute:
         requester_keys = (settings.requester_attribute, *DEFAULT_REQUESTER_KEYS)
+    keys = detector_registry.check(settings.detectors, settings.thresholds)
+    build = functools.partial(
+        detector_registry.create,
+        keys,
+        settings.thresholds,
+        on_error=_detector_left_out if lazy else None,
+    )
     pipeline = Pipeline(
-        detectors=detector_registry.create(settings.detectors, settings.thresholds),
+        detectors=build if lazy else build(),
         policy=policy,
         requester_keys=requester_keys,
     )
@@ -91,6 +105,10 @@ def build_engine(
         queue_size=settings.queue_size,
         background=background,
     )
+
+
+def _detector_left_out(key: str, exc: Exception) -> None:
+    logger.error("otel-safety detector %s left out: its data failed to load: %s", key, exc)
 
 
 def configure(

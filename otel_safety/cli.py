@@ -187,7 +187,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         detectors=args.detectors.split(",") if args.detectors else None,
         decision_wait=args.decision_wait,
     )
-    detector_registry.create(settings.detectors, settings.thresholds)  # fail before any file
+    detector_registry.check(settings.detectors, settings.thresholds)  # fail before any file
     files = trace_files(args.files)
     summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)
     print(summary.describe(settings.db_path))
@@ -226,7 +226,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from otel_safety.evaluation.runner import run_eval
 
     detectors = args.detectors.split(",") if args.detectors else None
-    detector_registry.create(detectors)  # fail before reading data or making a store
+    detector_registry.check(detectors)  # fail before reading data or making a store
     names = args.datasets.split(",") if args.datasets else None
     cases = datasets.load(Path(args.data), names)
     if args.sample:

@@ -184,6 +184,10 @@ class SafetyEngine:
 
     # -- worker ---------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self.pipeline.detectors  # noqa: B018 - build them now, off the app's thread
+        except Exception:
+            logger.exception("otel-safety could not build its detectors")
         while True:
             control = self._step()
             self._tick_sinks()

@@ -78,7 +78,8 @@ def trace_files(paths: Sequence[str | Path]) -> list[Path]:
 def ingest_files(
     paths: Sequence[str | Path], settings: Settings, progress: TextIO | None = None
 ) -> IngestSummary:
-    engine = build_engine(settings, [DuckDBStore(settings.db_path, hold=True)], background=False)
+    engine = build_engine(settings, [], background=False)  # detectors first: a data error
+    engine.sinks.append(DuckDBStore(settings.db_path, hold=True))  # leaves no empty store
     summary = IngestSummary()
     span_clock = 0.0
     try:

@@ -7,7 +7,8 @@ The in-process processor, the `ingest` command and the sidecar all call
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -47,13 +48,29 @@ class Pipeline:
 
     def __init__(
         self,
-        detectors: Sequence[Detector] | None = None,
+        detectors: Sequence[Detector] | Callable[[], Sequence[Detector]] | None = None,
         policy: Policy | None = None,
         requester_keys: Sequence[str] = DEFAULT_REQUESTER_KEYS,
     ) -> None:
-        self.detectors = list(detector_registry.create() if detectors is None else detectors)
+        """`detectors` may be a factory: then they are built on first use, so an app's
+        start-up does not wait for their data to compile (the engine's worker warms them)."""
+        if detectors is None:
+            detectors = detector_registry.create
+        if callable(detectors):
+            self._factory, self._detectors = detectors, None
+        else:
+            self._factory, self._detectors = list, list(detectors)
+        self._build_lock = threading.Lock()
         self.policy = policy or SeverityPolicy()
         self.requester_keys = tuple(requester_keys)
+
+    @property
+    def detectors(self) -> list[Detector]:
+        if self._detectors is None:
+            with self._build_lock:
+                if self._detectors is None:
+                    self._detectors = list(self._factory())
+        return self._detectors
 
     def evaluate(
         self, spans: Sequence[ReadableSpan], reason: str = "root_ended"

@@ -132,3 +132,37 @@ def test_threshold_setting_changes_the_verdict(tmp_path, monkeypatch, threshold,
             "SELECT threshold, detected FROM findings WHERE detector = 'scope_escalation'"
         ).fetchall()
     assert rows == [(float(threshold or 0.1), detected)]
+
+
+def test_broken_detector_data_never_reaches_the_app(tmp_path, monkeypatch, caplog):
+    """In-process, detectors are built by the worker: a bad data file is logged, the app
+    starts, and the other detectors still judge its spans."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "refusal.toml").write_text("version = 1\n[refusal]\nexplicit = ['(unclosed']\n")
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(data))
+    db = tmp_path / "s.duckdb"
+    provider = otel_safety.configure(str(db), install=False, otlp=False)  # does not raise
+    _destructive_agent(provider).run_sync("Summarize the README")
+    provider.shutdown()
+    with duckdb.connect(str(db), read_only=True) as con:
+        fired = con.execute("SELECT detector FROM findings WHERE detected").fetchall()
+        judged = {d for (d,) in con.execute("SELECT DISTINCT detector FROM findings").fetchall()}
+    assert fired == [("scope_escalation",)]
+    assert "over_refusal" not in judged and "injection" in judged
+    assert "left out" in caplog.text and "over_refusal" in caplog.text
+
+
+def test_broken_detector_data_stops_ingest_before_it_writes(tmp_path, monkeypatch):
+    from otel_safety.ingest import ingest_files
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "refusal.toml").write_text("version = 1\n[refusal]\nexplicit = ['(unclosed']\n")
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(data))
+    trace_file = tmp_path / "t.jsonl"
+    trace_file.write_text("")
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(ValueError, match="bad pattern"):
+        ingest_files([trace_file], Settings.resolve({}, db_path=str(db)))
+    assert not db.exists()

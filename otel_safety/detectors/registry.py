@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from otel_safety.detectors.base import Detector
 
@@ -23,10 +23,10 @@ def available() -> dict[str, type[Detector]]:
     return dict(_REGISTRY)
 
 
-def create(
+def check(
     keys: Iterable[str] | None = None, thresholds: Mapping[str, float] | None = None
-) -> list[Detector]:
-    """Instantiate detectors by key (all registered ones by default)."""
+) -> list[str]:
+    """The detector keys to run, after checking them and their thresholds (cheap)."""
     known = available()
     wanted = sorted(known) if keys is None else list(keys)  # never import order
     unknown = [key for key in wanted if key not in known]
@@ -34,14 +34,37 @@ def create(
         raise ValueError(
             f"unknown detector(s) {', '.join(unknown)}; registered: {', '.join(sorted(known))}"
         )
-    thresholds = thresholds or {}
-    stray = sorted(set(thresholds) - set(wanted))
+    stray = sorted(set(thresholds or {}) - set(wanted))
     if stray:
         raise ValueError(
             f"threshold(s) given for detector(s) not in use: {', '.join(stray)}; "
             f"in use: {', '.join(wanted)}"
         )
-    return [known[key](threshold=thresholds.get(key)) for key in wanted]
+    return wanted
+
+
+def create(
+    keys: Iterable[str] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    on_error: Callable[[str, Exception], None] | None = None,
+) -> list[Detector]:
+    """Instantiate detectors by key (all registered ones by default).
+
+    Construction compiles each detector's data. A failure raises, unless `on_error` is
+    given: then it is reported there and that detector is left out (the in-process
+    processor fails open rather than stop judging altogether).
+    """
+    known = available()
+    thresholds = thresholds or {}
+    detectors = []
+    for key in check(keys, thresholds):
+        try:
+            detectors.append(known[key](threshold=thresholds.get(key)))
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(key, exc)
+    return detectors
 
 
 # Modules whose detectors register themselves on import.
