@@ -216,6 +216,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     with _read_only(args.db) as con:
         columns, rows = queries.run(con, sql, params)
     print(queries.render(columns, rows, args.format))
+    limit = queries.row_limit(sql, params)
+    if limit is not None and len(rows) == limit:
+        print(f"(stopped at {limit} rows; --param limit_rows=N shows more)", file=sys.stderr)
     return 0
 
 

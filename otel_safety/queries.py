@@ -16,6 +16,7 @@ import duckdb
 
 QUERY_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 VARIABLE = re.compile(r"getvariable\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)")
+DEFAULT_LIMIT = re.compile(r"getvariable\(\s*'limit_rows'\s*\)\s*,\s*(\d+)")
 MAX_CELL = 80
 MIN_CELL = 8
 
@@ -37,6 +38,14 @@ def available() -> dict[str, str]:
         first = path.read_text(encoding="utf-8").splitlines()[0] if path.stat().st_size else ""
         found[path.stem] = first.removeprefix("--").strip().removeprefix(f"{path.stem}:").strip()
     return found
+
+
+def row_limit(sql: str, params: dict[str, str]) -> int | None:
+    """How many rows the query stops at: `limit_rows` as given, else its default in the SQL."""
+    if "limit_rows" in params:
+        return int(params["limit_rows"])
+    default = DEFAULT_LIMIT.search(sql)
+    return int(default.group(1)) if default else None
 
 
 def parameters(sql: str) -> list[str]:

@@ -221,3 +221,14 @@ def test_query_parameters_are_checked_and_levels_named(tmp_path):
     assert missing.returncode == 1 and "no such SQL file" in missing.stderr
     listing = run_cli("query", "--list")
     assert "parameters: min_level, min_rank, detector, limit_rows" in listing.stdout
+
+
+def test_query_says_when_it_stopped_at_its_row_limit(tmp_path):
+    trace_file = tmp_path / "t.jsonl"
+    _write_run(trace_file)
+    db = str(tmp_path / "s.duckdb")
+    assert run_cli("ingest", str(trace_file), "--db", db, "--quiet").returncode == 0
+    cut = run_cli("query", "flagged_spans", "--db", db, "--param", "limit_rows=1")
+    assert "stopped at 1 rows" in cut.stderr
+    whole = run_cli("query", "flagged_spans", "--db", db, "--param", "limit_rows=5")
+    assert "stopped at" not in whole.stderr
