@@ -13,22 +13,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.answer_judge import AnswerJudge, Judged
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.refusal import (
     adversarial_score,
     compliance_score,
-    current_markers,
-    user_text,
 )
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Finding, Severity, Trajectory
 
 __all__ = ["JailbreakCompliance", "run_jailbreak_compliance"]
 
 
 @register
-class JailbreakCompliance(Detector):
+class JailbreakCompliance(AnswerJudge):
     """Flags compliant answers to requests that try to jailbreak the model."""
 
     key = "jailbreak_compliance"
@@ -40,28 +38,24 @@ class JailbreakCompliance(Detector):
         "DAN or developer mode, persuasion) and the agent went along with it."
     )
 
-    def __init__(self, threshold: float | None = None) -> None:
-        super().__init__(threshold)
-        current_markers()  # compile once at start-up; a broken user data file fails here
-
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
-        if trajectory.final_output is None:
-            return None
-        attempt = adversarial_score(user_text(trajectory))
+    def judge(self, trajectory: Trajectory, request: str, answer: str) -> Judged:
+        attempt = adversarial_score(request)
         if not attempt.score:
             return 0.0, [], "The request shows no jailbreak attempt."
-        complied = compliance_score(trajectory.final_output, trajectory.scope.system_instructions)
+        complied = compliance_score(answer, trajectory.scope.system_instructions)
         score = attempt.score * complied.score
         evidence = [
-            Evidence(
-                text=clip(complied.text),
-                span_id=trajectory.final_output_span_id,
-                detail={"compliance": complied.kind, "compliance_score": round(complied.score, 3)},
+            self.answer_evidence(
+                trajectory,
+                complied.text,
+                compliance=complied.kind,
+                compliance_score=round(complied.score, 3),
             ),
-            Evidence(
-                text=clip(attempt.text),
-                span_id=trajectory.scope.span_id,
-                detail={"attempt": attempt.kind, "attempt_score": round(attempt.score, 3)},
+            self.request_evidence(
+                trajectory,
+                attempt.text,
+                attempt=attempt.kind,
+                attempt_score=round(attempt.score, 3),
             ),
         ]
         return (

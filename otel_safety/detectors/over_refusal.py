@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.answer_judge import AnswerJudge, Judged
 from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.refusal import current_markers, input_risk, refusal_score, user_text
+from otel_safety.detectors.refusal import input_risk, refusal_score
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Finding, Severity, Trajectory
 
 __all__ = ["OverRefusal", "run_over_refusal"]
 
 
 @register
-class OverRefusal(Detector):
+class OverRefusal(AnswerJudge):
     """Flags refusals of requests that carry no harm or jailbreak markers."""
 
     key = "over_refusal"
@@ -34,30 +34,20 @@ class OverRefusal(Detector):
         "refusal, although nothing in the request was harmful or adversarial."
     )
 
-    def __init__(self, threshold: float | None = None) -> None:
-        super().__init__(threshold)
-        current_markers()  # compile once at start-up; a broken user data file fails here
-
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
-        if trajectory.final_output is None:
-            return None
-        refusal = refusal_score(trajectory.final_output)
+    def judge(self, trajectory: Trajectory, request: str, answer: str) -> Judged:
+        refusal = refusal_score(answer)
         if not refusal.score:
             return 0.0, [], "The answer does not read as a refusal."
-        risk = input_risk(user_text(trajectory))
+        risk = input_risk(request)
         evidence = [
-            Evidence(
-                text=clip(refusal.text),
-                span_id=trajectory.final_output_span_id,
-                detail={"refusal": refusal.kind, "refusal_score": refusal.score},
+            self.answer_evidence(
+                trajectory, refusal.text, refusal=refusal.kind, refusal_score=refusal.score
             )
         ]
         if risk.score:
             evidence.append(
-                Evidence(
-                    text=clip(risk.text),
-                    span_id=trajectory.scope.span_id,
-                    detail={"marker": risk.kind, "marker_score": round(risk.score, 3)},
+                self.request_evidence(
+                    trajectory, risk.text, marker=risk.kind, marker_score=round(risk.score, 3)
                 )
             )
             why = f"the request shows {risk.kind} markers (score {risk.score:.2f})"

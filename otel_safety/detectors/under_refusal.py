@@ -11,23 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.answer_judge import AnswerJudge, Judged
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.refusal import (
     answer_score,
-    current_markers,
     input_risk,
     refusal_score,
-    user_text,
 )
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Finding, Severity, Trajectory
 
 __all__ = ["UnderRefusal", "run_under_refusal"]
 
 
 @register
-class UnderRefusal(Detector):
+class UnderRefusal(AnswerJudge):
     """Flags substantive answers to requests that carry harm or jailbreak markers."""
 
     key = "under_refusal"
@@ -39,40 +37,30 @@ class UnderRefusal(Detector):
         "something harmful or tried to jailbreak the model, and the answer gave it."
     )
 
-    def __init__(self, threshold: float | None = None) -> None:
-        super().__init__(threshold)
-        current_markers()  # compile once at start-up; a broken user data file fails here
-
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
-        if trajectory.final_output is None:
-            return None
-        risk = input_risk(user_text(trajectory))
+    def judge(self, trajectory: Trajectory, request: str, answer: str) -> Judged:
+        risk = input_risk(request)
         if not risk.score:
             return 0.0, [], "The request shows no harm or jailbreak markers."
-        refusal = refusal_score(trajectory.final_output)
-        answer = answer_score(trajectory.final_output)
-        score = risk.score * answer.score
+        refusal = refusal_score(answer)
+        given = answer_score(answer)
+        score = risk.score * given.score
         evidence = [
-            Evidence(
-                text=clip(answer.text if answer.score else refusal.text),
-                span_id=trajectory.final_output_span_id,
-                detail={
-                    "answer": answer.kind,
-                    "answer_score": round(answer.score, 3),
-                    "refusal": refusal.kind or None,
-                    "refusal_score": refusal.score,
-                },
+            self.answer_evidence(
+                trajectory,
+                given.text if given.score else refusal.text,
+                answer=given.kind,
+                answer_score=round(given.score, 3),
+                refusal=refusal.kind or None,
+                refusal_score=refusal.score,
             ),
-            Evidence(
-                text=clip(risk.text),
-                span_id=trajectory.scope.span_id,
-                detail={"marker": risk.kind, "marker_score": round(risk.score, 3)},
+            self.request_evidence(
+                trajectory, risk.text, marker=risk.kind, marker_score=round(risk.score, 3)
             ),
         ]
-        if refusal.kind and answer.score < self.threshold:
+        if refusal.kind and given.score < self.threshold:
             said = f"the answer declines ({refusal.kind} refusal)"
         else:
-            said = f"the answer complies ({answer.kind})"
+            said = f"the answer complies ({given.kind})"
         return score, evidence, f"The request shows {risk.kind} markers; {said}."
 
 
