@@ -256,11 +256,8 @@ class SafetyEngine:
 
     def _tick_sinks(self) -> None:
         for sink in self.sinks:
-            tick = getattr(sink, "tick", None)  # sinks written before tick() existed
-            if tick is None:
-                continue
             try:
-                tick()
+                sink.tick()
             except Exception:
                 logger.exception("otel-safety sink %r failed on tick", sink)
 

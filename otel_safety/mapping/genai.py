@@ -19,7 +19,6 @@ from otel_safety.mapping.values import (
 )
 from otel_safety.model import Message, ToolCall
 
-LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 AGENT_OPERATIONS = {"invoke_agent", "create_agent", "invoke_workflow"}
 SYSTEM_KEY = "gen_ai.system_instructions"
 MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
