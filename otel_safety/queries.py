@@ -7,6 +7,7 @@ import io
 import json
 import re
 import shutil
+from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -109,13 +110,19 @@ def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
         return "(no result)"
     cells = [[_cell(v, MAX_CELL) for v in row] for row in rows]
     widths = _fit([max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)])
-    cells = [[_clip(c, w) for c, w in zip(row, widths, strict=True)] for row in cells]
-    line = "  ".join
-    out = [line(_clip(c, w).ljust(w) for c, w in zip(columns, widths, strict=True))]
-    out.append(line("-" * w for w in widths))
-    out.extend(line(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
+    lines = [[_clip(c, w) for c, w in zip(line, widths, strict=True)] for line in [columns, *cells]]
+    return align(lines) + f"\n({len(rows)} row{'s' if len(rows) != 1 else ''})"
+
+
+def align(lines: Sequence[Sequence[str]]) -> str:
+    """Left-aligned text columns with a rule under the header (the first line)."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    rendered = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    ]
+    rendered.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(rendered)
 
 
 def _fit(widths: list[int]) -> list[int]:
