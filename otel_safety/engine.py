@@ -134,6 +134,7 @@ class SafetyEngine:
         self, spans: Iterable[ReadableSpan | AgentStarted], now: float | None = None
     ) -> None:
         """Add spans and evaluate whatever became ready, on the calling thread."""
+        now = self._clock() if now is None else now
         with self._lock:
             releases = []
             for span in spans:
@@ -141,8 +142,8 @@ class SafetyEngine:
                     self.buffer.agent_started(span.trace_id)
                     continue
                 self.stats["spans_received"] += 1
-                releases.extend(self.buffer.add(span, self._clock() if now is None else now))
-            releases.extend(self.buffer.expired(self._clock() if now is None else now))
+                releases.extend(self.buffer.add(span, now))
+            releases.extend(self.buffer.expired(now))
         self._dispatch(releases)
 
     def drain(self) -> None:
