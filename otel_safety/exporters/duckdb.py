@@ -22,161 +22,19 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import semconv as sc
 from otel_safety.annotate import local_root
+from otel_safety.exporters.schema import (
+    FINDINGS,
+    LABELS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SPANS,
+    TRACES,
+    Table,
+)
 from otel_safety.mapping import span_id_hex, trace_id_hex
 from otel_safety.pipeline import TraceEvaluation
 
 logger = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 1
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE IF NOT EXISTS spans (
-    trace_id VARCHAR NOT NULL,
-    span_id VARCHAR NOT NULL,
-    parent_span_id VARCHAR,
-    name VARCHAR,
-    kind VARCHAR,
-    start_time TIMESTAMP,
-    end_time TIMESTAMP,
-    duration_ms DOUBLE,
-    status_code VARCHAR,
-    status_message VARCHAR,
-    service_name VARCHAR,
-    scope_name VARCHAR,
-    dialect VARCHAR,
-    operation VARCHAR,
-    agent_name VARCHAR,
-    tool_name VARCHAR,
-    conversation_id VARCHAR,
-    requester VARCHAR,
-    escalation_level VARCHAR,
-    escalation_rank TINYINT,
-    trace_escalation_level VARCHAR,
-    trace_escalation_rank TINYINT,
-    notes JSON,
-    attributes JSON,
-    events JSON,
-    resource JSON,
-    inserted_at TIMESTAMP,
-    PRIMARY KEY (trace_id, span_id)
-);
-CREATE TABLE IF NOT EXISTS findings (
-    trace_id VARCHAR NOT NULL,
-    span_id VARCHAR NOT NULL,
-    detector VARCHAR NOT NULL,
-    score DOUBLE NOT NULL,
-    threshold DOUBLE,
-    detected BOOLEAN NOT NULL,
-    severity VARCHAR,
-    escalation_level VARCHAR,
-    escalation_rank TINYINT,
-    risk_category VARCHAR,
-    explanation VARCHAR,
-    evidence JSON,
-    service_name VARCHAR,
-    agent_name VARCHAR,
-    conversation_id VARCHAR,
-    requester VARCHAR,
-    trace_start TIMESTAMP,
-    evaluated_at TIMESTAMP,
-    PRIMARY KEY (trace_id, span_id, detector)
-);
-CREATE TABLE IF NOT EXISTS traces (
-    trace_id VARCHAR NOT NULL,
-    root_span_id VARCHAR NOT NULL,
-    service_name VARCHAR,
-    agent_names JSON,
-    conversation_id VARCHAR,
-    requester VARCHAR,
-    escalation_level VARCHAR,
-    escalation_rank TINYINT,
-    detectors_fired JSON,
-    release_reason VARCHAR,
-    span_count INTEGER,
-    error VARCHAR,
-    trajectory JSON,
-    trace_start TIMESTAMP,
-    evaluated_at TIMESTAMP,
-    PRIMARY KEY (trace_id, root_span_id)
-);
-CREATE TABLE IF NOT EXISTS labels (
-    trace_id VARCHAR NOT NULL,
-    span_id VARCHAR,
-    detector VARCHAR NOT NULL,
-    label BOOLEAN NOT NULL,
-    source VARCHAR,
-    note VARCHAR,
-    created_at TIMESTAMP DEFAULT current_timestamp
-);
-"""
-
-SPAN_COLUMNS = {
-    "trace_id": "VARCHAR",
-    "span_id": "VARCHAR",
-    "parent_span_id": "VARCHAR",
-    "name": "VARCHAR",
-    "kind": "VARCHAR",
-    "start_time": "TIMESTAMP",
-    "end_time": "TIMESTAMP",
-    "duration_ms": "DOUBLE",
-    "status_code": "VARCHAR",
-    "status_message": "VARCHAR",
-    "service_name": "VARCHAR",
-    "scope_name": "VARCHAR",
-    "dialect": "VARCHAR",
-    "operation": "VARCHAR",
-    "agent_name": "VARCHAR",
-    "tool_name": "VARCHAR",
-    "conversation_id": "VARCHAR",
-    "requester": "VARCHAR",
-    "escalation_level": "VARCHAR",
-    "escalation_rank": "TINYINT",
-    "trace_escalation_level": "VARCHAR",
-    "trace_escalation_rank": "TINYINT",
-    "notes": "JSON",
-    "attributes": "JSON",
-    "events": "JSON",
-    "resource": "JSON",
-    "inserted_at": "TIMESTAMP",
-}
-FINDING_COLUMNS = {
-    "trace_id": "VARCHAR",
-    "span_id": "VARCHAR",
-    "detector": "VARCHAR",
-    "score": "DOUBLE",
-    "threshold": "DOUBLE",
-    "detected": "BOOLEAN",
-    "severity": "VARCHAR",
-    "escalation_level": "VARCHAR",
-    "escalation_rank": "TINYINT",
-    "risk_category": "VARCHAR",
-    "explanation": "VARCHAR",
-    "evidence": "JSON",
-    "service_name": "VARCHAR",
-    "agent_name": "VARCHAR",
-    "conversation_id": "VARCHAR",
-    "requester": "VARCHAR",
-    "trace_start": "TIMESTAMP",
-    "evaluated_at": "TIMESTAMP",
-}
-TRACE_COLUMNS = {
-    "trace_id": "VARCHAR",
-    "root_span_id": "VARCHAR",
-    "service_name": "VARCHAR",
-    "agent_names": "JSON",
-    "conversation_id": "VARCHAR",
-    "requester": "VARCHAR",
-    "escalation_level": "VARCHAR",
-    "escalation_rank": "TINYINT",
-    "detectors_fired": "JSON",
-    "release_reason": "VARCHAR",
-    "span_count": "INTEGER",
-    "error": "VARCHAR",
-    "trajectory": "JSON",
-    "trace_start": "TIMESTAMP",
-    "evaluated_at": "TIMESTAMP",
-}
 
 
 class StoreError(RuntimeError):
@@ -313,23 +171,13 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
             traces.append(trace_row(evaluation, now))
     con.execute("BEGIN TRANSACTION")
     try:
-        insert_rows(con, "spans", SPAN_COLUMNS, spans, ("trace_id", "span_id"))
-        insert_rows(con, "findings", FINDING_COLUMNS, findings, ("trace_id", "span_id", "detector"))
-        insert_rows(con, "traces", TRACE_COLUMNS, traces, ("trace_id", "root_span_id"))
+        insert_rows(con, SPANS, spans, replace=True)
+        insert_rows(con, FINDINGS, findings, replace=True)
+        insert_rows(con, TRACES, traces, replace=True)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise
-
-
-LABEL_COLUMNS = {
-    "trace_id": "VARCHAR",
-    "span_id": "VARCHAR",
-    "detector": "VARCHAR",
-    "label": "BOOLEAN",
-    "source": "VARCHAR",
-    "note": "VARCHAR",
-}
 
 
 def write_labels(path: str, labels: Sequence[dict[str, Any]]) -> None:
@@ -338,7 +186,7 @@ def write_labels(path: str, labels: Sequence[dict[str, Any]]) -> None:
         return
     with duckdb.connect(path) as con:
         ensure_schema(con, path)
-        insert_rows(con, "labels", LABEL_COLUMNS, labels)
+        insert_rows(con, LABELS, labels)
 
 
 def mark_store(path: str, origin: str) -> None:
@@ -368,22 +216,21 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
 
 def insert_rows(
     con: duckdb.DuckDBPyConnection,
-    table: str,
-    columns: dict[str, str],
+    table: Table,
     rows: Sequence[dict[str, Any]],
-    replace_key: tuple[str, ...] | None = None,
+    replace: bool = False,
 ) -> None:
-    """One column-wise INSERT; with `replace_key`, rows with the same key are replaced
-    (and within a batch the last row for a key wins)."""
-    if replace_key:
-        rows = list({tuple(row[k] for k in replace_key): row for row in rows}.values())
+    """One column-wise INSERT; with `replace`, rows with the same key are replaced (and
+    within a batch the last row for a key wins)."""
+    if replace:
+        rows = list({tuple(row[k] for k in table.key): row for row in rows}.values())
     if not rows:
         return
-    names = list(columns)
-    selects = ", ".join(f"unnest(${name})::{columns[name]}" for name in names)
-    params = {name: [row.get(name) for row in rows] for name in names}
-    verb = "INSERT OR REPLACE" if replace_key else "INSERT"
-    con.execute(f"{verb} INTO {table} ({', '.join(names)}) SELECT {selects}", params)
+    columns = table.written
+    selects = ", ".join(f"unnest(${name})::{kind}" for name, kind in columns.items())
+    params = {name: [row.get(name) for row in rows] for name in columns}
+    verb = "INSERT OR REPLACE" if replace else "INSERT"
+    con.execute(f"{verb} INTO {table.name} ({', '.join(columns)}) SELECT {selects}", params)
 
 
 def span_row(evaluation: TraceEvaluation, span: ReadableSpan, now: datetime) -> dict[str, Any]:

@@ -1,0 +1,142 @@
+"""The store's tables, defined once: the DDL and the column-wise inserts both come from here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: Mapping[str, str]  # column -> DuckDB type, in table order
+    key: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    defaults: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def written(self) -> dict[str, str]:
+        """The columns a writer supplies (the rest take their default)."""
+        return {name: kind for name, kind in self.columns.items() if name not in self.defaults}
+
+    def ddl(self) -> str:
+        lines = []
+        for name, kind in self.columns.items():
+            line = f"    {name} {kind}"
+            if name in self.required or name in self.key:
+                line += " NOT NULL"
+            if name in self.defaults:
+                line += f" DEFAULT {self.defaults[name]}"
+            lines.append(line)
+        if self.key:
+            lines.append(f"    PRIMARY KEY ({', '.join(self.key)})")
+        body = ",\n".join(lines)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n{body}\n);"
+
+
+def _columns(spec: str) -> dict[str, str]:
+    """'name TYPE' per line -> {name: TYPE}."""
+    return dict(line.split(maxsplit=1) for line in spec.strip().splitlines())
+
+
+SPANS = Table(
+    "spans",
+    _columns("""
+        trace_id VARCHAR
+        span_id VARCHAR
+        parent_span_id VARCHAR
+        name VARCHAR
+        kind VARCHAR
+        start_time TIMESTAMP
+        end_time TIMESTAMP
+        duration_ms DOUBLE
+        status_code VARCHAR
+        status_message VARCHAR
+        service_name VARCHAR
+        scope_name VARCHAR
+        dialect VARCHAR
+        operation VARCHAR
+        agent_name VARCHAR
+        tool_name VARCHAR
+        conversation_id VARCHAR
+        requester VARCHAR
+        escalation_level VARCHAR
+        escalation_rank TINYINT
+        trace_escalation_level VARCHAR
+        trace_escalation_rank TINYINT
+        notes JSON
+        attributes JSON
+        events JSON
+        resource JSON
+        inserted_at TIMESTAMP
+    """),
+    key=("trace_id", "span_id"),
+)
+
+FINDINGS = Table(
+    "findings",
+    _columns("""
+        trace_id VARCHAR
+        span_id VARCHAR
+        detector VARCHAR
+        score DOUBLE
+        threshold DOUBLE
+        detected BOOLEAN
+        severity VARCHAR
+        escalation_level VARCHAR
+        escalation_rank TINYINT
+        risk_category VARCHAR
+        explanation VARCHAR
+        evidence JSON
+        service_name VARCHAR
+        agent_name VARCHAR
+        conversation_id VARCHAR
+        requester VARCHAR
+        trace_start TIMESTAMP
+        evaluated_at TIMESTAMP
+    """),
+    key=("trace_id", "span_id", "detector"),
+    required=("score", "detected"),
+)
+
+TRACES = Table(
+    "traces",
+    _columns("""
+        trace_id VARCHAR
+        root_span_id VARCHAR
+        service_name VARCHAR
+        agent_names JSON
+        conversation_id VARCHAR
+        requester VARCHAR
+        escalation_level VARCHAR
+        escalation_rank TINYINT
+        detectors_fired JSON
+        release_reason VARCHAR
+        span_count INTEGER
+        error VARCHAR
+        trajectory JSON
+        trace_start TIMESTAMP
+        evaluated_at TIMESTAMP
+    """),
+    key=("trace_id", "root_span_id"),
+)
+
+LABELS = Table(
+    "labels",
+    _columns("""
+        trace_id VARCHAR
+        span_id VARCHAR
+        detector VARCHAR
+        label BOOLEAN
+        source VARCHAR
+        note VARCHAR
+        created_at TIMESTAMP
+    """),
+    required=("trace_id", "detector", "label"),
+    defaults={"created_at": "current_timestamp"},
+)
+
+META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
+SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in (SPANS, FINDINGS, TRACES, LABELS))])
