@@ -73,3 +73,7 @@ def test_findings_land_on_the_span_with_the_evidence_and_the_verdict_on_the_root
         for s in untouched
         if s.parent is not None
     )
+    carrying_verdict = [
+        s.name for s in evaluation.spans if sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL in s.attributes
+    ]
+    assert carrying_verdict == [roots[0].name]  # only the root carries the trace's verdict
