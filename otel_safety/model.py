@@ -82,6 +82,11 @@ class Message(_Element):
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    agent: str | None = Field(
+        default=None,
+        description="gen_ai.agent.name of the agent whose model call produced it (assistant "
+        "messages), so behaviour monitors keep one baseline per agent",
+    )
 
 
 class Principal(BaseModel):

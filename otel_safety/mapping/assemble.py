@@ -30,7 +30,7 @@ def assemble(
     agents = [m for m in spans if m.role == "agent"]
     start_of = {m.span_id: m.start_ns for m in spans}
 
-    messages = _conversation(models)
+    messages = _conversation(models, _agent_of(spans))
     tool_calls = _tool_calls(spans, messages, start_of)
     final_output, final_span = _final_output(models, agents)
     return Trajectory(
@@ -61,7 +61,7 @@ def _key(message: Message) -> tuple[object, ...]:
     return (message.role, message.content, message.tool_call_id, calls)
 
 
-def _conversation(models: Sequence[MappedSpan]) -> list[Message]:
+def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> list[Message]:
     seen: Counter[tuple[object, ...]] = Counter()
     conversation: list[Message] = []
     for span in models:
@@ -72,8 +72,29 @@ def _conversation(models: Sequence[MappedSpan]) -> list[Message]:
                 local[key] += 1
                 if local[key] > seen[key]:
                     seen[key] += 1
+                    if batch is span.output_messages and message.agent is None:
+                        message.agent = agent_of.get(span.span_id)
                     conversation.append(message)
     return conversation
+
+
+def _agent_of(spans: Sequence[MappedSpan]) -> dict[str, str]:
+    """Each span's agent: its own `gen_ai.agent.name`, else the nearest agent span above it,
+    else the trace's only agent (a model call under an unmapped span still has one)."""
+    by_id = {m.span_id: m for m in spans}
+    names = _unique(m.agent_name for m in spans)
+    only = names[0] if len(names) == 1 else None
+    found: dict[str, str] = {}
+    for span in spans:
+        node: MappedSpan | None = span
+        hops = 0
+        while node is not None and node.agent_name is None and hops < 64:
+            node = by_id.get(node.parent_id or "")
+            hops += 1
+        name = node.agent_name if node is not None else only
+        if name:
+            found[span.span_id] = name
+    return found
 
 
 def _scope(models: Sequence[MappedSpan], agents: Sequence[MappedSpan]) -> Scope:

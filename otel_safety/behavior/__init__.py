@@ -1,0 +1,20 @@
+"""Agent-behaviour monitors: how an agent behaves over its turns, judged per agent.
+
+The detectors here (`sandbagging`, `agent_deception`, `behavior_drift`, `ethics_boundary`)
+share one base, `BehaviorMonitor`: a mode (passive, active, learning), a sensitivity, typed
+indicators with evidence, and a baseline per agent (`gen_ai.agent.name`) per conversation.
+"""
+
+from otel_safety.behavior.indicators import Indicator, IndicatorType
+from otel_safety.behavior.modes import MonitorMode
+from otel_safety.behavior.monitor import BehaviorMonitor
+from otel_safety.behavior.turns import AgentTurn, agent_turns
+
+__all__ = [
+    "AgentTurn",
+    "BehaviorMonitor",
+    "Indicator",
+    "IndicatorType",
+    "MonitorMode",
+    "agent_turns",
+]

@@ -1,0 +1,46 @@
+"""What a behaviour monitor may do with what it sees, and how readily it speaks up."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from otel_safety.model import Severity
+
+__all__ = ["MonitorMode", "alert_threshold", "mode_severity"]
+
+
+class MonitorMode(StrEnum):
+    """`passive` annotates (its findings raise a trace to WARN at most); `active` may raise
+    it to a stop; `learning` builds its baselines and never fires (scores are still stored,
+    so thresholds can be calibrated on them before switching the monitor on)."""
+
+    PASSIVE = "passive"
+    ACTIVE = "active"
+    LEARNING = "learning"
+
+    @classmethod
+    def parse(cls, value: MonitorMode | str) -> MonitorMode:
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown monitor mode {value!r}; one of: {names}") from None
+
+
+def alert_threshold(threshold: float, sensitivity: float) -> float:
+    """The threshold a monitor fires at: 0.5 sensitivity leaves it as it is, 1 halves it,
+    0 raises it by half (the adaptive policy scales its cut-offs the same way)."""
+    if not 0.0 <= sensitivity <= 1.0:
+        raise ValueError(f"sensitivity must be between 0 and 1, got {sensitivity!r}")
+    return min(1.0, threshold * (1.5 - sensitivity))
+
+
+def mode_severity(mode: MonitorMode, score: float) -> Severity:
+    """Severity by mode: a passive monitor never goes past MEDIUM (WARN under the severity
+    policy); an active one reaches HIGH from 0.6 and CRITICAL from 0.85."""
+    if mode is MonitorMode.ACTIVE:
+        if score >= 0.85:
+            return Severity.CRITICAL
+        if score >= 0.6:
+            return Severity.HIGH
+    return Severity.MEDIUM if score >= 0.3 else Severity.LOW

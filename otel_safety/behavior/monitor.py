@@ -1,0 +1,197 @@
+"""The base every behaviour monitor shares: settings, per-agent state, modes, findings.
+
+A monitor sees each trace once (a trace judged again returns the same finding), picks the
+agent turns it has not counted yet in this conversation, and hands each one, with that
+agent's memory, to `observe`, which returns indicators. The finding's score is the strongest
+indicator; whether it fires depends on the mode and on the threshold scaled by the
+sensitivity. State lives in an `ExpiringStore` keyed by conversation, so five turns sent as
+five traces build one baseline, and memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from otel_safety.behavior.indicators import Indicator
+from otel_safety.behavior.modes import MonitorMode, alert_threshold, mode_severity
+from otel_safety.behavior.turns import AgentTurn, agent_turns
+from otel_safety.conversation import ExpiringStore, conversation_key
+from otel_safety.detectors.base import Detector
+from otel_safety.detectors.datafiles import data_dir_from_env, load_data
+from otel_safety.model import Finding, Severity, Trajectory
+
+__all__ = ["AgentState", "BehaviorMonitor", "MonitorParams"]
+
+Memory = TypeVar("Memory")
+MAX_EVIDENCE = 5
+
+
+class MonitorParams(BaseModel):
+    """Settings every monitor has; each monitor's `[monitor]` data table and constructor
+    arguments fill them (arguments win). Monitors subclass this with their own fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: MonitorMode = MonitorMode.PASSIVE
+    sensitivity: float = Field(0.5, ge=0.0, le=1.0)
+    max_agents: int = Field(32, ge=1, description="agents remembered per conversation")
+    max_turns: int = Field(256, ge=1, description="turn digests remembered per agent")
+
+
+@dataclass
+class AgentState(Generic[Memory]):
+    """One agent in one conversation: its monitor-specific memory and the turns counted."""
+
+    memory: Memory
+    turns: int = 0
+    seen: deque[str] = field(default_factory=deque)
+
+
+@dataclass
+class ConversationState(Generic[Memory]):
+    agents: OrderedDict[str, AgentState[Memory]] = field(default_factory=OrderedDict)
+    judged: OrderedDict[str, Finding] = field(default_factory=OrderedDict)  # by trace id
+
+
+class BehaviorMonitor(Detector, Generic[Memory]):
+    """Subclasses set `key`, `description`, `default_threshold`, `params_model` and
+    implement `new_memory` and `observe`; `compile` turns their data file into rules."""
+
+    severity = Severity.MEDIUM
+    params_model: ClassVar[type[MonitorParams]] = MonitorParams
+
+    def __init__(
+        self,
+        threshold: float | None = None,
+        *,
+        data_dir: str | None = None,
+        ttl: float = 3600.0,
+        max_conversations: int = 10_000,
+        **settings: Any,
+    ) -> None:
+        super().__init__(threshold)
+        label = f"{self.key} monitor"
+        try:
+            data = load_data(self.key, data_dir=data_dir or data_dir_from_env())
+            given = {k: v for k, v in settings.items() if v is not None}
+            self.params = self.params_model(**{**data.get("monitor", {}), **given})
+            self.rules = self.compile(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}"
+                for e in exc.errors()
+            )
+            raise ValueError(f"{label}: {problems}") from None
+        except ValueError as exc:
+            raise ValueError(f"{label}: {exc}") from exc
+        self.mode = self.params.mode
+        self.alert_at = alert_threshold(self.threshold, self.params.sensitivity)
+        self.state: ExpiringStore[ConversationState[Memory]] = ExpiringStore(
+            ttl=ttl, max_entries=max_conversations
+        )
+
+    # -- what each monitor implements ---------------------------------------------------
+    def compile(self, data: dict[str, Any]) -> Any:
+        """The monitor's rules from its data file (the `[monitor]` table is read already)."""
+        return None
+
+    def new_memory(self) -> Memory:
+        raise NotImplementedError
+
+    def observe(self, turn: AgentTurn, state: AgentState[Memory]) -> list[Indicator]:
+        """Judge one new turn of one agent and update its memory. `state.turns` counts the
+        turns seen before this one. In learning mode the indicators are kept, never fired."""
+        raise NotImplementedError
+
+    def summary(self, state: AgentState[Memory]) -> dict[str, Any]:
+        """What the finding reports about one agent's baseline (details["agents"])."""
+        return {}
+
+    # -- shared ------------------------------------------------------------------------
+    def evaluate(self, trajectory: Trajectory) -> Finding | None:
+        conversation = self.state.get(conversation_key(trajectory), ConversationState)
+        with self.state.lock:
+            if trajectory.trace_id in conversation.judged:  # a late span adds no turns
+                return conversation.judged[trajectory.trace_id].model_copy(deep=True)
+            finding = self._judge(trajectory, conversation)
+            if finding is not None:
+                conversation.judged[trajectory.trace_id] = finding
+                while len(conversation.judged) > self.params.max_turns:
+                    conversation.judged.popitem(last=False)
+            return finding
+
+    def _judge(
+        self, trajectory: Trajectory, conversation: ConversationState[Memory]
+    ) -> Finding | None:
+        indicators: list[Indicator] = []
+        judged: dict[str, AgentState[Memory]] = {}
+        for turn in agent_turns(trajectory):
+            state = self._agent(conversation, turn.agent)
+            if turn.digest in state.seen:
+                continue
+            state.seen.append(turn.digest)
+            if len(state.seen) > self.params.max_turns:
+                state.seen.popleft()
+            for indicator in self.observe(turn, state):
+                indicator.agent = indicator.agent or turn.agent
+                indicator.span_id = indicator.span_id or turn.span_id
+                indicators.append(indicator)
+            state.turns += 1
+            judged[turn.agent] = state
+        if not judged:
+            return None
+        return self._finding(trajectory, indicators, judged)
+
+    def _agent(self, conversation: ConversationState[Memory], agent: str) -> AgentState[Memory]:
+        state = conversation.agents.pop(agent, None) or AgentState(self.new_memory())
+        conversation.agents[agent] = state  # most recently active last
+        while len(conversation.agents) > self.params.max_agents:
+            conversation.agents.popitem(last=False)
+        return state
+
+    def _finding(
+        self,
+        trajectory: Trajectory,
+        indicators: list[Indicator],
+        agents: dict[str, AgentState[Memory]],
+    ) -> Finding:
+        ranked = sorted(indicators, key=lambda i: i.severity, reverse=True)
+        score = ranked[0].severity if ranked else 0.0
+        learning = self.mode is MonitorMode.LEARNING
+        detected = not learning and score > 0.0 and score >= self.alert_at
+        return Finding(
+            detector=self.key,
+            trace_id=trajectory.trace_id,
+            span_id=(ranked[0].span_id if ranked else None) or trajectory.root_span_id,
+            score=round(score, 6),
+            threshold=round(self.alert_at, 6),
+            detected=detected,
+            severity=mode_severity(self.mode, score) if detected else Severity.LOW,
+            explanation=self._explain(ranked, detected),
+            evidence=[i.as_evidence() for i in ranked[:MAX_EVIDENCE]],
+            risk_category=self.risk_category if detected else None,
+            details={
+                "mode": self.mode.value,
+                "sensitivity": self.params.sensitivity,
+                "indicators": [i.as_dict() for i in ranked],
+                "agents": {
+                    name: {"turns": state.turns, **self.summary(state)}
+                    for name, state in agents.items()
+                },
+            },
+        )
+
+    def _explain(self, ranked: list[Indicator], detected: bool) -> str:
+        if not ranked:
+            return f"{self.mode.value} mode: nothing seen."
+        kinds = ", ".join(dict.fromkeys(i.type.value for i in ranked))
+        top = ranked[0]
+        who = f" by {top.agent}" if top.agent else ""
+        if self.mode is MonitorMode.LEARNING:
+            return f"learning mode (never fires): {kinds}{who}, strongest {top.severity:.2f}."
+        verdict = "fired" if detected else f"below the alert threshold {self.alert_at:.2f}"
+        return f"{self.mode.value} mode, {verdict}: {kinds}{who}, strongest {top.severity:.2f}."
