@@ -117,14 +117,14 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         with self.state.lock:
             if trajectory.trace_id in conversation.judged:  # a late span adds no turns
                 return conversation.judged[trajectory.trace_id].model_copy(deep=True)
-            finding = self._judge(trajectory, conversation)
+            finding = self._judge_trace(trajectory, conversation)
             if finding is not None:
                 conversation.judged[trajectory.trace_id] = finding
                 while len(conversation.judged) > self.params.max_turns:
                     conversation.judged.popitem(last=False)
             return finding
 
-    def _judge(
+    def _judge_trace(
         self, trajectory: Trajectory, conversation: ConversationState[Memory]
     ) -> Finding | None:
         indicators: list[Indicator] = []
@@ -144,7 +144,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             judged[turn.agent] = state
         if not judged:
             return None
-        return self._finding(trajectory, indicators, judged)
+        return self._trace_finding(trajectory, indicators, judged)
 
     def _agent(self, conversation: ConversationState[Memory], agent: str) -> AgentState[Memory]:
         state = conversation.agents.pop(agent, None) or AgentState(self.new_memory())
@@ -153,7 +153,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             conversation.agents.popitem(last=False)
         return state
 
-    def _finding(
+    def _trace_finding(
         self,
         trajectory: Trajectory,
         indicators: list[Indicator],

@@ -86,8 +86,12 @@ BUILTIN_MODULES = (
     "topic_drift",
     "outcome_check",
 )
+# Agent-behaviour monitors, which live in their own package.
+BEHAVIOR_MODULES = ("sandbagging",)
 
 
 def _load_builtins() -> None:
     for module in BUILTIN_MODULES:
         importlib.import_module(f"otel_safety.detectors.{module}")
+    for module in BEHAVIOR_MODULES:
+        importlib.import_module(f"otel_safety.behavior.{module}")
