@@ -159,3 +159,42 @@ def test_policies_in_the_default_engine_give_identical_levels_on_the_eval_store(
     assert {"HARD_STOP", "HUMAN_REVIEW", "NONE"} <= set(default.values())
     assert eval_levels(shared_data, tmp_path / "restate.duckdb", RESTATE) == default
     assert eval_levels(shared_data, tmp_path / "escalation.duckdb", ESCALATION) == default
+
+
+def test_a_cedar_failure_leaves_the_base_level_and_is_counted(span_factory, tmp_path) -> None:
+    """Fault injection: nothing real makes cedarpy raise on a valid context, so its call is
+    replaced by one that does; the trace must still get the default policy's level."""
+    policy = CedarPolicy(ESCALATION, alone=True)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("cedar engine crashed")
+
+    policy._authorize = broken
+    cedar = store_runs(span_factory, tmp_path / "broken.duckdb", policy)
+    default = store_runs(span_factory, tmp_path / "default.duckdb")
+    assert {name: level for name, (level, _) in cedar.items()} == {
+        name: level for name, (level, _) in default.items()
+    }
+    assert policy.failures == len(RUNS)
+
+
+def test_policies_read_the_indicators_of_behaviour_monitors() -> None:
+    from otel_safety.model import Finding, Severity
+
+    finding = Finding(
+        detector="sandbagging",
+        trace_id="t" * 32,
+        score=0.8,
+        threshold=0.5,
+        detected=True,
+        severity=Severity.MEDIUM,
+        details={"indicators": [{"type": "strategic_timing"}, {"type": "capability_drop"}]},
+    )
+    quiet = finding.model_copy(update={"details": {"indicators": [{"type": "capability_drop"}]}})
+    policy = CedarPolicy(
+        'permit (principal, action == Action::"deny", resource) when { context.detectors has '
+        'sandbagging && context.detectors.sandbagging.indicators.contains("strategic_timing") };',
+        alone=True,
+    )
+    assert policy.decide([finding]) is EscalationLevel.HARD_STOP
+    assert policy.decide([quiet]) is EscalationLevel.NONE

@@ -56,12 +56,23 @@ class CedarPolicy:
         self.base: Policy = base or SafeguardsPolicy()
         self.alone = alone
         self._reported: set[str] = set()
+        self.failures = 0  # traces Cedar could not decide, left at the base policy's level
 
     def decide(
         self, findings: Sequence[Finding], trajectory: Trajectory | None = None
     ) -> EscalationLevel:
         base = self.base.decide(findings, trajectory)
-        decided = self.cedar_level(findings, trajectory, base)
+        try:
+            decided = self.cedar_level(findings, trajectory, base)
+        except Exception as exc:  # fail open to the base policy: the trace still gets a level
+            self.failures += 1
+            self._report(
+                [
+                    f"evaluation failed ({type(exc).__name__}: {exc}); "
+                    "the base policy's level is used"
+                ]
+            )
+            return base
         if self.alone:  # no finding shows a level above the trace's
             for finding in findings:
                 finding.escalation = min(finding.escalation, decided)

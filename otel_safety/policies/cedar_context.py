@@ -26,7 +26,14 @@ def trace_context(findings: Sequence[Finding], base_level: EscalationLevel) -> d
     for finding in findings:
         entry = detectors.setdefault(
             finding.detector,
-            {"detected": False, "score": 0, "severity": "low", "count": 0, "detected_count": 0},
+            {
+                "detected": False,
+                "score": 0,
+                "severity": "low",
+                "count": 0,
+                "detected_count": 0,
+                "indicators": [],
+            },
         )
         entry["count"] += 1
         entry["score"] = max(entry["score"], percent(finding.score))
@@ -38,6 +45,7 @@ def trace_context(findings: Sequence[Finding], base_level: EscalationLevel) -> d
             ):
                 entry["severity"] = finding.severity.value
             entry["detected"] = True
+            entry["indicators"] = sorted({*entry["indicators"], *_indicator_types(finding)})
     return {
         "level": base_level.name,
         "rank": int(base_level),
@@ -92,3 +100,11 @@ def _finding(finding: Finding) -> dict[str, Any]:
         "signals": _signals(finding_signals(finding)),
         "claims": _claims([finding]),
     }
+
+
+def _indicator_types(finding: Finding) -> list[str]:
+    """The typed indicators a behaviour monitor's finding carries (`details["indicators"]`)."""
+    indicators = (finding.details or {}).get("indicators")
+    if not isinstance(indicators, list):
+        return []
+    return [i["type"] for i in indicators if isinstance(i, dict) and isinstance(i.get("type"), str)]
