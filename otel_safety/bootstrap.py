@@ -14,8 +14,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety import detectors as detector_registry
+from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
-from otel_safety.config import Settings
+from otel_safety.config import ConfigError, Settings
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
@@ -144,9 +145,30 @@ def _conversation_keys(settings: Settings) -> tuple[str, ...]:
 
 
 def _detector_options(settings: Settings, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    options: dict[str, dict[str, Any]] = {}
     if settings.principals and "tool_guard" in keys:
-        return {"tool_guard": {"principals": settings.principals}}
-    return {}
+        options["tool_guard"] = {"principals": settings.principals}
+    for key, mode in _monitor_modes(settings, keys).items():
+        options[key] = {"mode": mode}
+    return options
+
+
+def _monitor_modes(settings: Settings, keys: Sequence[str]) -> dict[str, MonitorMode]:
+    """`monitor_modes` checked up front: known modes, for behaviour monitors in use."""
+    known = detector_registry.available()
+    monitors = sorted(k for k in keys if issubclass(known[k], BehaviorMonitor))
+    modes = {}
+    for key, mode in settings.monitor_modes.items():
+        if key not in monitors:
+            raise ConfigError(
+                f"OTEL_SAFETY_MONITOR_MODES / monitor_modes: {key!r} is not a behaviour monitor "
+                f"in use; in use: {', '.join(monitors) or 'none'}"
+            )
+        try:
+            modes[key] = MonitorMode.parse(mode)
+        except ValueError as exc:
+            raise ConfigError(f"OTEL_SAFETY_MONITOR_MODES / monitor_modes: {key}: {exc}") from None
+    return modes
 
 
 def _detector_left_out(key: str, exc: Exception) -> None:

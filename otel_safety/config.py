@@ -39,6 +39,11 @@ class Settings(BaseModel):
     policy: str | None = Field(
         None, description="Cedar escalation policy file, .cedar (OTEL_SAFETY_POLICY)"
     )
+    monitor_modes: dict[str, str] = Field(
+        default_factory=dict,
+        description="behaviour monitor modes, key=passive|active|learning "
+        "(OTEL_SAFETY_MONITOR_MODES); the monitors' data files set the defaults",
+    )
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **arguments: Any) -> Settings:
@@ -72,14 +77,14 @@ def _env_name(field: str) -> str:
 def _parse_env(name: str, raw: str) -> Any:
     if name == "detectors":
         return [key.strip() for key in raw.split(",") if key.strip()]
-    if name == "thresholds":
+    if name in ("thresholds", "monitor_modes"):
+        example = "scope_escalation=0.2" if name == "thresholds" else "sandbagging=active"
         pairs = {}
         for item in filter(None, (part.strip() for part in raw.split(","))):
             key, sep, value = item.partition("=")
             if not sep:
                 raise ConfigError(
-                    f"{_env_name(name)}: expected key=value pairs like "
-                    f"'scope_escalation=0.2', got {item!r}"
+                    f"{_env_name(name)}: expected key=value pairs like {example!r}, got {item!r}"
                 )
             pairs[key.strip()] = value.strip()
         return pairs

@@ -192,3 +192,22 @@ def test_a_deployment_names_its_own_conversation_attribute(span_factory, monkeyp
         ).trajectory.conversation_id
         is None
     )
+
+
+def test_monitor_modes_come_from_the_environment_and_are_checked() -> None:
+    from otel_safety.bootstrap import build_engine
+
+    def sandbagging(environ: dict[str, str]):
+        engine = build_engine(Settings.resolve(environ=environ, store=False), [], background=False)
+        return next(d for d in engine.pipeline.detectors if d.key == "sandbagging")
+
+    assert sandbagging({}).mode == "passive"
+    assert sandbagging({"OTEL_SAFETY_MONITOR_MODES": "sandbagging=learning"}).mode == "learning"
+    assert not sandbagging({"OTEL_SAFETY_MONITOR_MODES": "sandbagging=learning"}).can_fire
+    for bad, reason in [
+        ("sandbagging=loud", "unknown monitor mode 'loud'"),
+        ("injection=active", "'injection' is not a behaviour monitor in use"),
+        ("sandbagging", "expected key=value pairs"),
+    ]:
+        with pytest.raises(ConfigError, match=reason):
+            sandbagging({"OTEL_SAFETY_MONITOR_MODES": bad})

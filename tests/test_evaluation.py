@@ -202,6 +202,12 @@ def test_firing_rates_are_reported_where_a_dataset_has_no_label(shared_data):
     )
 
 
+def test_detectors_that_only_annotate_get_no_firing_rate(shared_data):
+    cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 6)
+    report = run_eval(cases, ":memory:", detectors=["injection", "request_claims"], resamples=10)
+    assert set(report.unlabelled) == {("injection", "xstest")}
+
+
 def test_readme_figures_are_a_fresh_eval_run(shared_data):
     """The README's table is command output: a detector change must regenerate it."""
     from pathlib import Path

@@ -94,6 +94,10 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             ttl=ttl, max_entries=max_conversations
         )
 
+    @property
+    def can_fire(self) -> bool:
+        return self.mode is not MonitorMode.LEARNING
+
     # -- what each monitor implements ---------------------------------------------------
     def compile(self, data: dict[str, Any]) -> Any:
         """The monitor's rules from its data file (the `[monitor]` table is read already)."""

@@ -27,6 +27,12 @@ class Detector:
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else threshold
 
+    @property
+    def can_fire(self) -> bool:
+        """False for detectors that only annotate (claims for policies, a monitor in learning
+        mode): reports leave them out of firing rates, where they would only show zeros."""
+        return True
+
     def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
         """Return (score, evidence, explanation), or None when not applicable."""
         raise NotImplementedError

@@ -45,6 +45,10 @@ class RequestClaims(PerSpanDetector):
         "call, on its span; it never fires by itself."
     )
 
+    @property
+    def can_fire(self) -> bool:
+        return False
+
     def evaluate_all(self, trajectory: Trajectory) -> list[Finding]:
         return [self._finding(trajectory, call) for call in model_calls(trajectory)]
 

@@ -227,7 +227,11 @@ def run_eval(
         resamples,
         seed,
         sampled,
-        _unlabelled(case_of, collector.detected, active),
+        _unlabelled(
+            case_of,
+            collector.detected,
+            {d.key for d in engine.pipeline.detectors if d.can_fire},
+        ),
     )
 
 
