@@ -1,9 +1,9 @@
-"""Benchmark: the conversation monitors' cost per span as a conversation grows.
+"""Benchmark: the conversation and behaviour monitors' cost per span as a conversation grows.
 
-Run: make bench   (or: python bench/bench_monitors.py --turns 1 5 20 50)
+Run: make bench   (or: python bench/bench_monitors.py --turns 1 5 20 50 --group behavior)
 Each turn is one trace (agent span + chat span) of the same conversation whose chat span
 carries the whole history so far, as instrumented agents send it. The traces go through the
-real pipeline twice, with and without the monitors; the difference is the monitors' cost.
+real pipeline twice, with and without one group of monitors; the difference is their cost.
 Figures are printed, not asserted; they depend on the machine.
 """
 
@@ -18,9 +18,23 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_safety import Pipeline
-from otel_safety.detectors.intent_risk import IntentRisk
-from otel_safety.detectors.outcome_check import OutcomeCheck
-from otel_safety.detectors.topic_drift import TopicDrift
+from otel_safety import detectors as registry
+
+GROUPS = {
+    "hook": ["intent_risk", "topic_drift", "outcome_check"],
+    "behavior": ["sandbagging", "agent_deception", "behavior_drift", "ethics_boundary"],
+}
+ANSWERS = [
+    "Lisbon in May is warm, about 22 °C. Start in Alfama, then take tram 28 to Graça; "
+    "according to the tourist office, mornings are quietest.",
+    "Stay in Chiado or Príncipe Real: both are central, safe and walkable, because the metro "
+    "stations Baixa-Chiado and Rato are close.",
+    "Sintra (40 minutes by train) and Cascais (35 minutes) are the classic day trips; "
+    "book Pena Palace tickets online first.",
+    "Keep your phone in a front pocket on tram 28 and watch your bag at Rossio; "
+    "pickpockets work the crowded stops.",
+    "I'm not sure, maybe try searching online.",
+]
 
 QUESTIONS = [
     "Help me plan a five-day trip to Lisbon in May.",
@@ -42,7 +56,8 @@ def conversation(turns: int, name: str) -> list[list]:
     for turn in range(turns):
         question = f"{QUESTIONS[turn % len(QUESTIONS)]} (turn {turn})"
         history.append({"role": "user", "parts": [{"type": "text", "content": question}]})
-        answer = {"role": "assistant", "parts": [{"type": "text", "content": "Here you go."}]}
+        text = ANSWERS[turn % len(ANSWERS)]
+        answer = {"role": "assistant", "parts": [{"type": "text", "content": text}]}
         exporter.clear()
         with (
             tracer.start_as_current_span(
@@ -83,27 +98,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, nargs="+", default=[1, 5, 20, 50])
     parser.add_argument("--repeat", type=int, default=20, help="conversations per length")
+    parser.add_argument("--group", choices=[*GROUPS, "all"], default="all")
     args = parser.parse_args()
+    for group in GROUPS if args.group == "all" else [args.group]:
+        print(f"\n{group} monitors: {', '.join(GROUPS[group])}\n")
+        table(GROUPS[group], args.turns, args.repeat)
+
+
+def table(keys: list[str], lengths: list[int], repeat: int) -> None:
     print(
         "| turns | spans | monitors µs/span (mean) | monitors µs/span (last turn) "
         "| mapping+policy µs/span |"
     )
     print("|---:|---:|---:|---:|---:|")
-    for turns in args.turns:
+    for turns in lengths:
         with_total = without_total = with_last = without_last = 0.0
         spans = 0
-        for rep in range(args.repeat):
+        for rep in range(repeat):
             traces = conversation(turns, f"bench-{turns}-{rep}")
             spans += sum(len(t) for t in traces)
             base = Pipeline(detectors=[])
-            monitored = Pipeline(detectors=[IntentRisk(), TopicDrift(), OutcomeCheck()])
+            monitored = Pipeline(detectors=registry.create(keys))
             seconds(base, traces[:1])  # warm both before timing
             seconds(monitored, conversation(1, "warm"))
             total, last = seconds(base, traces)
             without_total, without_last = without_total + total, without_last + last
             total, last = seconds(monitored, traces)
             with_total, with_last = with_total + total, with_last + last
-        last_spans = 2 * args.repeat
+        last_spans = 2 * repeat
         per_span = (with_total - without_total) / spans * 1e6
         last_turn = (with_last - without_last) / last_spans * 1e6
         print(

@@ -407,7 +407,30 @@ def check_top_blocked_requesters(db, traces):
     assert len(run(db, "top_blocked_requesters", limit_rows=1, **crafted)) == 1
 
 
+def check_behavior_indicators(db: Path, traces: dict[str, str]) -> None:
+    """Recount the indicators from the findings' evidence in Python and compare."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = con.execute("SELECT detector, detected, evidence FROM findings").fetchall()
+    expected: dict[tuple[str, str, str], int] = {}
+    every: dict[tuple[str, str, str], int] = {}
+    for detector, detected, evidence in stored:
+        for entry in json.loads(evidence or "[]"):
+            indicator = (entry.get("detail") or {}).get("indicator")
+            if indicator:
+                key = ((entry["detail"].get("agent") or "(unnamed)"), indicator, detector)
+                every[key] = every.get(key, 0) + 1
+                if detected:
+                    expected[key] = expected.get(key, 0) + 1
+    assert every, "the eval sample should leave some behaviour indicators"
+    fired = run(db, "behavior_indicators", limit_rows=1000)
+    assert {(r["agent"], r["indicator"], r["detector"]): r["seen"] for r in fired} == expected
+    everything = run(db, "behavior_indicators", fired="false", limit_rows=1000)
+    assert {(r["agent"], r["indicator"], r["detector"]): r["seen"] for r in everything} == every
+    assert run(db, "behavior_indicators", since="2100-01-01") == []
+
+
 CHECKS = {
+    "behavior_indicators": check_behavior_indicators,
     "top_blocked_requesters": check_top_blocked_requesters,
     "flagged_spans": check_flagged_spans,
     "escalations_by_agent": check_escalations_by_agent,
@@ -467,6 +490,7 @@ def test_query_file_is_documented_and_runs_as_a_duckdb_script(kit_store, name):
         ("labels_summary", {"colour": "red"}, "has no parameter 'colour'"),
         ("top_blocked_requesters", {"source": "email"}, "source must be inline or trace"),
         ("top_blocked_requesters", {"min_blocked": "few"}, "min_blocked must be a whole number"),
+        ("behavior_indicators", {"fired": "maybe"}, "fired must be true or false, got maybe"),
     ],
 )
 def test_bad_parameter_values_are_clear_errors(kit_store, name, params, message):

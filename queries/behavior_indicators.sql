@@ -1,0 +1,44 @@
+-- behavior_indicators: which agents show which behaviour indicators, how often and how strongly?
+-- Tables: findings (the behaviour monitors' findings: sandbagging, agent_deception,
+--         behavior_drift, ethics_boundary; each of a finding's five strongest indicators is
+--         one evidence entry whose detail names its type, strength and agent).
+-- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
+--             `--param name=value` with `otel-safety query`):
+--   since       only traces that started at or after this date or timestamp (default: all)
+--   fired       true: only indicators of findings that fired; false: all, learning mode
+--               included (default true)
+--   limit_rows  at most this many rows (default 50)
+-- Columns: agent is the agent the indicator was seen in (gen_ai.agent.name); strongest is
+-- the highest strength (0-1); traces counts distinct traces.
+WITH params AS (
+    SELECT
+        CASE WHEN getvariable('since') IS NULL THEN NULL
+             ELSE coalesce(try_cast(getvariable('since') AS TIMESTAMP),
+                           error('since must be a date or timestamp like 2025-06-01, got '
+                                 || getvariable('since'))) END AS since,
+        CASE WHEN getvariable('fired') IS NULL THEN TRUE
+             WHEN lower(CAST(getvariable('fired') AS VARCHAR)) IN ('true', 'false')
+             THEN lower(CAST(getvariable('fired') AS VARCHAR)) = 'true'
+             ELSE error('fired must be true or false, got '
+                        || CAST(getvariable('fired') AS VARCHAR)) END AS fired
+),
+entries AS (
+    SELECT f.detector, f.trace_id, f.trace_start, f.detected,
+           unnest(CAST(f.evidence AS JSON[])) AS entry
+    FROM findings AS f, params AS p
+    WHERE (p.since IS NULL OR f.trace_start >= p.since)
+      AND (f.detected OR NOT p.fired)
+)
+SELECT
+    coalesce(entry ->> '$.detail.agent', '(unnamed)') AS agent,
+    entry ->> '$.detail.indicator' AS indicator,
+    detector,
+    count(*) AS seen,
+    count(DISTINCT trace_id) AS traces,
+    round(max(CAST(entry ->> '$.detail.severity' AS DOUBLE)), 3) AS strongest,
+    max(trace_start) AS last_seen
+FROM entries
+WHERE entry ->> '$.detail.indicator' IS NOT NULL
+GROUP BY ALL
+ORDER BY seen DESC, strongest DESC, agent, indicator
+LIMIT coalesce(getvariable('limit_rows'), 50);
