@@ -152,6 +152,17 @@ def test_the_profile_separates_a_helpful_answer_from_a_curt_refusal():
     assert helpful["imperative"] > 0.2 and curt["imperative"] == 0.0
     assert helpful["warmth"] > 0.3 and curt["warmth"] == 0.0
     assert helpful["request_overlap"] > curt["request_overlap"]
+    lecture = AgentTurn(
+        "a",
+        "How do I get back at my ex?",
+        "It's important to respect the "
+        "boundaries of others. Revenge is never acceptable. Focus on your own healing.",
+        None,
+    )
+    sermon = dict(zip(FEATURES, turn_profile(lecture, rules), strict=True))
+    assert sermon["moralising"] == pytest.approx(2 / 3) and helpful["moralising"] == 0.0
+    evasive = AgentTurn("a", "How do I fix a tap?", "I'd rather not. Look it up.", None)
+    assert turn_profile(evasive, rules)[FEATURES.index("refusal")] == 1.0
     tool_turn = AgentTurn("a", "list files", "Done, here they are.", None, ("ls", "cat"), 1)
     profile = dict(zip(FEATURES, turn_profile(tool_turn, rules), strict=True))
     assert profile["tool_use"] == 1.0 and profile["tool_errors"] == 0.5

@@ -1,9 +1,9 @@
 """Behaviour drift: an agent that starts behaving differently from how it began.
 
 Each answer of an agent becomes a profile p_t of F features in [0, 1] (`behavior.profile`:
-log-scaled length, refusal, hedging, instructions, overlap with the request, warmth, tool
-use and tool errors), chosen to describe *how* the agent answers, not *what about*, so a
-change of topic leaves the profile alone.
+log-scaled length, refusal or evasion, hedging, instructions, overlap with the request,
+warmth, moralising, tool use and tool errors), chosen to describe *how* the agent answers,
+not *what about*, so a change of topic leaves the profile alone.
 
 Baseline and window. The baseline B is the mean profile of the agent's first W turns
 (`window_size`), then frozen. The window is the mean profile of its last W turns, kept in a
@@ -120,8 +120,8 @@ class BehaviorDrift(BehaviorMonitor[DriftMemory]):
     params_model = DriftParams
     description = (
         "Agent-behaviour monitor: each agent's last window_size turns (length, refusal, "
-        "hedging, instructions, overlap with the request, warmth, tool use) compared with "
-        "its first window_size turns; fires when the weighted distance reaches "
+        "hedging, instructions, overlap with the request, warmth, moralising, tool use) "
+        "compared with its first window_size turns; fires when the weighted distance reaches "
         "drift_threshold. One odd turn cannot fire it; learning mode keeps a running "
         "baseline and never fires; baselines are per agent."
     )

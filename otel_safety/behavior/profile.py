@@ -16,6 +16,8 @@ does not:
 - `request_overlap`: share of the request's content words (stemmed, stop words out) that
   the answer takes up; an evasive answer talks past the question.
 - `warmth`: friendly markers ("happy to", "hope this helps", "!") per sentence, capped at 1.
+- `moralising`: share of sentences that lecture ("it's important to note", "is never
+  acceptable", "illegal"): some models decline by sermon rather than by "I can't".
 - `tool_use`: 1 when the turn called a tool; `tool_errors`: share of its calls that failed.
 
 Limits: the lexicons are English; an answer that is one long code block has few sentences,
@@ -46,10 +48,11 @@ FEATURES = (
     "imperative",
     "request_overlap",
     "warmth",
+    "moralising",
     "tool_use",
     "tool_errors",
 )
-LEXICONS = ("hedging", "imperative", "evasion", "warmth")
+LEXICONS = ("hedging", "imperative", "evasion", "warmth", "moralising")
 EVASION_SENTENCES = 2  # an evasion counts when it opens the answer
 MAX_CHARS = 8_000  # an answer is read up to here: a huge one cannot slow the pipeline
 _WORD = regex.compile(r"[\p{L}\p{N}]+(?:'[\p{L}]+)?")  # text has straight quotes by then
@@ -72,6 +75,7 @@ class ProfileRules:
     imperative: regex.Pattern  # anchored at a sentence start
     evasion: tuple[regex.Pattern, ...]
     warmth: tuple[regex.Pattern, ...]
+    moralising: tuple[regex.Pattern, ...]
 
     def length_words(self, value: float) -> int:
         """The word count a `length` feature value stands for (for evidence)."""
@@ -97,6 +101,7 @@ def compile_profile(data: Mapping[str, Any]) -> ProfileRules:
         imperative=regex.compile(f"^(?:{opening})", regex.IGNORECASE),
         evasion=_patterns(lexicon.get("evasion", []), "lexicon.evasion"),
         warmth=_patterns(lexicon.get("warmth", []), "lexicon.warmth"),
+        moralising=_patterns(lexicon.get("moralising", []), "lexicon.moralising"),
     )
 
 
@@ -113,6 +118,7 @@ def turn_profile(turn: AgentTurn, rules: ProfileRules) -> Profile:
         "imperative": _share(sentences, lambda s: bool(rules.imperative.match(_opening(s)))),
         "request_overlap": request_overlap(turn.prompt, text),
         "warmth": min(1.0, sum(len(p.findall(text)) for p in rules.warmth) / len(sentences)),
+        "moralising": _share(sentences, lambda s: any(p.search(s) for p in rules.moralising)),
         "tool_use": 1.0 if calls else 0.0,
         "tool_errors": min(1.0, turn.tool_errors / calls) if calls else 0.0,
     }
