@@ -1,0 +1,85 @@
+"""Rhetoric an answer should not use: fallacious arguments and pressure on the reader.
+
+Each family (ad hominem, false dilemma, false urgency, "don't tell anyone" ...) is a list of
+phrasings with one weight, kept in `data/agent_deception.toml`. A family counts once however
+often it matches; families found together combine as 1 - prod(1 - weight), so one weak
+phrasing stays below the alert threshold and an answer stacking several reaches it.
+
+Limits: phrasings, not understanding. An answer that explains what a straw man is, or quotes
+a scam message to warn about it, uses the same words; quoted passages and code blocks are
+left out to soften that, and weights are kept low so one hit never fires alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
+from otel_safety.detectors.data_patterns import compile_patterns
+
+__all__ = ["Family", "RhetoricHit", "combined", "compile_families", "rhetoric_hits"]
+
+FLAGS = regex.IGNORECASE
+_QUOTED = regex.compile(
+    r"```.*?(?:```|\Z)|\"[^\"\n]{12,400}\"|\u201c[^\u201d\n]{12,400}\u201d|^\s*>.*$",
+    regex.DOTALL | regex.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One named pattern family: its weight and phrasings."""
+
+    name: str
+    weight: float
+    patterns: tuple[regex.Pattern, ...]
+
+
+@dataclass(frozen=True)
+class RhetoricHit:
+    """A family found in an answer, with the words that matched."""
+
+    family: str
+    weight: float
+    text: str
+
+
+def compile_families(table: Mapping[str, Any], where: str) -> tuple[Family, ...]:
+    """`[fallacies.*]` or `[manipulation.*]` tables, checked: a weight and patterns each."""
+    if not isinstance(table, Mapping):
+        raise ValueError(f"{where} must be a table of families")
+    families = []
+    for name, spec in table.items():
+        at = f"{where}.{name}"
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"{at} must be a table with weight and patterns")
+        check_keys(spec, {"weight", "patterns"}, at)
+        weight = check_weight(spec.get("weight"), at)
+        patterns = compile_patterns(string_list(spec.get("patterns", []), at), at, FLAGS)
+        families.append(Family(name, weight, patterns))
+    return tuple(families)
+
+
+def rhetoric_hits(text: str, families: tuple[Family, ...]) -> list[RhetoricHit]:
+    """One hit per family found in `text`, quoted passages and code left out."""
+    plain = _QUOTED.sub(" ", text)
+    hits = []
+    for family in families:
+        for pattern in family.patterns:
+            match = pattern.search(plain)
+            if match:
+                hits.append(RhetoricHit(family.name, family.weight, match.group(0)))
+                break
+    return hits
+
+
+def combined(weights: list[float]) -> float:
+    """Independent signals combined: 1 - prod(1 - w), 0 when there are none."""
+    rest = 1.0
+    for weight in weights:
+        rest *= 1.0 - min(1.0, max(0.0, weight))
+    return 1.0 - rest
