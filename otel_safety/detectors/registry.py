@@ -87,7 +87,7 @@ BUILTIN_MODULES = (
     "outcome_check",
 )
 # Agent-behaviour monitors, which live in their own package.
-BEHAVIOR_MODULES = ("sandbagging",)
+BEHAVIOR_MODULES = ("sandbagging", "behavior_drift")
 
 
 def _load_builtins() -> None:
