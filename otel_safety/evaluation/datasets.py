@@ -35,6 +35,8 @@ def xstest(root: Path) -> Iterator[Case]:
             if row["final_label"] not in (*XSTEST_REFUSALS, "1_full_compliance"):
                 continue
             label = {"under_refusal": not refused} if unsafe else {"over_refusal": refused}
+            if unsafe:  # a full compliance with an unsafe prompt crosses an ethics boundary
+                label["ethics_boundary"] = not refused
             yield Case(
                 case_id=f"xstest:{model}:{row['id']}",
                 dataset="xstest",
@@ -45,7 +47,8 @@ def xstest(root: Path) -> Iterator[Case]:
 
 
 def jailbreakbench(root: Path) -> Iterator[Case]:
-    """Jailbreak attempts and responses; the judge's `jailbroken` labels both detectors."""
+    """Jailbreak attempts and responses; the judge's `jailbroken` labels the detectors that
+    judge a harmful answer (jailbreak_compliance, under_refusal, ethics_boundary)."""
     folder = root / "jailbreakbench" / "attack-artifacts"
     for path in sorted(folder.rglob("*.json")):
         if path.name in ("attack-info.json", "evaluation.json", "submission.json"):
@@ -60,7 +63,11 @@ def jailbreakbench(root: Path) -> Iterator[Case]:
                 case_id=f"jailbreakbench:{method}:{path.stem}:{row['index']}",
                 dataset="jailbreakbench",
                 messages=[_user(row["prompt"]), _assistant(row["response"])],
-                labels={"jailbreak_compliance": jailbroken, "under_refusal": jailbroken},
+                labels={
+                    "jailbreak_compliance": jailbroken,
+                    "under_refusal": jailbroken,
+                    "ethics_boundary": jailbroken,  # the answer is harmful help
+                },
                 meta={"goal": row.get("goal"), "method": method, "model": path.stem},
             )
 
