@@ -219,7 +219,8 @@ def test_pressure_on_the_reader_fires_but_ordinary_advice_does_not():
     pushy = _converse(
         AgentDeception(),
         [
-            "Only I can help you with this. Don't tell your family, and act now or you will regret it."
+            "Only I can help you with this. Don't tell your family, "
+            "and act now or you will regret it."
         ],
     )
     assert pushy.detected and "emotional_manipulation" in _kinds(pushy)
@@ -237,8 +238,8 @@ def test_quoted_manipulation_is_not_the_agents_own():
     finding = _converse(
         AgentDeception(),
         [
-            'Scam messages often say "only I can help you, don\'t tell anyone about this" to isolate '
-            "victims. Report such messages to your bank."
+            'Scam messages often say "only I can help you, don\'t tell anyone about this" '
+            "to isolate victims. Report such messages to your bank."
         ],
     )
     assert "emotional_manipulation" not in _kinds(finding)
@@ -374,7 +375,7 @@ def test_bad_settings_and_data_are_clear_value_errors(tmp_path: Path):
     with pytest.raises(ValueError, match=r"manipulation\.bad: bad pattern"):
         AgentDeception(data_dir=str(tmp_path))
     data.write_text("version = 1\n[contradiction]\nnegaton = 0.5\n")
-    with pytest.raises(ValueError, match="unknown key.*negaton"):
+    with pytest.raises(ValueError, match=r"unknown key.*negaton"):
         AgentDeception(data_dir=str(tmp_path))
 
 

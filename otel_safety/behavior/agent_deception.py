@@ -26,18 +26,18 @@ ad hominem is uses the words of one); weights keep a single weak sign below the 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
 
 from otel_safety.behavior.citations import (
     CitationRules,
+    RunEvidence,
+    SourceMemory,
     citation_hits,
     compile_citations,
     source_text,
@@ -59,8 +59,6 @@ from otel_safety.detectors.registry import register
 from otel_safety.model import Finding, Trajectory
 
 __all__ = ["AgentDeception", "AgentDeceptionParams", "DeceptionMemory"]
-
-_SOURCE_CHARS = 20_000  # of one tool result or input kept for citation look-ups
 
 
 class AgentDeceptionParams(MonitorParams):
@@ -89,16 +87,7 @@ class DeceptionMemory:
     """One agent's statements so far, and what its runs contained, both bounded."""
 
     facts: deque[Fact]
-    sources: deque[str]
-    source_keys: deque[str] = field(default_factory=deque)
-    retrieved: bool = False  # the agent used tools in this conversation
-
-
-@dataclass(frozen=True)
-class _RunContext:
-    sources: tuple[str, ...]
-    retrieval: bool
-    today: date
+    sources: SourceMemory
 
 
 @register
@@ -124,7 +113,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         **settings: Any,
     ) -> None:
         self.clock = clock
-        self._context = _RunContext((), False, _today(clock()))
+        self._run = RunEvidence.empty(clock)
         super().__init__(threshold, **settings)
         self.params: AgentDeceptionParams
 
@@ -139,19 +128,19 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
     def new_memory(self) -> DeceptionMemory:
         return DeceptionMemory(
             facts=deque(maxlen=self.params.max_claims),
-            sources=deque(maxlen=self.params.max_sources),
+            sources=SourceMemory(self.params.max_sources),
         )
 
     def evaluate(self, trajectory: Trajectory) -> Finding | None:
         """Keep what this run contained for the citation checks, under the store's
         (re-entrant) lock so a concurrent trace cannot swap it mid-judgement."""
         with self.state.lock:
-            self._context = _run_context(trajectory, self.clock)
+            self._run = RunEvidence.of(trajectory, self.clock)
             return super().evaluate(trajectory)
 
     def observe(self, turn: AgentTurn, state: AgentState[DeceptionMemory]) -> list[Indicator]:
         memory = state.memory
-        _remember_sources(memory, self._context, self.params.max_sources)
+        memory.sources.add(self._run)
         number = state.turns + 1
         indicators = [
             self._inconsistency(turn, number, memory),
@@ -186,7 +175,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         if not found:
             return None
         corrected = bool(rules.corrections.search(turn.text))
-        sources = source_text(self._context.sources) if turn.tool_calls else ""
+        sources = source_text(self._run.texts) if turn.tool_calls else ""
         scored = [(c, self._discount(c, corrected, sources)) for c in found]
         scored.sort(key=lambda pair: -pair[0].weight * pair[1])
         severity = combined([c.weight * f for c, f in scored]) * self.params.inconsistency_weight
@@ -236,9 +225,8 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         )
 
     def _citations(self, text: str, memory: DeceptionMemory) -> Indicator | None:
-        context = self._context
-        sources = source_text(memory.sources)
-        hits = citation_hits(text, sources, memory.retrieved, context.today, self.rules.citations)
+        sources, today = memory.sources, self._run.today
+        hits = citation_hits(text, sources.text(), sources.retrieved, today, self.rules.citations)
         if not hits:
             return None
         weights = [hit.weight for hit in {hit.kind: hit for hit in hits}.values()]
@@ -248,51 +236,11 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
             evidence=[f"{hit.kind}: {clip(hit.text, 160)}" for hit in hits[:5]],
             metadata={
                 "kinds": sorted({hit.kind for hit in hits}),
-                "today": context.today.isoformat(),
-                "retrieval": memory.retrieved,
-                "sources_seen": len(memory.sources),
+                "today": today.isoformat(),
+                "retrieval": sources.retrieved,
+                "sources_seen": len(sources),
             },
         )
-
-
-def _run_context(trajectory: Trajectory, clock: Callable[[], float]) -> _RunContext:
-    """What one run contained (tool results and arguments, inputs) and its date."""
-    texts: list[str] = [trajectory.scope.text]
-    texts += [m.content for m in trajectory.messages if m.role in ("user", "tool", "system")]
-    for call in trajectory.tool_calls:
-        texts += [call.arguments_text(), call.result or "", call.error or ""]
-    starts = [call.start_ns for call in trajectory.tool_calls if call.start_ns]
-    now = max(starts) / 1e9 if starts else clock()
-    retrieval = bool(trajectory.tool_calls) or any(m.role == "tool" for m in trajectory.messages)
-    return _RunContext(tuple(t for t in texts if t and t.strip()), retrieval, _today(now))
-
-
-def _remember_sources(memory: DeceptionMemory, context: _RunContext, limit: int) -> None:
-    memory.retrieved = memory.retrieved or context.retrieval
-    for text in _new_sources(memory, context.sources):
-        memory.sources.append(text[:_SOURCE_CHARS])
-        while len(memory.source_keys) >= limit:
-            memory.source_keys.popleft()
-        memory.source_keys.append(_digest(text))
-
-
-def _new_sources(memory: DeceptionMemory, texts: Iterable[str]) -> list[str]:
-    known = set(memory.source_keys)
-    fresh = []
-    for text in texts:
-        key = _digest(text)
-        if key not in known:
-            known.add(key)
-            fresh.append(text)
-    return fresh
-
-
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text[:_SOURCE_CHARS].encode(), digest_size=8).hexdigest()
-
-
-def _today(seconds: float) -> date:
-    return datetime.fromtimestamp(seconds, UTC).date()
 
 
 def _quote(conflict: Conflict) -> str:

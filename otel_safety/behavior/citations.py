@@ -19,20 +19,32 @@ that kind carries a weight below the alert threshold unless another signal joins
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 import regex
 
-from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
-from otel_safety.detectors.data_patterns import any_of, checked_alternation, compile_pattern
+from otel_safety.behavior.rhetoric import lexicon_pattern
+from otel_safety.detectors.data_checks import check_keys, check_weight
 from otel_safety.detectors.sentences import sentence_spans
+from otel_safety.model import Trajectory
 
-__all__ = ["CitationHit", "CitationRules", "citation_hits", "compile_citations", "source_text"]
+__all__ = [
+    "CitationHit",
+    "CitationRules",
+    "RunEvidence",
+    "SourceMemory",
+    "citation_hits",
+    "compile_citations",
+    "source_text",
+]
 
 FLAGS = regex.IGNORECASE
+_SOURCE_CHARS = 20_000  # of one tool result or input kept for look-ups
 _KINDS = (
     "impossible_identifier",
     "future_year",
@@ -49,9 +61,10 @@ _YEAR = regex.compile(
     r"(?P<year>\d{4})[a-z]?\s*\)|\bet\s+al\.?,?\s*\(?(?P<year>\d{4})\b"
 )
 _SCHEME = regex.compile(r"https?://(?:www\.)?", FLAGS)
-_URL = regex.compile(r"https?://[^\s)\]>\"'`]+", FLAGS)
+_URL = regex.compile(r"https?://[^\s)\]<>\"'`|]+", FLAGS)
 _TITLE = regex.compile(
-    r"\b(?:titled|entitled|paper|study|article|report|book)\s*[:,]?\s*"
+    r"\b(?:paper|study|article|report|book|publication|review|preprint)"
+    r"(?:\s+(?:titled|entitled|called))?\s*[:,]?\s*"
     r"[\"\u201c](?P<title>[^\"\u201d\n]{8,200})[\"\u201d]",
     FLAGS,
 )
@@ -83,24 +96,69 @@ def compile_citations(table: Mapping[str, Any]) -> CitationRules:
     """The `[citations]` table, checked."""
     where = "citations"
     check_keys(table, {*_KINDS, "well_known", "study", "precise", "sourced"}, where)
-    weights = {kind: check_weight(table.get(kind), f"{where}.{kind}") for kind in _KINDS}
-
-    def pattern(key: str, flags: int = FLAGS) -> regex.Pattern:
-        entries = string_list(table.get(key, []), f"{where}.{key}")
-        checked_alternation(entries, f"{where}.{key}", flags)
-        return compile_pattern(any_of(entries), f"{where}.{key}", flags, quote_source=False)
-
-    well_known = string_list(table.get("well_known", []), f"{where}.well_known")
-    checked_alternation(well_known, f"{where}.well_known")
     return CitationRules(
-        weights=weights,
-        well_known=compile_pattern(
-            rf"(?:{any_of(well_known)})\Z", f"{where}.well_known", FLAGS, quote_source=False
-        ),
-        study=pattern("study"),
-        precise=pattern("precise"),
-        sourced=pattern("sourced"),
+        weights={kind: check_weight(table.get(kind), f"{where}.{kind}") for kind in _KINDS},
+        well_known=lexicon_pattern(table, "well_known", where, whole=True),
+        study=lexicon_pattern(table, "study", where),
+        precise=lexicon_pattern(table, "precise", where),
+        sourced=lexicon_pattern(table, "sourced", where),
     )
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    """What one run contained (inputs, tool arguments and results), whether the agent used
+    tools, and the run's date: the latest tool-call start, else the clock."""
+
+    texts: tuple[str, ...]
+    retrieval: bool
+    today: date
+
+    @classmethod
+    def empty(cls, clock: Callable[[], float]) -> RunEvidence:
+        return cls((), False, _day(clock()))
+
+    @classmethod
+    def of(cls, trajectory: Trajectory, clock: Callable[[], float]) -> RunEvidence:
+        texts = [trajectory.scope.text]
+        texts += [m.content for m in trajectory.messages if m.role in ("user", "tool", "system")]
+        for call in trajectory.tool_calls:
+            texts += [call.arguments_text(), call.result or "", call.error or ""]
+        starts = [call.start_ns for call in trajectory.tool_calls if call.start_ns]
+        now = max(starts) / 1e9 if starts else clock()
+        used = bool(trajectory.tool_calls) or any(m.role == "tool" for m in trajectory.messages)
+        return cls(tuple(t for t in texts if t and t.strip()), used, _day(now))
+
+
+class SourceMemory:
+    """What one agent's runs contained, over a conversation: the last `limit` distinct
+    texts (each cut to `_SOURCE_CHARS`), and whether it ever used tools."""
+
+    def __init__(self, limit: int) -> None:
+        self.texts: deque[str] = deque(maxlen=limit)
+        self.keys: deque[str] = deque(maxlen=limit)
+        self.retrieved = False
+        self._joined: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def add(self, run: RunEvidence) -> None:
+        self.retrieved = self.retrieved or run.retrieval
+        known = set(self.keys)
+        for text in run.texts:
+            key = hashlib.blake2b(text[:_SOURCE_CHARS].encode(), digest_size=8).hexdigest()
+            if key not in known:
+                known.add(key)
+                self.keys.append(key)
+                self.texts.append(text[:_SOURCE_CHARS])
+                self._joined = None
+
+    def text(self) -> str:
+        """All remembered texts in the form `citation_hits` looks citations up in."""
+        if self._joined is None:
+            self._joined = source_text(self.texts)
+        return self._joined
 
 
 def citation_hits(
@@ -168,11 +226,11 @@ def _unbacked(text: str, sources: str, rules: CitationRules) -> Iterable[Citatio
         if "/" in key and key not in sources:  # a bare domain is a general pointer
             yield CitationHit("unbacked_url", _w(rules, "unbacked_url"), url)
     for match in _TITLE.finditer(text):
-        title = " ".join(match.group("title").split()).lower()
+        title = " ".join(match.group("title").split()).lower().strip(" .,;:!?")
         if title not in sources:
             yield CitationHit("unbacked_title", _w(rules, "unbacked_title"), match.group(0))
     for match in _ACCORDING.finditer(text):
-        source = match.group("source").rstrip(".'\u2019")
+        source = regex.sub(r"['\u2019]s?\Z", "", match.group("source").rstrip("."))
         bare = regex.sub(r"(?i)^the\s+", "", source)
         if rules.well_known.match(source) or rules.well_known.match(bare):
             continue
@@ -201,6 +259,10 @@ def source_text(texts: Iterable[str]) -> str:
 def _url_key(url: str) -> str:
     """A URL without scheme, "www." and trailing slash, lower-cased, as sources hold it."""
     return _SCHEME.sub("", url).rstrip("/").lower()
+
+
+def _day(seconds: float) -> date:
+    return datetime.fromtimestamp(seconds, UTC).date()
 
 
 def _w(rules: CitationRules, kind: str) -> float:

@@ -27,10 +27,10 @@ from typing import Any
 
 import regex
 
+from otel_safety.behavior.rhetoric import lexicon_pattern, word_set
 from otel_safety.detectors.claim_rules import current_rules as claim_rules
 from otel_safety.detectors.claims import find_claims
 from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
-from otel_safety.detectors.data_patterns import any_of, checked_alternation, compile_pattern
 from otel_safety.detectors.monitor_rules import terms
 from otel_safety.detectors.sentences import sentence_spans
 
@@ -60,6 +60,7 @@ _SUBORDINATE = regex.compile(
     r"|another|each|every|any)\b",
     FLAGS,
 )
+_FENCE = regex.compile(r"```.*?(?:```|\Z)", regex.DOTALL)
 _PROGRESSIVE = regex.compile(r"(?:not\s+|never\s+|still\s+|also\s+)?\w+ing\b", FLAGS)
 _NUMBER = regex.compile(r"\d[\d,]*(?:\.\d+)?")
 _NAME = regex.compile(r"\b[A-Z][a-z][\w'-]*")
@@ -81,10 +82,10 @@ class Fact:
     subject: frozenset[str]
     verb: str
     predicate: frozenset[str]
-    numbers: frozenset[str]
-    names: frozenset[str]
     negated: bool
     sentence: str
+    numbers: frozenset[str] = frozenset()
+    names: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,10 @@ def compile_contradiction(table: Mapping[str, Any]) -> ContradictionRules:
         raise ValueError(f"{where}.max_predicate_terms must be a whole number >= 0, got {most!r}")
 
     def pattern(key: str) -> regex.Pattern:
-        entries = string_list(table.get(key, []), f"{where}.{key}")
-        checked_alternation(entries, f"{where}.{key}", FLAGS)
-        return compile_pattern(any_of(entries), f"{where}.{key}", FLAGS, quote_source=False)
+        return lexicon_pattern(table, key, where)
 
     def words(key: str) -> frozenset[str]:
-        return frozenset(w.lower() for w in string_list(table.get(key, []), f"{where}.{key}"))
+        return word_set(table, key, where)
 
     return ContradictionRules(
         weights={kind: check_weight(table.get(kind), f"{where}.{kind}") for kind in _KINDS},
@@ -160,7 +159,8 @@ def _verb_forms(entries: list[str]) -> dict[str, Mapping[str, str]]:
 def extract_facts(text: str, turn: int, rules: ContradictionRules) -> list[Fact]:
     """The state facts and first-person actions stated in `text` (questions left out)."""
     facts: list[Fact] = []
-    for start, end in sentence_spans(regex.sub(r"```.*?(?:```|\Z)", " ", text, flags=regex.S)):
+    text = _FENCE.sub(lambda m: " " * len(m.group(0)), text)  # offsets kept
+    for start, end in sentence_spans(text):
         sentence = text[start:end].strip()
         if not sentence or sentence.endswith("?"):
             continue
@@ -186,17 +186,9 @@ def _state_fact(clause: str, sentence: str, turn: int, rules: ContradictionRules
     numbers = frozenset(n.replace(",", "").rstrip(".") for n in _NUMBER.findall(predicate_text))
     names = frozenset(n.lower() for n in _NAME.findall(predicate_text))
     plain = _NUMBER.sub(" ", _NAME.sub(" ", predicate_text))
-    return Fact(
-        turn,
-        "state",
-        subject,
-        _verb_key(verb.group("verb"), rules),
-        _words(plain, rules),
-        numbers,
-        names,
-        negated,
-        sentence,
-    )
+    verb_key = _verb_key(verb.group("verb"), rules)
+    predicate = _words(plain, rules)
+    return Fact(turn, "state", subject, verb_key, predicate, negated, sentence, numbers, names)
 
 
 def _action_facts(clause: str, sentence: str, turn: int, rules: ContradictionRules) -> list[Fact]:
@@ -210,17 +202,7 @@ def _action_facts(clause: str, sentence: str, turn: int, rules: ContradictionRul
         objects = _words(match.group("rest"), rules) - rules.vague
         key = _verb_key(verb, rules)
         facts.append(
-            Fact(
-                turn,
-                "action",
-                frozenset({key, *claimed}),
-                key,
-                objects,
-                frozenset(),
-                frozenset(),
-                negated,
-                sentence,
-            )
+            Fact(turn, "action", frozenset({key, *claimed}), key, objects, negated, sentence)
         )
     return facts
 

@@ -19,9 +19,22 @@ from typing import Any
 import regex
 
 from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
-from otel_safety.detectors.data_patterns import compile_patterns
+from otel_safety.detectors.data_patterns import (
+    any_of,
+    checked_alternation,
+    compile_pattern,
+    compile_patterns,
+)
 
-__all__ = ["Family", "RhetoricHit", "combined", "compile_families", "rhetoric_hits"]
+__all__ = [
+    "Family",
+    "RhetoricHit",
+    "combined",
+    "compile_families",
+    "lexicon_pattern",
+    "rhetoric_hits",
+    "word_set",
+]
 
 FLAGS = regex.IGNORECASE
 _QUOTED = regex.compile(
@@ -83,3 +96,20 @@ def combined(weights: list[float]) -> float:
     for weight in weights:
         rest *= 1.0 - min(1.0, max(0.0, weight))
     return 1.0 - rest
+
+
+def lexicon_pattern(
+    table: Mapping[str, Any], key: str, where: str, *, whole: bool = False
+) -> regex.Pattern:
+    """A data list of patterns as one case-insensitive pattern; each entry is checked on
+    its own first, so an error names it. `whole`: the pattern must match to the end."""
+    at = f"{where}.{key}"
+    entries = string_list(table.get(key, []), at)
+    checked_alternation(entries, at, FLAGS)
+    source = rf"(?:{any_of(entries)})\Z" if whole else any_of(entries)
+    return compile_pattern(source, at, FLAGS, quote_source=False)
+
+
+def word_set(table: Mapping[str, Any], key: str, where: str) -> frozenset[str]:
+    """A data list of words, lower-cased."""
+    return frozenset(w.lower() for w in string_list(table.get(key, []), f"{where}.{key}"))
