@@ -87,7 +87,7 @@ BUILTIN_MODULES = (
     "outcome_check",
 )
 # Agent-behaviour monitors, which live in their own package.
-BEHAVIOR_MODULES = ("sandbagging", "behavior_drift")
+BEHAVIOR_MODULES = ("sandbagging", "behavior_drift", "ethics_boundary", "agent_deception")
 
 
 def _load_builtins() -> None:
