@@ -86,6 +86,7 @@ def test_a_contradiction_of_an_earlier_turn_fires_naming_both_turns(first, later
         ["The Eiffel Tower is 330 metres tall.", "The Eiffel Tower is 330 metres tall."],
         ["The Eiffel Tower is 330 metres tall.", "The Eiffel Tower was completed in 1889."],
         ["The store is open on Monday.", "The store is not open on Sunday."],
+        ["The museum opens at 10am.", "The museum opens at 9am on Sundays."],
         ["The Louvre is in Paris.", "The Prado is in Madrid."],
         ["I could not find the file.", "I found the file in the archive folder."],
         ["If the total is 40 euros, pay it.", "If the total is 50 euros, call me."],

@@ -242,10 +242,12 @@ def _contradiction(old: Fact, new: Fact, rules: ContradictionRules, progressed: 
         return "negation" if alike and same_values and has_content else None
     if old.negated or not alike or len(old.predicate | new.predicate) > rules.max_predicate_terms:
         return None  # a long description is not one value one can contradict
-    if old.numbers and new.numbers:
+    # One kind of value differs while the other agrees ("March 3" / "March 5"); a changed
+    # qualifier ("10am" / "9am on Sundays") is another statement, not a contradiction.
+    if old.numbers and new.numbers and old.names == new.names:
         return "value_conflict" if old.numbers.isdisjoint(new.numbers) else None
-    if old.names and new.names and old.names.isdisjoint(new.names):
-        return "value_conflict"
+    if old.names and new.names and old.numbers == new.numbers:
+        return "value_conflict" if old.names.isdisjoint(new.names) else None
     return None
 
 
