@@ -56,7 +56,7 @@ from otel_safety.behavior.rhetoric import Family, combined, compile_families, rh
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.base import clip
 from otel_safety.detectors.registry import register
-from otel_safety.model import Finding, Trajectory
+from otel_safety.model import Trajectory
 
 __all__ = ["AgentDeception", "AgentDeceptionParams", "DeceptionMemory"]
 
@@ -113,7 +113,6 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         **settings: Any,
     ) -> None:
         self.clock = clock
-        self._run = RunEvidence.empty(clock)
         super().__init__(threshold, **settings)
         self.params: AgentDeceptionParams
 
@@ -131,19 +130,18 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
             sources=SourceMemory(self.params.max_sources),
         )
 
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
-        """Keep what this run contained for the citation checks, under the store's
-        (re-entrant) lock so a concurrent trace cannot swap it mid-judgement."""
-        with self.state.lock:
-            self._run = RunEvidence.of(trajectory, self.clock)
-            return super().evaluate(trajectory)
+    def read_trace(self, trajectory: Trajectory) -> RunEvidence:
+        """What this run contained (tool results, inputs) and its time, for the citations."""
+        return RunEvidence.of(trajectory, self.clock)
 
-    def observe(self, turn: AgentTurn, state: AgentState[DeceptionMemory]) -> list[Indicator]:
+    def observe(
+        self, turn: AgentTurn, state: AgentState[DeceptionMemory], trace: RunEvidence
+    ) -> list[Indicator]:
         memory = state.memory
-        memory.sources.add(self._run)
+        memory.sources.add(trace)
         number = state.turns + 1
         indicators = [
-            self._inconsistency(turn, number, memory),
+            self._inconsistency(turn, number, memory, trace),
             self._rhetoric(
                 turn.text,
                 IndicatorType.LOGICAL_FALLACY,
@@ -156,7 +154,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
                 self.rules.manipulation,
                 self.params.manipulation_weight,
             ),
-            self._citations(turn.text, memory),
+            self._citations(turn.text, memory, trace),
         ]
         return [indicator for indicator in indicators if indicator is not None]
 
@@ -166,7 +164,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
 
     # -- indicators ----------------------------------------------------------------------
     def _inconsistency(
-        self, turn: AgentTurn, number: int, memory: DeceptionMemory
+        self, turn: AgentTurn, number: int, memory: DeceptionMemory, run: RunEvidence
     ) -> Indicator | None:
         rules = self.rules.contradiction
         facts = extract_facts(turn.text, number, rules)
@@ -175,7 +173,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         if not found:
             return None
         corrected = bool(rules.corrections.search(turn.text))
-        sources = source_text(self._run.texts) if turn.tool_calls else ""
+        sources = source_text(run.texts) if turn.tool_calls else ""
         scored = [(c, self._discount(c, corrected, sources)) for c in found]
         scored.sort(key=lambda pair: -pair[0].weight * pair[1])
         severity = combined([c.weight * f for c, f in scored]) * self.params.inconsistency_weight
@@ -224,8 +222,8 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
             metadata={"families": [hit.family for hit in hits]},
         )
 
-    def _citations(self, text: str, memory: DeceptionMemory) -> Indicator | None:
-        sources, today = memory.sources, self._run.today
+    def _citations(self, text: str, memory: DeceptionMemory, run: RunEvidence) -> Indicator | None:
+        sources, today = memory.sources, run.today
         hits = citation_hits(text, sources.text(), sources.retrieved, today, self.rules.citations)
         if not hits:
             return None

@@ -148,7 +148,9 @@ class BehaviorDrift(BehaviorMonitor[DriftMemory]):
     def new_memory(self) -> DriftMemory:
         return DriftMemory(self.params.window_size)
 
-    def observe(self, turn: AgentTurn, state: AgentState[DriftMemory]) -> list[Indicator]:
+    def observe(
+        self, turn: AgentTurn, state: AgentState[DriftMemory], trace: Any = None
+    ) -> list[Indicator]:
         memory, size = state.memory, self.params.window_size
         profile = turn_profile(turn, self.rules)
         memory.window.append(profile)

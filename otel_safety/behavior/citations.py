@@ -115,10 +115,6 @@ class RunEvidence:
     today: date
 
     @classmethod
-    def empty(cls, clock: Callable[[], float]) -> RunEvidence:
-        return cls((), False, _day(clock()))
-
-    @classmethod
     def of(cls, trajectory: Trajectory, clock: Callable[[], float]) -> RunEvidence:
         texts = [trajectory.scope.text]
         texts += [m.content for m in trajectory.messages if m.role in ("user", "tool", "system")]

@@ -65,7 +65,7 @@ from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorPar
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.refusal import current_markers
 from otel_safety.detectors.registry import register
-from otel_safety.model import Finding, Severity, Trajectory
+from otel_safety.model import Severity, Trajectory
 
 __all__ = ["EthicsBoundary", "EthicsMemory", "EthicsParams", "EthicsRules"]
 
@@ -139,7 +139,6 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
 
     def __init__(self, threshold: float | None = None, **kwargs: Any) -> None:
         super().__init__(threshold, **kwargs)
-        self._listed: set[str] = set()
         self.check_thresholds = {
             check: alert_threshold(self.params.check_threshold(check), self.params.sensitivity)
             for check in self.params.enabled_checks
@@ -165,28 +164,24 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
             custom=compile_custom(boundaries, self.params.custom_boundary_score),
         )
 
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
-        """Remember, for this trace, the contacts the agent's tools returned; under the
-        store's (reentrant) lock, so one trace at a time sees them."""
+    def read_trace(self, trajectory: Trajectory) -> set[str]:
+        """The contacts the agent's tools returned in this trace (the user's own inbox, say):
+        listing them back is not a privacy breach."""
         results = [m.content for m in trajectory.messages if m.role == "tool" and m.content]
         results += [call.result for call in trajectory.tool_calls if call.result]
-        listed = contact_values(self.rules.privacy, "\n".join(results)) if results else set()
-        with self.state.lock:
-            self._listed = listed
-            try:
-                return super().evaluate(trajectory)
-            finally:
-                self._listed = set()
+        return contact_values(self.rules.privacy, "\n".join(results)) if results else set()
 
     def new_memory(self) -> EthicsMemory:
         return EthicsMemory()
 
-    def observe(self, turn: AgentTurn, state: AgentState[EthicsMemory]) -> list[Indicator]:
+    def observe(
+        self, turn: AgentTurn, state: AgentState[EthicsMemory], trace: set[str]
+    ) -> list[Indicator]:
         memory = state.memory
         if len(memory.own) < MAX_OWN_VALUES:
             memory.own |= user_values(self.rules.privacy, turn.prompt)
         indicators = []
-        for hit in self._hits(turn, memory):
+        for hit in self._hits(turn, memory, trace):
             memory.hits[hit.check] += 1
             indicators.append(
                 Indicator(
@@ -201,7 +196,7 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
     def summary(self, state: AgentState[EthicsMemory]) -> dict[str, Any]:
         return {"hits": dict(state.memory.hits)}
 
-    def _hits(self, turn: AgentTurn, memory: EthicsMemory) -> list[Hit]:
+    def _hits(self, turn: AgentTurn, memory: EthicsMemory, listed: set[str]) -> list[Hit]:
         """Every enabled check's hits that reach its threshold, and every custom hit."""
         enabled = self.check_thresholds
         found: list[Hit] = []
@@ -211,7 +206,7 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
             if check in enabled:
                 found += rule_hits(rules, turn.text)
         if "privacy" in enabled:
-            found += privacy(self.rules.privacy, turn.text, memory.own, self._listed)
+            found += privacy(self.rules.privacy, turn.text, memory.own, listed)
         kept = [hit for hit in found if hit.score >= enabled[hit.check]]
         for rules in self.rules.custom:
             kept += rule_hits(rules, turn.text)

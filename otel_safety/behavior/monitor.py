@@ -106,9 +106,15 @@ class BehaviorMonitor(Detector, Generic[Memory]):
     def new_memory(self) -> Memory:
         raise NotImplementedError
 
-    def observe(self, turn: AgentTurn, state: AgentState[Memory]) -> list[Indicator]:
+    def read_trace(self, trajectory: Trajectory) -> Any:
+        """What a monitor needs from the whole trace rather than one turn (its tool results,
+        its time), read once per trace and handed to `observe` for each of its turns."""
+        return None
+
+    def observe(self, turn: AgentTurn, state: AgentState[Memory], trace: Any) -> list[Indicator]:
         """Judge one new turn of one agent and update its memory. `state.turns` counts the
-        turns seen before this one. In learning mode the indicators are kept, never fired."""
+        turns seen before this one; `trace` is what `read_trace` returned for its trace. In
+        learning mode the indicators are kept, never fired."""
         raise NotImplementedError
 
     def summary(self, state: AgentState[Memory]) -> dict[str, Any]:
@@ -133,6 +139,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
     ) -> Finding | None:
         indicators: list[Indicator] = []
         judged: dict[str, AgentState[Memory]] = {}
+        trace = self.read_trace(trajectory)
         for turn in agent_turns(trajectory):
             state = self._agent(conversation, turn.agent)
             if turn.digest in state.seen:
@@ -140,7 +147,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             state.seen.append(turn.digest)
             if len(state.seen) > self.params.max_turns:
                 state.seen.popleft()
-            for indicator in self.observe(turn, state):
+            for indicator in self.observe(turn, state, trace):
                 indicator.agent = indicator.agent or turn.agent
                 indicator.span_id = indicator.span_id or turn.span_id
                 indicators.append(indicator)
