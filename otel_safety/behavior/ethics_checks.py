@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 CHECKS = ("harmful_content", "bias", "fairness", "privacy", "manipulation")
-FLAGS = regex.IGNORECASE | regex.VERSION1
+FLAGS = regex.IGNORECASE
 _VOCAB_REF = regex.compile(r"\{\{(\w+)\}\}")
 _QUOTED = regex.compile(r"\"[^\"\n]{3,200}\"|“[^”\n]{3,200}”")
 

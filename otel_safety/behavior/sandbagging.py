@@ -38,12 +38,12 @@ from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorPar
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.base import clip
 from otel_safety.detectors.monitor_rules import current_rules
-from otel_safety.detectors.refusal import answer_score, harm_score, refusal_score
+from otel_safety.detectors.refusal import answer_score, current_markers, harm_score, refusal_score
 from otel_safety.detectors.registry import register
 
 __all__ = ["Sandbagging", "SandbaggingParams"]
 
-FLAGS = regex.IGNORECASE | regex.VERSION1
+FLAGS = regex.IGNORECASE
 FIRST_DROP_CAP = 0.45  # one dropped answer stays under the default alert threshold
 RECENT = 5  # answers remembered after the baseline, for selective engagement
 
@@ -97,6 +97,7 @@ class Sandbagging(BehaviorMonitor[Capability]):
     rules: CapabilityRules
 
     def compile(self, data: dict[str, Any]) -> CapabilityRules:
+        current_markers(), current_rules()  # shared data compiled at start-up, not on a trace
         section = data.get("capability", {})
         weights = {
             k: float(section.get("weights", {}).get(k, 0.0))
