@@ -75,3 +75,5 @@ def test_serve_refuses_to_start_on_a_port_in_use(tmp_path):
                 raise AssertionError("a second receiver bound a port already in use")
         except AssertionError as exc:
             assert "exited early" in str(exc) and "cannot listen" in str(exc)
+            assert "--grpc-port" in str(exc)  # says what to do
+            assert "Failed to add port" not in str(exc)  # no grpcio C-level noise first

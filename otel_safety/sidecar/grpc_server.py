@@ -9,6 +9,7 @@ and RESOURCE_EXHAUSTED without one for a request that can never fit. gzip is grp
 from __future__ import annotations
 
 import hmac
+import socket
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -146,6 +147,7 @@ def build_server(
         maximum_concurrent_rpcs=workers * 8,
     )
     address = f"{_bracket(host)}:{port}"
+    _ensure_free(host, port, address)
     try:
         if tls is None:
             bound = server.add_insecure_port(address)
@@ -157,6 +159,23 @@ def build_server(
     if bound == 0:
         raise OSError(f"cannot listen for OTLP/gRPC on {address} (in use, or not an address here)")
     return server, bound
+
+
+def _ensure_free(host: str, port: int, address: str) -> None:
+    """Ask the OS first: grpcio logs its own C-level error on a busy port before failing,
+    which buries the message that says what to do."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpcio binds
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            raise OSError(
+                f"cannot listen for OTLP/gRPC on {address} ({exc.strerror or exc}); "
+                "stop what holds the port or pick another with --grpc-port"
+            ) from None
 
 
 def _bracket(host: str) -> str:
