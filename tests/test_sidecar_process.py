@@ -77,3 +77,14 @@ def test_serve_refuses_to_start_on_a_port_in_use(tmp_path):
             assert "exited early" in str(exc) and "cannot listen" in str(exc)
             assert "--grpc-port" in str(exc)  # says what to do
             assert "Failed to add port" not in str(exc)  # no grpcio C-level noise first
+
+
+def test_a_second_serve_on_the_same_store_is_told_so(tmp_path):
+    db = str(tmp_path / "shared.duckdb")
+    with ServeProcess("--db", db) as first, ServeProcess("--db", db) as second:
+        assert "warning" not in first.output
+        pid = str(first.process.pid)
+        assert f"another serve (pid {pid}) already writes {db}" in second.output
+        assert "--lake" in second.output
+    with ServeProcess("--db", db) as third:  # both stopped: the claim was released
+        assert "another serve" not in third.output

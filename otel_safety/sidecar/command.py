@@ -14,6 +14,7 @@ from typing import Any
 from otel_safety.config import Settings
 from otel_safety.sidecar.forward import PROTOCOLS
 from otel_safety.sidecar.server import Sidecar, SidecarOptions
+from otel_safety.sidecar.store_claim import claim_store
 
 DEFAULT_DB = "otel-safety.duckdb"
 MIB = 1024 * 1024
@@ -193,6 +194,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     settings, options = options_from_args(args)
+    claim = None
+    if settings.store and not options.lake:
+        claim, holder = claim_store(settings.db_path)
+        if holder is not None:
+            print(
+                f"otel-safety serve: warning: another serve (pid {holder}) already writes "
+                f"{settings.db_path}; the two will take turns on the file. Give each its own "
+                "--db, or use --lake for several writers.",
+                file=sys.stderr,
+                flush=True,
+            )
     sidecar = Sidecar(settings, options)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -204,6 +216,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("otel-safety serve: stopping: draining requests and flushing ...", flush=True)
     finally:
         sidecar.stop()
+        if claim is not None:
+            claim.close()
     print(f"otel-safety serve: stopped ({sidecar.summary()})", flush=True)
     return 0
 
