@@ -1,7 +1,7 @@
 -- behavior_indicators: which agents show which behaviour indicators, how often and how strongly?
 -- Tables: findings (the behaviour monitors' findings: sandbagging, agent_deception,
---         behavior_drift, ethics_boundary; each of a finding's five strongest indicators is
---         one evidence entry whose detail names its type, strength and agent).
+--         behavior_drift, ethics_boundary; `details` lists every indicator with its type,
+--         strength and agent).
 -- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
 --             `--param name=value` with `otel-safety query`):
 --   since       only traces that started at or after this date or timestamp (default: all)
@@ -24,21 +24,21 @@ WITH params AS (
 ),
 entries AS (
     SELECT f.detector, f.trace_id, f.trace_start, f.detected,
-           unnest(CAST(f.evidence AS JSON[])) AS entry
+           unnest(CAST(f.details -> '$.indicators' AS JSON[])) AS entry
     FROM findings AS f, params AS p
     WHERE (p.since IS NULL OR f.trace_start >= p.since)
       AND (f.detected OR NOT p.fired)
 )
 SELECT
-    coalesce(entry ->> '$.detail.agent', '(unnamed)') AS agent,
-    entry ->> '$.detail.indicator' AS indicator,
+    coalesce(entry ->> '$.agent', '(unnamed)') AS agent,
+    entry ->> '$.type' AS indicator,
     detector,
     count(*) AS seen,
     count(DISTINCT trace_id) AS traces,
-    round(max(CAST(entry ->> '$.detail.severity' AS DOUBLE)), 3) AS strongest,
+    round(max(CAST(entry ->> '$.severity' AS DOUBLE)), 3) AS strongest,
     max(trace_start) AS last_seen
 FROM entries
-WHERE entry ->> '$.detail.indicator' IS NOT NULL
+WHERE entry ->> '$.type' IS NOT NULL
 GROUP BY ALL
 ORDER BY seen DESC, strongest DESC, agent, indicator
 LIMIT coalesce(getvariable('limit_rows'), 50);

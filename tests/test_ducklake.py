@@ -132,3 +132,22 @@ def test_two_sidecars_write_one_lake_on_postgres_and_one_client_reads_both(tmp_p
         ("agent-two", "scope_escalation", "HARD_STOP"),
     ]
     assert len(flagged) == 2
+
+
+def test_an_older_lake_gets_the_newer_columns(tmp_path, span_factory):
+    require_lake()
+    catalog, data = str(tmp_path / "old.ducklake"), str(tmp_path / "data")
+    ducklake.DuckLakeStore(catalog, data, write_interval=0).shutdown()
+    with ducklake.connect(catalog) as con:  # make it what schema version 2 wrote
+        con.execute("ALTER TABLE findings DROP COLUMN details")
+        con.execute("ALTER TABLE findings DROP COLUMN calibrated")
+        con.execute("DELETE FROM otel_safety_meta")
+        con.execute("INSERT INTO otel_safety_meta VALUES ('schema_version', '2')")
+    evaluation = evaluate(span_factory.agent_run(answer="BAD answer"))
+    evaluation.findings[0].details = {"signals": {"drift": 0.5}}
+    store = ducklake.DuckLakeStore(catalog, data, write_interval=0)
+    store.write([evaluation])
+    store.shutdown()
+    with ducklake.connect(catalog, read_only=True) as con:
+        row = con.execute("SELECT details->>'$.signals.drift' FROM findings").fetchone()
+    assert row == ("0.5",)

@@ -410,14 +410,14 @@ def check_top_blocked_requesters(db, traces):
 def check_behavior_indicators(db: Path, traces: dict[str, str]) -> None:
     """Recount the indicators from the findings' evidence in Python and compare."""
     with duckdb.connect(str(db), read_only=True) as con:
-        stored = con.execute("SELECT detector, detected, evidence FROM findings").fetchall()
+        stored = con.execute("SELECT detector, detected, details FROM findings").fetchall()
     expected: dict[tuple[str, str, str], int] = {}
     every: dict[tuple[str, str, str], int] = {}
-    for detector, detected, evidence in stored:
-        for entry in json.loads(evidence or "[]"):
-            indicator = (entry.get("detail") or {}).get("indicator")
+    for detector, detected, details in stored:
+        for entry in json.loads(details or "{}").get("indicators", []):
+            indicator = entry.get("type")
             if indicator:
-                key = ((entry["detail"].get("agent") or "(unnamed)"), indicator, detector)
+                key = (entry.get("agent") or "(unnamed)", indicator, detector)
                 every[key] = every.get(key, 0) + 1
                 if detected:
                     expected[key] = expected.get(key, 0) + 1

@@ -162,3 +162,31 @@ def test_an_unwritable_store_keeps_at_most_max_pending_traces(tmp_path, span_fac
     with duckdb.connect(str(path), read_only=True) as con:
         kept = {row[0] for row in con.execute("SELECT trace_id FROM traces").fetchall()}
     assert kept == {run.trace_id for run in runs[2:]}
+
+
+def _with_details(evaluation):
+    evaluation.findings[0].details = {"indicators": [{"type": "capability_drop"}]}
+    evaluation.findings[0].calibrated = False
+    return evaluation
+
+
+def test_a_version_2_store_gets_the_finding_details_columns(tmp_path, span_factory):
+    path = tmp_path / "old.duckdb"
+    DuckDBStore(path).shutdown()
+    with duckdb.connect(str(path)) as con:  # make it what version 2 wrote
+        con.execute("ALTER TABLE findings DROP COLUMN details")
+        con.execute("ALTER TABLE findings DROP COLUMN calibrated")
+        con.execute("UPDATE otel_safety_meta SET value = '2' WHERE key = 'schema_version'")
+    pipeline = Pipeline(detectors=[KeywordDetector()])
+    store = DuckDBStore(path)
+    store.write([_with_details(pipeline.evaluate(span_factory.agent_run(answer="BAD")))])
+    store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        row = con.execute(
+            "SELECT details->>'$.indicators[0].type', calibrated FROM findings"
+        ).fetchone()
+        version = con.execute(
+            "SELECT value FROM otel_safety_meta WHERE key = 'schema_version'"
+        ).fetchone()
+    assert row == ("capability_drop", False)
+    assert version == (str(SCHEMA_VERSION),)

@@ -29,8 +29,10 @@ from otel_safety.exporters.schema import (
     SCHEMA,
     SCHEMA_VERSION,
     SPANS,
+    TABLES,
     TRACES,
     Table,
+    added_columns,
 )
 from otel_safety.mapping import span_id_hex, trace_id_hex
 from otel_safety.pipeline import TraceEvaluation
@@ -208,7 +210,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
             f"{where} has schema version {row[0]}, newer than this otel-safety "
             f"({SCHEMA_VERSION}); upgrade otel-safety to use it"
         )
-    elif int(row[0]) < SCHEMA_VERSION:  # older stores only lack tables, created above
+    elif int(row[0]) < SCHEMA_VERSION:  # older stores lack tables (created above) and columns
+        for table in TABLES:
+            for column, kind in added_columns(table, int(row[0])):
+                con.execute(f"ALTER TABLE {table.name} ADD COLUMN IF NOT EXISTS {column} {kind}")
         con.execute(
             "UPDATE otel_safety_meta SET value = ? WHERE key = 'schema_version'",
             [str(SCHEMA_VERSION)],
@@ -325,6 +330,8 @@ def finding_rows(evaluation: TraceEvaluation, now: datetime) -> list[dict[str, A
             "requester": trajectory.requester.id if trajectory and trajectory.requester else None,
             "trace_start": start,
             "evaluated_at": now,
+            "details": to_json(f.details) if f.details else None,
+            "calibrated": f.calibrated,
         }
         for f in evaluation.findings
     ]

@@ -31,15 +31,7 @@ import duckdb
 
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.duckdb import StoreError, insert_rows, rows_by_table
-from otel_safety.exporters.schema import (
-    AUDIT,
-    FINDINGS,
-    LABELS,
-    SCHEMA_VERSION,
-    SPANS,
-    TRACES,
-    Table,
-)
+from otel_safety.exporters.schema import SCHEMA_VERSION, TABLES, Table, added_columns
 from otel_safety.pipeline import TraceEvaluation
 
 logger = logging.getLogger(__name__)
@@ -49,7 +41,6 @@ EXTENSIONS = {
     "ducklake": "duckdb_extension_ducklake",
     "postgres_scanner": "duckdb_extension_postgres_scanner",
 }
-TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT)
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR NOT NULL, value VARCHAR);"
 
 
@@ -162,6 +153,12 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, attempts: int = 5) -> Non
                     f"the lake has schema version {row[0]}, newer than this otel-safety "
                     f"({SCHEMA_VERSION}); upgrade otel-safety to write to it"
                 )
+            elif int(row[0]) < SCHEMA_VERSION:  # an older lake: add the newer columns
+                _add_columns(con, int(row[0]))
+                con.execute(
+                    "INSERT INTO otel_safety_meta VALUES ('schema_version', ?)",
+                    [str(SCHEMA_VERSION)],
+                )
             con.execute("COMMIT")
             return
         except duckdb.Error as exc:
@@ -169,6 +166,21 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, attempts: int = 5) -> Non
             if attempt + 1 == attempts:
                 raise LakeError(f"cannot create the otel-safety tables in the lake: {exc}") from exc
             time.sleep(0.2 * (attempt + 1))
+
+
+def _add_columns(con: duckdb.DuckDBPyConnection, since: int) -> None:
+    for table in TABLES:
+        present = {
+            row[0]
+            for row in con.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_catalog = ? AND table_name = ?",
+                [ALIAS, table.name],
+            ).fetchall()
+        }
+        for column, kind in added_columns(table, since):
+            if column not in present:
+                con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {kind}")
 
 
 def lake_ddl(table: Table) -> str:

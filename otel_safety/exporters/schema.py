@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Columns added after a table was first released: (version, table, column). Stores of an
+# older version get them with ALTER TABLE when opened; tables themselves are created as needed.
+ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (
+    (3, "findings", "details"),
+    (3, "findings", "calibrated"),
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,8 @@ FINDINGS = Table(
         requester VARCHAR
         trace_start TIMESTAMP
         evaluated_at TIMESTAMP
+        details JSON
+        calibrated BOOLEAN
     """),
     key=("trace_id", "span_id", "detector"),
     required=("score", "detected"),
@@ -165,4 +173,14 @@ AUDIT = Table(
 )
 
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
-SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in (SPANS, FINDINGS, TRACES, LABELS, AUDIT))])
+TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT)
+SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES)])
+
+
+def added_columns(table: Table, since: int) -> list[tuple[str, str]]:
+    """(column, type) of `table` added after schema version `since`, in release order."""
+    return [
+        (column, table.columns[column])
+        for version, name, column in ADDED_COLUMNS
+        if name == table.name and version > since
+    ]
