@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -87,6 +87,7 @@ def build_engine(
     policy: Policy | None = None,
     background: bool = True,
     lazy: bool = False,
+    on_detector_error: Callable[[str, Exception], None] | None = None,
 ) -> SafetyEngine:
     """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar.
 
@@ -96,7 +97,8 @@ def build_engine(
     A calibration file (`settings.calibration`) supplies the thresholds of the detectors that
     passed its gate; thresholds given explicitly win over it. With a file loaded, every
     finding says whether its detector is calibrated. A Cedar policy file (`settings.policy`)
-    is used when no `policy` object is given.
+    is used when no `policy` object is given. `on_detector_error(key, exc)` is told of a
+    detector that cannot be built, which is then left out (`otel-safety detectors --check`).
     """
     requester_keys = DEFAULT_REQUESTER_KEYS
     if settings.requester_attribute:
@@ -115,7 +117,7 @@ def build_engine(
         detector_registry.create,
         keys,
         thresholds,
-        on_error=_detector_left_out if lazy else None,
+        on_error=on_detector_error or (_detector_left_out if lazy else None),
         options=_detector_options(settings, keys),
     )
     pipeline = Pipeline(

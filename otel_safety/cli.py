@@ -13,6 +13,8 @@ import duckdb
 
 from otel_safety import __version__, queries
 from otel_safety import detectors as detector_registry
+from otel_safety.behavior import BehaviorMonitor
+from otel_safety.bootstrap import build_engine
 from otel_safety.calibration.command import add_commands as add_calibration_commands
 from otel_safety.config import ConfigError, Settings
 from otel_safety.exporters.duckdb import StoreError, mark_store, open_store
@@ -168,7 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
         "detectors",
         help="list the registered detectors",
         description="List every registered detector: key, severity, default threshold, "
-        "what it flags.",
+        "what it flags. With --check, build each one as the pipeline would (data files from "
+        "OTEL_SAFETY_DATA_DIR, thresholds, calibration, monitor modes from the environment) "
+        "and show the threshold and mode in force; exit 1 naming any that cannot load.",
+    )
+    listing.add_argument(
+        "--check",
+        action="store_true",
+        help="load every detector's data and settings and report problems",
     )
     listing.set_defaults(handler=cmd_detectors)
     add_calibration_commands(sub)
@@ -289,10 +298,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_detectors(args: argparse.Namespace) -> int:
+    if args.check:
+        return _check_detectors()
     for key, cls in sorted(detector_registry.available().items()):
-        severity, threshold = cls.severity.value, cls.default_threshold
+        severity = "by mode" if issubclass(cls, BehaviorMonitor) else cls.severity.value
+        threshold = cls.default_threshold
         print(f"{key:22} {severity:9} threshold {threshold:<5} {cls.description}")
     return 0
+
+
+def _check_detectors() -> int:
+    """Every detector built from the settings in force, one line each; failures named."""
+    settings = Settings.resolve()
+    failed: list[str] = []
+    engine = build_engine(
+        settings,
+        [],
+        background=False,
+        on_detector_error=lambda key, exc: failed.append(f"{key}: {exc}"),
+    )
+    for detector in engine.pipeline.detectors:
+        mode = getattr(detector, "mode", None)
+        shown = f"mode {mode.value:8}" if mode is not None else " " * 13
+        print(f"{detector.key:22} ok   threshold {detector.threshold:<6} {shown}")
+    for problem in failed:
+        print(f"{problem}", file=sys.stderr)
+    print(f"{len(engine.pipeline.detectors)} detector(s) loaded, {len(failed)} failed")
+    return 1 if failed else 0
 
 
 def _remove_old_store(path: Path, mark: str, command: str) -> None:

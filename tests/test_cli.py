@@ -241,3 +241,23 @@ def test_query_says_when_it_stopped_at_its_row_limit(tmp_path):
     assert "stopped at 1 rows" in cut.stderr
     whole = run_cli("query", "flagged_spans", "--db", db, "--param", "limit_rows=5")
     assert "stopped at" not in whole.stderr
+
+
+def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
+    good = run_cli("detectors", "--check")
+    assert good.returncode == 0, good.stderr
+    assert "sandbagging            ok   threshold 0.5    mode passive" in good.stdout
+    assert "0 failed" in good.stdout
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sandbagging.toml").write_text('version = 1\n[monitor]\nmode = "loud"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_SAFETY_DATA_DIR"] = str(data)
+    env["OTEL_SAFETY_MONITOR_MODES"] = "behavior_drift=learning"
+    bad = subprocess.run(
+        [*CLI, "detectors", "--check"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert bad.returncode == 1
+    assert "sandbagging: sandbagging monitor: mode" in bad.stderr and "'loud'" in bad.stderr
+    assert "behavior_drift         ok   threshold 0.3    mode learning" in bad.stdout
+    assert "1 failed" in bad.stdout
