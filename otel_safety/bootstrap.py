@@ -44,6 +44,7 @@ def create_processor(
     store: bool | None = None,
     calibration: str | None = None,
     principals: str | None = None,
+    monitor_modes: Mapping[str, str] | None = None,
 ) -> SafetySpanProcessor:
     """A SafetySpanProcessor for a provider you already have.
 
@@ -52,6 +53,7 @@ def create_processor(
     `exporters`, only when `otlp=True` (an `OTLPSpanExporter()` you pass reads the same
     variables, and two would send every span twice). `otlp=False` never adds one.
     `policy` is a policy object or the path of a Cedar policy file (OTEL_SAFETY_POLICY).
+    `monitor_modes` sets behaviour monitors' modes: `{"sandbagging": "active"}`.
     """
     settings = Settings.resolve(
         db_path=db_path,
@@ -66,6 +68,7 @@ def create_processor(
         store=store,
         calibration=calibration,
         principals=principals,
+        monitor_modes=dict(monitor_modes) if monitor_modes is not None else None,
         policy=None if policy is None or hasattr(policy, "decide") else os.fspath(policy),
     )
     sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []

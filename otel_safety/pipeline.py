@@ -117,6 +117,11 @@ class Pipeline:
             mapped,
             root_span_id=span_id_hex(root.context.span_id) if root else None,
             service_name=_service_name(root),
+            parents={
+                span_id_hex(s.context.span_id): span_id_hex(s.parent.span_id)
+                for s in spans
+                if s.parent is not None
+            },
         )
         errors: list[str] = []
         findings = self._run_detectors(trajectory, errors) if trajectory else []

@@ -2,15 +2,16 @@
 
 A monitor sees each trace once (a trace judged again returns the same finding), picks the
 agent turns it has not counted yet in this conversation, and hands each one, with that
-agent's memory, to `observe`, which returns indicators. The finding's score is the strongest
-indicator; whether it fires depends on the mode and on the threshold scaled by the
-sensitivity. State lives in an `ExpiringStore` keyed by conversation, so five turns sent as
-five traces build one baseline, and memory stays bounded.
+agent's memory, to `observe`, which returns indicators. A trace usually re-sends the
+conversation so far: the new turns are those after the last one already counted. The
+finding's score is the strongest indicator; whether it fires depends on the mode and on the
+threshold scaled by the sensitivity. State lives in an `ExpiringStore` keyed by
+conversation, so five turns sent as five traces build one baseline, and memory stays bounded.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -28,6 +29,8 @@ __all__ = ["AgentState", "BehaviorMonitor", "MonitorParams"]
 
 Memory = TypeVar("Memory")
 MAX_EVIDENCE = 5
+MAX_INDICATORS = 20  # per finding, strongest first; the rest are only counted by type
+JUDGED_TRACES = 32  # findings kept per conversation for traces judged again
 
 
 class MonitorParams(BaseModel):
@@ -39,7 +42,7 @@ class MonitorParams(BaseModel):
     mode: MonitorMode = MonitorMode.PASSIVE
     sensitivity: float = Field(0.5, ge=0.0, le=1.0)
     max_agents: int = Field(32, ge=1, description="agents remembered per conversation")
-    max_turns: int = Field(256, ge=1, description="turn digests remembered per agent")
+    max_turns: int = Field(256, ge=1, description="turn digests remembered per conversation")
 
 
 @dataclass
@@ -48,12 +51,12 @@ class AgentState(Generic[Memory]):
 
     memory: Memory
     turns: int = 0
-    seen: deque[str] = field(default_factory=deque)
 
 
 @dataclass
 class ConversationState(Generic[Memory]):
     agents: OrderedDict[str, AgentState[Memory]] = field(default_factory=OrderedDict)
+    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)  # turn digests, oldest first
     judged: OrderedDict[str, Finding] = field(default_factory=OrderedDict)  # by trace id
 
 
@@ -130,7 +133,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             finding = self._judge_trace(trajectory, conversation)
             if finding is not None:
                 conversation.judged[trajectory.trace_id] = finding
-                while len(conversation.judged) > self.params.max_turns:
+                while len(conversation.judged) > JUDGED_TRACES:
                     conversation.judged.popitem(last=False)
             return finding
 
@@ -140,13 +143,8 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         indicators: list[Indicator] = []
         judged: dict[str, AgentState[Memory]] = {}
         trace = self.read_trace(trajectory)
-        for turn in agent_turns(trajectory):
+        for turn in self._new_turns(agent_turns(trajectory), conversation):
             state = self._agent(conversation, turn.agent)
-            if turn.digest in state.seen:
-                continue
-            state.seen.append(turn.digest)
-            if len(state.seen) > self.params.max_turns:
-                state.seen.popleft()
             for indicator in self.observe(turn, state, trace):
                 indicator.agent = indicator.agent or turn.agent
                 indicator.span_id = indicator.span_id or turn.span_id
@@ -156,6 +154,28 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         if not judged:
             return None
         return self._trace_finding(trajectory, indicators, judged)
+
+    def _new_turns(
+        self, turns: list[AgentTurn], conversation: ConversationState[Memory]
+    ) -> list[AgentTurn]:
+        """The turns after the last one already counted (a trace re-sends the conversation so
+        far, its own turns at the end), at most `max_turns`; each is remembered as counted.
+
+        Scanning back from the end keeps this right when the history outgrows the memory of
+        digests: a forgotten old turn sits before a remembered one and is not counted again.
+        """
+        seen = conversation.seen
+        fresh: list[AgentTurn] = []
+        for turn in reversed(turns):
+            if turn.digest in seen or len(fresh) == self.params.max_turns:
+                break
+            fresh.append(turn)
+        fresh.reverse()
+        for turn in fresh:
+            seen[turn.digest] = None
+            while len(seen) > self.params.max_turns:
+                seen.popitem(last=False)
+        return fresh
 
     def _agent(self, conversation: ConversationState[Memory], agent: str) -> AgentState[Memory]:
         state = conversation.agents.pop(agent, None) or AgentState(self.new_memory())
@@ -171,6 +191,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         agents: dict[str, AgentState[Memory]],
     ) -> Finding:
         ranked = sorted(indicators, key=lambda i: i.severity, reverse=True)
+        counts = Counter(i.type.value for i in ranked)
         score = ranked[0].severity if ranked else 0.0
         learning = self.mode is MonitorMode.LEARNING
         detected = not learning and score > 0.0 and score >= self.alert_at
@@ -188,7 +209,8 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             details={
                 "mode": self.mode.value,
                 "sensitivity": self.params.sensitivity,
-                "indicators": [i.as_dict() for i in ranked],
+                "indicators": [i.as_dict() for i in ranked[:MAX_INDICATORS]],
+                "indicator_counts": dict(counts),
                 "agents": {
                     name: {"turns": state.turns, **self.summary(state)}
                     for name, state in agents.items()

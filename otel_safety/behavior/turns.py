@@ -15,6 +15,7 @@ from otel_safety.model import Trajectory
 __all__ = ["DEFAULT_AGENT", "AgentTurn", "agent_turns"]
 
 DEFAULT_AGENT = "agent"  # traces that name no agent are one agent's turns
+MAX_CHARS = 8_000  # of a request or answer: its head and tail, so no text can slow us down
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,10 @@ class AgentTurn:
 
     @property
     def digest(self) -> str:
-        """Same agent, request and answer: the same turn, whichever trace replays it."""
-        key = "\x1f".join((self.agent, " ".join(self.prompt.split()), " ".join(self.text.split())))
-        return hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+        """Same request and answer: the same turn, whichever trace replays it (a replayed
+        answer may have lost its agent's name, so the name is not part of it)."""
+        key = "\x1f".join((" ".join(self.prompt.split()), " ".join(self.text.split())))
+        return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def agent_turns(trajectory: Trajectory) -> list[AgentTurn]:
@@ -55,8 +57,8 @@ def agent_turns(trajectory: Trajectory) -> list[AgentTurn]:
                 turns.append(
                     AgentTurn(
                         agent=message.agent or fallback,
-                        prompt=prompt,
-                        text=message.content,
+                        prompt=_bounded(prompt),
+                        text=_bounded(message.content),
                         span_id=message.span_id,
                         tool_calls=tuple(calls),
                         tool_errors=failed,
@@ -67,11 +69,17 @@ def agent_turns(trajectory: Trajectory) -> list[AgentTurn]:
         turns.append(
             AgentTurn(
                 agent=fallback,
-                prompt=prompt,
-                text=trajectory.final_output,
+                prompt=_bounded(prompt),
+                text=_bounded(trajectory.final_output),
                 span_id=trajectory.final_output_span_id,
                 tool_calls=tuple(c.name for c in trajectory.tool_calls),
                 tool_errors=sum(1 for c in trajectory.tool_calls if c.error),
             )
         )
     return turns
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_CHARS:
+        return text
+    return text[: MAX_CHARS * 3 // 4] + "\n" + text[-(MAX_CHARS // 4) :]

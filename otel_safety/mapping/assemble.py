@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from otel_safety.mapping.types import MappedSpan
 from otel_safety.model import Message, Scope, ToolCall, Trajectory
@@ -21,8 +21,12 @@ def assemble(
     mapped: Sequence[MappedSpan],
     root_span_id: str | None = None,
     service_name: str | None = None,
+    parents: Mapping[str, str] | None = None,
 ) -> Trajectory | None:
-    """Build the trajectory of a trace from its GenAI spans; None when there are none."""
+    """Build the trajectory of a trace from its GenAI spans; None when there are none.
+
+    `parents` (span id -> parent id) covers every span of the trace, GenAI or not, so a model
+    call under a framework's own span still finds the agent above it."""
     if not mapped:
         return None
     spans = sorted(mapped, key=lambda m: m.start_ns)
@@ -30,7 +34,7 @@ def assemble(
     agents = [m for m in spans if m.role == "agent"]
     start_of = {m.span_id: m.start_ns for m in spans}
 
-    messages = _conversation(models, _agent_of(spans))
+    messages = _conversation(models, _agent_of(spans, parents or {}))
     tool_calls = _tool_calls(spans, messages, start_of)
     final_output, final_span = _final_output(models, agents)
     return Trajectory(
@@ -78,20 +82,21 @@ def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> lis
     return conversation
 
 
-def _agent_of(spans: Sequence[MappedSpan]) -> dict[str, str]:
-    """Each span's agent: its own `gen_ai.agent.name`, else the nearest agent span above it,
-    else the trace's only agent (a model call under an unmapped span still has one)."""
-    by_id = {m.span_id: m for m in spans}
+def _agent_of(spans: Sequence[MappedSpan], parents: Mapping[str, str]) -> dict[str, str]:
+    """Each span's agent: its own `gen_ai.agent.name`, else the nearest span above it (through
+    spans that are not GenAI) that names one, else the trace's only agent."""
+    named = {m.span_id: m.agent_name for m in spans if m.agent_name}
+    up = {**parents, **{m.span_id: m.parent_id for m in spans if m.parent_id}}
     names = _unique(m.agent_name for m in spans)
     only = names[0] if len(names) == 1 else None
     found: dict[str, str] = {}
     for span in spans:
-        node: MappedSpan | None = span
-        hops = 0
-        while node is not None and node.agent_name is None and hops < 64:
-            node = by_id.get(node.parent_id or "")
-            hops += 1
-        name = node.agent_name if node is not None else only
+        node: str | None = span.span_id
+        for _ in range(64):  # a parent loop in bad input ends here
+            if node is None or node in named:
+                break
+            node = up.get(node)
+        name = named.get(node or "", only)
         if name:
             found[span.span_id] = name
     return found
