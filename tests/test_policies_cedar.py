@@ -188,9 +188,17 @@ def test_policies_read_the_indicators_of_behaviour_monitors() -> None:
         threshold=0.5,
         detected=True,
         severity=Severity.MEDIUM,
-        details={"indicators": [{"type": "strategic_timing"}, {"type": "capability_drop"}]},
+        details={
+            "indicators": [
+                {"type": "strategic_timing", "severity": 0.8},
+                {"type": "capability_drop", "severity": 0.6},
+            ]
+        },
     )
-    quiet = finding.model_copy(update={"details": {"indicators": [{"type": "capability_drop"}]}})
+    weak = {"type": "strategic_timing", "severity": 0.2}  # beside a strong drop: not what fired
+    quiet = finding.model_copy(
+        update={"details": {"indicators": [{"type": "capability_drop", "severity": 0.8}, weak]}}
+    )
     policy = CedarPolicy(
         'permit (principal, action == Action::"deny", resource) when { context.detectors has '
         'sandbagging && context.detectors.sandbagging.indicators.contains("strategic_timing") };',
@@ -198,3 +206,28 @@ def test_policies_read_the_indicators_of_behaviour_monitors() -> None:
     )
     assert policy.decide([finding]) is EscalationLevel.HARD_STOP
     assert policy.decide([quiet]) is EscalationLevel.NONE
+
+
+def test_policies_read_which_ethics_check_fired() -> None:
+    from otel_safety.model import Finding, Severity
+
+    def ethics(check: str) -> Finding:
+        indicator = {"type": "ethics_boundary", "severity": 0.9, "metadata": {"check": check}}
+        return Finding(
+            detector="ethics_boundary",
+            trace_id="e" * 32,
+            score=0.9,
+            threshold=0.3,
+            detected=True,
+            severity=Severity.MEDIUM,
+            details={"indicators": [indicator]},
+        )
+
+    policy = CedarPolicy(
+        'permit (principal, action == Action::"deny", resource) when { context.detectors has '
+        "ethics_boundary && context.detectors.ethics_boundary.indicators.contains("
+        '"ethics_boundary:privacy") };',
+        alone=True,
+    )
+    assert policy.decide([ethics("privacy")]) is EscalationLevel.HARD_STOP
+    assert policy.decide([ethics("bias")]) is EscalationLevel.NONE

@@ -103,8 +103,21 @@ def _finding(finding: Finding) -> dict[str, Any]:
 
 
 def _indicator_types(finding: Finding) -> list[str]:
-    """The typed indicators a behaviour monitor's finding carries (`details["indicators"]`)."""
+    """The types of the indicators that reached the finding's threshold (a weak one beside a
+    strong one is not what fired), each also as `type:check` when it names a check
+    (`ethics_boundary:privacy`)."""
     indicators = (finding.details or {}).get("indicators")
     if not isinstance(indicators, list):
         return []
-    return [i["type"] for i in indicators if isinstance(i, dict) and isinstance(i.get("type"), str)]
+    types = []
+    for item in indicators:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            continue
+        strength = item.get("severity")
+        if isinstance(strength, int | float) and strength < finding.threshold:
+            continue
+        types.append(item["type"])
+        check = (item.get("metadata") or {}).get("check")
+        if isinstance(check, str):
+            types.append(f"{item['type']}:{check}")
+    return types
