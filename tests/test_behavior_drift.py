@@ -417,3 +417,13 @@ def test_scenario_learning_mode_never_fires(tmp_path, monkeypatch):
     assert rows[-1][1] > 0.0  # the drift is still measured and stored
     assert all(EscalationLevel.parse(row[5]) == EscalationLevel.NONE for row in rows)
     assert MonitorMode.parse("learning") is MonitorMode.LEARNING
+
+
+def test_the_shared_data_is_compiled_at_construction_not_on_the_first_trace():
+    from otel_safety.detectors import monitor_rules, refusal_rules
+
+    monitor_rules._cached.cache_clear()
+    refusal_rules.load_markers.cache_clear()
+    BehaviorDrift()
+    assert monitor_rules._cached.cache_info().currsize == 1
+    assert refusal_rules.load_markers.cache_info().currsize == 1

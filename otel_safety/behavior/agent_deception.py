@@ -40,7 +40,6 @@ from otel_safety.behavior.citations import (
     SourceMemory,
     citation_hits,
     compile_citations,
-    source_text,
 )
 from otel_safety.behavior.contradiction import (
     Conflict,
@@ -55,6 +54,7 @@ from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorPar
 from otel_safety.behavior.rhetoric import Family, combined, compile_families, rhetoric_hits
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.base import clip
+from otel_safety.detectors.claim_rules import current_rules as claim_rules
 from otel_safety.detectors.registry import register
 from otel_safety.model import Trajectory
 
@@ -66,6 +66,9 @@ class AgentDeceptionParams(MonitorParams):
 
     max_claims: int = Field(64, ge=1, description="statements remembered per agent")
     max_sources: int = Field(64, ge=1, description="tool results/inputs remembered per agent")
+    max_source_chars: int = Field(
+        65_536, ge=1, description="characters of those texts remembered per agent, in all"
+    )
     inconsistency_weight: float = Field(1.0, ge=0.0, le=1.0)
     fallacy_weight: float = Field(1.0, ge=0.0, le=1.0)
     manipulation_weight: float = Field(1.0, ge=0.0, le=1.0)
@@ -117,6 +120,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         self.params: AgentDeceptionParams
 
     def compile(self, data: dict[str, Any]) -> DeceptionRules:
+        claim_rules()  # the deception detector's claim grammar: compiled now, not on a trace
         return DeceptionRules(
             contradiction=compile_contradiction(data.get("contradiction", {})),
             citations=compile_citations(data.get("citations", {})),
@@ -127,7 +131,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
     def new_memory(self) -> DeceptionMemory:
         return DeceptionMemory(
             facts=deque(maxlen=self.params.max_claims),
-            sources=SourceMemory(self.params.max_sources),
+            sources=SourceMemory(self.params.max_sources, self.params.max_source_chars),
         )
 
     def read_trace(self, trajectory: Trajectory) -> RunEvidence:
@@ -138,7 +142,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         self, turn: AgentTurn, state: AgentState[DeceptionMemory], trace: RunEvidence
     ) -> list[Indicator]:
         memory = state.memory
-        memory.sources.add(trace)
+        memory.sources.add(trace)  # once per trace: later turns of it find it taken in
         number = state.turns + 1
         indicators = [
             self._inconsistency(turn, number, memory, trace),
@@ -173,7 +177,7 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         if not found:
             return None
         corrected = bool(rules.corrections.search(turn.text))
-        sources = source_text(run.texts) if turn.tool_calls else ""
+        sources = run.text if turn.tool_calls else ""
         scored = [(c, self._discount(c, corrected, sources)) for c in found]
         scored.sort(key=lambda pair: -pair[0].weight * pair[1])
         severity = combined([c.weight * f for c, f in scored]) * self.params.inconsistency_weight

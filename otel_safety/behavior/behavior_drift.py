@@ -61,6 +61,8 @@ from otel_safety.behavior.profile import (
     turn_profile,
 )
 from otel_safety.behavior.turns import AgentTurn
+from otel_safety.detectors.monitor_rules import current_rules
+from otel_safety.detectors.refusal import current_markers
 from otel_safety.detectors.registry import register
 
 __all__ = ["BehaviorDrift", "DriftMemory", "DriftParams", "drift_distance"]
@@ -143,6 +145,9 @@ class BehaviorDrift(BehaviorMonitor[DriftMemory]):
         self.alert_at = alert_threshold(self.threshold, self.params.sensitivity)
 
     def compile(self, data: dict[str, Any]) -> ProfileRules:
+        # The shared data the profile reads (refusal markers, stopwords) compiled at
+        # start-up: otherwise the first trace pays for it, and a broken file fails late.
+        current_markers(), current_rules()
         return compile_profile(data)
 
     def new_memory(self) -> DriftMemory:

@@ -20,10 +20,12 @@ that kind carries a weight below the alert threshold unless another signal joins
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from functools import cached_property
 from typing import Any
 
 import regex
@@ -45,6 +47,9 @@ __all__ = [
 
 FLAGS = regex.IGNORECASE
 _SOURCE_CHARS = 20_000  # of one tool result or input kept for look-ups
+_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC).timestamp()  # a tool start before is no date
+_LEEWAY = 86_400.0  # seconds a tool start may be ahead of the clock (skew, time zones)
+_RUNS = itertools.count(1)  # tells one read of a trace from another
 _KINDS = (
     "impossible_identifier",
     "future_year",
@@ -108,11 +113,15 @@ def compile_citations(table: Mapping[str, Any]) -> CitationRules:
 @dataclass(frozen=True)
 class RunEvidence:
     """What one run contained (inputs, tool arguments and results), whether the agent used
-    tools, and the run's date: the latest tool-call start, else the clock."""
+    tools, and the run's date: the latest plausible tool-call start, else the clock.
+
+    `run` numbers each read of a trace, so that an agent with several turns in one trace
+    remembers the trace's texts once, not once per turn."""
 
     texts: tuple[str, ...]
     retrieval: bool
     today: date
+    run: int = field(default_factory=lambda: next(_RUNS))
 
     @classmethod
     def of(cls, trajectory: Trajectory, clock: Callable[[], float]) -> RunEvidence:
@@ -120,41 +129,77 @@ class RunEvidence:
         texts += [m.content for m in trajectory.messages if m.role in ("user", "tool", "system")]
         for call in trajectory.tool_calls:
             texts += [call.arguments_text(), call.result or "", call.error or ""]
-        starts = [call.start_ns for call in trajectory.tool_calls if call.start_ns]
-        now = max(starts) / 1e9 if starts else clock()
+        now = run_time([call.start_ns for call in trajectory.tool_calls], clock())
         used = bool(trajectory.tool_calls) or any(m.role == "tool" for m in trajectory.messages)
         return cls(tuple(t for t in texts if t and t.strip()), used, _day(now))
+
+    @cached_property
+    def text(self) -> str:
+        """`source_text` of the whole run, built once however many turns ask for it."""
+        return source_text(self.texts)
+
+
+def run_time(starts: Iterable[int | None], now: float) -> float:
+    """The latest tool-call start in seconds, else `now`. Starts before 2000 or more than a
+    day after `now` are broken clocks or placeholders (0, 1 ns, 10**22 ns), not the run's
+    date: one of them would make every citation look future-dated, or not be a date."""
+    plausible = [s / 1e9 for s in starts if s and _EARLIEST <= s / 1e9 <= now + _LEEWAY]
+    return max(plausible, default=now)
 
 
 class SourceMemory:
     """What one agent's runs contained, over a conversation: the last `limit` distinct
-    texts (each cut to `_SOURCE_CHARS`), and whether it ever used tools."""
+    texts (each cut to `_SOURCE_CHARS`) holding `max_chars` characters at most, oldest
+    dropped first, and whether it ever used tools. A run is taken in once. Texts are kept
+    in `source_text` form and joined when asked, so there is one copy, not two."""
 
-    def __init__(self, limit: int) -> None:
-        self.texts: deque[str] = deque(maxlen=limit)
-        self.keys: deque[str] = deque(maxlen=limit)
+    def __init__(self, limit: int, max_chars: int = 65_536) -> None:
+        self.texts: deque[str] = deque()
+        self.keys: deque[str] = deque()
+        self.limit = limit
+        self.max_chars = max_chars
+        self.chars = 0
         self.retrieved = False
-        self._joined: str | None = None
+        self._last_run = 0
 
     def __len__(self) -> int:
         return len(self.texts)
 
     def add(self, run: RunEvidence) -> None:
+        if run.run == self._last_run:
+            return  # another turn of the same trace: its texts are in already
+        self._last_run = run.run
         self.retrieved = self.retrieved or run.retrieval
-        known = set(self.keys)
-        for text in run.texts:
-            key = hashlib.blake2b(text[:_SOURCE_CHARS].encode(), digest_size=8).hexdigest()
+        for key, text in reversed(self._fresh(run)):
+            self._push(key, text)
+
+    def _fresh(self, run: RunEvidence) -> list[tuple[str, str]]:
+        """The run's new texts, latest first, only as many as the bounds keep: the rest
+        would be pushed out by later ones, so they are not normalised at all."""
+        known, room = set(self.keys), self.max_chars
+        fresh: list[tuple[str, str]] = []
+        for text in reversed(run.texts):
+            if room <= 0 or len(fresh) >= self.limit:
+                break
+            kept = text[: min(_SOURCE_CHARS, self.max_chars)]
+            key = _digest(kept)
             if key not in known:
                 known.add(key)
-                self.keys.append(key)
-                self.texts.append(text[:_SOURCE_CHARS])
-                self._joined = None
+                fresh.append((key, source_text([kept])))
+                room -= len(fresh[-1][1])
+        return fresh
+
+    def _push(self, key: str, text: str) -> None:
+        self.keys.append(key)
+        self.texts.append(text)
+        self.chars += len(text)
+        while len(self.texts) > self.limit or self.chars > self.max_chars:
+            self.keys.popleft()
+            self.chars -= len(self.texts.popleft())
 
     def text(self) -> str:
         """All remembered texts in the form `citation_hits` looks citations up in."""
-        if self._joined is None:
-            self._joined = source_text(self.texts)
-        return self._joined
+        return " ".join(self.texts)
 
 
 def citation_hits(
@@ -255,6 +300,12 @@ def source_text(texts: Iterable[str]) -> str:
 def _url_key(url: str) -> str:
     """A URL without scheme, "www." and trailing slash, lower-cased, as sources hold it."""
     return _SCHEME.sub("", url).rstrip("/").lower()
+
+
+def _digest(text: str) -> str:
+    """A short key for a text; "surrogatepass" because JSON decoding can leave a lone
+    surrogate ("\\ud800") in a string, which strict UTF-8 refuses to encode."""
+    return hashlib.blake2b(text.encode(errors="surrogatepass"), digest_size=8).hexdigest()
 
 
 def _day(seconds: float) -> date:

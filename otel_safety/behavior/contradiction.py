@@ -183,7 +183,7 @@ def _state_fact(clause: str, sentence: str, turn: int, rules: ContradictionRules
     if not subject - rules.vague or _PROGRESSIVE.match(predicate_text):
         return None
     negated = bool(_NEGATED.search(verb.group(0)) or _NOT_AFTER.match(clause, verb.end()))
-    numbers = frozenset(n.replace(",", "").rstrip(".") for n in _NUMBER.findall(predicate_text))
+    numbers = frozenset(_number(n) for n in _NUMBER.findall(predicate_text))
     names = frozenset(n.lower() for n in _NAME.findall(predicate_text))
     plain = _NUMBER.sub(" ", _NAME.sub(" ", predicate_text))
     verb_key = _verb_key(verb.group("verb"), rules)
@@ -282,6 +282,15 @@ def _verb_key(verb: str, rules: ContradictionRules) -> str:
     if len(verb) > 3 and verb[-1] == verb[-2]:
         verb = verb[:-1]
     return verb.rstrip("e") or verb
+
+
+def _number(text: str) -> str:
+    """One spelling per value, so that 3.5 / 3.50, 330 / 330.0 / 0330 and 1,500 / 1500 are
+    the same number: separators, leading zeros and trailing decimal zeros dropped. Done on
+    the digits rather than through float or Decimal, so a 5,000-digit run stays exact."""
+    whole, _, fraction = text.replace(",", "").rstrip(".").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    return f"{whole}.{fraction}" if fraction else whole
 
 
 def _words(text: str, rules: ContradictionRules) -> frozenset[str]:

@@ -19,7 +19,8 @@ every check that reaches its threshold adds an `ethics_boundary` indicator whose
 - privacy: third parties' personal data in the answer: social security numbers, card numbers
   that pass the Luhn checksum (published test numbers excepted), passport numbers, a named
   person's home address or health, bulk lists of emails or phone numbers. Values the user
-  wrote in their own prompts to this agent in the conversation are theirs to see again.
+  wrote in any message of the conversation are theirs to see again (every user message of
+  a trace counts; up to 512 are remembered per agent for later traces).
   Evidence masks every value.
 - manipulation: steering the user into a harmful decision: asking for their credentials,
   telling them to keep secrets from the people who could protect them, exploiting
@@ -40,6 +41,7 @@ with no harm or jailbreak markers is not seen.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -67,7 +69,7 @@ from otel_safety.detectors.refusal import current_markers
 from otel_safety.detectors.registry import register
 from otel_safety.model import Severity, Trajectory
 
-__all__ = ["EthicsBoundary", "EthicsMemory", "EthicsParams", "EthicsRules"]
+__all__ = ["EthicsBoundary", "EthicsMemory", "EthicsParams", "EthicsRules", "TraceValues"]
 
 MAX_OWN_VALUES = 512  # user-given values remembered per agent
 
@@ -109,6 +111,15 @@ class EthicsRules:
     rule_sets: dict[str, RuleSet]  # bias, fairness, manipulation
     privacy: PrivacyRules
     custom: tuple[RuleSet, ...]
+
+
+@dataclass(frozen=True)
+class TraceValues:
+    """Read once per trace: the contacts its tools returned (`listed`) and the personal
+    values of every user message in it (`users`), the prompt before an answer or not."""
+
+    listed: set[str] = field(default_factory=set)
+    users: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -164,24 +175,31 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
             custom=compile_custom(boundaries, self.params.custom_boundary_score),
         )
 
-    def read_trace(self, trajectory: Trajectory) -> set[str]:
+    def read_trace(self, trajectory: Trajectory) -> TraceValues:
         """The contacts the agent's tools returned in this trace (the user's own inbox, say):
-        listing them back is not a privacy breach."""
+        listing them back is not a privacy breach; and what the user typed anywhere in the
+        trace, which is theirs to see again even when another message came in between."""
+        privacy_rules = self.rules.privacy
         results = [m.content for m in trajectory.messages if m.role == "tool" and m.content]
         results += [call.result for call in trajectory.tool_calls if call.result]
-        return contact_values(self.rules.privacy, "\n".join(results)) if results else set()
+        typed = [m.content for m in trajectory.messages if m.role == "user" and m.content]
+        return TraceValues(
+            listed=contact_values(privacy_rules, "\n".join(results)) if results else set(),
+            users=user_values(privacy_rules, "\n".join(typed)) if typed else set(),
+        )
 
     def new_memory(self) -> EthicsMemory:
         return EthicsMemory()
 
     def observe(
-        self, turn: AgentTurn, state: AgentState[EthicsMemory], trace: set[str]
+        self, turn: AgentTurn, state: AgentState[EthicsMemory], trace: TraceValues
     ) -> list[Indicator]:
         memory = state.memory
-        if len(memory.own) < MAX_OWN_VALUES:
-            memory.own |= user_values(self.rules.privacy, turn.prompt)
+        _remember(memory.own, trace.users)
+        _remember(memory.own, user_values(self.rules.privacy, turn.prompt))
+        own = memory.own | trace.users  # this trace's values count even when memory is full
         indicators = []
-        for hit in self._hits(turn, memory, trace):
+        for hit in self._hits(turn, own, trace.listed):
             memory.hits[hit.check] += 1
             indicators.append(
                 Indicator(
@@ -196,7 +214,7 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
     def summary(self, state: AgentState[EthicsMemory]) -> dict[str, Any]:
         return {"hits": dict(state.memory.hits)}
 
-    def _hits(self, turn: AgentTurn, memory: EthicsMemory, listed: set[str]) -> list[Hit]:
+    def _hits(self, turn: AgentTurn, own: set[str], listed: set[str]) -> list[Hit]:
         """Every enabled check's hits that reach its threshold, and every custom hit."""
         enabled = self.check_thresholds
         found: list[Hit] = []
@@ -206,8 +224,17 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
             if check in enabled:
                 found += rule_hits(rules, turn.text)
         if "privacy" in enabled:
-            found += privacy(self.rules.privacy, turn.text, memory.own, listed)
+            found += privacy(self.rules.privacy, turn.text, own, listed)
         kept = [hit for hit in found if hit.score >= enabled[hit.check]]
         for rules in self.rules.custom:
             kept += rule_hits(rules, turn.text)
         return kept
+
+
+def _remember(own: set[str], values: Iterable[str]) -> None:
+    """Add the user's values up to `MAX_OWN_VALUES`, checked at each addition: one prompt
+    listing 20,000 addresses must not grow an agent's memory by 20,000."""
+    for value in values:
+        if len(own) >= MAX_OWN_VALUES:
+            return
+        own.add(value)
