@@ -108,3 +108,54 @@ def test_a_huge_answer_is_read_by_its_head_and_tail() -> None:
                                  Message(role="assistant", content=text)))  # fmt: skip
     [seen] = monitor.state.peek("conversation:c").agents["agent"].memory
     assert len(seen) <= 8_001 and seen.startswith("start") and seen.endswith("end")
+
+
+def _chat(tracer, history: list[tuple[str, str]], answer: str) -> None:
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": _messages(*history),
+        "gen_ai.output.messages": _messages(("assistant", answer)),
+    }
+    with tracer.start_as_current_span("chat", attributes=attributes):
+        pass
+
+
+def test_an_answer_repeated_word_for_word_is_a_new_turn_each_time() -> None:
+    """Same refusal to three questions in one trace, then the same question and answer again
+    in a trace of its own: every answer is a turn, judged once."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    no = "I can't help with that."
+    history: list[tuple[str, str]] = []
+    with tracer.start_as_current_span("invoke_agent desk", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "desk",
+        "gen_ai.conversation.id": "c"}):  # fmt: skip
+        for question in ("Export my payments?", "Change my email?", "Close my account?"):
+            history.append(("user", question))
+            _chat(tracer, history, no)
+            history.append(("assistant", no))
+    first = list(exporter.get_finished_spans())
+    exporter.clear()
+    with tracer.start_as_current_span("invoke_agent desk", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "desk",
+        "gen_ai.conversation.id": "c"}):  # fmt: skip
+        _chat(tracer, [("user", "Close my account?")], no)
+    second = list(exporter.get_finished_spans())
+    monitor = Counting()
+    pipeline = Pipeline(detectors=[monitor])
+    assert pipeline.evaluate(first).findings[0].details["agents"]["desk"]["turns"] == 3
+    assert pipeline.evaluate(second).findings[0].details["agents"]["desk"]["turns"] == 4
+    assert pipeline.evaluate(second).findings[0].details["agents"]["desk"]["turns"] == 4  # again
+
+
+def test_a_users_monitor_settings_replace_lists_rather_than_extend_them(tmp_path) -> None:
+    from otel_safety.behavior.ethics_boundary import EthicsBoundary
+
+    (tmp_path / "ethics_boundary.toml").write_text(
+        'version = 1\n[monitor]\nenabled_checks = ["bias"]\nmode = "active"\n'
+    )
+    narrowed = EthicsBoundary(data_dir=str(tmp_path))
+    assert narrowed.params.enabled_checks == ["bias"] and narrowed.mode == "active"
+    assert len(EthicsBoundary().params.enabled_checks) == 5

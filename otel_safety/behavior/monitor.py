@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,7 +23,7 @@ from otel_safety.behavior.modes import MonitorMode, alert_threshold, mode_severi
 from otel_safety.behavior.turns import AgentTurn, agent_turns
 from otel_safety.conversation import ExpiringStore, conversation_key
 from otel_safety.detectors.base import Detector
-from otel_safety.detectors.datafiles import data_dir_from_env, load_data
+from otel_safety.detectors.datafiles import data_dir_from_env, load_data, read_toml
 from otel_safety.model import Finding, Severity, Trajectory
 
 __all__ = ["AgentState", "BehaviorMonitor", "MonitorParams"]
@@ -79,9 +80,10 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         super().__init__(threshold)
         label = f"{self.key} monitor"
         try:
-            data = load_data(self.key, data_dir=data_dir or data_dir_from_env())
+            folder = data_dir or data_dir_from_env()
+            data = load_data(self.key, data_dir=folder)
             given = {k: v for k, v in settings.items() if v is not None}
-            self.params = self.params_model(**{**data.get("monitor", {}), **given})
+            self.params = self.params_model(**{**_monitor_table(self.key, folder), **given})
             self.rules = self.compile(data)
         except ValidationError as exc:
             problems = "; ".join(
@@ -160,6 +162,8 @@ class BehaviorMonitor(Detector, Generic[Memory]):
     ) -> list[AgentTurn]:
         """The turns after the last one already counted (a trace re-sends the conversation so
         far, its own turns at the end), at most `max_turns`; each is remembered as counted.
+        The last turn is always new: it is the answer the trace was made for, even when it
+        repeats an earlier answer to the same question word for word.
 
         Scanning back from the end keeps this right when the history outgrows the memory of
         digests: a forgotten old turn sits before a remembered one and is not counted again.
@@ -167,7 +171,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         seen = conversation.seen
         fresh: list[AgentTurn] = []
         for turn in reversed(turns):
-            if turn.digest in seen or len(fresh) == self.params.max_turns:
+            if (fresh and turn.digest in seen) or len(fresh) == self.params.max_turns:
                 break
             fresh.append(turn)
         fresh.reverse()
@@ -228,3 +232,13 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             return f"learning mode (never fires): {kinds}{who}, strongest {top.severity:.2f}."
         verdict = "fired" if detected else f"below the alert threshold {self.alert_at:.2f}"
         return f"{self.mode.value} mode, {verdict}: {kinds}{who}, strongest {top.severity:.2f}."
+
+
+def _monitor_table(key: str, folder: str | None) -> dict[str, Any]:
+    """The `[monitor]` settings: the user's file replaces the packaged values key by key. Data
+    lists extend when merged, but a setting such as `enabled_checks = ["bias"]` must narrow."""
+    settings = dict(load_data(key).get("monitor", {}))
+    user = Path(folder) / f"{key}.toml" if folder else None
+    if user is not None and user.is_file():
+        settings.update(read_toml(str(user)).get("monitor", {}))
+    return settings

@@ -66,19 +66,31 @@ def _key(message: Message) -> tuple[object, ...]:
 
 
 def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> list[Message]:
+    """Inputs repeat the history: a message is new when it occurs more often than seen so far.
+    An output is new unless the same call (same inputs) was already recorded with it, as when
+    two instrumentations wrap one model call: an answer that repeats an earlier one word for
+    word is still a new turn."""
     seen: Counter[tuple[object, ...]] = Counter()
+    calls: set[tuple[object, ...]] = set()
     conversation: list[Message] = []
     for span in models:
-        for batch in (span.input_messages, span.output_messages):
-            local: Counter[tuple[object, ...]] = Counter()
-            for message in batch:
-                key = _key(message)
-                local[key] += 1
-                if local[key] > seen[key]:
-                    seen[key] += 1
-                    if batch is span.output_messages and message.agent is None:
-                        message.agent = agent_of.get(span.span_id)
-                    conversation.append(message)
+        local: Counter[tuple[object, ...]] = Counter()
+        for message in span.input_messages:
+            key = _key(message)
+            local[key] += 1
+            if local[key] > seen[key]:
+                seen[key] += 1
+                conversation.append(message)
+        asked = tuple(_key(m) for m in span.input_messages)
+        for number, message in enumerate(span.output_messages):
+            key = _key(message)
+            if (asked, number, key) in calls:
+                continue
+            calls.add((asked, number, key))
+            seen[key] += 1
+            if message.agent is None:
+                message.agent = agent_of.get(span.span_id)
+            conversation.append(message)
     return conversation
 
 
