@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The external labelled data (eval, README figures); tests read OTEL_SAFETY_EVAL_DATA.
+DATA ?= ../shared/data
 
 .PHONY: demo test lint semconv bench bench-serve eval readme-eval clean system-packages
 
@@ -23,7 +25,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/otel-safety demo
 
 test: $(VENV)/.test-installed system-packages lint
-	$(BIN)/python -m pytest
+	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest
 
 system-packages:
 	tools/install_system_packages.sh
@@ -35,10 +37,10 @@ semconv: $(VENV)/.test-installed
 	$(BIN)/python semconv/generate.py
 
 eval: $(VENV)/.test-installed
-	$(BIN)/otel-safety eval --data ../shared/data --db otel-safety-eval.duckdb
+	$(BIN)/otel-safety eval --data $(DATA) --db otel-safety-eval.duckdb
 
 readme-eval: $(VENV)/.test-installed
-	$(BIN)/python tools/readme_eval.py --data ../shared/data
+	$(BIN)/python tools/readme_eval.py --data $(DATA)
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_pipeline.py

@@ -243,7 +243,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     else:
         con = open_store(args.db, wait=5.0, hint="; create one with `otel-safety ingest` or `demo`")
     with con:
-        columns, rows = queries.run(con, sql, params)
+        columns, rows = queries.run(con, sql, params, parse_json=args.format == "json")
     print(queries.render(columns, rows, args.format))
     limit = queries.row_limit(sql, params)
     if limit is not None and len(rows) == limit:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -71,9 +72,16 @@ def resolve_sql(name_or_sql: str) -> str:
 
 
 def run(
-    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: dict[str, str] | None = None,
+    *,
+    parse_json: bool = False,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Set the parameters as DuckDB variables (as the CLI user would), then run the SQL."""
+    """Set the parameters as DuckDB variables (as the CLI user would), then run the SQL.
+
+    With `parse_json`, JSON columns come back as Python values, so JSON output nests them
+    instead of quoting a JSON document inside a string."""
     known = parameters(sql)
     for name, value in (params or {}).items():
         if name not in known:
@@ -88,7 +96,20 @@ def run(
     if result.description is None:
         return [], []
     columns = [d[0] for d in result.description]
-    return columns, result.fetchall()
+    rows = result.fetchall()
+    parsed = [i for i, d in enumerate(result.description) if str(d[1]) == "JSON"]
+    if parse_json and parsed:
+        rows = [_parse_json(row, parsed) for row in rows]
+    return columns, rows
+
+
+def _parse_json(row: tuple[Any, ...], indices: list[int]) -> tuple[Any, ...]:
+    values = list(row)
+    for i in indices:
+        if isinstance(values[i], str):
+            with contextlib.suppress(ValueError):  # else keep what the store holds
+                values[i] = json.loads(values[i])
+    return tuple(values)
 
 
 def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") -> str:

@@ -98,5 +98,8 @@ def shared_data() -> Path:
 
     CI must have it and fails loudly without it; a developer's machine may skip.
     """
-    require(SHARED_DATA.is_dir(), f"the labelled data at {SHARED_DATA}")
+    require(
+        SHARED_DATA.is_dir(),
+        f"the labelled data at {SHARED_DATA} (set OTEL_SAFETY_EVAL_DATA to where it is)",
+    )
     return SHARED_DATA

@@ -106,6 +106,12 @@ def test_query_named_adhoc_and_formats(tmp_path):
     )
     assert json.loads(filtered.stdout) == []
 
+    nested = run_cli(
+        "query", "SELECT evidence FROM findings WHERE detected", "--db", db, "--format", "json"
+    )  # fmt: skip
+    [row] = json.loads(nested.stdout)
+    assert "rm -rf build" in row["evidence"][0]["text"]  # JSON columns nest, not quoted
+
     csv_out = run_cli("query", "SELECT count(*) AS n FROM spans", "--db", db, "--format", "csv")
     assert csv_out.stdout.splitlines() == ["n", "4"]
 

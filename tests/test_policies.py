@@ -141,6 +141,8 @@ def test_adaptive_refuses_bad_settings() -> None:
         AdaptivePolicy(sensitivity=1.5)
     with pytest.raises(ValueError, match="risk_multiplier"):
         AdaptivePolicy(risk_multiplier=0)
+    with pytest.raises(ValueError, match="sensitivity must be a number, got 'high'"):
+        AdaptivePolicy(sensitivity="high")
 
 
 def test_pipeline_default_is_the_safeguards_policy(span_factory) -> None:

@@ -119,6 +119,13 @@ def test_a_bad_policy_file_names_the_file_and_cedars_reason(tmp_path) -> None:
         build_engine(settings, [], background=False)
     with pytest.raises(PolicyError, match=r"bad\.cedar"):
         create_processor(store=False, otlp=False, policy=str(bad))
+    bad.write_text("// nothing yet\n")
+    with pytest.raises(PolicyError, match=r"bad\.cedar: empty"):
+        CedarPolicy(bad)
+    bad.write_text('permit (principal, action == Action::"deny", resource) '
+                   "when { context.signals.drift >= 0.5 };")  # fmt: skip
+    with pytest.raises(PolicyError, match=r"whole percents, 0\.5 -> 50"):
+        CedarPolicy(bad)
 
 
 def test_the_runnable_example_prints_its_levels() -> None:

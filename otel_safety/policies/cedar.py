@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import regex
+
 from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.policies.cedar_context import principal_id, trace_context
 from otel_safety.policies.safeguards import SafeguardsPolicy
@@ -50,8 +52,11 @@ class CedarPolicy:
         try:
             self._policies = cedarpy.PolicySet.from_str(text)
         except ValueError as exc:
-            raise PolicyError(f"{self.origin}: invalid Cedar policy: {exc}") from None
-        _check_actions(cedarpy.policies_to_json_str(text), self.origin)
+            hint = ""
+            if regex.search(r"[<>=]=?\s*\d*\.\d", text):
+                hint = " (Cedar has no decimals: scores and signals are whole percents, 0.5 -> 50)"
+            raise PolicyError(f"{self.origin}: invalid Cedar policy: {exc}{hint}") from None
+        _check_actions(cedarpy.policies_to_json_str(text) if text.strip() else "{}", self.origin)
         self._authorize = cedarpy.is_authorized_batch
         self.base: Policy = base or SafeguardsPolicy()
         self.alone = alone
@@ -121,10 +126,10 @@ def _request(principal: str, action: str, trace_id: str, context: dict[str, Any]
 def _check_actions(policies_json: str, origin: str) -> None:
     """A misspelt action (`Action::"dney"`) would never be asked: refuse it up front."""
     policies = json.loads(policies_json)
-    for name, policy in {
-        **policies.get("staticPolicies", {}),
-        **policies.get("templates", {}),
-    }.items():
+    every = {**policies.get("staticPolicies", {}), **policies.get("templates", {})}
+    if not every:
+        raise PolicyError(f"{origin}: empty: it holds no Cedar policy to apply")
+    for name, policy in every.items():
         scope = policy.get("action", {})
         entities = scope.get("entities") or ([scope["entity"]] if "entity" in scope else [])
         for entity in entities:

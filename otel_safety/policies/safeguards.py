@@ -117,6 +117,9 @@ class AdaptivePolicy(SafeguardsPolicy):
         detector_levels: Mapping[str, EscalationLevel | str] | None = None,
         thresholds: Thresholds | None = None,
     ) -> None:
+        for name, value in (("sensitivity", sensitivity), ("risk_multiplier", risk_multiplier)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
         if not 0 <= sensitivity <= 1:
             raise ValueError(f"sensitivity must be between 0 and 1, got {sensitivity!r}")
         if risk_multiplier <= 0:
