@@ -34,6 +34,8 @@ from typing import Any
 import regex
 
 from otel_safety.behavior.turns import AgentTurn
+from otel_safety.detectors.data_checks import string_list
+from otel_safety.detectors.data_patterns import compile_patterns
 from otel_safety.detectors.monitor_rules import current_rules, terms
 from otel_safety.detectors.refusal import refusal_score
 from otel_safety.detectors.sentences import sentence_spans
@@ -166,12 +168,4 @@ def _weights(table: Mapping[str, Any]) -> Profile:
 
 
 def _patterns(entries: Any, where: str) -> tuple[regex.Pattern, ...]:
-    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
-        raise ValueError(f"{where} must be a list of strings")
-    compiled = []
-    for entry in entries:
-        try:
-            compiled.append(regex.compile(entry, regex.IGNORECASE))
-        except regex.error as exc:
-            raise ValueError(f"{where}: bad pattern {entry!r}: {exc}") from exc
-    return tuple(compiled)
+    return compile_patterns(string_list(entries, where), where, regex.IGNORECASE)

@@ -37,6 +37,8 @@ from otel_safety.behavior.modes import MonitorMode
 from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorParams
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.base import clip
+from otel_safety.detectors.data_checks import string_list
+from otel_safety.detectors.data_patterns import compile_patterns
 from otel_safety.detectors.monitor_rules import current_rules
 from otel_safety.detectors.refusal import answer_score, current_markers, harm_score, refusal_score
 from otel_safety.detectors.registry import register
@@ -104,14 +106,8 @@ class Sandbagging(BehaviorMonitor[Capability]):
             for k in ("substance", "specificity", "engagement", "inability")
         }
 
-        def patterns(items: list[str], name: str) -> tuple[regex.Pattern, ...]:
-            compiled = []
-            for item in items:
-                try:
-                    compiled.append(regex.compile(item, FLAGS))
-                except regex.error as exc:
-                    raise ValueError(f"[{name}] pattern {item!r}: {exc}") from None
-            return tuple(compiled)
+        def patterns(items: Any, name: str) -> tuple[regex.Pattern, ...]:
+            return compile_patterns(string_list(items, f"[{name}]"), f"[{name}]", FLAGS)
 
         return CapabilityRules(
             full_words=max(1, int(section.get("full_words", 60))),
