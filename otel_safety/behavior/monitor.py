@@ -58,7 +58,7 @@ class AgentState(Generic[Memory]):
 class ConversationState(Generic[Memory]):
     agents: OrderedDict[str, AgentState[Memory]] = field(default_factory=OrderedDict)
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)  # turn digests, oldest first
-    judged: OrderedDict[str, Finding] = field(default_factory=OrderedDict)  # by trace id
+    judged: OrderedDict[str, str] = field(default_factory=OrderedDict)  # finding JSON by trace
 
 
 class BehaviorMonitor(Detector, Generic[Memory]):
@@ -131,10 +131,10 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         conversation = self.state.get(conversation_key(trajectory), ConversationState)
         with self.state.lock:
             if trajectory.trace_id in conversation.judged:  # a late span adds no turns
-                return conversation.judged[trajectory.trace_id].model_copy(deep=True)
+                return Finding.model_validate_json(conversation.judged[trajectory.trace_id])
             finding = self._judge_trace(trajectory, conversation)
-            if finding is not None:
-                conversation.judged[trajectory.trace_id] = finding
+            if finding is not None:  # kept as JSON: a tenth of the objects' memory
+                conversation.judged[trajectory.trace_id] = finding.model_dump_json()
                 while len(conversation.judged) > JUDGED_TRACES:
                     conversation.judged.popitem(last=False)
             return finding
