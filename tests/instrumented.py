@@ -41,6 +41,7 @@ TOOL_SPAN_NAME = "local tool"  # a plain span around the tool function, no GenAI
 MODEL = "fake-model"
 
 # Instrumentation name -> the environment it needs before it is imported.
+DOUBLE = "pydantic_ai+otel_genai"  # two instrumentations on every model call
 OPENAI_INSTRUMENTATIONS: dict[str, dict[str, str]] = {
     "otel_genai": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
@@ -82,9 +83,11 @@ def run_openai_agent(instrumentation: str) -> list[ReadableSpan]:
 
     `instrumentation` is "otel_genai" (opentelemetry-instrumentation-openai-v2),
     "openinference" (openinference-instrumentation-openai) or "openllmetry"
-    (opentelemetry-instrumentation-openai from Traceloop).
+    (opentelemetry-instrumentation-openai from Traceloop); or DOUBLE: a pydantic-ai agent on
+    an OpenAI model whose client openai-v2 also instruments, so every model call has two
+    chat spans, one from each instrumentation.
     """
-    if instrumentation not in OPENAI_INSTRUMENTATIONS:
+    if instrumentation not in OPENAI_INSTRUMENTATIONS and instrumentation != DOUBLE:
         raise ValueError(f"unknown instrumentation {instrumentation!r}")
     with tempfile.TemporaryDirectory(prefix="otel-safety-instrumented-") as tmp:
         out = Path(tmp) / "spans.json"
@@ -201,12 +204,14 @@ def _instrumentor(instrumentation: str) -> Any:
 
 def _child(instrumentation: str, out: Path) -> None:
     """Body of the subprocess: instrument, run the loop, write OTLP/JSON to `out`."""
-    os.environ.update(OPENAI_INSTRUMENTATIONS[instrumentation])  # before any import reads it
+    double = instrumentation == DOUBLE
+    settings = OPENAI_INSTRUMENTATIONS["otel_genai" if double else instrumentation]
+    os.environ.update(settings)  # before any import reads it
     from fake_openai import FakeOpenAIServer, text_reply, tool_call_reply
 
     exporter = InMemorySpanExporter()
     provider = _provider(f"openai-{instrumentation}", exporter)
-    instrumentor = _instrumentor(instrumentation)
+    instrumentor = _instrumentor("otel_genai" if double else instrumentation)
     instrumentor.instrument(tracer_provider=provider)
     try:
         import openai
@@ -217,7 +222,13 @@ def _child(instrumentation: str, out: Path) -> None:
         ]
         with FakeOpenAIServer(replies) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
-            answer = _agent_loop(client, provider.get_tracer("tests.instrumented"))
+            if double:  # pydantic-ai's OpenAI model takes the async client
+                aclient = openai.AsyncOpenAI(
+                    base_url=server.base_url, api_key="test-key", max_retries=0
+                )
+                answer = _pydantic_ai_on(aclient, provider)
+            else:
+                answer = _agent_loop(client, provider.get_tracer("tests.instrumented"))
         if answer != FINAL_ANSWER:
             raise RuntimeError(f"unexpected agent output {answer!r}")
     finally:
@@ -226,6 +237,19 @@ def _child(instrumentation: str, out: Path) -> None:
     spans = exporter.get_finished_spans()
     provider.shutdown()
     out.write_text(json.dumps(request_to_json(spans)), encoding="utf-8")
+
+
+def _pydantic_ai_on(client: Any, provider: TracerProvider) -> str:
+    """The agent as a pydantic-ai `Agent` on an OpenAI model that uses `client`."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from otel_safety.integrations.pydantic_ai import instrumentation
+
+    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, instructions=SYSTEM_PROMPT, tools=[run_shell], **instrumentation(provider))
+    return agent.run_sync(USER_REQUEST).output
 
 
 if __name__ == "__main__":

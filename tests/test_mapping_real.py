@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from instrumented import (
+    DOUBLE,
     FINAL_ANSWER,
     MODEL,
     OPENAI_INSTRUMENTATIONS,
@@ -161,6 +162,24 @@ def test_real_run_maps_to_the_expected_trajectory(
     assert trajectory.final_output == FINAL_ANSWER
     assert trajectory.tool_events_available is True
     assert evaluation.notes == {}
+
+
+def test_a_call_wrapped_by_two_instrumentations_counts_once() -> None:
+    """pydantic-ai on an OpenAI model whose client openai-v2 also instruments: two chat spans
+    per model call, one answer and one tool call in the trajectory, one turn for monitors."""
+    from otel_safety.behavior.sandbagging import Sandbagging
+
+    spans = run_openai_agent(DOUBLE)
+    scopes = [s.instrumentation_scope.name for s in spans if s.name.startswith("chat")]
+    assert len(scopes) == 4 and len(set(scopes)) == 2  # both instrumentations, both calls
+    evaluation = Pipeline(detectors=[Sandbagging()]).evaluate(spans)
+    trajectory = evaluation.trajectory
+    assert trajectory is not None
+    answers = [m.content for m in trajectory.messages if m.role == "assistant" and m.content]
+    assert answers == [FINAL_ANSWER]
+    assert [(c.name, c.arguments) for c in trajectory.tool_calls] == [(TOOL_NAME, TOOL_ARGUMENTS)]
+    [finding] = evaluation.findings
+    assert finding.details["agents"]["agent"]["turns"] == 1
 
 
 @pytest.mark.parametrize("source", SOURCES)

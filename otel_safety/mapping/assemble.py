@@ -67,9 +67,10 @@ def _key(message: Message) -> tuple[object, ...]:
 
 def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> list[Message]:
     """Inputs repeat the history: a message is new when it occurs more often than seen so far.
-    An output is new unless the same call (same inputs) was already recorded with it, as when
-    two instrumentations wrap one model call: an answer that repeats an earlier one word for
-    word is still a new turn."""
+    An output is new unless it was already recorded in reply to the same last input message,
+    as when two instrumentations wrap one model call (their histories may differ in form, the
+    message being answered does not): an answer that repeats an earlier one word for word, to
+    another question, is still a new turn."""
     seen: Counter[tuple[object, ...]] = Counter()
     calls: set[tuple[object, ...]] = set()
     conversation: list[Message] = []
@@ -81,7 +82,7 @@ def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> lis
             if local[key] > seen[key]:
                 seen[key] += 1
                 conversation.append(message)
-        asked = tuple(_key(m) for m in span.input_messages)
+        asked = _key(span.input_messages[-1]) if span.input_messages else ()
         for number, message in enumerate(span.output_messages):
             key = _key(message)
             if (asked, number, key) in calls:
