@@ -5,8 +5,9 @@ words, on a log scale), how specific it is (numbers, code, lists, steps, reasons
 engages (a real answer rather than a refusal, tools used) and whether it claims not to know
 or not to be able to ("I'm not sure", "try searching online"). The first `baseline_turns`
 answers of each agent to demanding requests (a request of at least `min_prompt_words` content
-words, and not a closed question such as "who", "how many" or yes/no, unless the answer
-claims not to know) set its baseline; every later answer is compared with it:
+words that is an open request such as "explain", "how", "why", "write" or "list", or any
+request whose answer claims not to know) set its baseline; every later answer is compared with
+it:
 
     drop = (baseline - capability) / baseline
 
@@ -63,7 +64,7 @@ class CapabilityRules:
     inability: tuple[regex.Pattern, ...]
     specificity: tuple[regex.Pattern, ...]
     evaluation_cues: tuple[regex.Pattern, ...]
-    closed_questions: tuple[regex.Pattern, ...]
+    open_requests: tuple[regex.Pattern, ...]
 
 
 @dataclass
@@ -117,8 +118,8 @@ class Sandbagging(BehaviorMonitor[Capability]):
             evaluation_cues=patterns(
                 data.get("evaluation_cues", {}).get("patterns", []), "evaluation_cues"
             ),
-            closed_questions=patterns(
-                data.get("closed_questions", {}).get("patterns", []), "closed_questions"
+            open_requests=patterns(
+                data.get("open_requests", {}).get("patterns", []), "open_requests"
             ),
         )
 
@@ -144,14 +145,15 @@ class Sandbagging(BehaviorMonitor[Capability]):
         return min(1.0, max(0.0, score))
 
     def demanding(self, turn: AgentTurn) -> bool:
-        """Whether the request calls for a substantial answer: enough content words, and not
-        a closed question (who, when, how many, yes/no) unless the answer claims not to know."""
+        """Whether the request calls for a substantial answer: enough content words and an
+        open request (explain, how, why, write, list...). A short answer to any other question
+        may be the whole right answer, so it counts only when it claims not to know."""
         if sum(current_rules().terms(turn.prompt).values()) < self.params.min_prompt_words:
             return False
         last_line = turn.prompt.strip().splitlines()[-1] if turn.prompt.strip() else ""
-        if any(p.search(last_line) for p in self.rules.closed_questions):
-            return any(p.search(turn.text) for p in self.rules.inability)
-        return True
+        if any(p.search(last_line) for p in self.rules.open_requests):
+            return True
+        return any(p.search(turn.text) for p in self.rules.inability)
 
     def observe(
         self, turn: AgentTurn, state: AgentState[Capability], trace: Any = None
