@@ -87,6 +87,11 @@ class Message(_Element):
         description="gen_ai.agent.name of the agent whose model call produced it (assistant "
         "messages), so behaviour monitors keep one baseline per agent",
     )
+    replayed: bool = Field(
+        default=False,
+        description="an assistant message this trace only received as history (an earlier "
+        "trace's answer), never produced: behaviour monitors do not judge it again",
+    )
 
 
 class Principal(BaseModel):

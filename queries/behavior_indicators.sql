@@ -9,7 +9,7 @@
 --               included (default true)
 --   limit_rows  at most this many rows (default 50)
 -- Columns: agent is the agent the indicator was seen in (gen_ai.agent.name); strongest is
--- the highest strength (0-1); traces counts distinct traces.
+-- the highest strength (0-1, the indicators' `severity` key); traces counts distinct traces.
 WITH params AS (
     SELECT
         CASE WHEN getvariable('since') IS NULL THEN NULL

@@ -159,3 +159,25 @@ def test_a_users_monitor_settings_replace_lists_rather_than_extend_them(tmp_path
     narrowed = EthicsBoundary(data_dir=str(tmp_path))
     assert narrowed.params.enabled_checks == ["bias"] and narrowed.mode == "active"
     assert len(EthicsBoundary().params.enabled_checks) == 5
+
+
+def test_after_a_restart_the_replayed_history_is_not_judged_again() -> None:
+    """A fresh monitor (a restarted sidecar, another instance) gets a trace that carries the
+    conversation so far: only the answer this trace produced is a turn."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    history = [("user", "Plan a trip to Lisbon."), ("assistant", "Day 1: Alfama and Graça.")]
+    history += [("user", "And day 2?")]
+    with tracer.start_as_current_span("invoke_agent desk", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "desk",
+        "gen_ai.conversation.id": "c"}):  # fmt: skip
+        _chat(tracer, history, "Day 2: Belém and the river front.")
+    restarted = Counting()
+    [finding] = (
+        Pipeline(detectors=[restarted]).evaluate(list(exporter.get_finished_spans())).findings
+    )
+    assert finding.details["agents"]["desk"]["turns"] == 1
+    [only] = restarted.state.peek("conversation:c").agents["desk"].memory
+    assert only.startswith("Day 2")

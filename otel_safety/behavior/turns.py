@@ -38,8 +38,9 @@ class AgentTurn:
 
 
 def agent_turns(trajectory: Trajectory) -> list[AgentTurn]:
-    """The assistant answers of a trajectory in order; the final output when no message has
-    content (dialects that only record the run's output)."""
+    """The assistant answers this trajectory produced, in order (answers it only received as
+    history are left out, so a monitor that restarted does not judge them again); the final
+    output when no message has content (dialects that only record the run's output)."""
     fallback = trajectory.agent_names[0] if len(trajectory.agent_names) == 1 else DEFAULT_AGENT
     errors = {c.id for c in trajectory.tool_calls if c.id and c.error}
     turns: list[AgentTurn] = []
@@ -51,6 +52,8 @@ def agent_turns(trajectory: Trajectory) -> list[AgentTurn]:
             prompt, calls, failed = message.content, [], 0
         elif message.role == "tool":
             failed += message.tool_call_id in errors
+        elif message.role == "assistant" and message.replayed:
+            calls, failed = [], 0  # an earlier trace's answer: judged when it was new
         elif message.role == "assistant":
             calls.extend(call.name for call in message.tool_calls)
             if message.content.strip():
@@ -65,7 +68,7 @@ def agent_turns(trajectory: Trajectory) -> list[AgentTurn]:
                     )
                 )
                 calls, failed = [], 0
-    if not turns and trajectory.final_output:
+    if not turns and trajectory.final_output and not _replayed(trajectory):
         turns.append(
             AgentTurn(
                 agent=fallback,
@@ -83,3 +86,12 @@ def _bounded(text: str) -> str:
     if len(text) <= MAX_CHARS:
         return text
     return text[: MAX_CHARS * 3 // 4] + "\n" + text[-(MAX_CHARS // 4) :]
+
+
+def _replayed(trajectory: Trajectory) -> bool:
+    """The final output is an answer the trace only received as history."""
+    return any(
+        m.replayed and m.content == trajectory.final_output
+        for m in trajectory.messages
+        if m.role == "assistant"
+    )

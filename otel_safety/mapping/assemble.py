@@ -81,6 +81,8 @@ def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> lis
             local[key] += 1
             if local[key] > seen[key]:
                 seen[key] += 1
+                if message.role == "assistant":  # history from an earlier trace
+                    message.replayed = True
                 conversation.append(message)
         asked = _key(span.input_messages[-1]) if span.input_messages else ()
         for number, message in enumerate(span.output_messages):
