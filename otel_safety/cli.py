@@ -17,6 +17,7 @@ from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
 from otel_safety.calibration.command import add_commands as add_calibration_commands
 from otel_safety.config import ConfigError, Settings
+from otel_safety.detectors.datafiles import data_dir_from_env, stray_data_files
 from otel_safety.exporters.duckdb import StoreError, mark_store, open_store
 from otel_safety.guard.command import add_commands as add_guard_commands
 from otel_safety.sidecar.command import add_command as add_serve_command
@@ -317,13 +318,17 @@ def _check_detectors() -> int:
         background=False,
         on_detector_error=lambda key, exc: failed.append(f"{key}: {exc}"),
     )
+    folder = data_dir_from_env()
+    if folder:
+        print(f"data folder: {folder}")
+        failed.extend(stray_data_files(folder))
     for detector in engine.pipeline.detectors:
         mode = getattr(detector, "mode", None)
         shown = f"mode {mode.value:8}" if mode is not None else " " * 13
         print(f"{detector.key:22} ok   threshold {detector.threshold:<6} {shown}")
     for problem in failed:
         print(f"{problem}", file=sys.stderr)
-    print(f"{len(engine.pipeline.detectors)} detector(s) loaded, {len(failed)} failed")
+    print(f"{len(engine.pipeline.detectors)} detector(s) loaded, {len(failed)} problem(s)")
     return 1 if failed else 0
 
 

@@ -253,10 +253,11 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
     good = run_cli("detectors", "--check")
     assert good.returncode == 0, good.stderr
     assert "sandbagging            ok   threshold 0.5    mode passive" in good.stdout
-    assert "0 failed" in good.stdout
+    assert "0 problem(s)" in good.stdout
     data = tmp_path / "data"
     data.mkdir()
     (data / "sandbagging.toml").write_text('version = 1\n[monitor]\nmode = "loud"\n')
+    (data / "sandbaging.toml").write_text("version = 1\n")  # misspelt: nothing reads it
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["OTEL_SAFETY_DATA_DIR"] = str(data)
     env["OTEL_SAFETY_MONITOR_MODES"] = "behavior_drift=learning"
@@ -266,4 +267,5 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
     assert bad.returncode == 1
     assert "sandbagging: sandbagging monitor: mode" in bad.stderr and "'loud'" in bad.stderr
     assert "behavior_drift         ok   threshold 0.3    mode learning" in bad.stdout
-    assert "1 failed" in bad.stdout
+    assert "sandbaging.toml: no detector reads it" in bad.stderr
+    assert f"data folder: {data}" in bad.stdout and "2 problem(s)" in bad.stdout

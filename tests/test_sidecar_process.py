@@ -10,7 +10,14 @@ import duckdb
 import httpx
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-from sidecar_support import GrpcNextHop, ServeProcess, rotel_collector, run_agent, wait_for
+from sidecar_support import (
+    ROOT,
+    GrpcNextHop,
+    ServeProcess,
+    rotel_collector,
+    run_agent,
+    wait_for,
+)
 
 from otel_safety import semconv as sc
 
@@ -88,3 +95,11 @@ def test_a_second_serve_on_the_same_store_is_told_so(tmp_path):
         assert "--lake" in second.output
     with ServeProcess("--db", db) as third:  # both stopped: the claim was released
         assert "another serve" not in third.output
+
+
+def test_serve_says_which_policy_and_monitor_modes_are_in_force(tmp_path):
+    policy = ROOT / "examples" / "policies" / "escalation.cedar"
+    env = {"OTEL_SAFETY_MONITOR_MODES": "sandbagging=active", "OTEL_SAFETY_POLICY": str(policy)}
+    with ServeProcess("--db", str(tmp_path / "s.duckdb"), env=env) as serve:
+        assert f"escalation policy: Cedar {policy}" in serve.output
+        assert "sandbagging active" in serve.output and "behavior_drift passive" in serve.output

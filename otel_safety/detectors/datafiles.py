@@ -23,6 +23,7 @@ __all__ = [
     "load_data",
     "merge",
     "read_toml",
+    "stray_data_files",
 ]
 
 DATA_DIR_ENV = "OTEL_SAFETY_DATA_DIR"
@@ -114,3 +115,21 @@ def _check_version(data: Mapping[str, Any], where: str) -> None:
     version = data.get("version", DATA_VERSION)
     if version != DATA_VERSION:
         raise ValueError(f"{where}: data version {version!r} is not supported (use {DATA_VERSION})")
+
+
+def stray_data_files(data_dir: str) -> list[str]:
+    """Files in a user's data folder that no detector reads (a misspelt name would otherwise
+    be ignored in silence), each as a problem to report."""
+    packaged = {
+        entry.name
+        for entry in (resources.files("otel_safety.detectors") / "data").iterdir()
+        if entry.name.endswith(".toml")
+    }
+    folder = Path(data_dir)
+    if not folder.is_dir():
+        return [f"{DATA_DIR_ENV}={data_dir} is not a directory"]
+    return [
+        f"{path}: no detector reads it; the data files are {', '.join(sorted(packaged))}"
+        for path in sorted(folder.glob("*.toml"))
+        if path.name not in packaged
+    ]

@@ -239,8 +239,21 @@ def _announce(sidecar: Sidecar, settings: Settings, options: SidecarOptions) -> 
         lines.append(f"forwarding to {options.forward_endpoint} ({options.forward_protocol})")
     else:
         lines.append("forwarding: off")
+    if settings.policy:
+        lines.append(f"escalation policy: Cedar {Path(settings.policy).resolve()}")
+    modes = _monitor_modes(sidecar)
+    if modes:
+        lines.append(f"behaviour monitors: {modes}")
     if options.token:
         lines.append("bearer token required")
     for line in lines:
         print(f"otel-safety serve: {line}", flush=True)
     print("otel-safety serve: ready; Ctrl-C or SIGTERM drains and stops", flush=True)
+
+
+def _monitor_modes(sidecar: Sidecar) -> str:
+    """The behaviour monitors' modes in force (their data files and OTEL_SAFETY_MONITOR_MODES)."""
+    detectors = sidecar.engine.pipeline.detectors
+    return ", ".join(
+        f"{d.key} {d.mode.value}" for d in detectors if getattr(d, "mode", None) is not None
+    )
