@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from otel_safety import semconv as sc
 from otel_safety.mapping import span_id_hex
 from otel_safety.model import EscalationLevel, Finding
+from otel_safety.policy import raised_by_policy
 
 EVALUATION_LABEL = "flagged"
 
@@ -109,6 +110,8 @@ def _trace_attributes(
     fired = list(dict.fromkeys(f.detector for f in findings if f.detected))
     if fired:
         attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] = tuple(fired)
+    if raised_by_policy(findings, level):
+        attributes[sc.OTEL_SAFETY_TRACE_ESCALATION_BY_POLICY] = True
     return attributes
 
 

@@ -55,3 +55,9 @@ class SeverityPolicy:
         for finding in findings:
             finding.escalation = self.level_for(finding)
         return max((f.escalation for f in findings), default=EscalationLevel.NONE)
+
+
+def raised_by_policy(findings: Sequence[Finding], level: EscalationLevel) -> bool:
+    """Whether the trace's level is above every finding's own: the policy, not a finding,
+    explains it (a Cedar rule, signals combined across findings)."""
+    return level > max((f.escalation for f in findings), default=EscalationLevel.NONE)

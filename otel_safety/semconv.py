@@ -43,6 +43,9 @@ OTEL_SAFETY_NOTES = "otel_safety.notes"
 # Keys of every detector that fired anywhere in the trace.
 OTEL_SAFETY_TRACE_DETECTORS_FIRED = "otel_safety.trace.detectors.fired"
 
+# True when the escalation policy set the trace's level above every finding's own level.
+OTEL_SAFETY_TRACE_ESCALATION_BY_POLICY = "otel_safety.trace.escalation.by_policy"
+
 # The strictest escalation level found anywhere in the trace.
 OTEL_SAFETY_TRACE_ESCALATION_LEVEL = "otel_safety.trace.escalation.level"
 
@@ -238,6 +241,7 @@ DEFINED_ATTRIBUTES = frozenset(
         OTEL_SAFETY_MAPPING_DIALECT,
         OTEL_SAFETY_NOTES,
         OTEL_SAFETY_TRACE_DETECTORS_FIRED,
+        OTEL_SAFETY_TRACE_ESCALATION_BY_POLICY,
         OTEL_SAFETY_TRACE_ESCALATION_LEVEL,
         OTEL_SAFETY_TRACE_ESCALATION_RANK,
         OTEL_SAFETY_TRACE_EVALUATION_REASON,

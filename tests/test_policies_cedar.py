@@ -238,3 +238,26 @@ def test_policies_read_which_ethics_check_fired() -> None:
     )
     assert policy.decide([ethics("privacy")]) is EscalationLevel.HARD_STOP
     assert policy.decide([ethics("bias")]) is EscalationLevel.NONE
+
+
+def test_a_level_only_the_policy_explains_is_marked(span_factory, tmp_path) -> None:
+    """Cedar raises the over-refusal trace above its finding's own level: the trace says so,
+    on its root span and in the store; a trace its findings explain does not."""
+    policy = CedarPolicy(
+        'permit (principal, action == Action::"deny", resource) when { context.detectors has '
+        "over_refusal && context.detectors.over_refusal.detected };"
+    )
+    db = tmp_path / "by_policy.duckdb"
+    levels = store_runs(span_factory, db, policy)
+    assert levels["over_refusal"][0] == "HARD_STOP"
+    with duckdb.connect(str(db), read_only=True) as con:
+        marked = dict(
+            con.execute(
+                "SELECT t.escalation_level, t.escalation_by_policy FROM traces t"
+            ).fetchall()
+        )
+        roots = con.execute(
+            "SELECT attributes->>'$.\"otel_safety.trace.escalation.by_policy\"' FROM spans "
+            "WHERE parent_span_id IS NULL AND trace_escalation_level = 'HARD_STOP'"
+        ).fetchall()
+    assert True in marked.values() and ("true",) in roots

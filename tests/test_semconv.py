@@ -97,6 +97,7 @@ def test_registry_defines_the_expected_attributes() -> None:
         "otel_safety.escalation.rank",
         "otel_safety.trace.escalation.level",
         "otel_safety.trace.escalation.rank",
+        "otel_safety.trace.escalation.by_policy",
         "otel_safety.detectors.fired",
         "otel_safety.trace.detectors.fired",
         "otel_safety.detector.score",

@@ -176,6 +176,7 @@ def test_a_version_2_store_gets_the_finding_details_columns(tmp_path, span_facto
     with duckdb.connect(str(path)) as con:  # make it what version 2 wrote
         con.execute("ALTER TABLE findings DROP COLUMN details")
         con.execute("ALTER TABLE findings DROP COLUMN calibrated")
+        con.execute("ALTER TABLE traces DROP COLUMN escalation_by_policy")
         con.execute("UPDATE otel_safety_meta SET value = '2' WHERE key = 'schema_version'")
     pipeline = Pipeline(detectors=[KeywordDetector()])
     store = DuckDBStore(path)
@@ -188,5 +189,7 @@ def test_a_version_2_store_gets_the_finding_details_columns(tmp_path, span_facto
         version = con.execute(
             "SELECT value FROM otel_safety_meta WHERE key = 'schema_version'"
         ).fetchone()
+        by_policy = con.execute("SELECT escalation_by_policy FROM traces").fetchone()
     assert row == ("capability_drop", False)
     assert version == (str(SCHEMA_VERSION),)
+    assert by_policy == (False,)

@@ -36,6 +36,7 @@ from otel_safety.exporters.schema import (
 )
 from otel_safety.mapping import span_id_hex, trace_id_hex
 from otel_safety.pipeline import TraceEvaluation
+from otel_safety.policy import raised_by_policy
 
 logger = logging.getLogger(__name__)
 
@@ -391,6 +392,7 @@ def trace_row(evaluation: TraceEvaluation, now: datetime) -> dict[str, Any]:
         "trajectory": clean(trajectory.model_dump_json()) if trajectory else None,
         "trace_start": _trace_start(evaluation),
         "evaluated_at": now,
+        "escalation_by_policy": raised_by_policy(evaluation.findings, evaluation.level),
     }
 
 

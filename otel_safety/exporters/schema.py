@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Columns added after a table was first released: (version, table, column). Stores of an
 # older version get them with ALTER TABLE when opened; tables themselves are created as needed.
 ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (
     (3, "findings", "details"),
     (3, "findings", "calibrated"),
+    (4, "traces", "escalation_by_policy"),
 )
 
 
@@ -128,6 +129,7 @@ TRACES = Table(
         trajectory JSON
         trace_start TIMESTAMP
         evaluated_at TIMESTAMP
+        escalation_by_policy BOOLEAN
     """),
     key=("trace_id", "root_span_id"),
 )
