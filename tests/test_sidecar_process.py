@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import duckdb
 import httpx
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from sidecar_support import (
@@ -103,3 +104,14 @@ def test_serve_says_which_policy_and_monitor_modes_are_in_force(tmp_path):
     with ServeProcess("--db", str(tmp_path / "s.duckdb"), env=env) as serve:
         assert f"escalation policy: Cedar {policy}" in serve.output
         assert "sandbagging active" in serve.output and "behavior_drift passive" in serve.output
+
+
+def test_serve_that_cannot_start_leaves_no_empty_store(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sandbagging.toml").write_text('version = 1\n[monitor]\nmode = "loud"\n')
+    db = tmp_path / "never.duckdb"
+    failing = ServeProcess("--db", str(db), env={"OTEL_SAFETY_DATA_DIR": str(data)})
+    with pytest.raises(AssertionError, match="sandbagging monitor: mode"), failing:
+        pass
+    assert not db.exists()

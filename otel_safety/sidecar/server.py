@@ -76,6 +76,8 @@ class Sidecar:
         self.metrics = Metrics()
         self.problems = ProblemLog()
         self._tls = _read_tls(options)  # fail on unreadable files before anything starts
+        store = Path(settings.db_path)
+        new_store = settings.store and not options.lake and not store.exists()
         sinks: list[Sink] = []
         if settings.store:
             sinks.append(self._store())
@@ -86,7 +88,15 @@ class Sidecar:
             sinks.append(ForwardSink(exporter, self.metrics))
         sinks.append(FlagCounter(self.metrics))
         sinks.extend(extra_sinks)
-        self.engine = build_engine(settings, sinks)
+        try:
+            self.engine = build_engine(settings, sinks)
+        except Exception:  # a bad data folder or policy: leave no empty store behind
+            for sink in sinks:
+                sink.shutdown()
+            if new_store:
+                store.unlink(missing_ok=True)
+                Path(f"{store}.wal").unlink(missing_ok=True)
+            raise
         self.intake = Intake(self.engine, settings.queue_size, self.metrics, self.problems)
         self._grpc: grpc.Server | None = None
         self._http: OtlpHttpServer | None = None
