@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -251,13 +252,16 @@ def test_a_level_only_the_policy_explains_is_marked(span_factory, tmp_path) -> N
     levels = store_runs(span_factory, db, policy)
     assert levels["over_refusal"][0] == "HARD_STOP"
     with duckdb.connect(str(db), read_only=True) as con:
-        marked = dict(
-            con.execute(
-                "SELECT t.escalation_level, t.escalation_by_policy FROM traces t"
-            ).fetchall()
-        )
-        roots = con.execute(
-            "SELECT attributes->>'$.\"otel_safety.trace.escalation.by_policy\"' FROM spans "
-            "WHERE parent_span_id IS NULL AND trace_escalation_level = 'HARD_STOP'"
+        rows = con.execute(
+            """
+            SELECT t.detectors_fired, t.escalation_level, t.escalation_by_policy,
+                   s.attributes->>'$."otel_safety.trace.escalation.by_policy"'
+            FROM traces t JOIN spans s ON s.trace_id = t.trace_id AND s.span_id = t.root_span_id
+            """
         ).fetchall()
-    assert True in marked.values() and ("true",) in roots
+    by_trace = {tuple(json.loads(fired)): row for fired, *row in rows}
+    over = next(row for fired, row in by_trace.items() if "over_refusal" in fired)
+    assert over == ["HARD_STOP", True, "true"]  # its finding alone only asks for review
+    others = [row for fired, row in by_trace.items() if "over_refusal" not in fired]
+    assert len(others) == 2 and all(row[1:] == [False, None] for row in others)
+    assert ["HARD_STOP", False, None] in others  # the jailbreak: its finding explains it
