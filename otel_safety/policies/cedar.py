@@ -124,7 +124,8 @@ def _request(principal: str, action: str, trace_id: str, context: dict[str, Any]
 
 
 def _check_actions(policies_json: str, origin: str) -> None:
-    """A misspelt action (`Action::"dney"`) would never be asked: refuse it up front."""
+    """A policy file with no policy, or one naming a misspelt action (`Action::"dney"`, never
+    asked), is refused up front rather than silently deciding nothing."""
     policies = json.loads(policies_json)
     every = {**policies.get("staticPolicies", {}), **policies.get("templates", {})}
     if not every:
