@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import detectors as detector_registry
+from otel_safety.analysis import trace_scope
 from otel_safety.annotate import annotate, local_root
 from otel_safety.detectors import Detector
 from otel_safety.mapping import (
@@ -124,7 +125,8 @@ class Pipeline:
             },
         )
         errors: list[str] = []
-        findings = self._run_detectors(trajectory, errors) if trajectory else []
+        with trace_scope():  # detectors share each text's analysis for this trace only
+            findings = self._run_detectors(trajectory, errors) if trajectory else []
         level = self.policy.decide(findings, trajectory)
         root_id = span_id_hex(root.context.span_id) if root else None
         annotated = annotate(

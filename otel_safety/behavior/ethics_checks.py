@@ -17,6 +17,8 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.prefilter import Prefilter
+from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors.base import clip
 from otel_safety.detectors.data_checks import string_list
 from otel_safety.detectors.data_patterns import any_of, checked_alternation, compile_pattern
@@ -27,7 +29,6 @@ from otel_safety.detectors.refusal import (
     input_risk,
     refusal_score,
 )
-from otel_safety.detectors.sentences import sentence_spans
 
 __all__ = [
     "CHECKS",
@@ -76,6 +77,10 @@ class RuleSet:
     rules: tuple[Rule, ...]
     excuse: regex.Pattern | None = None  # anywhere in the sentence
     negation: regex.Pattern | None = None  # in the sentence before the match
+    prefilter: Prefilter | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefilter", Prefilter.of([r.pattern for r in self.rules]))
 
 
 # --- compiling ---------------------------------------------------------------------------
@@ -148,8 +153,13 @@ def _optional(entries: Any, where: str) -> regex.Pattern | None:
 def rule_hits(rules: RuleSet, text: str) -> list[Hit]:
     """The strongest unexcused match of each rule set in `text`, sentence by sentence."""
     best: Hit | None = None
+    prefilter = rules.prefilter
+    if prefilter is not None and not prefilter.may_match_text(text):
+        return []
     for start, end in sentence_spans(text):
         sentence = text[start:end]
+        if prefilter is not None and not prefilter.matches(sentence):
+            continue
         if rules.excuse is not None and rules.excuse.search(sentence):
             continue
         for rule in rules.rules:

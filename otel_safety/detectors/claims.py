@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import regex
 
+from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors.claim_rules import FLAGS, Action, ClaimRules
-from otel_safety.detectors.sentences import sentence_spans
 
 __all__ = ["Claim", "find_claims"]
 

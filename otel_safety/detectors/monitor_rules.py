@@ -16,6 +16,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.memo import per_trace
 from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
 
 __all__ = [
@@ -89,6 +90,7 @@ class MonitorRules:
         return terms(text, self.stopwords)
 
 
+@per_trace
 def terms(text: str, stopwords: frozenset[str] = frozenset()) -> Counter[str]:
     """Word stems of `text` without stop words: the vector topic similarity compares."""
     words = (word.lower() for word in _WORD.findall(text))
@@ -105,6 +107,7 @@ def cosine(a: Mapping[str, int], b: Mapping[str, int]) -> float:
     return dot / norm if norm else 0.0
 
 
+@functools.lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
     """A crude suffix strip, enough for 'chemicals' ~ 'chemical' ~ 'chemistry' to meet."""
     for suffix in (

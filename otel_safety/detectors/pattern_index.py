@@ -13,9 +13,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import regex
 
+from otel_safety.analysis.prefilter import may_match, relaxed_family
 from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
@@ -50,6 +52,7 @@ class _Group:
 
     by_key: Mapping[str, tuple[int, ...]]  # key -> patterns that start at such a word
     other: tuple[int, ...]  # patterns without known starts: anchored, gated by needs, or free
+    relaxed: Any | None = None  # the group's linear-time prefilter (see analysis.prefilter)
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,7 +82,11 @@ class PatternIndex:
                 if pattern.starts is None:
                     other.append(len(patterns))
                 patterns.append(pattern)
-            indexed[group] = _Group({k: tuple(v) for k, v in by_key.items()}, tuple(other))
+            indexed[group] = _Group(
+                {k: tuple(v) for k, v in by_key.items()},
+                tuple(other),
+                relaxed_family([p.pattern for p in filed]),
+            )
         return PatternIndex(indexed, tuple(patterns), frozenset(keys))
 
 
@@ -93,11 +100,19 @@ class TextScan:
     shown_by: Mapping[str, list[str]] = field(default_factory=dict)  # key -> words
     present: frozenset[str] = frozenset()
     _positions: dict[str, list[int]] = field(default_factory=dict)
+    _found: dict[str, tuple[regex.Match, ...]] = field(default_factory=dict)
 
     def find(self, group: str) -> list[regex.Match]:
-        """Every match of the group's patterns, in text order (one per start position)."""
+        """Every match of the group's patterns, in text order (one per start position).
+        Each group is searched once per text, however many detectors ask."""
+        found = self._found.get(group)
+        if found is None:
+            found = self._found[group] = tuple(self._find(group))
+        return list(found)
+
+    def _find(self, group: str) -> list[regex.Match]:
         index = self.index.groups.get(group)
-        if index is None or not self.text:
+        if index is None or not self.text or not may_match(index.relaxed, self.text):
             return []
         starts: dict[int, list[int]] = {}
         for key in index.by_key.keys() & self.present:
@@ -112,7 +127,9 @@ class TextScan:
         return hits
 
     def first(self, group: str) -> regex.Match | None:
-        hits = self.find(group)
+        if group not in self._found:
+            self.find(group)
+        hits = self._found[group]
         return hits[0] if hits else None
 
     def positions(self, key: str) -> list[int]:

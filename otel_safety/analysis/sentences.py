@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import regex
 
+from otel_safety.analysis.memo import per_trace
+
 __all__ = ["sentence_spans"]
 
 _SENTENCE_END = regex.compile(r"(?<=[.!?])\s+|\n+")
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
+@per_trace
+def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     """(start, end) of every non-empty sentence of `text`, in order."""
-    spans, start = [], 0
+    spans: list[tuple[int, int]] = []
+    start = 0
     for cut in _SENTENCE_END.finditer(text):
         if cut.start() > start:
             spans.append((start, cut.start()))
         start = cut.end()
     if start < len(text):
         spans.append((start, len(text)))
-    return spans
+    return tuple(spans)

@@ -1,0 +1,100 @@
+"""One linear-time search for a whole family of patterns, before any pattern runs on its own.
+
+Rule families are judged a sentence at a time, or pattern by pattern at the places their
+words occur; most texts match none of a family's patterns. The family's relaxed RE2
+alternation (see `relax`), searched once over the whole text in linear time, proves most
+texts have nothing to find, so the exact (backtracking) patterns run only where they can
+succeed, and findings stay exactly what the patterns say.
+
+Without RE2, or for a family it cannot take, the family's `regex` alternation serves: over
+the whole text when no pattern looks past its own match (anchors and lookarounds see other
+characters at a sentence's edge), else a sentence at a time, which is exact for any pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.relax import relax
+
+try:
+    import re2
+except ImportError:  # the pure-regex path below is exact, only slower
+    re2 = None
+
+__all__ = ["Prefilter", "relaxed_family", "utf8"]
+
+_CLASSES = regex.compile(r"\[(?:\\.|[^\]\\])*\]")
+_CONTEXT_SENSITIVE = regex.compile(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
+_RE2_MAX_MEM = 64 << 20
+
+
+@per_trace
+def utf8(text: str) -> bytes:
+    """The text as RE2 reads it, encoded once per trace (lone surrogates replaced)."""
+    return text.encode("utf-8", "replace")
+
+
+def relaxed_family(patterns: Sequence[regex.Pattern]) -> Any | None:
+    """One compiled RE2 alternation matching wherever any of `patterns` may, or None."""
+    if re2 is None or not patterns:
+        return None
+    alternatives = []
+    for pattern in patterns:
+        relaxed = relax(pattern.pattern, pattern.flags)
+        if relaxed is None:
+            return None
+        local = ("i" if pattern.flags & regex.IGNORECASE else "") + (
+            "s" if pattern.flags & regex.DOTALL else ""
+        )
+        alternatives.append(f"(?{local}:{relaxed})" if local else f"(?:{relaxed})")
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    options.max_mem = _RE2_MAX_MEM
+    try:
+        return re2.compile("|".join(alternatives).encode(), options)
+    except re2.error:
+        return None
+
+
+def may_match(relaxed: Any | None, text: str) -> bool:
+    """False only when the relaxed family proves that nothing in `text` can match."""
+    return relaxed is None or relaxed.search(utf8(text)) is not None
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """A family's relaxed RE2 alternation, and its exact `regex` alternation."""
+
+    any_of: regex.Pattern
+    whole_text: bool
+    relaxed: Any | None = None
+
+    @staticmethod
+    def of(patterns: Sequence[regex.Pattern]) -> Prefilter | None:
+        """For patterns sharing their flags; None when they cannot form one alternation."""
+        if not patterns or len({p.flags for p in patterns}) != 1:
+            return None
+        sources = [p.pattern for p in patterns]
+        try:
+            union = regex.compile("|".join(f"(?:{s})" for s in sources), patterns[0].flags)
+        except regex.error:
+            return None
+        whole = not any(_CONTEXT_SENSITIVE.search(_CLASSES.sub("", s)) for s in sources)
+        return Prefilter(union, whole, relaxed_family(patterns))
+
+    def may_match_text(self, text: str) -> bool:
+        """False only when no pattern can match any part of `text`."""
+        if self.relaxed is not None:
+            return may_match(self.relaxed, text)
+        return not self.whole_text or self.any_of.search(text) is not None
+
+    def matches(self, passage: str) -> bool:
+        """Whether any pattern matches `passage` (exact for every pattern)."""
+        return self.any_of.search(passage) is not None

@@ -1,0 +1,126 @@
+"""The shared analysis layer: per-trace memo, relaxed RE2 prefilters that never hide a match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import regex
+
+from otel_safety import detectors as detector_registry
+from otel_safety.analysis import per_trace, trace_scope
+from otel_safety.analysis.prefilter import Prefilter, relaxed_family, utf8
+from otel_safety.analysis.relax import relax
+from otel_safety.evaluation import datasets
+
+
+def test_per_trace_memo_runs_each_text_once_inside_a_scope_only():
+    calls: list[str] = []
+
+    @per_trace
+    def words(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    with trace_scope():
+        assert words("a b") == 2
+        assert words("a b") == 2
+        assert words("c") == 1
+    assert calls == ["a b", "c"]
+    words("a b")
+    words("a b")
+    assert calls == ["a b", "c", "a b", "a b"]  # no scope: nothing kept between traces
+
+
+# Each pair: a pattern written for `regex`, and a text it matches that a naive RE2 port
+# (ASCII \w and \b, no lookarounds, no possessives) would get wrong or refuse.
+SUPERSET_CASES = [
+    (r"(?<!not )\bharm\b", "cause harm now"),
+    (r"\bcafé\b", "le café noir"),
+    (r"\w+ing\b", "naïveing"),
+    (r"\d{2}", "٣٤"),  # Arabic-Indic digits are \d to `regex`
+    (r"a\s+b", "a\u00a0b"),  # a no-break space is \s to `regex`
+    (r"(['\"])secret\1", "'secret'"),
+    (r"(?P<q>x)y(?P=q)", "xyx"),
+    (r"foo++bar", "foobar"),
+    (r"(?>ab|a)c", "abc"),
+    (r"[\u200b-\u200d]", "zero\u200bwidth"),
+    (r"[\U000e0020-\U000e007e]+", "tag\U000e0041"),
+    (r"x{0,5000}y", "xxy"),
+    (r"^\s*DROP\s+TABLE\b(?!.*IF EXISTS)", "  drop table users"),
+    (r"(?i:ignore) previous$", "IGNORE previous"),
+    (r"a[^\w\s]b", "a-b"),
+]
+
+
+@pytest.mark.parametrize(("source", "text"), SUPERSET_CASES)
+def test_relaxed_form_matches_wherever_the_original_does(source, text):
+    original = regex.compile(source, regex.IGNORECASE)
+    assert original.search(text), "the case itself must match"
+    relaxed = relaxed_family([original])
+    assert relaxed is not None, relax(source, regex.IGNORECASE)
+    assert relaxed.search(utf8(text))
+
+
+def test_relaxed_family_rejects_texts_without_any_match():
+    family = [regex.compile(p, regex.IGNORECASE) for p in (r"\bkill\b", r"(?<!no )bomb")]
+    relaxed = relaxed_family(family)
+    assert relaxed is not None
+    assert relaxed.search(utf8("a BOMB threat"))
+    assert not relaxed.search(utf8("a quiet afternoon in the garden"))
+
+
+def test_syntax_without_a_relaxed_form_is_left_unfiltered():
+    assert relax(r"(?x) a b # comment") is None
+    assert relax(r"(?:cat){e<=1}") is None
+    assert relax(r"\N{BULLET}") is None
+    verbose = regex.compile(r"a  b", regex.VERBOSE)
+    assert relaxed_family([verbose]) is None
+
+
+def test_prefilter_falls_back_to_sentences_for_context_sensitive_families():
+    family = [regex.compile(r"^start"), regex.compile(r"middle")]
+    prefilter = Prefilter.of(family)
+    assert prefilter is not None and not prefilter.whole_text
+    assert prefilter.matches("start here")
+    assert not prefilter.matches("nothing")
+
+
+def _texts(root: Path, every: int) -> list[str]:
+    texts = []
+    for case in datasets.load(root, None, with_synthetic=True)[::every]:
+        for message in case.messages:
+            content = message.get("content")
+            if isinstance(content, str) and content:
+                texts.append(content[:2000])
+    return texts
+
+
+def test_every_packaged_pattern_is_relaxed_to_a_superset_on_real_texts(shared_data, monkeypatch):
+    """Every pattern the detectors compile, against real prompts, answers and tool results:
+    wherever the original matches, its relaxed form must too (else a prefilter would hide a
+    finding)."""
+    compiled: dict[tuple[str, int], regex.Pattern] = {}
+    original_compile = regex.compile
+
+    def recording(pattern, flags=0, *args, **kwargs):
+        found = original_compile(pattern, flags, *args, **kwargs)
+        if isinstance(pattern, str):
+            compiled[(pattern, flags)] = found
+        return found
+
+    monkeypatch.setattr(regex, "compile", recording)
+    detector_registry.create()
+    monkeypatch.setattr(regex, "compile", original_compile)
+    assert len(compiled) > 500
+    texts = _texts(shared_data, every=25)
+    relaxed_count = 0
+    for pattern in compiled.values():
+        relaxed = relaxed_family([pattern])
+        if relaxed is None:
+            continue
+        relaxed_count += 1
+        for text in texts:
+            if pattern.search(text):
+                assert relaxed.search(utf8(text)), (pattern.pattern[:200], text[:200])
+    assert relaxed_count > 0.9 * len(compiled)
