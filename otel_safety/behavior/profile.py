@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import regex
 
+from otel_safety.analysis.prefilter import Prefilter
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.data_checks import string_list
@@ -78,6 +79,14 @@ class ProfileRules:
     evasion: tuple[regex.Pattern, ...]
     warmth: tuple[regex.Pattern, ...]
     moralising: tuple[regex.Pattern, ...]
+    # One search per list and sentence instead of one per pattern (exact: see prefilter).
+    hedging_any: Prefilter | None = field(init=False, default=None)
+    moralising_any: Prefilter | None = field(init=False, default=None)
+    warmth_any: Prefilter | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        for name in ("hedging", "moralising", "warmth"):
+            object.__setattr__(self, f"{name}_any", Prefilter.of(getattr(self, name)))
 
     def length_words(self, value: float) -> int:
         """The word count a `length` feature value stands for (for evidence)."""
@@ -116,11 +125,11 @@ def turn_profile(turn: AgentTurn, rules: ProfileRules) -> Profile:
     values = {
         "length": min(1.0, math.log1p(words) / math.log1p(rules.length_cap_words)),
         "refusal": max(refusal_score(text).score, _evasion(sentences, rules)),
-        "hedging": _share(sentences, lambda s: any(p.search(s) for p in rules.hedging)),
+        "hedging": _share_matching(sentences, text, rules.hedging_any, rules.hedging),
         "imperative": _share(sentences, lambda s: bool(rules.imperative.match(_opening(s)))),
         "request_overlap": request_overlap(turn.prompt, text),
-        "warmth": min(1.0, sum(len(p.findall(text)) for p in rules.warmth) / len(sentences)),
-        "moralising": _share(sentences, lambda s: any(p.search(s) for p in rules.moralising)),
+        "warmth": min(1.0, _count(text, rules.warmth_any, rules.warmth) / len(sentences)),
+        "moralising": _share_matching(sentences, text, rules.moralising_any, rules.moralising),
         "tool_use": 1.0 if calls else 0.0,
         "tool_errors": min(1.0, turn.tool_errors / calls) if calls else 0.0,
     }
@@ -149,6 +158,27 @@ def _opening(sentence: str) -> str:
 
 def _share(sentences: list[str], test: Any) -> float:
     return sum(1 for s in sentences if test(s)) / len(sentences)
+
+
+def _share_matching(
+    sentences: list[str],
+    text: str,
+    family: Prefilter | None,
+    patterns: tuple[regex.Pattern, ...],
+) -> float:
+    """Share of sentences any of `patterns` matches, the whole text ruled out first."""
+    if family is None:
+        return _share(sentences, lambda s: any(p.search(s) for p in patterns))
+    if not family.may_match_text(text):
+        return 0.0
+    return _share(sentences, family.matches)
+
+
+def _count(text: str, family: Prefilter | None, patterns: tuple[regex.Pattern, ...]) -> int:
+    """Matches of every pattern in `text` (each pattern counted on its own)."""
+    if family is not None and not family.may_match_text(text):
+        return 0
+    return sum(len(p.findall(text)) for p in patterns)
 
 
 def _weights(table: Mapping[str, Any]) -> Profile:

@@ -9,6 +9,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.prefilter import relaxed_family
 from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
 from otel_safety.detectors.tool_names import name_pattern
 
@@ -71,7 +72,7 @@ class GuardData:
     database_products: tuple[Pattern, ...]  # a tool named after a database reads or writes it
     database_writes: tuple[Pattern, ...]
     trusted_domains: tuple[str, ...]
-    prefilters: Mapping[str, Pattern | bool]  # per kind: does any rule's pattern match?
+    prefilters: Mapping[str, KindFilter | bool]  # per kind: may any rule's pattern match?
     name_memo: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     def needed_trust(self, category: str) -> int:
@@ -131,17 +132,27 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
     )
 
 
-def _prefilter(rules: tuple[Rule, ...], kind: str) -> Pattern | bool:
-    """All rules' patterns of one kind in one alternation, so a harmless call costs one
-    search per text; False when no rule has this kind. Free text is the exception (True:
-    no prefilter): its rules are many and unanchored, and one huge alternation over prose
-    measured slower than the rules one by one (bench/bench_guard.py)."""
-    patterns = [p.pattern for r in rules if (p := r.patterns[kind]) is not None]
-    if not patterns:
+@dataclass(frozen=True)
+class KindFilter:
+    """What a text must pass before one kind's rules are tried on it one by one: the
+    relaxed RE2 family (linear time, see analysis.prefilter), then the exact alternation
+    (None for free text, whose rules are many and unanchored: one huge `regex`
+    alternation over prose measured slower than the rules one by one)."""
+
+    relaxed: Any | None
+    exact: Pattern | None
+
+
+def _prefilter(rules: tuple[Rule, ...], kind: str) -> KindFilter | bool:
+    """All rules' patterns of one kind as one filter, so a harmless call costs one search
+    per text; False when no rule has this kind."""
+    compiled = [p for r in rules if (p := r.patterns[kind]) is not None]
+    if not compiled:
         return False
-    if kind in UNFILTERED_KINDS:
-        return True
-    return regex.compile("|".join(patterns))
+    exact = None
+    if kind not in UNFILTERED_KINDS:
+        exact = regex.compile("|".join(p.pattern for p in compiled))
+    return KindFilter(relaxed_family(compiled), exact)
 
 
 def scoped(pattern: str, ignore_case: bool) -> str:

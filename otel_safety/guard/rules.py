@@ -7,8 +7,9 @@ from collections.abc import Iterable, Iterator
 
 import regex
 
+from otel_safety.analysis.prefilter import may_match
 from otel_safety.detectors.base import clip
-from otel_safety.guard.data import RULE_KINDS, GuardData, Rule
+from otel_safety.guard.data import RULE_KINDS, GuardData, KindFilter, Rule
 from otel_safety.guard.verdict import RuleHit
 from otel_safety.guard.view import CallView
 
@@ -87,9 +88,9 @@ def _candidates(view: CallView, data: GuardData) -> dict[str, list]:
         elif prefilter is True:
             found[kind] = texts
         elif kind == "path":
-            found[kind] = [(p, m) for p, m in texts if _search(prefilter, p)]
+            found[kind] = [(p, m) for p, m in texts if _passes(prefilter, p)]
         else:
-            found[kind] = [t for t in texts if _search(prefilter, t)]
+            found[kind] = [t for t in texts if _passes(prefilter, t)]
     return found
 
 
@@ -155,6 +156,12 @@ def _hit(rule: Rule, matched: str) -> RuleHit:
         matched=clip(matched, _MATCH_CHARS),
         reason=rule.reason,
     )
+
+
+def _passes(prefilter: KindFilter, text: str) -> bool:
+    if not may_match(prefilter.relaxed, text):
+        return False
+    return prefilter.exact is None or _search(prefilter.exact, text) is not None
 
 
 def _search(pattern: regex.Pattern, text: str) -> regex.Match | None:
