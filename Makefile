@@ -43,6 +43,7 @@ readme-eval: $(VENV)/.test-installed
 	$(BIN)/python tools/readme_eval.py --data $(DATA)
 
 bench: $(VENV)/.test-installed
+	$(BIN)/python bench/bench_detection.py --data $(DATA) --format markdown
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_guard.py
 	$(BIN)/python bench/bench_monitors.py

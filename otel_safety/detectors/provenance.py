@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+import regex
+
 from otel_safety.detectors.actions import reads_only
 from otel_safety.detectors.argument_values import ArgumentValue, traceable_values
 from otel_safety.detectors.instructions import (
@@ -38,6 +40,9 @@ __all__ = ["Provenance", "Source", "Steered"]
 
 _OCCURRENCES = 3  # places per tool result a value is looked at; beyond, the first ones speak
 
+
+# A run of characters `str.isalnum` accepts: the words a source's index is made of.
+_ALNUM_RUN = regex.compile(r"[\p{L}\p{N}]+")
 
 @dataclass
 class Source:
@@ -79,6 +84,8 @@ class Provenance:
         self.sources = list(sources)
         self.rules = rules
         self._judged: dict[tuple[int, int, int], Instruction | None] = {}
+        self._by_token: dict[str, list[int]] | None = None
+        self._unindexed: list[int] = []
 
     @classmethod
     def of(
@@ -127,9 +134,29 @@ class Provenance:
             for source in self.sources
         ]
 
+    def _candidates(self, value: ArgumentValue) -> list[int]:
+        """The sources that can hold `value`: those showing its longest word as a whole
+        word. Tracing every call's values through every earlier result would grow with the
+        square of the run's length; each source's words are indexed once instead."""
+        token = max(_ALNUM_RUN.findall(value.value.lower()), key=len, default=None)
+        if token is None:
+            return list(range(len(self.sources)))
+        if self._by_token is None:
+            self._by_token = {}
+            for number, source in enumerate(self.sources):
+                lowered = source.lowered
+                if len(lowered) != len(source.text):  # matched as written: keep it in view
+                    self._unindexed.append(number)
+                    continue
+                for word in set(_ALNUM_RUN.findall(lowered)):
+                    self._by_token.setdefault(word, []).append(number)
+        found = self._by_token.get(token, [])
+        return sorted({*found, *self._unindexed}) if self._unindexed else found
+
     def _trace(self, value: ArgumentValue, index: int) -> Steered | None:
         steered = None
-        for number, source in enumerate(self.sources):
+        for number in self._candidates(value):
+            source = self.sources[number]
             if source.after >= index or value.found_in(source.call_arguments):
                 continue  # not read yet, or an echo of the call that carried the value
             for start, end in islice(value.places(source.text, source.lowered), _OCCURRENCES):

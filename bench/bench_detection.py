@@ -1,0 +1,231 @@
+"""Benchmark: what judging costs, each figure beside an anchor measured in the same run.
+
+1. Throughput of the full detector suite on real AgentDojo traces (spans per CPU-second),
+   against the pipeline with no detectors (mapping, assembly, annotation: the floor) and
+   the goal of 20,000 spans/s per core.
+2. One agent run with 10, 50, 200 and 1,000 tool calls through every detector (p50 / p99
+   over several runs, each a new trace), against one plain regex pass over the same texts:
+   the per-tool-call cost shows whether growth is linear. Chat spans carry only their new
+   messages; `--repeat-history` makes them repeat the whole history, as SDKs send it.
+
+Run: make bench   (or: python bench/bench_detection.py --data ../shared/data)
+Figures are printed, not asserted; they depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import regex
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_safety.evaluation import datasets
+from otel_safety.evaluation.cases import SpanWriter
+from otel_safety.pipeline import Pipeline
+
+GOAL_SPANS_PER_CORE = 20_000
+TRAJECTORY_SIZES = (10, 50, 200, 1000)
+_ANCHOR = regex.compile(r"\bignore\b", regex.IGNORECASE)
+
+
+def agentdojo_traces(data: Path, limit: int) -> list[list[ReadableSpan]]:
+    writer = SpanWriter()
+    try:
+        cases = itertools.islice(datasets.agentdojo(data), limit)
+        return [writer.spans(case) for case in cases]
+    finally:
+        writer.shutdown()
+
+
+def cpu_seconds(pipeline: Pipeline, traces: list[list[ReadableSpan]]) -> float:
+    started = time.process_time()
+    for spans in traces:
+        pipeline.evaluate(spans)
+    return time.process_time() - started
+
+
+def throughput(traces: list[list[ReadableSpan]]) -> dict[str, Any]:
+    spans = sum(len(t) for t in traces)
+    floor, suite = Pipeline([]), Pipeline()
+    for pipeline in (floor, suite):
+        for warm in traces[:5]:
+            pipeline.evaluate(warm)
+    floor_rate = spans / cpu_seconds(floor, traces)
+    suite_rate = spans / cpu_seconds(suite, traces)
+    return {
+        "traces": len(traces),
+        "spans": spans,
+        "suite_spans_per_cpu_s": round(suite_rate),
+        "anchor_no_detectors_spans_per_cpu_s": round(floor_rate),
+        "suite_vs_anchor": round(suite_rate / floor_rate, 3),
+        "suite_vs_goal": round(suite_rate / GOAL_SPANS_PER_CORE, 3),
+    }
+
+
+def tool_texts(data: Path, count: int) -> list[tuple[str, str, str]]:
+    """Real (tool name, arguments, result) triples from AgentDojo, cycled as needed."""
+    found: list[tuple[str, str, str]] = []
+    for case in datasets.agentdojo(data):
+        calls = {}
+        for message in case.messages:
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                calls[str(call.get("id"))] = (str(function.get("name")), function.get("arguments"))
+            if message.get("role") == "tool":
+                name, arguments = calls.get(str(message.get("tool_call_id")), ("tool", {}))
+                arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                found.append((name, arguments, str(message.get("content") or "")))
+        if len(found) >= count:
+            break
+    return list(itertools.islice(itertools.cycle(found), count))
+
+
+def run_spans(calls: list[tuple[str, str, str]], repeat_history: bool) -> list[ReadableSpan]:
+    """One agent run: a task, then model call -> tool call per triple, then an answer."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("bench")
+    task = {"role": "user", "parts": [{"type": "text", "content": "Summarise my inbox."}]}
+    history: list[dict[str, Any]] = [task]
+    with tracer.start_as_current_span(
+        "invoke_agent bench",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench"},
+    ):
+        for number, (name, arguments, result) in enumerate(calls):
+            call_id = f"c{number}"
+            call = {
+                "role": "assistant",
+                "parts": [
+                    {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+                ],
+            }
+            sent = history if repeat_history else history[-1:]
+            with tracer.start_as_current_span(
+                "chat",
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": json.dumps(sent),
+                    "gen_ai.output.messages": json.dumps([call]),
+                },
+            ):
+                pass
+            with tracer.start_as_current_span(
+                f"execute_tool {name}",
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.id": call_id,
+                    "gen_ai.tool.call.arguments": arguments,
+                    "gen_ai.tool.call.result": result,
+                },
+            ):
+                pass
+            response = {
+                "role": "tool",
+                "parts": [{"type": "tool_call_response", "id": call_id, "response": result}],
+            }
+            history += [call, response]
+        answer = {"role": "assistant", "parts": [{"type": "text", "content": "Done: 3 emails."}]}
+        with tracer.start_as_current_span(
+            "chat",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(history if repeat_history else history[-1:]),
+                "gen_ai.output.messages": json.dumps([answer]),
+            },
+        ):
+            pass
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def anchor_seconds(calls: list[tuple[str, str, str]]) -> float:
+    """One plain regex pass over every argument and result of the run."""
+    started = time.perf_counter()
+    for _, arguments, result in calls:
+        _ANCHOR.search(arguments)
+        _ANCHOR.search(result)
+    return time.perf_counter() - started
+
+
+def trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[str, Any]]:
+    pipeline = Pipeline()
+    pipeline.evaluate(run_spans(tool_texts(data, 3), repeat_history))
+    rows = []
+    for size in TRAJECTORY_SIZES:
+        calls = tool_texts(data, size)
+        count = max(3, runs if size <= 200 else runs // 4)
+        traces = [run_spans(calls, repeat_history) for _ in range(count)]
+        timings, anchors = [], []
+        for spans in traces:
+            started = time.perf_counter()
+            pipeline.evaluate(spans)
+            timings.append(time.perf_counter() - started)
+            anchors.append(anchor_seconds(calls))
+        timings.sort()
+        p50, p99 = (
+            statistics.median(timings),
+            timings[min(len(timings) - 1, int(len(timings) * 0.99))],
+        )
+        anchor = statistics.median(anchors)
+        rows.append(
+            {
+                "tool_calls": size,
+                "runs": count,
+                "p50_ms": round(p50 * 1000, 2),
+                "p99_ms": round(p99 * 1000, 2),
+                "p50_us_per_tool_call": round(p50 * 1e6 / size),
+                "anchor_one_regex_ms": round(anchor * 1000, 3),
+                "p50_vs_anchor": round(p50 / anchor) if anchor else None,
+            }
+        )
+        print(f"  {size} tool calls: p50 {rows[-1]['p50_ms']} ms", file=sys.stderr)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--traces", type=int, default=300, help="AgentDojo traces (default 300)")
+    parser.add_argument("--runs", type=int, default=20, help="runs per trajectory size")
+    parser.add_argument("--repeat-history", action="store_true")
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    args = parser.parse_args()
+    if not (args.data / "agentdojo").is_dir():
+        parser.error(f"no agentdojo/ folder in {args.data}: pass --data /path/to/shared/data")
+    print("throughput...", file=sys.stderr)
+    results = {
+        "throughput": throughput(agentdojo_traces(args.data, args.traces)),
+        "trajectory": trajectory_growth(args.data, args.runs, args.repeat_history),
+        "repeat_history": args.repeat_history,
+    }
+    if args.format == "json":
+        print(json.dumps(results, indent=2))
+        return
+    rate = results["throughput"]
+    print("| figure | measured | anchor (same run) | ratio |\n|---|---|---|---|")
+    print(
+        f"| full suite, {rate['traces']} AgentDojo traces | {rate['suite_spans_per_cpu_s']:,} "
+        f"spans/CPU-s | no detectors: {rate['anchor_no_detectors_spans_per_cpu_s']:,} | "
+        f"{rate['suite_vs_anchor']} (goal {GOAL_SPANS_PER_CORE:,}: {rate['suite_vs_goal']}) |"
+    )
+    for row in results["trajectory"]:
+        print(
+            f"| {row['tool_calls']} tool calls, all detectors | p50 {row['p50_ms']} ms, p99 "
+            f"{row['p99_ms']} ms ({row['p50_us_per_tool_call']} µs/call) | one regex: "
+            f"{row['anchor_one_regex_ms']} ms | {row['p50_vs_anchor']}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
