@@ -53,13 +53,41 @@ SUPERSET_CASES = [
 ]
 
 
+# (pattern, a text it matches, flags, whether the relaxed form keeps the anchors)
+ANCHORED_CASES = [
+    (r"done$", "all done\n", 0, True),  # `regex`'s $ also matches before a final line break
+    (r"^rm\b", "rm -rf /", 0, True),
+    (r"^second$", "first\nsecond\nthird", regex.MULTILINE, True),
+    (r"(?m:^b)", "a\nb", 0, False),  # a scoped multi-line flag: anchors dropped
+    (r"^[\w.]{0,200}`[^`]+`", "x.y`id`", 0, True),
+]
+
+
 @pytest.mark.parametrize(("source", "text"), SUPERSET_CASES)
-def test_relaxed_form_matches_wherever_the_original_does(source, text):
+@pytest.mark.parametrize("whole_text", [False, True])
+def test_relaxed_form_matches_wherever_the_original_does(source, text, whole_text):
     original = regex.compile(source, regex.IGNORECASE)
     assert original.search(text), "the case itself must match"
-    relaxed = relaxed_family([original])
+    relaxed = relaxed_family([original], whole_text=whole_text)
     assert relaxed is not None, relax(source, regex.IGNORECASE)
     assert relaxed.search(utf8(text))
+
+
+@pytest.mark.parametrize(("source", "text", "flags", "kept"), ANCHORED_CASES)
+def test_anchors_kept_for_whole_texts_match_as_regex_reads_them(source, text, flags, kept):
+    original = regex.compile(source, flags)
+    assert original.search(text)
+    relaxed = relaxed_family([original], whole_text=True)
+    assert relaxed is not None
+    assert relaxed.search(utf8(text))
+    elsewhere = "prefix " + text.replace("\n", " ") + " suffix"
+    assert bool(relaxed.search(utf8(elsewhere))) is not kept
+
+
+def test_long_counted_repetitions_are_relaxed_to_open_ones():
+    assert relax(r"a{0,200}b") == "a*b"
+    assert relax(r"a{3,500}b") == "a+b"
+    assert relax(r"a{2,5}b") == "a{2,5}b"
 
 
 def test_relaxed_family_rejects_texts_without_any_match():
@@ -117,10 +145,12 @@ def test_every_packaged_pattern_is_relaxed_to_a_superset_on_real_texts(shared_da
     relaxed_count = 0
     for pattern in compiled.values():
         relaxed = relaxed_family([pattern])
-        if relaxed is None:
+        anchored = relaxed_family([pattern], whole_text=True)
+        if relaxed is None or anchored is None:
             continue
         relaxed_count += 1
         for text in texts:
             if pattern.search(text):
                 assert relaxed.search(utf8(text)), (pattern.pattern[:200], text[:200])
+                assert anchored.search(utf8(text)), (pattern.pattern[:200], text[:200])
     assert relaxed_count > 0.9 * len(compiled)

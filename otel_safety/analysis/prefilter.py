@@ -40,13 +40,17 @@ def utf8(text: str) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-def relaxed_family(patterns: Sequence[regex.Pattern]) -> Any | None:
-    """One compiled RE2 alternation matching wherever any of `patterns` may, or None."""
+def relaxed_family(patterns: Sequence[regex.Pattern], *, whole_text: bool = False) -> Any | None:
+    """One compiled RE2 alternation matching wherever any of `patterns` may, or None.
+
+    `whole_text`: the patterns run on the very text the family is searched in (not on its
+    sentences), so their anchors can stay.
+    """
     if re2 is None or not patterns:
         return None
     alternatives = []
     for pattern in patterns:
-        relaxed = relax(pattern.pattern, pattern.flags)
+        relaxed = relax(pattern.pattern, pattern.flags, keep_anchors=whole_text)
         if relaxed is None:
             return None
         local = ("i" if pattern.flags & regex.IGNORECASE else "") + (

@@ -28,29 +28,43 @@ _UNICODE_ITEMS = {
 }
 _ANY_TEXT = r"(?s:.*)"
 _RE2_FLAGS = frozenset("imsU")
+_SCOPED_LINES = regex.compile(r"\(\?[a-zA-Z]*m")
 _ZERO_WIDTH = frozenset("bBAZzG")
-_MAX_COUNT = 1000  # RE2's largest repetition count
+# Counted repetitions above this become * or +: the relaxed form only has to match more,
+# and a long count (`\w{0,200}`) makes RE2's automaton large and slow.
+_MAX_COUNT = 16
 
 
 class _Unrelaxable(ValueError):
     """The pattern uses syntax with no relaxed RE2 form here."""
 
 
-def relax(source: str, flags: int = 0) -> str | None:
-    """The relaxed RE2 source of a `regex` pattern, or None when it cannot be relaxed."""
+def relax(source: str, flags: int = 0, *, keep_anchors: bool = False) -> str | None:
+    """The relaxed RE2 source of a `regex` pattern, or None when it cannot be relaxed.
+
+    `keep_anchors` keeps `^` and `$` (string start and end, or line start and end under
+    MULTILINE, as in RE2): right when the pattern is run on the same whole text the
+    prefilter reads, not on parts of it (sentences).
+    """
     if flags & (regex.VERBOSE | regex.FULLCASE | regex.BESTMATCH | regex.ENHANCEMATCH):
         return None
     if flags & regex.VERSION1:
         return None  # set operations inside classes read differently
+    if keep_anchors and _SCOPED_LINES.search(source):
+        keep_anchors = False  # a `(?m:...)` scope: simpler to drop its anchors
     try:
-        return _Relaxer(source).pattern()
+        lines = bool(flags & regex.MULTILINE)
+        relaxed = _Relaxer(source, keep_anchors, lines).pattern()
     except (_Unrelaxable, IndexError):
         return None
+    return f"(?m:{relaxed})" if keep_anchors and flags & regex.MULTILINE else relaxed
 
 
 class _Relaxer:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, keep_anchors: bool = False, lines: bool = False) -> None:
         self.source = source
+        self.keep_anchors = keep_anchors
+        self.lines = lines
         self.at = 0
         self.out: list[str] = []
         self.after_quantifier = False
@@ -73,7 +87,13 @@ class _Relaxer:
         elif char == "(":
             self._group()
         elif char in "^$":
-            self.at += 1  # anchors only restrict
+            self.at += 1
+            if not self.keep_anchors:
+                return  # anchors only restrict
+            if char == "$" and not self.lines:
+                self._emit(r"(?:\n?\z)")  # `regex` also matches before a final line break
+            else:
+                self._emit(char)
         elif char in "*+?":
             self._simple_quantifier(char)
         elif char == "{":
@@ -104,7 +124,7 @@ class _Relaxer:
         self.at += found.end()
         low, _, high = found.groups()
         if max(int(low or 0), int(high or 0)) > _MAX_COUNT:
-            self._emit("*", quantifier=True)
+            self._emit("*" if int(low or 0) == 0 else "+", quantifier=True)
         else:
             self._emit(found.group(0), quantifier=True)
 

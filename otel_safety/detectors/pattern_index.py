@@ -85,7 +85,7 @@ class PatternIndex:
             indexed[group] = _Group(
                 {k: tuple(v) for k, v in by_key.items()},
                 tuple(other),
-                relaxed_family([p.pattern for p in filed]),
+                relaxed_family([p.pattern for p in filed], whole_text=True),
             )
         return PatternIndex(indexed, tuple(patterns), frozenset(keys))
 

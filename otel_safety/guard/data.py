@@ -152,7 +152,7 @@ def _prefilter(rules: tuple[Rule, ...], kind: str) -> KindFilter | bool:
     exact = None
     if kind not in UNFILTERED_KINDS:
         exact = regex.compile("|".join(p.pattern for p in compiled))
-    return KindFilter(relaxed_family(compiled), exact)
+    return KindFilter(relaxed_family(compiled, whole_text=True), exact)
 
 
 def scoped(pattern: str, ignore_case: bool) -> str:
