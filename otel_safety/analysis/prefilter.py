@@ -27,7 +27,7 @@ try:
 except ImportError:  # the pure-regex path below is exact, only slower
     re2 = None
 
-__all__ = ["Prefilter", "relaxed_family", "utf8"]
+__all__ = ["Prefilter", "RelaxedFamily", "may_match", "relaxed_family", "utf8"]
 
 _CLASSES = regex.compile(r"\[(?:\\.|[^\]\\])*\]")
 _CONTEXT_SENSITIVE = regex.compile(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
@@ -40,7 +40,23 @@ def utf8(text: str) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-def relaxed_family(patterns: Sequence[regex.Pattern], *, whole_text: bool = False) -> Any | None:
+@dataclass(frozen=True)
+class RelaxedFamily:
+    """A family's relaxed RE2 alternation; `ascii_only` when it proves nothing about texts
+    with other characters (a pattern folds case fully, see `relax`)."""
+
+    regex: Any
+    ascii_only: bool = False
+
+    def may_match(self, text: str) -> bool:
+        if self.ascii_only and not text.isascii():
+            return True
+        return self.regex.search(utf8(text)) is not None
+
+
+def relaxed_family(
+    patterns: Sequence[regex.Pattern], *, whole_text: bool = False
+) -> RelaxedFamily | None:
     """One compiled RE2 alternation matching wherever any of `patterns` may, or None.
 
     `whole_text`: the patterns run on the very text the family is searched in (not on its
@@ -62,14 +78,16 @@ def relaxed_family(patterns: Sequence[regex.Pattern], *, whole_text: bool = Fals
     options.never_capture = True
     options.max_mem = _RE2_MAX_MEM
     try:
-        return re2.compile("|".join(alternatives).encode(), options)
+        compiled = re2.compile("|".join(alternatives).encode(), options)
     except re2.error:
         return None
+    full_case = regex.FULLCASE | regex.IGNORECASE
+    return RelaxedFamily(compiled, any(p.flags & full_case == full_case for p in patterns))
 
 
-def may_match(relaxed: Any | None, text: str) -> bool:
+def may_match(relaxed: RelaxedFamily | None, text: str) -> bool:
     """False only when the relaxed family proves that nothing in `text` can match."""
-    return relaxed is None or relaxed.search(utf8(text)) is not None
+    return relaxed is None or relaxed.may_match(text)
 
 
 @dataclass(frozen=True)
@@ -78,7 +96,7 @@ class Prefilter:
 
     any_of: regex.Pattern
     whole_text: bool
-    relaxed: Any | None = None
+    relaxed: RelaxedFamily | None = None
 
     @staticmethod
     def of(patterns: Sequence[regex.Pattern]) -> Prefilter | None:
@@ -96,7 +114,7 @@ class Prefilter:
     def may_match_text(self, text: str) -> bool:
         """False only when no pattern can match any part of `text`."""
         if self.relaxed is not None:
-            return may_match(self.relaxed, text)
+            return self.relaxed.may_match(text)
         return not self.whole_text or self.any_of.search(text) is not None
 
     def matches(self, passage: str) -> bool:

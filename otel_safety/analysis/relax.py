@@ -10,6 +10,10 @@ become their Unicode equivalents. The relaxed form matches a superset of the ori
 matches, so "the relaxed family finds nothing" proves that the original finds nothing
 either; only texts that pass are searched by the original patterns.
 
+RE2 folds case one character at a time; a FULLCASE pattern (VERSION1 with IGNORECASE sets it)
+also lets "ß" match "ss". On ASCII text the two agree, so a family holding such a pattern
+only rules out ASCII texts (`prefilter.RelaxedFamily.ascii_only`).
+
 `relax` returns None for syntax it does not know how to relax (a verbose pattern, fuzzy
 matching, a property RE2 lacks): such a family is simply not prefiltered.
 """
@@ -46,25 +50,27 @@ def relax(source: str, flags: int = 0, *, keep_anchors: bool = False) -> str | N
     MULTILINE, as in RE2): right when the pattern is run on the same whole text the
     prefilter reads, not on parts of it (sentences).
     """
-    if flags & (regex.VERBOSE | regex.FULLCASE | regex.BESTMATCH | regex.ENHANCEMATCH):
+    if flags & (regex.VERBOSE | regex.BESTMATCH | regex.ENHANCEMATCH):
         return None
-    if flags & regex.VERSION1:
-        return None  # set operations inside classes read differently
     if keep_anchors and _SCOPED_LINES.search(source):
         keep_anchors = False  # a `(?m:...)` scope: simpler to drop its anchors
     try:
         lines = bool(flags & regex.MULTILINE)
-        relaxed = _Relaxer(source, keep_anchors, lines).pattern()
+        relaxer = _Relaxer(source, keep_anchors, lines, bool(flags & regex.VERSION1))
+        relaxed = relaxer.pattern()
     except (_Unrelaxable, IndexError):
         return None
     return f"(?m:{relaxed})" if keep_anchors and flags & regex.MULTILINE else relaxed
 
 
 class _Relaxer:
-    def __init__(self, source: str, keep_anchors: bool = False, lines: bool = False) -> None:
+    def __init__(
+        self, source: str, keep_anchors: bool = False, lines: bool = False, sets: bool = False
+    ) -> None:
         self.source = source
         self.keep_anchors = keep_anchors
         self.lines = lines
+        self.sets = sets  # VERSION1: classes may nest and combine (`[[a-z]--[aeiou]]`)
         self.at = 0
         self.out: list[str] = []
         self.after_quantifier = False
@@ -203,8 +209,12 @@ class _Relaxer:
                 else:
                     parts.append(self._plain_escape(escaped))
             elif char == "[":
+                if self.sets:
+                    raise _Unrelaxable("nested set")
                 self.at += 1
                 parts.append(r"\[")
+            elif self.sets and self.source[self.at : self.at + 2] in ("&&", "--", "||", "~~"):
+                raise _Unrelaxable("set operation")
             else:
                 self.at += 1
                 parts.append(char)

@@ -13,6 +13,7 @@ from typing import Literal
 
 import regex
 
+from otel_safety.analysis.prefilter import may_match
 from otel_safety.detectors.injection_mentions import is_mention, sentence_bounds
 from otel_safety.detectors.injection_prefilter import candidates, text_words
 from otel_safety.detectors.injection_rules import InjectionRule, InjectionRules, current_rules
@@ -57,9 +58,12 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     lowered = normal.lower()
     words = text_words(lowered)
     ascii_only = text.isascii()
+    text_rules_may_match = may_match(rules.relaxed.get(source), normal)
     best: dict[str, InjectionMatch] = {}
     for rule in rules.rules:
         if rule.scope == "data" and source != "data":
+            continue
+        if not rule.raw and not text_rules_may_match:
             continue
         if rule.raw:
             if ascii_only:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import regex
 
-from otel_safety.analysis.prefilter import may_match, relaxed_family
+from otel_safety.analysis.prefilter import RelaxedFamily, may_match, relaxed_family
 from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
@@ -52,7 +51,7 @@ class _Group:
 
     by_key: Mapping[str, tuple[int, ...]]  # key -> patterns that start at such a word
     other: tuple[int, ...]  # patterns without known starts: anchored, gated by needs, or free
-    relaxed: Any | None = None  # the group's linear-time prefilter (see analysis.prefilter)
+    relaxed: RelaxedFamily | None = None  # linear-time prefilter (see analysis.prefilter)
 
 
 @dataclass(frozen=True, eq=False)

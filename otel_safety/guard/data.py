@@ -9,7 +9,7 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.prefilter import relaxed_family
+from otel_safety.analysis.prefilter import RelaxedFamily, relaxed_family
 from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
 from otel_safety.detectors.tool_names import name_pattern
 
@@ -139,7 +139,7 @@ class KindFilter:
     (None for free text, whose rules are many and unanchored: one huge `regex`
     alternation over prose measured slower than the rules one by one)."""
 
-    relaxed: Any | None
+    relaxed: RelaxedFamily | None
     exact: Pattern | None
 
 
