@@ -22,6 +22,7 @@ from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
 
 _WORD = regex.compile(r"\w+")
+_WORD_CHAR = regex.compile(r"\w")
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,13 +169,23 @@ def scan_text(index: PatternIndex, text: str) -> TextScan:
     lowered = text.lower()
     if len(lowered) != len(text):  # a rare letter whose lower case is longer: keep offsets
         lowered = "".join(char if len(char.lower()) != 1 else char.lower() for char in text)
-    occurrences: dict[str, list[int]] = {}
-    for match in _WORD.finditer(lowered):
-        occurrences.setdefault(match.group(), []).append(match.start())
     keys, shown_by = index.keys, {}
-    for word in occurrences:
+    for word in set(_WORD.findall(lowered)):  # distinct words, read at C speed
         short, long = word[:MIN_PREFIX], word[:PREFIX]
         for key in (word + " ", short) if short == long else (word + " ", short, long):
             if key in keys:
                 shown_by.setdefault(key, []).append(word)
+    wanted = {word for words in shown_by.values() for word in words}
+    occurrences = {word: _token_places(lowered, word) for word in wanted}
     return TextScan(index, text, occurrences, shown_by, frozenset(shown_by))
+
+
+def _token_places(text: str, word: str) -> list[int]:
+    """Offsets where `word` stands as a whole `\\w+` token (as `_WORD` reads the text)."""
+    places, at, size = [], text.find(word), len(word)
+    while at >= 0:
+        before = at == 0 or not _WORD_CHAR.match(text, at - 1)
+        if before and (at + size == len(text) or not _WORD_CHAR.match(text, at + size)):
+            places.append(at)
+        at = text.find(word, at + size)
+    return places
