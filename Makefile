@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # The external labelled data (eval, README figures); tests read OTEL_SAFETY_EVAL_DATA.
 DATA ?= ../shared/data
 
-.PHONY: demo test lint semconv bench bench-serve eval readme-eval clean system-packages
+.PHONY: demo test lint semconv bench bench-serve eval readme-eval readme-bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,9 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_guard.py
 	$(BIN)/python bench/bench_monitors.py
+
+readme-bench: $(VENV)/.test-installed
+	$(BIN)/python tools/readme_bench.py --data $(DATA)
 
 bench-serve: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_serve.py
