@@ -127,6 +127,7 @@ class Pipeline:
         errors: list[str] = []
         with trace_scope():  # detectors share each text's analysis for this trace only
             findings = self._run_detectors(trajectory, errors) if trajectory else []
+        _note_capped(findings, [note for m in mapped for note in m.notes.capped])
         level = self.policy.decide(findings, trajectory)
         root_id = span_id_hex(root.context.span_id) if root else None
         annotated = annotate(
@@ -164,6 +165,14 @@ class Pipeline:
                     finding.calibrated = self.calibrated.get(detector.key, False)
                 findings.append(finding)
         return findings
+
+
+def _note_capped(findings: list[Finding], capped: list[str]) -> None:
+    """Findings judged on less than the whole input say so, and where it was cut."""
+    if not capped:
+        return
+    for finding in findings:
+        finding.details = {**(finding.details or {}), "input_capped": capped[:8]}
 
 
 def _with_errors(

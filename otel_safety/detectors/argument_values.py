@@ -22,10 +22,13 @@ __all__ = ["ArgumentValue", "traceable_values"]
 _MAX_VALUES = 24  # per call: enough for a recipient list, cheap on hostile input
 _MAX_TEXT = 20_000  # characters of one long argument searched for addresses
 
+# Each branch that opens with a repeated class starts only where a run of that class starts:
+# a match inside a run implies one from its start, and a search that retried every position
+# of a long run would cost its square.
 _IDENTIFIERS = regex.compile(
     r"""
-    [\w.+-]+@[\w-]+(?:\.[\w-]+)+                                    # e-mail address
-    | (?:https?://)?(?:[\w-]+\.)+(?i:[a-z]{2,})(?:/[^\s"'<>()\[\]]*)?  # URL or host name
+    (?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+                         # e-mail address
+    | (?:https?://)?(?<![\w-])(?:[\w-]+\.)+(?i:[a-z]{2,})(?:/[^\s"'<>()\[\]]*)?  # URL, host
     | \b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b                              # IBAN-shaped account
     | (?<![\w.])\+?\d[\d -]{6,}\d(?!\w|\.\d)                         # long number
     """,

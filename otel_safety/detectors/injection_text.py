@@ -22,7 +22,7 @@ INVISIBLE = regex.compile(r"[\u200B-\u200D\u2060-\u2064\uFEFF\u00AD]")
 # Unicode tag characters spell ASCII invisibly; decode them so the hidden text is searched too.
 _TAGS = regex.compile(r"[\U000E0020-\U000E007E]+")
 # What escaped line breaks leave behind in a dump: "\t" as two characters, escaped quotes.
-_ESCAPED_TAB_OR_QUOTE = regex.compile(r"\\+(?:t|(?=[\"']))")
+_ESCAPED_TAB_OR_QUOTE = regex.compile(r"(?<!\\)\\+(?:t|(?=[\"']))")  # run starts only
 _BLANKS = regex.compile(r"[ \t\u00A0]{2,}|[\t\u00A0]")
 
 

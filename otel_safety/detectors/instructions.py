@@ -32,7 +32,7 @@ __all__ = ["Instruction", "instruction_at", "unescape", "without_instructions"]
 _LINE_BREAK = regex.compile(r"""\n|(?<=["'])\s*[,:]\s*(?=["'])""")
 _TRAILING = " \t.,:;!-"  # what may follow a cue on its line when it announces the next
 # A tab escaped in a dump: "\t" as two characters.
-_ESCAPED_TAB = regex.compile(r"\\+t")
+_ESCAPED_TAB = regex.compile(r"(?<!\\)\\+t")  # from a run's start only: linear
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ __all__ = ["straight_apostrophes", "straight_quotes", "undo_escaped_breaks"]
 
 # A YAML folded line: a backslash at the end of a line, and the next line's indentation.
 _YAML_FOLD = regex.compile(r"\\\r?\n[ \t]*(?:\\(?= ))?")
-_ESCAPED_BREAK = regex.compile(r"\\+[nr]")
+_ESCAPED_BREAK = regex.compile(r"(?<!\\)\\+[nr]")  # from a run's start only: linear
 _CURLY_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 

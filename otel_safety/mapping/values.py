@@ -6,17 +6,34 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import regex
+
 from otel_safety.model import Message, ToolCall
 
+# What detectors read of one field (a message, a tool argument or result): beyond this, a
+# field is cut, the cut is noted on the span and every finding of the trace says so.
 MAX_TEXT_CHARS = 64_000
+# Nesting beyond this is read flat (keys and values, structure dropped): deep enough for any
+# real arguments, shallow enough for every recursive reader after it.
+MAX_JSON_DEPTH = 32
 
 
 class Notes(list[str]):
-    """Problems met while reading one span; recorded on the span instead of raised."""
+    """Problems met while reading one span; recorded on the span instead of raised.
+    `capped` lists the ones where less than the whole value was read."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.capped: list[str] = []
 
     def add(self, message: str) -> None:
         if message not in self:
             self.append(message)
+
+    def cap(self, message: str) -> None:
+        self.add(message)
+        if message not in self.capped:
+            self.capped.append(message)
 
 
 def text(value: Any, notes: Notes, key: str) -> str:
@@ -28,9 +45,13 @@ def text(value: Any, notes: Notes, key: str) -> str:
     elif not isinstance(value, str):
         value = value if isinstance(value, int | float | bool) else _dumps(value)
         value = str(value)
+    return _capped(value, notes, key)
+
+
+def _capped(value: str, notes: Notes, key: str) -> str:
     if len(value) > MAX_TEXT_CHARS:
-        notes.add(f"{key}: value of {len(value)} chars truncated to {MAX_TEXT_CHARS}")
-        value = value[:MAX_TEXT_CHARS]
+        notes.cap(f"{key}: value of {len(value)} chars truncated to {MAX_TEXT_CHARS}")
+        return value[:MAX_TEXT_CHARS]
     return value
 
 
@@ -55,6 +76,9 @@ def structured(value: Any, notes: Notes, key: str) -> Any:
             return value
         try:
             return json.loads(stripped)
+        except RecursionError:
+            notes.cap(f"{key}: JSON nested too deep to parse; read flat (nesting dropped)")
+            return _flat_from_text(stripped, notes, key)
         except ValueError as exc:
             if stripped[0] == '"':  # plain text that happens to start with a quote
                 return value
@@ -65,6 +89,91 @@ def structured(value: Any, notes: Notes, key: str) -> Any:
     if isinstance(value, list | tuple):
         return list(value)
     return value
+
+
+def bounded(value: Any, notes: Notes, key: str) -> Any:
+    """A parsed structure as detectors may read it: strings cut to `MAX_TEXT_CHARS` and
+    nesting below `MAX_JSON_DEPTH` read flat, walked without recursion (a hostile value
+    must not reach Python's recursion limit in a reader after this one)."""
+    if not isinstance(value, Mapping | list | tuple):
+        return _capped(value, notes, key) if isinstance(value, str) else value
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 1)]
+    while stack:
+        item, parent, slot, depth = stack.pop()
+        if isinstance(item, str):
+            parent[slot] = _capped(item, notes, key)
+        elif not isinstance(item, Mapping | list | tuple):
+            parent[slot] = item
+        elif depth > MAX_JSON_DEPTH:
+            notes.cap(f"{key}: nested deeper than {MAX_JSON_DEPTH} levels; read flat there")
+            parent[slot] = _flat(item, notes, key)
+        elif isinstance(item, Mapping):
+            copy: dict[Any, Any] = {}
+            parent[slot] = copy
+            for name, child in item.items():
+                stack.append((child, copy, str(name), depth + 1))
+        else:
+            copied: list[Any] = [None] * len(item)
+            parent[slot] = copied
+            for index, child in enumerate(item):
+                stack.append((child, copied, index, depth + 1))
+    return root[0]
+
+
+def _flat(value: Any, notes: Notes, key: str) -> dict[str, Any]:
+    """Every scalar under `value` keyed by its innermost name (`name#2` for repeats)."""
+    flat: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    stack: list[tuple[str, Any]] = [("value", value)]
+    while stack:
+        name, item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((str(k), v) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list | tuple):
+            stack.extend((name, v) for v in reversed(item))
+        else:
+            _put(flat, seen, name, _capped(item, notes, key) if isinstance(item, str) else item)
+    return flat
+
+
+def _put(flat: dict[str, Any], seen: dict[str, int], name: str, value: Any) -> None:
+    seen[name] = seen.get(name, 0) + 1
+    flat[name if seen[name] == 1 else f"{name}#{seen[name]}"] = value
+
+
+# One token of a JSON text, read left to right once: a string, a punctuation mark, a scalar.
+_JSON_TOKEN = regex.compile(r'"(?:[^"\\]|\\.)*+"|[:,\[\]{}]|[^\s":,\[\]{}]++')
+
+
+def _flat_from_text(text: str, notes: Notes, key: str) -> dict[str, Any]:
+    """A JSON text too deep for the parser, read flat in one linear pass: each scalar keyed
+    by the name just before it."""
+    flat: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    name, previous = "value", None
+    for token in _JSON_TOKEN.finditer(text):
+        piece = token.group()
+        if piece == ":" and previous is not None and previous.startswith('"'):
+            name = _scalar(previous)
+        elif piece in ",]}" and previous is not None and previous not in ":,[]{}":
+            _put(flat, seen, str(name), _scalar_value(previous, notes, key))
+        previous = piece
+    if previous is not None and previous not in ":,[]{}":
+        _put(flat, seen, str(name), _scalar_value(previous, notes, key))
+    return flat
+
+
+def _scalar(token: str) -> Any:
+    try:
+        return json.loads(token)
+    except ValueError:
+        return token
+
+
+def _scalar_value(token: str, notes: Notes, key: str) -> Any:
+    value = _scalar(token)
+    return _capped(value, notes, key) if isinstance(value, str) else value
 
 
 def json_list(value: Any, notes: Notes, key: str) -> list[Any]:
@@ -86,7 +195,7 @@ def arguments(value: Any, notes: Notes, key: str) -> dict[str, Any] | str | None
         return None
     parsed = structured(value, notes, key)
     if isinstance(parsed, dict):
-        return parsed
+        return bounded(parsed, notes, key)  # detectors walk arguments: bound them first
     if parsed is None:
         return text(value, notes, key)
     return text(parsed, notes, key)

@@ -1,0 +1,197 @@
+"""Benchmark: hostile input against every detector pattern and the whole pipeline.
+
+1. Every pattern the detectors and the guard compile is searched in runs of each character
+   it names (and of a few that hostile input favours: backslashes, backticks, quotes,
+   spaces, letters) at two sizes; a pattern whose time grows faster than its input is
+   listed with its growth, against one plain regex search over the same input.
+2. A message, a tool argument and a tool result of 10 KB, 100 KB and 1 MB of such runs go
+   through the whole pipeline (`Pipeline.evaluate`), each timed against the same anchor.
+
+Run: make bench   (or: python bench/bench_worst_case.py --sizes 10000,100000,1000000)
+Figures are printed, not asserted; they depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+import regex
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+HOSTILE = ("\\", "`", '"', "'", " ", "a", "<", ".", "\n", "0", "-", "/", "*", "ignore ")
+_LITERAL = regex.compile(r"(?<!\\)[A-Za-z0-9<>`'\"/.*_-]")
+_ANCHOR = regex.compile("a")
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(_signal: int, _frame: Any) -> None:
+    raise _Timeout
+
+
+def collected_patterns() -> dict[tuple[str, int], regex.Pattern]:
+    """Every pattern compiled while the detectors and the guard are built."""
+    found: dict[tuple[str, int], regex.Pattern] = {}
+    original = regex.compile
+
+    def recording(pattern: Any, flags: int = 0, *args: Any, **kwargs: Any) -> regex.Pattern:
+        compiled = original(pattern, flags, *args, **kwargs)
+        if isinstance(pattern, str):
+            found[(pattern, flags)] = compiled
+        return compiled
+
+    regex.compile = recording
+    try:
+        from otel_safety import detectors
+
+        detectors.create()
+    finally:
+        regex.compile = original
+    return found
+
+
+def timed(function: Any, limit: float) -> float:
+    """Seconds `function` took, or `limit` when it was stopped there."""
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    started = time.perf_counter()
+    try:
+        function()
+    except _Timeout:
+        return limit
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return time.perf_counter() - started
+
+
+def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
+    """Patterns whose search time grows more than linearly from `small` to 4x `small`."""
+    rows = []
+    for (source, _), pattern in collected_patterns().items():
+        characters = set(HOSTILE) | set(_LITERAL.findall(source))
+        worst: dict[str, Any] | None = None
+        for character in characters:
+            unit = small // len(character)
+            short = timed(lambda c=character, u=unit, p=pattern: p.search(c * u), limit)
+            if short < 0.002:
+                continue
+            long = timed(lambda c=character, u=unit, p=pattern: p.search(c * u * 4), limit)
+            growth = long / short
+            if growth > 6 and (worst is None or long > worst["seconds_4x"]):
+                worst = {
+                    "pattern": source[:100],
+                    "character": character,
+                    "seconds": round(short, 4),
+                    "seconds_4x": round(long, 4),
+                    "growth_4x": round(growth, 1),
+                }
+        if worst:
+            rows.append(worst)
+    return sorted(rows, key=lambda r: -r["seconds_4x"])
+
+
+def run_spans(message: str | None, argument: str | None, result: str | None) -> list:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("bench")
+    user = [{"role": "user", "parts": [{"type": "text", "content": message or "List files"}]}]
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content": message or "Done."}]}]
+    with tracer.start_as_current_span(
+        "invoke_agent bench",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench"},
+    ):
+        with tracer.start_as_current_span(
+            "chat",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(user),
+                "gen_ai.output.messages": json.dumps(answer),
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "execute_tool run_shell",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_shell",
+                "gen_ai.tool.call.id": "c1",
+                "gen_ai.tool.call.arguments": json.dumps({"command": argument or "ls"}),
+                "gen_ai.tool.call.result": result or "ok",
+            },
+        ):
+            pass
+    provider.shutdown()
+    spans: list[ReadableSpan] = list(exporter.get_finished_spans())
+    return spans
+
+
+def pipeline_sweep(sizes: list[int], limit: float) -> list[dict[str, Any]]:
+    from otel_safety.pipeline import Pipeline
+
+    pipeline = Pipeline()
+    pipeline.evaluate(run_spans(None, None, None))
+    rows = []
+    for size in sizes:
+        for character in ("\\", "`", '"', "a", " ", "ignore "):
+            text = character * (size // len(character))
+            anchor = timed(lambda t=text: _ANCHOR.search(t), limit)
+            for field in ("message", "argument", "result"):
+                spans = run_spans(**{field: text})
+                seconds = timed(lambda s=spans: pipeline.evaluate(s), limit)
+                rows.append(
+                    {
+                        "bytes": size,
+                        "run_of": character,
+                        "field": field,
+                        "ms": round(seconds * 1000, 1),
+                        "stopped": seconds >= limit,
+                        "anchor_ms": round(anchor * 1000, 3),
+                    }
+                )
+                print(f"  {size} x {character!r} in {field}: {rows[-1]['ms']} ms", file=sys.stderr)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pattern-size", type=int, default=2500, help="run length (x4 next)")
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="pipeline input sizes")
+    parser.add_argument("--limit", type=float, default=10.0, help="seconds before a run stops")
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    args = parser.parse_args()
+    signal.signal(signal.SIGALRM, _alarm)
+    print("patterns...", file=sys.stderr)
+    patterns = pattern_sweep(args.pattern_size, args.limit)
+    print("pipeline...", file=sys.stderr)
+    pipeline = pipeline_sweep([int(s) for s in args.sizes.split(",")], args.limit)
+    if args.format == "json":
+        print(json.dumps({"superlinear_patterns": patterns, "pipeline": pipeline}, indent=2))
+        return
+    print(f"Patterns growing faster than their input ({len(patterns)}):\n")
+    print("| pattern | run of | time at n | at 4n | growth |\n|---|---|---|---|---|")
+    for row in patterns:
+        shown = row["pattern"].replace("|", "\\|").replace("`", "'")
+        print(
+            f"| `{shown}` | {row['character']!r} | {row['seconds'] * 1000:.1f} ms | "
+            f"{row['seconds_4x'] * 1000:.1f} ms | {row['growth_4x']}x |"
+        )
+    print("\n| input | field | pipeline | one regex (same input) |\n|---|---|---|---|")
+    for row in pipeline:
+        stopped = " (stopped)" if row["stopped"] else ""
+        print(
+            f"| {row['bytes']:,} x {row['run_of']!r} | {row['field']} | "
+            f"{'>' if row['stopped'] else ''}{row['ms']} ms{stopped} | {row['anchor_ms']} ms |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Hostile input is judged, in bounded time, and says what was cut: deep JSON, huge fields,
+long runs of the characters patterns repeat. Times are measured in bench/bench_worst_case.py,
+not here; these tests check what is judged and recorded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import regex
+
+from otel_safety.detectors.argument_values import _IDENTIFIERS
+from otel_safety.detectors.injection_text import normalize_for_rules
+from otel_safety.detectors.text_forms import undo_escaped_breaks
+from otel_safety.mapping.values import MAX_JSON_DEPTH, MAX_TEXT_CHARS, Notes, arguments
+from otel_safety.model import EscalationLevel
+from otel_safety.pipeline import Pipeline
+
+
+def tool_run(factory, raw_arguments: str, result: str = "ok") -> list:
+    factory.exporter.clear()
+    with factory.tracer.start_as_current_span(
+        "invoke_agent ops",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "ops"},
+    ):
+        with factory.tracer.start_as_current_span(
+            "chat",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": "Tidy the logs"}]}]
+                ),
+            },
+        ):
+            pass
+        with factory.tracer.start_as_current_span(
+            "execute_tool run_shell",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_shell",
+                "gen_ai.tool.call.id": "c1",
+                "gen_ai.tool.call.arguments": raw_arguments,
+                "gen_ai.tool.call.result": result,
+            },
+        ):
+            pass
+    return list(factory.exporter.get_finished_spans())
+
+
+@pytest.fixture(scope="module")
+def pipeline() -> Pipeline:
+    return Pipeline()
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 5, 1200])
+def test_deeply_nested_arguments_are_read_flat_and_still_judged(span_factory, pipeline, depth):
+    nested = '{"a":' * depth + '{"command": "rm -rf /"}' + "}" * depth
+    evaluation = pipeline.evaluate(tool_run(span_factory, nested))
+    fired = {f.detector for f in evaluation.findings if f.detected}
+    assert "tool_guard" in fired
+    assert evaluation.level >= EscalationLevel.SOFT_STOP
+    notes = [note for span_notes in evaluation.notes.values() for note in span_notes]
+    assert any("read flat" in note for note in notes), notes
+    guard = next(f for f in evaluation.findings if f.detector == "tool_guard")
+    assert any("read flat" in note for note in guard.details["input_capped"])
+
+
+def test_flat_reading_keeps_every_value_with_its_name():
+    notes = Notes()
+    nested = '{"a":' * 1500 + '{"to": "x@evil.test", "to": "y", "n": [1, 2]}' + "}" * 1500
+    flat = arguments(nested, notes, "args")
+    assert flat == {"to": "x@evil.test", "to#2": "y", "n": 1, "n#2": 2}
+    assert notes.capped
+
+
+def test_a_field_beyond_the_cap_is_cut_and_every_finding_says_so(span_factory, pipeline):
+    command = "rm -rf / " + "x" * (MAX_TEXT_CHARS + 10)
+    evaluation = pipeline.evaluate(tool_run(span_factory, json.dumps({"command": command})))
+    assert evaluation.findings
+    for finding in evaluation.findings:
+        assert any("truncated" in note for note in finding.details["input_capped"])
+    assert "tool_guard" in {f.detector for f in evaluation.findings if f.detected}
+
+
+def test_ordinary_traces_carry_no_cap_note(span_factory, pipeline):
+    evaluation = pipeline.evaluate(tool_run(span_factory, json.dumps({"command": "ls"})))
+    assert all(not (f.details or {}).get("input_capped") for f in evaluation.findings)
+
+
+# Patterns rewritten to start only where a run starts: same results as the originals.
+ORIGINALS = {
+    "escaped_break": regex.compile(r"\\+[nr]"),
+    "escaped_tab_or_quote": regex.compile(r"\\+(?:t|(?=[\"']))"),
+}
+SAMPLES = [
+    "line one\\nline two\\\\nthree",
+    'say \\"hi\\" and \\\\\\"bye\\"',
+    "tab\\there \\\\\\t and \\x",
+    "\\" * 50 + "n" + "\\" * 3,
+    "no escapes at all",
+]
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_run_start_patterns_read_as_before(sample):
+    assert undo_escaped_breaks(sample) == ORIGINALS["escaped_break"].sub("\n", sample)
+    expected = " ".join(
+        ORIGINALS["escaped_tab_or_quote"].sub(" ", undo_escaped_breaks(sample)).split()
+    )
+    assert " ".join(normalize_for_rules(sample).split()) == expected
+
+
+def test_identifiers_found_as_before_in_ordinary_arguments():
+    text = (
+        "mail bob.smith+x@example.co.uk and https://files.example.com/a?b=1, call +1 555 123 4567"
+    )
+    found = [m.group(0) for m in _IDENTIFIERS.finditer(text)]
+    assert found == [
+        "bob.smith+x@example.co.uk",
+        "https://files.example.com/a?b=1,",
+        "+1 555 123 4567",
+    ]
