@@ -98,7 +98,9 @@ def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["seconds_4x"])
 
 
-def run_spans(message: str | None, argument: str | None, result: str | None) -> list:
+def run_spans(
+    message: str | None = None, argument: str | None = None, result: str | None = None
+) -> list:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))

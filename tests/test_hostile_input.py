@@ -120,3 +120,22 @@ def test_identifiers_found_as_before_in_ordinary_arguments():
         "https://files.example.com/a?b=1,",
         "+1 555 123 4567",
     ]
+
+
+def test_shell_words_split_as_shlex_does():
+    import random
+    import shlex
+
+    from otel_safety.detectors.shell import split_words
+
+    generator = random.Random(7)
+    alphabet = ["a", "b", " ", "\t", "\n", "\r", "\x0b", "'", '"', "\\", "$", "`", "#", "é"]
+    for _ in range(20_000):
+        text = "".join(generator.choice(alphabet) for _ in range(generator.randint(0, 12)))
+        try:
+            expected = shlex.split(text, posix=True)
+        except ValueError:
+            with pytest.raises(ValueError):
+                split_words(text)
+            continue
+        assert split_words(text) == expected, repr(text)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from dataclasses import dataclass, field
 
 __all__ = ["MAX_DEPTH", "SimpleCommand", "parse_commands"]
@@ -339,9 +338,46 @@ def _closing_paren(text: str, start: int) -> int:
 
 def _words(text: str) -> list[str]:
     try:
-        return shlex.split(text, posix=True)
+        return split_words(text)
     except ValueError:  # unbalanced quotes: keep going with what a human would read
         return [word.strip("'\"") for word in text.split() if word.strip("'\"")]
+
+
+# One piece of a POSIX shell word: a single-quoted run, a double-quoted run, an escaped
+# character, plain characters; or the blanks between words.
+_PIECE = re.compile(
+    r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^ \t\r\n'"\\]+)|([ \t\r\n]+)""", re.DOTALL
+)
+_QUOTED_ESCAPE = re.compile(r'\\(["\\])')  # inside "...", only \" and \\ are escapes
+
+
+def split_words(text: str) -> list[str]:
+    """`shlex.split(text)` (POSIX mode) in one linear pass: shlex grows each word a
+    character at a time, which costs the square of a long word's length."""
+    words: list[str] = []
+    current: list[str] = []
+    in_word = False
+    position = 0
+    for piece in _PIECE.finditer(text):
+        if piece.start() != position:
+            break  # an unclosed quote or a trailing backslash
+        position = piece.end()
+        single, double, escaped, plain, blanks = piece.groups()
+        if blanks is not None:
+            if in_word:
+                words.append("".join(current))
+                current, in_word = [], False
+            continue
+        in_word = True
+        if double is not None:
+            current.append(_QUOTED_ESCAPE.sub(r"\1", double) if "\\" in double else double)
+        else:
+            current.append(single if single is not None else escaped or plain)
+    if position != len(text):
+        raise ValueError("No closing quotation")
+    if in_word:
+        words.append("".join(current))
+    return words
 
 
 def _build(
