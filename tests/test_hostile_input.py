@@ -139,3 +139,22 @@ def test_shell_words_split_as_shlex_does():
                 split_words(text)
             continue
         assert split_words(text) == expected, repr(text)
+
+
+def test_a_data_file_pattern_that_can_take_exponential_time_is_refused_at_load(tmp_path):
+    from otel_safety.detectors.injection_rules import load_rules
+
+    (tmp_path / "injection.toml").write_text(
+        "version = 1\n"
+        "[[rules]]\n"
+        'id = "slow-rule"\n'
+        'category = "task_hijack"\n'
+        "weight = 0.5\n"
+        "pattern = '(?:\\w+\\s*)+now'\n"
+    )
+    with pytest.raises(ValueError) as refused:
+        load_rules(str(tmp_path))
+    message = str(refused.value)
+    assert str(tmp_path / "injection.toml") in message
+    assert "slow-rule" in message and "'(?:\\\\w+\\\\s*)+now'" in message
+    assert "exponential" in message

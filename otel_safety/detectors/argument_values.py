@@ -28,7 +28,7 @@ _MAX_TEXT = 20_000  # characters of one long argument searched for addresses
 _IDENTIFIERS = regex.compile(
     r"""
     (?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+                         # e-mail address
-    | (?:https?://)?(?<![\w-])(?:[\w-]+\.)+(?i:[a-z]{2,})(?:/[^\s"'<>()\[\]]*)?  # URL, host
+    | (?:https?://)?(?<![\w.-])(?:[\w-]+\.)+(?i:[a-z]{2,})(?:/[^\s"'<>()\[\]]*)?  # URL, host
     | \b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b                              # IBAN-shaped account
     | (?<![\w.])\+?\d[\d -]{6,}\d(?!\w|\.\d)                         # long number
     """,

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 import regex
 
+from otel_safety.analysis.shape import catastrophic
+
 __all__ = [
     "NEVER",
     "alternation",
@@ -29,14 +31,24 @@ def compile_pattern(
 ) -> regex.Pattern:
     """`source` compiled, or a ValueError naming `where` and the pattern.
 
+    A pattern shaped to take exponential time on some input (`(\\w+\\s*)+`) is refused
+    here, before it can stall the judge on hostile text (see `analysis.shape`).
     `quote_source=False` leaves the pattern out of the message: for patterns assembled from
     whole lists (thousands of characters), where quoting them would bury the error.
     """
+    shown = f" {source!r}" if quote_source else ""
     try:
-        return regex.compile(source, flags)
+        compiled = regex.compile(source, flags)
     except (regex.error, TypeError) as exc:
-        shown = f" {source!r}" if quote_source else ""
         raise ValueError(f"{where}: bad pattern{shown}: {exc}") from exc
+    if not flags & regex.VERBOSE and (problem := catastrophic(source)):
+        quoted = source if len(source) <= 200 else source[:199] + "…"
+        raise ValueError(
+            f"{where}: pattern {quoted!r} can take exponential time on some input ({problem}); "
+            "give each round of the repeat a piece of its own that the repeat inside cannot "
+            "match, e.g. (?:\\w+\\s+)* instead of (?:\\w+\\s*)*"
+        )
+    return compiled
 
 
 def compile_patterns(

@@ -84,7 +84,19 @@ def load_compiled(
     try:
         return compile_data(load_data(name, extra_file, data_dir))
     except ValueError as exc:
-        raise ValueError(f"{label}: {exc}") from exc
+        sources = _sources(name, extra_file, data_dir)
+        raise ValueError(f"{label}: {exc} (read from {sources})") from exc
+
+
+def _sources(name: str, extra_file: str | None, data_dir: str | None) -> str:
+    """The files a detector's data was read from, for its errors: a user can tell whether
+    the bad entry is theirs or packaged."""
+    files = [f"packaged {name}.toml"]
+    if data_dir and (Path(data_dir) / f"{name}.toml").is_file():
+        files.append(str(Path(data_dir) / f"{name}.toml"))
+    if extra_file:
+        files.append(extra_file)
+    return " + ".join(files)
 
 
 def read_toml(path: str) -> dict[str, Any]:
