@@ -38,7 +38,8 @@ __all__ = [
 
 FLAGS = regex.IGNORECASE
 _QUOTED = regex.compile(
-    r"```.*?(?:```|\Z)|\"[^\"\n]{12,400}\"|\u201c[^\u201d\n]{12,400}\u201d|^\s*>.*$",
+    # A quote line's own indent only ([^\S\n]*): \s* ran over blank lines from every line start.
+    r"```.*?(?:```|\Z)|\"[^\"\n]{12,400}\"|\u201c[^\u201d\n]{12,400}\u201d|^[^\S\n]*>.*$",
     regex.DOTALL | regex.MULTILINE,
 )
 
