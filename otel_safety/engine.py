@@ -169,6 +169,10 @@ class SafetyEngine:
         else:
             self.drain()
             self._flush_sinks(timeout_millis)
+        try:
+            self.pipeline.close()
+        except Exception:
+            logger.exception("otel-safety pipeline failed to close")
         for sink in self.sinks:
             try:
                 sink.shutdown()
@@ -186,7 +190,7 @@ class SafetyEngine:
     # -- worker ---------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self.pipeline.detectors  # noqa: B018 - build them now, off the app's thread
+            self.pipeline.warm()  # build the detectors now, off the app's thread
         except Exception:
             logger.exception("otel-safety could not build its detectors")
         while True:
@@ -235,7 +239,7 @@ class SafetyEngine:
     def _dispatch(self, releases: Sequence) -> None:
         if not releases:
             return
-        evaluations = [self.pipeline.evaluate(r.spans, r.reason) for r in releases]
+        evaluations = self.pipeline.evaluate_many([(r.spans, r.reason) for r in releases])
         for evaluation in evaluations:
             self.stats["traces_evaluated"] += 1
             self.stats["agent_traces"] += evaluation.trajectory is not None

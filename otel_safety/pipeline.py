@@ -51,6 +51,55 @@ class TraceEvaluation:
         return any(f.detected for f in self.findings)
 
 
+@dataclass
+class Judgement:
+    """A trace's verdict apart from its spans: findings, level, trajectory, notes. Plain
+    data, so a worker process can send it back for the spans to be annotated here."""
+
+    trace_id: str
+    reason: str
+    annotate: bool = False  # a GenAI trace judged: its spans get the annotations
+    findings: list[Finding] = field(default_factory=list)
+    level: EscalationLevel = EscalationLevel.NONE
+    trajectory: Trajectory | None = None
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    dialects: dict[str, str] = field(default_factory=dict)
+    root_id: str | None = None
+    detector_errors: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def finish(spans: Sequence[ReadableSpan], judgement: Judgement) -> TraceEvaluation:
+    """The spans annotated with their judgement: what the sinks receive."""
+    evaluation = TraceEvaluation(
+        trace_id=judgement.trace_id,
+        spans=list(spans),
+        reason=judgement.reason,
+        error=judgement.error,
+    )
+    if not judgement.annotate:
+        return evaluation
+    try:
+        evaluation.spans = annotate(
+            spans,
+            judgement.findings,
+            judgement.level,
+            judgement.reason,
+            dialects=judgement.dialects,
+            notes=_with_errors(judgement.notes, judgement.root_id, judgement.detector_errors),
+        )
+    except Exception as exc:
+        logger.exception("otel-safety could not annotate trace %s", judgement.trace_id)
+        evaluation.error = f"{type(exc).__name__}: {exc}"
+        return evaluation
+    evaluation.findings = judgement.findings
+    evaluation.level = judgement.level
+    evaluation.trajectory = judgement.trajectory
+    evaluation.notes = judgement.notes
+    evaluation.detector_errors = judgement.detector_errors
+    return evaluation
+
+
 class Pipeline:
     """mapping -> trajectory -> detectors -> escalation policy -> annotation."""
 
@@ -89,34 +138,46 @@ class Pipeline:
         self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
     ) -> TraceEvaluation:
         """Judge one trace. Never raises: on an internal error the spans go on unannotated."""
+        return finish(spans, self.judge(spans, reason))
+
+    def evaluate_many(
+        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
+    ) -> list[TraceEvaluation]:
+        """Judge several traces (spans, reason), in order."""
+        return [self.evaluate(spans, reason) for spans, reason in traces]
+
+    def warm(self) -> None:
+        """Build the detectors now (off the app's thread, before the first trace)."""
+        self.detectors  # noqa: B018
+
+    def close(self) -> None:
+        """Nothing to release here; a pipeline judging in another process stops it."""
+
+    def judge(self, spans: Sequence[ReadableSpan], reason: str = "root_ended") -> Judgement:
+        """What the detectors and the policy make of one trace, without touching its spans:
+        the expensive half of `evaluate`, and all of it that can run in another process."""
         trace_id = trace_id_hex(spans[0].context.trace_id) if spans else "0" * 32
         try:
-            return self._evaluate(trace_id, spans, reason)
+            return self._judge(trace_id, spans, reason)
         except Exception as exc:
             logger.exception("otel-safety could not evaluate trace %s", trace_id)
-            return TraceEvaluation(
-                trace_id=trace_id,
-                spans=list(spans),
-                reason=reason,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+            return Judgement(trace_id, reason, error=f"{type(exc).__name__}: {exc}")
 
-    def _evaluate(
-        self, trace_id: str, spans: Sequence[ReadableSpan], reason: str
-    ) -> TraceEvaluation:
+    def _judge(self, trace_id: str, spans: Sequence[ReadableSpan], reason: str) -> Judgement:
         mapped = [
             m
             for m in (map_span(s, self.requester_keys, self.conversation_keys) for s in spans)
             if m is not None
         ]
-        notes = {m.span_id: list(m.notes) for m in mapped if m.notes}
         if not mapped:  # not a GenAI trace: pass through untouched
-            return TraceEvaluation(trace_id=trace_id, spans=list(spans), reason=reason)
+            return Judgement(trace_id, reason)
+        notes = {m.span_id: list(m.notes) for m in mapped if m.notes}
         root = local_root(spans)
+        root_id = span_id_hex(root.context.span_id) if root else None
         trajectory = assemble(
             trace_id,
             mapped,
-            root_span_id=span_id_hex(root.context.span_id) if root else None,
+            root_span_id=root_id,
             service_name=_service_name(root),
             parents={
                 span_id_hex(s.context.span_id): span_id_hex(s.parent.span_id)
@@ -128,24 +189,16 @@ class Pipeline:
         with trace_scope():  # detectors share each text's analysis for this trace only
             findings = self._run_detectors(trajectory, errors) if trajectory else []
         _note_capped(findings, [note for m in mapped for note in m.notes.capped])
-        level = self.policy.decide(findings, trajectory)
-        root_id = span_id_hex(root.context.span_id) if root else None
-        annotated = annotate(
-            spans,
-            findings,
-            level,
+        return Judgement(
+            trace_id,
             reason,
-            dialects={m.span_id: m.dialect for m in mapped},
-            notes=_with_errors(notes, root_id, errors),
-        )
-        return TraceEvaluation(
-            trace_id=trace_id,
-            spans=annotated,
-            reason=reason,
+            annotate=True,
             findings=findings,
-            level=level,
+            level=self.policy.decide(findings, trajectory),
             trajectory=trajectory,
             notes=notes,
+            dialects={m.span_id: m.dialect for m in mapped},
+            root_id=root_id,
             detector_errors=errors,
         )
 
