@@ -17,6 +17,7 @@ from otel_safety import detectors as detector_registry
 from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
 from otel_safety.config import ConfigError, Settings
+from otel_safety.detection_worker import ProcessPipeline
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
@@ -45,6 +46,7 @@ def create_processor(
     calibration: str | None = None,
     principals: str | None = None,
     monitor_modes: Mapping[str, str] | None = None,
+    detection: str | None = None,
 ) -> SafetySpanProcessor:
     """A SafetySpanProcessor for a provider you already have.
 
@@ -54,6 +56,9 @@ def create_processor(
     variables, and two would send every span twice). `otlp=False` never adds one.
     `policy` is a policy object or the path of a Cedar policy file (OTEL_SAFETY_POLICY).
     `monitor_modes` sets behaviour monitors' modes: `{"sandbagging": "active"}`.
+    `detection` ("process", the default, or "thread"; OTEL_SAFETY_DETECTION) says where the
+    detectors run: in a worker process, so that they never hold the application's GIL, or on
+    the engine's thread in this process (always so with a `policy` object, which cannot move).
     """
     settings = Settings.resolve(
         db_path=db_path,
@@ -70,6 +75,7 @@ def create_processor(
         principals=principals,
         monitor_modes=dict(monitor_modes) if monitor_modes is not None else None,
         policy=None if policy is None or hasattr(policy, "decide") else os.fspath(policy),
+        detection=detection,
     )
     sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
     sinks.extend(ExporterSink(exporter) for exporter in exporters)
@@ -77,8 +83,14 @@ def create_processor(
         exporter = otlp_exporter_from_env(required=bool(otlp))
         if exporter is not None:
             sinks.append(ExporterSink(exporter))
+    policy_object = policy if hasattr(policy, "decide") else None
     engine = build_engine(
-        settings, sinks, policy=policy if hasattr(policy, "decide") else None, lazy=True
+        settings,
+        sinks,
+        policy=policy_object,
+        lazy=True,
+        # A policy object lives in this process: judge here then.
+        detection=settings.detection if policy_object is None else "thread",
     )
     return SafetySpanProcessor(engine)
 
@@ -91,12 +103,45 @@ def build_engine(
     background: bool = True,
     lazy: bool = False,
     on_detector_error: Callable[[str, Exception], None] | None = None,
+    detection: str = "thread",
 ) -> SafetyEngine:
     """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar.
 
+    `detection="process"` judges in a worker process (`detection_worker`), the pipeline
+    built there from the same settings; the other arguments are as for `build_pipeline`.
+    """
+    # Built here in any case (lazily: nothing compiles yet), so bad settings fail now.
+    pipeline: Pipeline | ProcessPipeline = build_pipeline(
+        settings,
+        policy=policy,
+        lazy=lazy or detection == "process",
+        on_detector_error=on_detector_error,
+    )
+    if detection == "process":
+        pipeline = ProcessPipeline(settings, fallback=pipeline)
+    return SafetyEngine(
+        pipeline,
+        sinks,
+        max_traces=settings.max_traces,
+        max_spans=settings.max_spans,
+        decision_wait=settings.decision_wait,
+        queue_size=settings.queue_size,
+        background=background,
+    )
+
+
+def build_pipeline(
+    settings: Settings,
+    *,
+    policy: Policy | None = None,
+    lazy: bool = False,
+    on_detector_error: Callable[[str, Exception], None] | None = None,
+) -> Pipeline:
+    """The pipeline the settings describe; the one place it is built, in any process.
+
     Detector keys and thresholds are always checked here. With `lazy`, the detectors' data
-    is compiled by the engine's worker instead of the caller (an app's start-up does not
-    wait for it), and a detector whose data fails to compile is logged and left out.
+    is compiled on first use instead of now (an app's start-up does not wait for it), and a
+    detector whose data fails to compile is logged and left out.
     A calibration file (`settings.calibration`) supplies the thresholds of the detectors that
     passed its gate; thresholds given explicitly win over it. With a file loaded, every
     finding says whether its detector is calibrated. A Cedar policy file (`settings.policy`)
@@ -123,21 +168,12 @@ def build_engine(
         on_error=on_detector_error or (_detector_left_out if lazy else None),
         options=_detector_options(settings, keys),
     )
-    pipeline = Pipeline(
+    return Pipeline(
         detectors=build if lazy else build(),
         policy=policy,
         requester_keys=requester_keys,
         conversation_keys=_conversation_keys(settings),
         calibrated=calibrated,
-    )
-    return SafetyEngine(
-        pipeline,
-        sinks,
-        max_traces=settings.max_traces,
-        max_spans=settings.max_spans,
-        decision_wait=settings.decision_wait,
-        queue_size=settings.queue_size,
-        background=background,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,6 +43,11 @@ class Settings(BaseModel):
         default_factory=dict,
         description="behaviour monitor modes, key=passive|active|learning "
         "(OTEL_SAFETY_MONITOR_MODES); the monitors' data files set the defaults",
+    )
+    detection: Literal["process", "thread"] = Field(
+        "process",
+        description="in an application, judge in a worker process (its own GIL) or on the "
+        "engine's thread (OTEL_SAFETY_DETECTION)",
     )
 
     @classmethod

@@ -1,0 +1,298 @@
+"""Judging in a worker process, so detection never holds the observed application's GIL.
+
+In the application, the engine's thread sends each batch of released traces (their spans,
+as plain tuples) to a child Python process and gets back each trace's `Judgement`; it only
+annotates the spans and hands them to the sinks. The child runs the same `Pipeline`, built
+from the same settings, with the conversation state of every monitor.
+
+The child is a plain `python -m otel_safety.detection_child` (never the application's own
+entry point, which `multiprocessing` would import again). It reads length-prefixed pickles
+on stdin and answers on stdout; it exits when its stdin closes, so it dies with the
+application. If it cannot start, dies or stalls, the engine logs it once and judges on its
+own thread from then on: the data is never lost, only the isolation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from otel_safety.config import Settings
+from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, finish
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ProcessPipeline", "span_from_wire", "span_to_wire"]
+
+START_TIMEOUT = 120.0  # seconds for the child to import and compile its detectors
+BATCH_TIMEOUT = 120.0  # seconds for one batch before the child is taken for stalled
+_HEADER = struct.Struct("!Q")
+
+Wire = tuple[Any, ...]
+
+
+# -- spans as plain data ------------------------------------------------------------------
+
+
+def span_to_wire(span: ReadableSpan) -> Wire:
+    """What the pipeline reads of a span, as picklable tuples (SDK spans hold locks)."""
+    context = span.context
+    parent = span.parent
+    scope = span.instrumentation_scope
+    return (
+        span.name,
+        context.trace_id,
+        context.span_id,
+        None if parent is None else (parent.trace_id, parent.span_id, parent.is_remote),
+        span.kind.value,
+        span.start_time,
+        span.end_time,
+        dict(span.attributes or {}),
+        [(e.name, e.timestamp, dict(e.attributes or {})) for e in span.events],
+        [
+            (link.context.trace_id, link.context.span_id, dict(link.attributes or {}))
+            for link in span.links
+        ],
+        (span.status.status_code.value, span.status.description),
+        dict(span.resource.attributes) if span.resource is not None else {},
+        None if scope is None else (scope.name, scope.version),
+    )
+
+
+def span_from_wire(wire: Wire) -> ReadableSpan:
+    (
+        name,
+        trace_id,
+        span_id,
+        parent,
+        kind,
+        start,
+        end,
+        attributes,
+        events,
+        links,
+        status,
+        resource,
+        scope,
+    ) = wire
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+    return ReadableSpan(
+        name=name,
+        context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=sampled),
+        parent=None
+        if parent is None
+        else SpanContext(parent[0], parent[1], is_remote=parent[2], trace_flags=sampled),
+        resource=Resource(resource),
+        attributes=attributes,
+        events=[Event(e_name, e_attributes, e_time) for e_name, e_time, e_attributes in events],
+        links=[
+            Link(SpanContext(l_trace, l_span, is_remote=True), l_attributes)
+            for l_trace, l_span, l_attributes in links
+        ],
+        kind=SpanKind(kind),
+        status=Status(StatusCode(status[0]), status[1]),
+        start_time=start,
+        end_time=end,
+        instrumentation_scope=None if scope is None else InstrumentationScope(*scope),
+    )
+
+
+# -- framing ------------------------------------------------------------------------------
+
+
+def _send(stream: IO[bytes], message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError("the other side closed the pipe")
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the other side closed the pipe mid-message")
+    return pickle.loads(data)
+
+
+# -- the application's side ---------------------------------------------------------------
+
+
+class ProcessPipeline:
+    """A `Pipeline` stand-in for the engine: judging happens in a child process."""
+
+    def __init__(self, settings: Settings, fallback: Pipeline) -> None:
+        """`fallback`: the same pipeline in this process (lazy: it compiles nothing unless
+        the child cannot judge)."""
+        self._settings = settings
+        self._local = fallback
+        self._child: subprocess.Popen[bytes] | None = None
+        self._failed = False
+        self._lock = threading.Lock()
+
+    @property
+    def in_process(self) -> bool:
+        """True once judging has fallen back to this process."""
+        return self._failed
+
+    @property
+    def detectors(self) -> list:
+        return self._fallback().detectors
+
+    @property
+    def policy(self) -> Any:
+        return self._fallback().policy
+
+    def warm(self) -> None:
+        with self._lock:
+            self._ensure_child()
+
+    def evaluate(
+        self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
+    ) -> TraceEvaluation:
+        return self.evaluate_many([(spans, reason)])[0]
+
+    def evaluate_many(
+        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
+    ) -> list[TraceEvaluation]:
+        with self._lock:
+            judgements = self._judge_remotely(traces)
+        if judgements is None:
+            return self._fallback().evaluate_many(traces)
+        pairs = zip(traces, judgements, strict=True)
+        return [finish(spans, judgement) for (spans, _), judgement in pairs]
+
+    def close(self) -> None:
+        with self._lock:
+            child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            child.stdin.close()  # end of input: the child finishes and exits
+            child.wait(timeout=10)
+        except Exception:
+            child.kill()
+            child.wait()
+
+    # -- internals --------------------------------------------------------------------------
+    def _judge_remotely(
+        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
+    ) -> list[Judgement] | None:
+        if not self._ensure_child():
+            return None
+        child = self._child
+        assert child is not None and child.stdin is not None and child.stdout is not None
+        try:
+            _send(child.stdin, [([span_to_wire(s) for s in spans], r) for spans, r in traces])
+            answer = _with_timeout(lambda: _receive(child.stdout), BATCH_TIMEOUT)
+        except Exception as exc:
+            self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
+            return None
+        if not isinstance(answer, list) or len(answer) != len(traces):
+            self._give_up(f"the detection process answered {type(answer).__name__}")
+            return None
+        return answer
+
+    def _ensure_child(self) -> bool:
+        if self._failed:
+            return False
+        if self._child is not None:
+            if self._child.poll() is None:
+                return True
+            self._give_up(f"the detection process exited with code {self._child.returncode}")
+            return False
+        try:
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "otel_safety.detection_child"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env={**os.environ, "OTEL_SAFETY_DETECTION": "thread"},
+            )
+            assert self._child.stdin is not None and self._child.stdout is not None
+            _send(self._child.stdin, self._settings)
+            ready = _with_timeout(lambda: _receive(self._child.stdout), START_TIMEOUT)
+        except Exception as exc:
+            self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
+            return False
+        if ready != "ready":
+            self._give_up(f"the detection process could not build its detectors: {ready}")
+            return False
+        return True
+
+    def _give_up(self, why: str) -> None:
+        """Judge on the engine's thread from now on; say so once."""
+        self._failed = True
+        logger.error("otel-safety: %s; judging in the application's process from now on", why)
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
+            child.wait()
+
+    def _fallback(self) -> Pipeline:
+        return self._local
+
+
+def _with_timeout(read: Callable[[], Any], seconds: float) -> Any:
+    """`read()` on a helper thread, or TimeoutError once `seconds` pass."""
+    result: list[Any] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(read())
+        except BaseException as exc:
+            failure.append(exc)
+
+    reader = threading.Thread(target=run, name="otel-safety-detection-read", daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if reader.is_alive():
+        raise TimeoutError(f"no answer within {seconds:.0f} s")
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+# -- the child's side ---------------------------------------------------------------------
+
+
+def main() -> None:
+    """Read settings, build the pipeline, then judge batches until stdin closes."""
+    from otel_safety.bootstrap import build_pipeline
+
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # stray prints must not corrupt the answers
+    try:
+        settings = _receive(source)
+        pipeline = build_pipeline(settings)
+        pipeline.warm()
+    except EOFError:
+        return
+    except Exception as exc:
+        _send(sink, f"{type(exc).__name__}: {exc}")
+        return
+    _send(sink, "ready")
+    while True:
+        try:
+            batch = _receive(source)
+        except EOFError:
+            return
+        _send(
+            sink,
+            [pipeline.judge([span_from_wire(w) for w in spans], reason) for spans, reason in batch],
+        )
+

@@ -1,0 +1,151 @@
+"""Judging in a worker process: real provider, real child process, real DuckDB file."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+
+import duckdb
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_safety import create_processor
+from otel_safety import semconv as sc
+from otel_safety.config import ConfigError
+from otel_safety.detection_worker import ProcessPipeline, span_from_wire, span_to_wire
+from otel_safety.pipeline import Pipeline
+from otel_safety.policy import SeverityPolicy
+
+
+def agent_run(provider: TracerProvider, command: str, conversation: str = "c1") -> None:
+    tracer = provider.get_tracer("tests")
+    with (
+        tracer.start_as_current_span(
+            "invoke_agent ops",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "ops",
+                "gen_ai.conversation.id": conversation,
+            },
+        ),
+        tracer.start_as_current_span(
+            "execute_tool run_shell",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_shell",
+                "gen_ai.tool.call.arguments": json.dumps({"command": command}),
+            },
+        ),
+    ):
+        pass
+
+
+def flagged(exporter: InMemorySpanExporter) -> set[tuple[str, str]]:
+    """(command, detector) for every tool span exported with a detector fired on it."""
+    return {
+        (json.loads(span.attributes["gen_ai.tool.call.arguments"])["command"], detector)
+        for span in exporter.get_finished_spans()
+        if "gen_ai.tool.call.arguments" in span.attributes
+        for detector in span.attributes.get(sc.OTEL_SAFETY_DETECTORS_FIRED, ())
+    }
+
+
+@pytest.fixture
+def in_process(tmp_path):
+    exporter = InMemorySpanExporter()
+    processor = create_processor(
+        str(tmp_path / "store.duckdb"), exporters=[exporter], detection="process"
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    yield provider, processor.engine, exporter
+    provider.shutdown()
+
+
+def test_spans_travel_to_the_worker_and_back_unchanged(span_factory):
+    spans = span_factory.agent_run(answer="done", prompt="list files")
+    with span_factory.tracer.start_as_current_span("x") as span:
+        span.add_event("e", {"k": "v"}, timestamp=123)
+        span.set_status(span.status.__class__(span.status.status_code, None))
+    spans += list(span_factory.exporter.get_finished_spans())[-1:]
+    for original in spans:
+        copy = span_from_wire(span_to_wire(original))
+        assert copy.name == original.name
+        assert copy.context.span_id == original.context.span_id
+        assert copy.context.trace_id == original.context.trace_id
+        assert (copy.parent and copy.parent.span_id) == (
+            original.parent and original.parent.span_id
+        )
+        assert dict(copy.attributes) == dict(original.attributes)
+        assert [(e.name, dict(e.attributes), e.timestamp) for e in copy.events] == [
+            (e.name, dict(e.attributes), e.timestamp) for e in original.events
+        ]
+        assert copy.resource.attributes == original.resource.attributes
+        assert (copy.start_time, copy.end_time) == (original.start_time, original.end_time)
+        assert copy.status.status_code == original.status.status_code
+
+
+def test_traces_are_judged_in_a_child_process_and_stored(in_process):
+    provider, engine, exporter = in_process
+    assert isinstance(engine.pipeline, ProcessPipeline)
+    agent_run(provider, "rm -rf /")
+    agent_run(provider, "ls docs")
+    assert provider.force_flush(120_000)
+    child = engine.pipeline._child
+    assert child is not None and child.poll() is None and child.pid != os.getpid()
+    assert not engine.pipeline.in_process
+    found = flagged(exporter)
+    assert ("rm -rf /", "tool_guard") in found
+    assert not any(command == "ls docs" for command, _ in found)
+    store = engine.sinks[0]
+    provider.shutdown()
+    with duckdb.connect(store.path, read_only=True) as connection:
+        fired = connection.execute("SELECT DISTINCT detector FROM findings WHERE detected")
+        assert ("tool_guard",) in fired.fetchall()
+
+
+def test_the_child_stops_with_the_engine(tmp_path):
+    processor = create_processor(str(tmp_path / "s.duckdb"), otlp=False, detection="process")
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    agent_run(provider, "rm -rf /")
+    assert provider.force_flush(120_000)
+    child = processor.engine.pipeline._child
+    assert child is not None
+    provider.shutdown()
+    assert child.wait(timeout=30) is not None
+
+
+def test_a_killed_child_falls_back_to_judging_here_without_losing_traces(in_process, caplog):
+    provider, engine, exporter = in_process
+    agent_run(provider, "ls")
+    assert provider.force_flush(120_000)
+    child = engine.pipeline._child
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    with caplog.at_level(logging.ERROR, logger="otel_safety.detection_worker"):
+        agent_run(provider, "rm -rf /")
+        assert provider.force_flush(120_000)
+    assert engine.pipeline.in_process
+    assert ("rm -rf /", "tool_guard") in flagged(exporter)
+    assert any("judging in the application's process" in r.message for r in caplog.records)
+
+
+def test_bad_settings_fail_when_the_processor_is_made_not_in_the_child(tmp_path):
+    with pytest.raises(ValueError, match="unknown detector"):
+        create_processor(str(tmp_path / "s.duckdb"), detectors=["nope"], detection="process")
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_DETECTION"):
+        create_processor(str(tmp_path / "s.duckdb"), detection="elsewhere")
+
+
+def test_a_policy_object_keeps_judging_in_this_process(tmp_path):
+    processor = create_processor(
+        str(tmp_path / "s.duckdb"), otlp=False, policy=SeverityPolicy(), detection="process"
+    )
+    try:
+        assert isinstance(processor.engine.pipeline, Pipeline)
+    finally:
+        processor.shutdown()
