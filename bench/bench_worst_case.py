@@ -165,9 +165,9 @@ def pipeline_sweep(sizes: list[int], limit: float) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pattern-size", type=int, default=2500, help="run length (x4 next)")
+    parser.add_argument("--pattern-size", type=int, default=1000, help="run length (x4 next)")
     parser.add_argument("--sizes", default="10000,100000,1000000", help="pipeline input sizes")
-    parser.add_argument("--limit", type=float, default=10.0, help="seconds before a run stops")
+    parser.add_argument("--limit", type=float, default=2.0, help="seconds before a run stops")
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
     args = parser.parse_args()
     signal.signal(signal.SIGALRM, _alarm)

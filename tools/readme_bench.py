@@ -25,6 +25,14 @@ BENCHES = [
         "python bench/bench_detection.py --data ../shared/data --format markdown",
         ["bench/bench_detection.py", "--data", "{data}", "--format", "markdown"],
     ),
+    (
+        "python bench/bench_app_overhead.py --format markdown",
+        ["bench/bench_app_overhead.py", "--format", "markdown"],
+    ),
+    (
+        "python bench/bench_worst_case.py --sizes 1000000 --format markdown",
+        ["bench/bench_worst_case.py", "--sizes", "1000000", "--format", "markdown"],
+    ),
 ]
 
 

@@ -1,0 +1,153 @@
+"""Benchmark: what otel-safety costs the observed application, against BatchSpanProcessor.
+
+An application thread makes agent runs (an agent span, chat spans of ~2 KB of GenAI
+messages, tool spans) as fast as it can while the span processor works behind it. For each
+processor the figure is the application's own spans per second, and the CPU time spent in
+the application's process and in its children (the detection worker):
+
+- anchor: the SDK's BatchSpanProcessor with an exporter that drops everything;
+- otel-safety judging on the engine's thread (`detection="thread"`);
+- otel-safety judging in a worker process (`detection="process"`, the default).
+
+Run: make bench   (or: python bench/bench_app_overhead.py --seconds 10)
+Figures are printed, not asserted; they depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from otel_safety import create_processor
+
+_ANSWER = "Here is the summary of the README you asked for. " * 20  # ~1 KB
+
+
+class _Dropping(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def agent_run(tracer, number: int) -> int:
+    """One agent run; returns the number of spans it made."""
+    history = [
+        {"role": "user", "parts": [{"type": "text", "content": f"Summarise README {number}"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": _ANSWER}]},
+    ]
+    command = "rm -rf build" if number % 5 == 0 else "cat README.md"
+    with tracer.start_as_current_span(
+        "invoke_agent bench",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench"},
+    ):
+        with tracer.start_as_current_span(
+            "chat",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(history),
+                "gen_ai.output.messages": json.dumps(history[-1:]),
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "execute_tool run_shell",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_shell",
+                "gen_ai.tool.call.arguments": json.dumps({"command": command}),
+                "gen_ai.tool.call.result": "ok",
+            },
+        ):
+            pass
+    return 3
+
+
+def cpu(processor: SpanProcessor) -> tuple[float, float]:
+    """CPU seconds of this process, and of the detection worker while it runs."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    child = getattr(getattr(getattr(processor, "engine", None), "pipeline", None), "_child", None)
+    return own.ru_utime + own.ru_stime, _process_cpu(child.pid) if child is not None else 0.0
+
+
+def _process_cpu(pid: int) -> float:
+    """utime + stime of a live process, from /proc (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(name: str, processor: SpanProcessor, seconds: float) -> dict:
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("bench")
+    for number in range(20):  # warm: imports, first traces, the worker's start
+        agent_run(tracer, number)
+    provider.force_flush(300_000)
+    own_before, children_before = cpu(processor)
+    spans, started = 0, time.perf_counter()
+    number = 0
+    while time.perf_counter() - started < seconds:
+        spans += agent_run(tracer, number)
+        number += 1
+    elapsed = time.perf_counter() - started
+    provider.force_flush(600_000)  # what the app process and the worker spent on them
+    drained = time.perf_counter() - started
+    own_after, children_after = cpu(processor)
+    provider.shutdown()
+    return {
+        "processor": name,
+        "app_spans_per_s": round(spans / elapsed),
+        "spans": spans,
+        "drained_s": round(drained, 1),
+        "app_process_cpu_ms_per_span": round((own_after - own_before) * 1000 / spans, 3),
+        "worker_cpu_ms_per_span": round((children_after - children_before) * 1000 / spans, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="app run per processor")
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        rows.append(
+            measure("BatchSpanProcessor (anchor)", BatchSpanProcessor(_Dropping()), args.seconds)
+        )
+        for detection in ("thread", "process"):
+            print(f"otel-safety, detection={detection}...", file=sys.stderr)
+            processor = create_processor(
+                str(Path(tmp) / f"{detection}.duckdb"), otlp=False, detection=detection
+            )
+            rows.append(measure(f"otel-safety, detection={detection}", processor, args.seconds))
+    anchor = rows[0]["app_spans_per_s"]
+    for row in rows:
+        row["app_vs_anchor"] = round(row["app_spans_per_s"] / anchor, 3)
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return
+    print(
+        "| processor | app spans/s | vs anchor | app-process CPU per span | worker CPU per span "
+        "| all judged after |\n|---|---|---|---|---|---|"
+    )
+    for row in rows:
+        print(
+            f"| {row['processor']} | {row['app_spans_per_s']:,} | {row['app_vs_anchor']} | "
+            f"{row['app_process_cpu_ms_per_span']} ms | {row['worker_cpu_ms_per_span']} ms | "
+            f"{row['drained_s']} s |"
+        )
+
+
+if __name__ == "__main__":
+    main()
