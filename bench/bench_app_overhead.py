@@ -117,7 +117,7 @@ def measure(name: str, processor: SpanProcessor, seconds: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="app run per processor")
+    parser.add_argument("--seconds", type=float, default=1.0, help="app run per processor")
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
     args = parser.parse_args()
     rows = []
