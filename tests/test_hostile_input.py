@@ -158,3 +158,24 @@ def test_a_data_file_pattern_that_can_take_exponential_time_is_refused_at_load(t
     assert str(tmp_path / "injection.toml") in message
     assert "slow-rule" in message and "'(?:\\\\w+\\\\s*)+now'" in message
     assert "exponential" in message
+
+
+def test_a_lone_surrogate_is_stored_and_blocks_no_later_trace(span_factory, pipeline, tmp_path):
+    import duckdb
+
+    from otel_safety.exporters.duckdb import DuckDBStore
+
+    store = DuckDBStore(tmp_path / "store.duckdb")
+    poisoned = json.dumps({"command": "echo \ud800 done"})  # escaped as \\ud800 in the JSON
+    store.write([pipeline.evaluate(tool_run(span_factory, poisoned))])
+    store.write([pipeline.evaluate(tool_run(span_factory, json.dumps({"command": "ls"})))])
+    assert store.force_flush(10_000)
+    store.shutdown()
+    assert store.rejected == 0
+    with duckdb.connect(str(tmp_path / "store.duckdb"), read_only=True) as connection:
+        traces = connection.execute("SELECT count(*) FROM traces").fetchone()[0]
+        trajectory = connection.execute(
+            "SELECT trajectory FROM traces WHERE trajectory LIKE '%echo%'"
+        ).fetchone()[0]
+    assert traces == 2
+    assert "echo ? done" in trajectory  # the surrogate replaced, the rest kept

@@ -69,6 +69,7 @@ class DuckDBStore(BatchingSink):
         self.path = str(path)
         super().__init__(self.path, write_interval=write_interval, max_pending=max_pending)
         self.hold = hold or self.path == ":memory:"
+        self.rejected = 0  # traces the store could not take even one by one
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._con: duckdb.DuckDBPyConnection | None = None
@@ -93,14 +94,20 @@ class DuckDBStore(BatchingSink):
     ) -> None:
         try:
             _insert(con, evaluations)
-        except duckdb.Error:
-            # One bad trace must not cost the others: retry trace by trace.
+        except Exception:
+            # One bad trace must not cost the others, nor block every later write (a batch
+            # kept for retry would fail again forever): retry trace by trace, count the rest.
             logger.exception("otel-safety store batch failed; retrying trace by trace")
             for evaluation in evaluations:
                 try:
                     _insert(con, [evaluation])
-                except duckdb.Error:
-                    logger.exception("otel-safety store rejected trace %s", evaluation.trace_id)
+                except Exception:
+                    self.rejected += 1
+                    logger.exception(
+                        "otel-safety store rejected trace %s (%d rejected so far)",
+                        evaluation.trace_id,
+                        self.rejected,
+                    )
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         if self._con is not None:
@@ -389,7 +396,7 @@ def trace_row(evaluation: TraceEvaluation, now: datetime) -> dict[str, Any]:
         "release_reason": evaluation.reason,
         "span_count": len(evaluation.spans),
         "error": evaluation.error,
-        "trajectory": clean(trajectory.model_dump_json()) if trajectory else None,
+        "trajectory": _trajectory_json(trajectory) if trajectory else None,
         "trace_start": _trace_start(evaluation),
         "evaluated_at": now,
         "escalation_by_policy": raised_by_policy(evaluation.findings, evaluation.level),
@@ -413,6 +420,15 @@ def to_json(value: Any) -> str | None:
     if value is None:
         return None
     return clean(json.dumps(value, default=_json_default, ensure_ascii=False))
+
+
+def _trajectory_json(trajectory: Any) -> str | None:
+    """The trajectory as JSON; text pydantic will not encode (a lone surrogate from a
+    client's escaped JSON) goes through `to_json`, which replaces it, instead of failing."""
+    try:
+        return clean(trajectory.model_dump_json())
+    except ValueError:
+        return to_json(trajectory.model_dump())
 
 
 def _json_default(value: Any) -> Any:
