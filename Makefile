@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # The external labelled data (eval, README figures); tests read OTEL_SAFETY_EVAL_DATA.
 DATA ?= ../shared/data
 
-.PHONY: demo test lint semconv bench bench-serve eval readme-eval readme-bench clean system-packages
+.PHONY: demo test lint semconv bench bench-serve eval judges readme-eval readme-bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ semconv: $(VENV)/.test-installed
 
 eval: $(VENV)/.test-installed
 	$(BIN)/otel-safety eval --data $(DATA) --db otel-safety-eval.duckdb
+
+judges: $(VENV)/.test-installed
+	$(BIN)/python tools/train_judges.py --data $(DATA)
 
 readme-eval: $(VENV)/.test-installed
 	$(BIN)/python tools/readme_eval.py --data $(DATA)

