@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from otel_safety.pipeline import TraceEvaluation
 
@@ -36,6 +36,8 @@ class BatchingSink:
         self._last_write = 0.0
         self._last_warning = 0.0
         self.dropped = 0  # traces given up on while the store could not be written
+        # Told of every batch once it is in the store (a write-ahead spool releases it).
+        self.on_written: list[Callable[[Sequence[TraceEvaluation]], None]] = []
         self._last_drop_report = -WARNING_EVERY
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
@@ -80,12 +82,15 @@ class BatchingSink:
         if not self._pending:
             return True
         self._last_write = time.monotonic()
+        written = list(self._pending)
         try:
-            self._store(self._pending)
+            self._store(written)
         except self.retry_on as exc:
             self._warn(exc)
             return False
         self._pending.clear()
+        for listener in self.on_written:
+            listener(written)
         return True
 
     def _drop(self, count: int) -> None:

@@ -99,6 +99,22 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         "--no-store", action="store_true", help="write no store at all [OTEL_SAFETY_STORE=false]"
     )
     store.add_argument(
+        "--spool",
+        default=_env("OTEL_SAFETY_SERVE_SPOOL"),
+        metavar="DIR|off",
+        help="write-ahead spool: each request is on disk here before it is acknowledged, "
+        "until its traces are in the store, and what a stop or crash left is judged at the "
+        "next start (default: <db>.spool beside the store; none for --lake unless given) "
+        "[OTEL_SAFETY_SERVE_SPOOL]",
+    )
+    store.add_argument(
+        "--spool-max-mib",
+        type=float,
+        default=float(_env("OTEL_SAFETY_SERVE_SPOOL_MAX_MIB", 1024)),
+        help="the spool's size at most; when full, requests are refused with a retryable "
+        "status (default 1024) [OTEL_SAFETY_SERVE_SPOOL_MAX_MIB]",
+    )
+    store.add_argument(
         "--lake",
         default=_env("OTEL_SAFETY_LAKE"),
         help="write to a DuckLake instead of a DuckDB file, e.g. 'postgres:dbname=lake "
@@ -170,6 +186,8 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
             raise ValueError(f"the token file {args.token_file} is empty")
     if args.max_request_mib <= 0:
         raise ValueError("--max-request-mib must be positive")
+    if args.spool_max_mib <= 0:
+        raise ValueError("--spool-max-mib must be positive")
     options = SidecarOptions(
         host=args.host,
         grpc_port=args.grpc_port,
@@ -183,6 +201,8 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
         forward_protocol=args.forward_protocol,
         lake=args.lake,
         lake_data_path=args.lake_data_path,
+        spool=args.spool,
+        spool_max_bytes=int(args.spool_max_mib * MIB),
     )
     return settings, options
 

@@ -9,15 +9,20 @@ admitted request and reported as OTLP partial success.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from enum import Enum
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.buffer import roots_last
 from otel_safety.engine import SafetyEngine
+from otel_safety.mapping import trace_id_hex
 from otel_safety.otlp import spans_from_request
 from otel_safety.sidecar.metrics import Metrics, ProblemLog
+from otel_safety.sidecar.spooling import Owed
+from otel_safety.spool import Record, SpoolFull
 
 MAX_MESSAGE_PROBLEMS = 5
 
@@ -66,8 +71,10 @@ class Intake:
         capacity: int,
         metrics: Metrics,
         problems: ProblemLog,
+        owed: Owed | None = None,
     ) -> None:
         self.engine = engine
+        self.owed = owed  # the write-ahead spool: an admitted request is on disk first
         self.capacity = capacity
         self.metrics = metrics
         self.problems = problems
@@ -90,6 +97,44 @@ class Intake:
             "%s request from %s refused (%s): %s", transport, peer, refusal.value, message
         )
         return Refused(refusal, message)
+
+    def _spool(
+        self,
+        request: ExportTraceServiceRequest,
+        spans: list[ReadableSpan],
+        transport: str,
+        peer: str,
+        total: int,
+    ) -> None:
+        """Append the request to the spool (on disk before it is acknowledged) and track
+        the traces it owes the store; a spool that cannot take it refuses the request."""
+        assert self.owed is not None
+        try:
+            record = self.owed.spool.append(request.SerializeToString())
+        except (SpoolFull, OSError) as exc:
+            raise self.refuse(
+                Refusal.SATURATED,
+                f"cannot spool the request before acknowledging it: {exc}",
+                transport,
+                peer,
+                total,
+            ) from exc
+        self.owed.track(record, (trace_id_hex(span.context.trace_id) for span in spans))
+
+    def replay(self, record: Record, payload: bytes) -> int:
+        """Hand a request left in the spool by an earlier run to the engine (waiting for
+        room in its queue); the spans submitted."""
+        assert self.owed is not None
+        request = ExportTraceServiceRequest.FromString(payload)
+        spans = spans_from_request(request, [])
+        self.owed.track(record, (trace_id_hex(span.context.trace_id) for span in spans))
+        while self.waiting() + len(spans) > self.capacity and len(spans) <= self.capacity:
+            time.sleep(0.01)
+        with self._lock:
+            submitted = sum(self.engine.submit(span) for span in roots_last(spans))
+            self._submitted += submitted
+        self.metrics.add("spans_replayed", submitted)
+        return submitted
 
     def admit(self, request: ExportTraceServiceRequest, transport: str, peer: str) -> Admitted:
         """Submit the request's usable spans, or raise `Refused` for the whole request."""
@@ -118,6 +163,8 @@ class Intake:
                     peer,
                     total,
                 )
+            if self.owed is not None:
+                self._spool(request, spans, transport, peer, total)
             submitted = sum(self.engine.submit(span) for span in roots_last(spans))
             self._submitted += submitted
         unreadable = total - len(spans)

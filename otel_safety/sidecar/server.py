@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -28,6 +28,11 @@ from otel_safety.sidecar.metrics import (
     ProblemLog,
     render_prometheus,
 )
+from otel_safety.sidecar.spooling import Owed
+from otel_safety.spool import Spool, SpoolBusy
+
+if TYPE_CHECKING:
+    from otel_safety.exporters.ducklake import DuckLakeStore
 
 logger = logging.getLogger("otel_safety.sidecar")
 
@@ -54,6 +59,10 @@ class SidecarOptions:
     lake: str | None = None
     lake_data_path: str | None = None
     drain_timeout: float = 30.0
+    # Write-ahead spool of acknowledged requests: a folder, "off", or None for the default
+    # (`<store>.spool` beside a DuckDB file; none for an in-memory store or a lake).
+    spool: str | None = None
+    spool_max_bytes: int = 1 << 30
 
 
 class Sidecar:
@@ -79,8 +88,15 @@ class Sidecar:
         store = Path(settings.db_path)
         new_store = settings.store and not options.lake and not store.exists()
         sinks: list[Sink] = []
+        self.spool: Spool | None = None
+        owed: Owed | None = None
         if settings.store:
-            sinks.append(self._store())
+            store_sink = self._store()
+            sinks.append(store_sink)
+            self.spool = self._open_spool()
+            if self.spool is not None:
+                owed = Owed(self.spool)
+                store_sink.on_written.append(owed.written)
         if options.forward_endpoint:
             exporter = otlp_exporter(
                 options.forward_endpoint, options.forward_protocol, options.forward_headers
@@ -97,7 +113,7 @@ class Sidecar:
                 store.unlink(missing_ok=True)
                 Path(f"{store}.wal").unlink(missing_ok=True)
             raise
-        self.intake = Intake(self.engine, settings.queue_size, self.metrics, self.problems)
+        self.intake = Intake(self.engine, settings.queue_size, self.metrics, self.problems, owed)
         self._grpc: grpc.Server | None = None
         self._http: OtlpHttpServer | None = None
         self._http_thread: threading.Thread | None = None
@@ -106,7 +122,50 @@ class Sidecar:
         self._started = time.monotonic()
         self._stopped = False
 
-    def _store(self) -> Sink:
+    def _open_spool(self) -> Spool | None:
+        """The spool: the folder asked for, or the first free one beside the store (two
+        serves on one store each get their own, and a crashed one's is picked up by the
+        next serve that finds it free)."""
+        spool = self.options.spool
+        if spool == "off":
+            return None
+        if spool:
+            return Spool(spool, max_bytes=self.options.spool_max_bytes)
+        if self.options.lake or self.settings.db_path == ":memory:":
+            return None
+        base = f"{self.settings.db_path}.spool"
+        for number in range(1, 17):
+            try:
+                folder = base if number == 1 else f"{base}-{number}"
+                return Spool(folder, max_bytes=self.options.spool_max_bytes)
+            except SpoolBusy:
+                continue
+        raise SpoolBusy(f"every spool folder beside {self.settings.db_path} is in use")
+
+    def replay(self) -> int:
+        """Judge the requests an earlier run acknowledged but did not write; the spans."""
+        if self.spool is None:
+            return 0
+        spans = records = 0
+        for record, payload in self.spool.leftovers():
+            try:
+                spans += self.intake.replay(record, payload)
+            except Exception:  # unreadable: keep the file's other records going
+                logger.exception("otel-safety serve: cannot replay spool record %s", record)
+                self.spool.release(record)
+                continue
+            records += 1
+        if records:
+            logger.warning(
+                "otel-safety serve: judged again %d spans of %d requests acknowledged by an "
+                "earlier run and not yet written (spool %s)",
+                spans,
+                records,
+                self.spool.folder,
+            )
+        return spans
+
+    def _store(self) -> DuckDBStore | DuckLakeStore:
         if self.options.lake:
             from otel_safety.exporters.ducklake import DuckLakeStore
 
@@ -117,6 +176,7 @@ class Sidecar:
     def start(self) -> Sidecar:
         options = self.options
         try:
+            self.replay()
             if options.grpc_port is not None:
                 service = TraceService(self.intake, options.token, options.retry_after)
                 self._grpc, self.grpc_port = build_server(
@@ -172,6 +232,15 @@ class Sidecar:
             if self._http_thread is not None:
                 self._http_thread.join(5)
         self.engine.shutdown(int(grace * 1000))
+        if self.spool is not None:
+            self.spool.close()
+            if owed := self.spool.records:
+                logger.warning(
+                    "otel-safety serve: %d acknowledged requests were not written in time; "
+                    "they stay in the spool %s and are judged at the next start",
+                    owed,
+                    self.spool.folder,
+                )
         logger.info("otel-safety serve stopped: %s", self.summary())
 
     def __enter__(self) -> Sidecar:
@@ -225,6 +294,9 @@ class Sidecar:
             "queue_capacity": self.intake.capacity,
             "buffered_traces": len(self.engine.buffer),
         }
+        if self.spool is not None:
+            details["spool_records"] = self.spool.records
+            details["spool_bytes"] = self.spool.bytes
         details.update(self.counts())
         return ok, details
 
@@ -235,6 +307,12 @@ class Sidecar:
             "buffered_traces": (len(self.engine.buffer), "traces waiting for their decision"),
             "draining": (int(self.intake.draining), "1 while shutting down"),
         }
+        if self.spool is not None:
+            gauges["spool_records"] = (
+                self.spool.records,
+                "acknowledged requests whose traces are not yet all in the store",
+            )
+            gauges["spool_bytes"] = (self.spool.bytes, "bytes of the write-ahead spool on disk")
         stats = {name: self.engine.stats[name] for name in ENGINE_COUNTERS}
         return render_prometheus(self.metrics, stats, gauges)
 

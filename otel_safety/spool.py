@@ -1,0 +1,234 @@
+"""A write-ahead spool: what a receiver acknowledged is on disk until the store has it.
+
+A receiver appends each admitted request to the spool, and only then answers the client;
+the record is released when every trace it carried has been written to the store. Records
+still in the spool when the process stops (killed, a drain that ran out of time) are read
+back at the next start and judged then, so an acknowledged span is a written span.
+
+On disk: numbered segment files in one folder, each a run of records (4-byte length,
+4-byte CRC-32, payload). A segment is deleted once it is closed and all its records are
+released. A record cut short by a crash fails its length or CRC and is ignored, with
+everything after it in that segment: it was never acknowledged, since acknowledging waits
+for the append to reach the disk. The spool is bounded in bytes; when full, appends fail
+and the receiver refuses the request with a retryable status.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Record", "Spool", "SpoolBusy", "SpoolFull"]
+
+_HEADER = struct.Struct("<II")  # payload length, CRC-32 of the payload
+SEGMENT_SUFFIX = ".spool"
+
+
+class SpoolBusy(Exception):
+    """Another process holds this spool folder."""
+
+
+class SpoolFull(Exception):
+    """The spool holds its maximum bytes: refuse the request, the client will retry."""
+
+
+@dataclass(frozen=True, order=True)
+class Record:
+    """Where one appended request sits: its segment's number and its place in it."""
+
+    segment: int
+    index: int
+
+
+@dataclass
+class _Segment:
+    path: Path
+    size: int = 0
+    records: int = 0
+    released: int = 0
+    closed: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.closed and self.released >= self.records
+
+
+class Spool:
+    """Append, fsync, release; `leftovers()` reads back what an earlier run did not release."""
+
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        max_bytes: int = 1 << 30,
+        segment_bytes: int = 16 << 20,
+        sync: bool = True,
+    ) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(self.folder / "lock", "a+b")  # noqa: SIM115 - held while open
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            self._lock_file.close()
+            raise SpoolBusy(f"another process holds the spool {self.folder}") from exc
+        self.max_bytes = max_bytes
+        self.segment_bytes = segment_bytes
+        self.sync = sync
+        self._lock = threading.Lock()
+        self._segments: dict[int, _Segment] = {}
+        for path in sorted(self.folder.glob(f"*{SEGMENT_SUFFIX}")):
+            number = _segment_number(path)
+            if number is not None:  # left by an earlier run: read back, never appended to
+                self._segments[number] = _Segment(path, path.stat().st_size, closed=True)
+        self._next = max(self._segments, default=0) + 1
+        self._handle: BinaryIO | None = None
+        self._current: int | None = None
+
+    # -- counts (metrics) ---------------------------------------------------------------------
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return sum(segment.size for segment in self._segments.values())
+
+    @property
+    def records(self) -> int:
+        """Records appended or read back and not yet released."""
+        with self._lock:
+            return sum(s.records - s.released for s in self._segments.values())
+
+    # -- writing ------------------------------------------------------------------------------
+    def append(self, payload: bytes) -> Record:
+        """Put `payload` on disk (fsynced) and return its record; SpoolFull when over the
+        byte budget."""
+        size = _HEADER.size + len(payload)
+        with self._lock:
+            used = sum(segment.size for segment in self._segments.values())
+            if used + size > self.max_bytes:
+                raise SpoolFull(
+                    f"the spool in {self.folder} holds {used} of {self.max_bytes} bytes"
+                )
+            number, segment, handle = self._writable(size)
+            handle.write(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
+            handle.flush()
+            if self.sync:
+                os.fdatasync(handle.fileno())
+            record = Record(number, segment.records)
+            segment.records += 1
+            segment.size += size
+            return record
+
+    def release(self, record: Record) -> None:
+        """The record's traces are in the store: it need not be read back any more."""
+        with self._lock:
+            segment = self._segments.get(record.segment)
+            if segment is None:
+                return
+            segment.released += 1
+            if segment.finished:
+                self._delete(record.segment)
+
+    def close(self) -> None:
+        """Close the open segment and let the folder go; what is not released stays for
+        the next start."""
+        with self._lock:
+            self._close_current()
+            if not self._lock_file.closed:
+                self._lock_file.close()  # closing drops the lock
+
+    # -- reading back -------------------------------------------------------------------------
+    def leftovers(self) -> Iterator[tuple[Record, bytes]]:
+        """Every record an earlier run appended and did not release, oldest first. Each must
+        be released in turn (a segment goes when all its records have)."""
+        with self._lock:
+            old = sorted(n for n, s in self._segments.items() if s.closed and s.records == 0)
+        for number in old:
+            segment = self._segments[number]
+            payloads = list(_read(segment.path))
+            with self._lock:
+                segment.records = len(payloads)
+                if not payloads:
+                    self._delete(number)
+                    continue
+            for index, payload in enumerate(payloads):
+                yield Record(number, index), payload
+
+    # -- internals ----------------------------------------------------------------------------
+    def _writable(self, size: int) -> tuple[int, _Segment, BinaryIO]:
+        """The open segment, or a new one when it would grow past `segment_bytes`."""
+        number = self._current
+        current = self._segments.get(number) if number is not None else None
+        if (
+            number is not None
+            and current is not None
+            and self._handle is not None
+            and current.size + size <= self.segment_bytes
+        ):
+            return number, current, self._handle
+        self._close_current()
+        number = self._next
+        self._next += 1
+        path = self.folder / f"{number:012d}{SEGMENT_SUFFIX}"
+        handle = open(path, "ab")  # noqa: SIM115 - kept open across appends
+        self._handle = handle
+        self._current = number
+        segment = self._segments[number] = _Segment(path)
+        return number, segment, handle
+
+    def _close_current(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        number, self._current = self._current, None
+        segment = self._segments.get(number) if number is not None else None
+        if number is not None and segment is not None:
+            segment.closed = True
+            if segment.finished:
+                self._delete(number)
+
+    def _delete(self, number: int) -> None:
+        segment = self._segments.pop(number)
+        try:
+            segment.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            logger.warning("otel-safety spool: cannot delete %s: %s", segment.path, exc)
+
+
+def _segment_number(path: Path) -> int | None:
+    try:
+        return int(path.name.removesuffix(SEGMENT_SUFFIX))
+    except ValueError:
+        return None
+
+
+def _read(path: Path) -> Iterator[bytes]:
+    """The whole records of a segment; a torn or corrupt tail ends it (logged)."""
+    data = path.read_bytes()
+    offset = 0
+    while offset + _HEADER.size <= len(data):
+        length, crc = _HEADER.unpack_from(data, offset)
+        start = offset + _HEADER.size
+        payload = data[start : start + length]
+        if len(payload) < length or zlib.crc32(payload) != crc:
+            break
+        yield payload
+        offset = start + length
+    if offset < len(data):
+        logger.warning(
+            "otel-safety spool: %s ends with %d bytes of a record cut short (never "
+            "acknowledged); ignored",
+            path,
+            len(data) - offset,
+        )

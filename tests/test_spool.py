@@ -1,0 +1,126 @@
+"""The write-ahead spool: on disk before acknowledged, released once stored, read back after
+a crash; and `serve` killed with SIGKILL losing no acknowledged span."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sidecar_support import ServeProcess, wait_for
+
+from otel_safety.spool import SEGMENT_SUFFIX, Record, Spool, SpoolBusy, SpoolFull
+
+
+def segments(folder) -> list[str]:
+    return sorted(p.name for p in folder.glob(f"*{SEGMENT_SUFFIX}"))
+
+
+def test_what_is_not_released_is_read_back_by_the_next_spool(tmp_path):
+    spool = Spool(tmp_path, segment_bytes=64)
+    records = [spool.append(f"request {n}".encode() * 3) for n in range(5)]
+    assert records[0] == Record(1, 0) and len(segments(tmp_path)) > 1  # rolled at 64 bytes
+    spool.release(records[0])
+    spool.release(records[3])
+    assert spool.records == 3
+    spool.close()
+    again = Spool(tmp_path)
+    left = list(again.leftovers())
+    assert [payload for _, payload in left] == [f"request {n}".encode() * 3 for n in (1, 2, 4)]
+    for record, _ in left:
+        again.release(record)
+    assert segments(tmp_path) == [] and again.records == 0 and again.bytes == 0
+    again.close()
+
+
+def test_a_record_cut_short_by_a_crash_is_ignored(tmp_path, caplog):
+    spool = Spool(tmp_path)
+    for n in range(3):
+        spool.append(b"x" * 100 + bytes([n]))
+    spool.close()
+    (path,) = tmp_path.glob(f"*{SEGMENT_SUFFIX}")
+    path.write_bytes(path.read_bytes()[:-10])  # the last append never reached the disk whole
+    left = list(Spool(tmp_path).leftovers())
+    assert [payload[-1] for _, payload in left] == [0, 1]
+    assert "cut short" in caplog.text
+
+
+def test_the_spool_is_bounded_and_held_by_one_process(tmp_path):
+    spool = Spool(tmp_path, max_bytes=300)
+    spool.append(b"a" * 200)
+    with pytest.raises(SpoolFull, match="holds 208 of 300 bytes"):
+        spool.append(b"b" * 200)
+    with pytest.raises(SpoolBusy):
+        Spool(tmp_path)
+    spool.close()
+    Spool(tmp_path).close()  # free again once closed
+
+
+def _spans(traces: int, per_trace: int, rootless: int) -> list[ReadableSpan]:
+    """GenAI spans of `traces` agent runs, plus `rootless` runs whose root never arrives."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("spool-test")
+    for number in range(traces + rootless):
+        parent = None
+        if number >= traces:  # a parent that lives in another process and never ends here
+            parent = trace.set_span_in_context(
+                trace.NonRecordingSpan(
+                    trace.SpanContext(
+                        trace_id=0xABC000 + number,
+                        span_id=0xDEF000 + number,
+                        is_remote=True,
+                        trace_flags=trace.TraceFlags(1),
+                    )
+                )
+            )
+        with tracer.start_as_current_span(
+            "invoke_agent", context=parent, attributes={"gen_ai.operation.name": "invoke_agent"}
+        ):
+            for call in range(per_trace - 1):
+                with tracer.start_as_current_span(
+                    "execute_tool",
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "read_file",
+                        "gen_ai.tool.call.arguments": f'{{"path": "notes-{call}.txt"}}',
+                    },
+                ):
+                    pass
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def _stored(db: str) -> set[tuple[str, str]]:
+    with duckdb.connect(db, read_only=True) as con:
+        return set(con.execute("SELECT trace_id, span_id FROM spans").fetchall())
+
+
+def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
+    db = str(tmp_path / "agents.duckdb")
+    spans = _spans(traces=60, per_trace=5, rootless=20)
+    acknowledged: set[tuple[str, str]] = set()
+    # Traces wait a minute for their root: at the kill, most are still in memory only.
+    serve = ServeProcess("--db", db, "--decision-wait", "60", "--grpc-port", "off")
+    with serve:
+        exporter = HttpExporter(endpoint=f"{serve.http_url}/v1/traces")
+        for start in range(0, len(spans), 40):
+            batch = spans[start : start + 40]
+            assert exporter.export(batch) is SpanExportResult.SUCCESS
+            acknowledged |= {
+                (f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in batch
+            }
+        exporter.shutdown()
+        serve.process.kill()  # SIGKILL: no drain, no flush
+        serve.process.wait(10)
+    assert list((tmp_path / "agents.duckdb.spool").glob(f"*{SEGMENT_SUFFIX}"))
+    with ServeProcess("--db", db, "--grpc-port", "off") as again:
+        wait_for(lambda: "judged again" in again.output, what="the spool to be replayed")
+        assert again.stop() == 0, again.output
+    assert acknowledged <= _stored(db)
+    assert len(acknowledged) == len(spans)
+    assert segments(tmp_path / "agents.duckdb.spool") == []  # all written, all released
