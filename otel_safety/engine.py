@@ -116,8 +116,10 @@ class SafetyEngine:
             self._queue.put_nowait(span)
             return True
         except queue.Full:
-            with self._drop_lock:
-                self.stats["spans_dropped"] += 1
+            with self._drop_lock:  # a refused agent-start marker is not a lost span
+                self.stats[
+                    "markers_dropped" if isinstance(span, AgentStarted) else "spans_dropped"
+                ] += 1
             now = time.monotonic()
             if now - self._last_drop_warning >= DROP_WARNING_INTERVAL:
                 self._last_drop_warning = now
@@ -169,6 +171,7 @@ class SafetyEngine:
         else:
             self.drain()
             self._flush_sinks(timeout_millis)
+        self._report_losses()
         try:
             self.pipeline.close()
         except Exception:
@@ -178,6 +181,24 @@ class SafetyEngine:
                 sink.shutdown()
             except Exception:
                 logger.exception("otel-safety sink %r failed to shut down", sink)
+
+    def _report_losses(self) -> None:
+        """Say, once and in full, what this engine could not judge: spans refused while the
+        queue was full, and spans still queued or buffered when shutdown ran out of time."""
+        unjudged = sum(1 for item in list(self._queue.queue) if isinstance(item, ReadableSpan)) + (
+            self.buffer.span_count if self._worker is not None and self._worker.is_alive() else 0
+        )
+        self.stats["spans_unjudged_at_shutdown"] = unjudged
+        dropped = self.stats["spans_dropped"]
+        if dropped or unjudged:
+            logger.error(
+                "otel-safety lost %d spans in all: %d refused while the queue was full "
+                "(queue_size %d) and %d not judged before shutdown timed out",
+                dropped + unjudged,
+                dropped,
+                self._queue.maxsize,
+                unjudged,
+            )
 
     def _control(self, stop: bool, timeout_millis: int) -> bool:
         request = _Control(stop=stop, done=threading.Event())

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_safety import semconv as sc
 from otel_safety.buffer import TraceBuffer, roots_last
-from otel_safety.engine import ExporterSink, SafetyEngine
+from otel_safety.engine import AgentStarted, ExporterSink, SafetyEngine
 from otel_safety.pipeline import Pipeline
 from otel_safety.processor import SafetySpanProcessor
 
@@ -134,6 +134,33 @@ def test_on_end_never_blocks_and_a_full_queue_is_counted_not_hidden(span_factory
     processor.shutdown()
     exported = len(exporter.get_finished_spans())
     assert exported + engine.stats["spans_dropped"] == len(spans)
+
+
+def test_a_full_queue_is_counted_exactly_and_totalled_at_shutdown(span_factory, caplog):
+    exporter = BlockingExporter()
+    engine = _engine(exporter, queue_size=2, batch_size=1)
+    spans = [s for _ in range(10) for s in span_factory.agent_run()]
+    taken = sum(engine.submit(span) for span in spans)
+    refused_markers = sum(not engine.submit(AgentStarted(7)) for _ in range(5))
+    assert engine.stats["spans_dropped"] == len(spans) - taken  # exact, markers apart
+    assert engine.stats["markers_dropped"] == refused_markers
+    exporter.gate.set()
+    engine.shutdown()
+    assert f"lost {len(spans) - taken} spans in all" in caplog.text
+    assert engine.stats["spans_unjudged_at_shutdown"] == 0
+
+
+def test_spans_still_queued_when_shutdown_times_out_are_counted(span_factory, caplog):
+    exporter = BlockingExporter()
+    engine = _engine(exporter, queue_size=1000, batch_size=1)
+    spans = [s for _ in range(20) for s in span_factory.agent_run()]
+    for span in spans:
+        engine.submit(span)
+    engine.shutdown(timeout_millis=200)  # the exporter holds the worker past the timeout
+    unjudged = engine.stats["spans_unjudged_at_shutdown"]
+    assert unjudged > 0
+    assert f"{unjudged} not judged before shutdown timed out" in caplog.text
+    exporter.gate.set()
 
 
 def test_shutdown_flushes_everything_buffered_even_without_a_root(span_factory):
