@@ -160,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     evaluate.add_argument(
+        "--in-sample",
+        action="store_true",
+        help="skip the out-of-sample pass (refitting each learned judge without the group "
+        "being scored, which needs the train extra) and report the packaged judges' figures",
+    )
+    evaluate.add_argument(
         "--format",
         choices=("table", "json", "markdown"),
         default="table",
@@ -252,14 +258,26 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stderr_line(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     import json
 
     from otel_safety.evaluation import datasets
+    from otel_safety.evaluation.held_out import HeldOutJudges, training_available
     from otel_safety.evaluation.runner import run_eval
 
     detectors = args.detectors.split(",") if args.detectors else None
     detector_registry.check(detectors)  # fail before reading data or making a store
+    if not args.in_sample and not training_available():
+        print(
+            "eval: the out-of-sample figures refit the learned judges, which needs "
+            "scikit-learn: pip install 'otel-safety[train]' (or pass --in-sample)",
+            file=sys.stderr,
+        )
+        return 2
     names = args.datasets.split(",") if args.datasets else None
     cases = datasets.load(Path(args.data), names)
     if args.sample:
@@ -275,6 +293,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=sys.stderr,
         sampled=args.sample,
+        held_out=None if args.in_sample else HeldOutJudges(Path(args.data), _stderr_line),
     )
     mark_store(args.db, EVAL_MARK)
     if not report.rows:
@@ -289,6 +308,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(report.markdown())
     else:
         print(report.table())
+        if report.escalation is not None:
+            print("\nThe escalation ladder on AgentDojo runs:")
+            print(report.escalation.text())
         print("\nWhere a dataset has no label for a detector, how often it fires anyway:")
         print(report.firing_table())
         print(

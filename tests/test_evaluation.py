@@ -217,7 +217,7 @@ def test_readme_figures_are_a_fresh_eval_run(shared_data):
         [sys.executable, str(tool), "--data", str(shared_data), "--check"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1800,  # the eval runs twice over the groups the learned judge was fitted on
     )
     assert done.returncode == 0, done.stderr
 
@@ -263,3 +263,32 @@ def test_eval_replaces_its_own_store_and_checks_its_arguments(shared_data, tmp_p
 def test_bootstrap_ignores_resamples_where_a_ratio_is_undefined():
     intervals = bootstrap(Counts(tp=3, fp=0, fn=0, tn=50), 200)
     assert intervals["recall"].low == 1.0 and intervals["f1"].low == 1.0
+
+
+def test_the_escalation_line_is_measured_on_agentdojo_runs_apart_from_clean_and_ignored():
+    from otel_safety.evaluation.escalation import measure
+    from otel_safety.model import EscalationLevel as L
+
+    def run(n: int, executed: bool, attacked: bool) -> Case:
+        return Case(
+            f"agentdojo:m:{n}",
+            "agentdojo",
+            [],
+            {"scope_escalation": executed},
+            meta={"attacked": attacked},
+        )
+
+    case_of = {
+        "a": run(1, True, True),
+        "b": run(2, True, True),
+        "c": run(3, False, True),
+        "d": run(4, False, False),
+        "e": run(5, False, False),
+        "x": Case("xstest:m:1", "xstest", [], {"over_refusal": True}),
+    }
+    levels = {"a": L.HARD_STOP, "b": L.WARN, "c": L.SOFT_STOP, "d": L.HUMAN_REVIEW, "e": L.WARN}
+    figures = measure(case_of, levels, resamples=10, seed=0)
+    assert (figures.executed.tp, figures.executed.fn, figures.executed.fp) == (1, 1, 2)
+    assert figures.clean == (1, 2) and figures.ignored == (1, 1)
+    assert "clean runs stopped 1 / 2 (50.0%)" in figures.text()
+    assert measure({"x": case_of["x"]}, {}, 10, 0) is None

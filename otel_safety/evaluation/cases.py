@@ -105,7 +105,7 @@ class SpanWriter:
                     )
             elif role == "tool":
                 call_id = str(message.get("tool_call_id"))
-                name, arguments = calls.get(call_id, (str(message.get("name") or "tool"), None))
+                name, arguments = calls.get(call_id) or _declared_call(message)
                 self._tool(call_id, name, arguments, _text(message.get("content")))
             if role != "system":
                 history.append(_genai_message(message))
@@ -139,6 +139,15 @@ class SpanWriter:
             )
         with self._span(f"execute_tool {name}", attributes, TOOL_SECONDS):
             pass
+
+
+def _declared_call(message: dict[str, Any]) -> tuple[str, Any]:
+    """The call a tool result answers when its id matches none (some exports leave ids
+    empty and name the call on the result instead, as `tool_call: {function, args}`)."""
+    declared = message.get("tool_call")
+    if isinstance(declared, dict) and declared.get("function"):
+        return str(declared["function"]), declared.get("args")
+    return str(message.get("name") or "tool"), None
 
 
 def _agent_messages(case: Case) -> dict[str, str]:

@@ -1,0 +1,72 @@
+"""Judges fitted without the group being scored, for `otel-safety eval`'s out-of-sample run.
+
+A case belongs to a fold: one model's answers on one dataset (XSTest and JailbreakBench by
+model, AgentDojo by model run), or its whole dataset otherwise. Before a fold is judged,
+each learned judge is refitted on its training rows minus that fold's (its group, or its
+whole dataset for judges of requests, see `JudgeDefinition.holdout`); a judge none of whose
+rows belong to the fold is the packaged one, which never saw the fold either.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from otel_safety.evaluation.cases import Case
+from otel_safety.judges.corpus import Example, examples
+from otel_safety.judges.definitions import DEFINITIONS
+from otel_safety.judges.model import LinearJudge
+from otel_safety.judges.registry import judge
+from otel_safety.judges.train import design, fit, holdout_key
+
+__all__ = ["HeldOutJudges", "fold_of", "training_available"]
+
+
+def training_available() -> bool:
+    """Whether scikit-learn (the `train` extra) is installed, to refit judges."""
+    return importlib.util.find_spec("sklearn") is not None
+
+
+def fold_of(case: Case) -> str:
+    """The group a case is held out with (matches `judges.corpus` groups)."""
+    if case.dataset == "xstest":
+        return f"xstest:{case.case_id.split(':')[1]}"
+    if case.dataset in ("jailbreakbench", "agentdojo") and case.meta.get("model"):
+        return f"{case.dataset}:{case.meta['model']}"
+    return case.dataset
+
+
+class HeldOutJudges:
+    """Per fold, the judges that never saw it (fitted on demand, cached)."""
+
+    def __init__(self, root: Path, progress: Callable[[str], None] | None = None) -> None:
+        self._root = root
+        self._progress = progress
+        self._rows: dict[str, tuple[list[Example], Any]] = {}
+        self._fitted: dict[tuple[str, str], LinearJudge] = {}
+
+    def for_fold(self, fold: str, dataset: str) -> dict[str, LinearJudge]:
+        judges = {}
+        for name, definition in DEFINITIONS.items():
+            packaged = judge(name)
+            if packaged is None:
+                continue  # a judge that is not installed is not used
+            if name not in self._rows:
+                rows = examples(name, self._root)
+                self._rows[name] = (rows, design(definition, rows))
+            rows, worked_out = self._rows[name]
+            unit = fold if definition.holdout == "group" else dataset
+            kept = [i for i, row in enumerate(rows) if holdout_key(definition, row) != unit]
+            if len(kept) == len(rows):
+                judges[name] = packaged
+                continue
+            if (name, unit) not in self._fitted:
+                if self._progress:
+                    self._progress(f"eval: fitting {name} without {unit} ({len(kept)} rows)")
+                self._fitted[(name, unit)] = fit(
+                    definition, rows, picked=kept, worked_out=worked_out
+                )
+            judges[name] = self._fitted[(name, unit)]
+        return judges
