@@ -53,7 +53,7 @@ def test_direct_injection_in_user_input_fires(prompt):
     assert finding.evidence[0].detail["location"] == "user_input"
     assert finding.evidence[0].text.startswith("user input:")
     assert finding.risk_category == "prompt_injection"
-    assert finding.severity is Severity.HIGH
+    assert finding.severity is Severity.MEDIUM  # the attempt alone: WARN
 
 
 # --- Indirect injection in tool results -----------------------------------------------------

@@ -69,7 +69,9 @@ class Injection(Detector):
     """Flags instructions planted in user input or in tool results and retrieved content."""
 
     key = "injection"
-    severity = Severity.HIGH
+    # The attempt alone is a warning; whether the agent acted on it is for the detectors
+    # that judge its actions (scope_escalation, tool_guard), whose levels stop the run.
+    severity = Severity.MEDIUM
     default_threshold = 0.5
     risk_category = "prompt_injection"
     description = (
