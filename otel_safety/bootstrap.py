@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
@@ -18,6 +19,7 @@ from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
 from otel_safety.config import ConfigError, Settings
 from otel_safety.detection_worker import ProcessPipeline
+from otel_safety.detectors.datafiles import DATA_DIR_ENV, data_dir_from_env
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
@@ -148,6 +150,11 @@ def build_pipeline(
     is used when no `policy` object is given. `on_detector_error(key, exc)` is told of a
     detector that cannot be built, which is then left out (`otel-safety detectors --check`).
     """
+    folder = data_dir_from_env()
+    if folder and not Path(folder).is_dir():  # misspelt: every data-backed detector would
+        raise ConfigError(  # silently run on the packaged data alone
+            f"{DATA_DIR_ENV}={folder} is not a folder; fix the path or unset it"
+        )
     requester_keys = DEFAULT_REQUESTER_KEYS
     if settings.requester_attribute:
         requester_keys = (settings.requester_attribute, *DEFAULT_REQUESTER_KEYS)

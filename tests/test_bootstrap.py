@@ -153,6 +153,14 @@ def test_broken_detector_data_never_reaches_the_app(tmp_path, monkeypatch, caplo
     assert "left out" in caplog.text and "over_refusal" in caplog.text
 
 
+def test_a_misspelt_data_folder_is_refused_by_configure(tmp_path, monkeypatch):
+    """Not a broken file but a wrong path: every data-backed detector would silently run on
+    the packaged data alone, so the app is told at once."""
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path / "dta"))
+    with pytest.raises(ValueError, match=r"OTEL_SAFETY_DATA_DIR=.*dta is not a folder"):
+        otel_safety.configure(str(tmp_path / "s.duckdb"), install=False, otlp=False)
+
+
 def test_broken_detector_data_stops_ingest_before_it_writes(tmp_path, monkeypatch):
     from otel_safety.ingest import ingest_files
 
