@@ -30,6 +30,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_safety.config import Settings
+from otel_safety.guard.signing import key_for_children
 from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, finish
 
 logger = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ class ProcessPipeline:
                 [sys.executable, "-m", "otel_safety.detection_child"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                env={**os.environ, "OTEL_SAFETY_DETECTION": "thread"},
+                env={**os.environ, "OTEL_SAFETY_DETECTION": "thread", **key_for_children()},
             )
             assert self._child.stdin is not None and self._child.stdout is not None
             _send(self._child.stdin, self._settings)

@@ -127,6 +127,10 @@ OTEL_SAFETY_GUARD_RISK = "otel_safety.guard.risk"
 # Stable ids of the rules that matched, strongest first.
 OTEL_SAFETY_GUARD_RULE_IDS = "otel_safety.guard.rule_ids"
 
+# HMAC-SHA256 of the verdict and its span id, with the process's key (or OTEL_SAFETY_GUARD_KEY); a
+# verdict without a valid one is not trusted by the detector.
+OTEL_SAFETY_GUARD_SIGNATURE = "otel_safety.guard.signature"
+
 # The requester's trust level (0-4); absent when no requester was known.
 OTEL_SAFETY_GUARD_TRUST = "otel_safety.guard.trust"
 
@@ -237,6 +241,7 @@ DEFINED_ATTRIBUTES = frozenset(
         OTEL_SAFETY_GUARD_REQUESTER,
         OTEL_SAFETY_GUARD_RISK,
         OTEL_SAFETY_GUARD_RULE_IDS,
+        OTEL_SAFETY_GUARD_SIGNATURE,
         OTEL_SAFETY_GUARD_TRUST,
         OTEL_SAFETY_MAPPING_DIALECT,
         OTEL_SAFETY_NOTES,

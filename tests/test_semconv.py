@@ -123,6 +123,7 @@ def test_registry_defines_the_expected_attributes() -> None:
         "otel_safety.guard.requester",
         "otel_safety.guard.trust",
         "otel_safety.guard.approval",
+        "otel_safety.guard.signature",
         "otel_safety.finding.calibrated",
         "otel_safety.detectors.uncalibrated",
     }

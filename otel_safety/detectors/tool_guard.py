@@ -19,6 +19,7 @@ from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard import Guard, Requester, Verdict
+from otel_safety.guard.signing import verify
 from otel_safety.guard.verdict import Decision
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
@@ -106,8 +107,10 @@ def _requester(trajectory: Trajectory) -> Requester | None:
 
 
 def _inline(call: ToolCall) -> Verdict | None:
+    """The verdict an inline check of this process (or one sharing its key) signed on the
+    call's span; anything else a producer wrote there is not evidence of a check."""
     recorded: Mapping[str, Any] | None = call.guard
-    if not recorded:
+    if not recorded or not verify(recorded, call.span_id):
         return None
     try:
         decision = Decision(str(recorded["decision"]))

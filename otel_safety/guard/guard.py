@@ -19,8 +19,10 @@ from otel_safety.guard.data import GuardData, current_guard_data
 from otel_safety.guard.history import CallHistory
 from otel_safety.guard.principals import Directory, Identity, RequesterLike
 from otel_safety.guard.rules import match_rules
+from otel_safety.guard.signing import sign
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, view_call
+from otel_safety.mapping import GUARD_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -273,7 +275,12 @@ def record_on_span(verdict: Verdict) -> None:
         span = trace.get_current_span()
         if not span.is_recording():
             return
-        span.set_attributes(verdict_attributes(verdict))
+        attributes = verdict_attributes(verdict)
+        fields = {key.removeprefix(GUARD_PREFIX): value for key, value in attributes.items()}
+        attributes[sc.OTEL_SAFETY_GUARD_SIGNATURE] = sign(
+            fields, format(span.get_span_context().span_id, "016x")
+        )
+        span.set_attributes(attributes)
     except Exception:  # the app's tool call must not fail because of telemetry
         logger.exception("otel-safety could not record a guard verdict on the span")
 
