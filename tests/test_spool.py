@@ -124,3 +124,62 @@ def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
     assert acknowledged <= _stored(db)
     assert len(acknowledged) == len(spans)
     assert segments(tmp_path / "agents.duckdb.spool") == []  # all written, all released
+
+
+def test_a_store_held_by_another_process_loses_nothing_the_spool_kept(tmp_path, span_factory):
+    """While another process holds the store, the traces beyond what memory may keep are
+    dropped from memory (counted in health and metrics) but stay in the spool, and the next
+    start stores them."""
+    import subprocess
+    import sys
+
+    import httpx
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from otel_safety.config import Settings
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+
+    db = str(tmp_path / "store.duckdb")
+
+    def sidecar() -> Sidecar:
+        settings = Settings.resolve(environ={}, db_path=db, detectors=["scope_escalation"])
+        return Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0))
+
+    runs = [span_factory.agent_run(prompt=f"task {n}") for n in range(6)]
+    with sidecar() as first:
+        first._store_sink.max_pending = 2  # what memory may hold while the store is away
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import duckdb, sys, time; c = duckdb.connect({db!r}); print('held', "
+                "flush=True); sys.stdin.read()",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            for run in runs:
+                reply = httpx.post(
+                    f"{first.http_url}/v1/traces",
+                    content=encode_spans(run).SerializeToString(),
+                    headers={"Content-Type": "application/x-protobuf"},
+                )
+                assert reply.status_code == 200
+            wait_for(
+                lambda: first.health()[1]["traces_store_dropped"] == 4,
+                what="the store to give up on what memory cannot hold",
+            )
+            assert "otel_safety_sidecar_store_dropped_traces 4" in first.metrics_text()
+        finally:
+            holder.stdin.close()
+            holder.wait(10)
+    assert segments(tmp_path / "store.duckdb.spool")  # what was not written is still there
+    with sidecar() as again:
+        assert again.health()[1]["spool_records"] > 0  # read back, judged again
+    assert segments(tmp_path / "store.duckdb.spool") == []
+    with duckdb.connect(db, read_only=True) as con:
+        stored = {row[0] for row in con.execute("SELECT DISTINCT trace_id FROM traces").fetchall()}
+    assert stored == {f"{run[0].context.trace_id:032x}" for run in runs}

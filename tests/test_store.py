@@ -159,6 +159,7 @@ def test_an_unwritable_store_keeps_at_most_max_pending_traces(tmp_path, span_fac
     assert "traces dropped so far" in caplog.text
     assert store.force_flush(timeout_millis=5_000)
     store.shutdown()
+    assert "2 traces were not written: 0 still waiting at shutdown, 2 dropped" in caplog.text
     with duckdb.connect(str(path), read_only=True) as con:
         kept = {row[0] for row in con.execute("SELECT trace_id FROM traces").fetchall()}
     assert kept == {run.trace_id for run in runs[2:]}

@@ -36,6 +36,7 @@ class BatchingSink:
         self._last_write = 0.0
         self._last_warning = 0.0
         self.dropped = 0  # traces given up on while the store could not be written
+        self.rejected = 0  # traces the store refused even one by one (bad values)
         # Told of every batch once it is in the store (a write-ahead spool releases it).
         self.on_written: list[Callable[[Sequence[TraceEvaluation]], None]] = []
         self._last_drop_report = -WARNING_EVERY
@@ -68,11 +69,15 @@ class BatchingSink:
     def shutdown(self) -> None:
         self.force_flush()
         with self._lock:
-            if self._pending:
+            if self._pending or self.dropped or self.rejected:
                 logger.error(
-                    "otel-safety store %s: %d traces were not written",
+                    "otel-safety store %s: %d traces were not written: %d still waiting at "
+                    "shutdown, %d dropped while the store could not be written, %d refused",
                     self.where,
+                    len(self._pending) + self.dropped + self.rejected,
                     len(self._pending),
+                    self.dropped,
+                    self.rejected,
                 )
             self._close()
 

@@ -69,7 +69,6 @@ class DuckDBStore(BatchingSink):
         self.path = str(path)
         super().__init__(self.path, write_interval=write_interval, max_pending=max_pending)
         self.hold = hold or self.path == ":memory:"
-        self.rejected = 0  # traces the store could not take even one by one
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._con: duckdb.DuckDBPyConnection | None = None

@@ -88,10 +88,11 @@ class Sidecar:
         store = Path(settings.db_path)
         new_store = settings.store and not options.lake and not store.exists()
         sinks: list[Sink] = []
+        self._store_sink: DuckDBStore | DuckLakeStore | None = None
         self.spool: Spool | None = None
         owed: Owed | None = None
         if settings.store:
-            store_sink = self._store()
+            store_sink = self._store_sink = self._store()
             sinks.append(store_sink)
             self.spool = self._open_spool()
             if self.spool is not None:
@@ -278,6 +279,9 @@ class Sidecar:
             "traces_flagged": stats["traces_flagged"],
             "spans_forwarded": self.metrics.total("spans_forwarded"),
             "spans_forward_failed": self.metrics.total("spans_forward_failed"),
+            # traces the store gave up on (it could not be written for too long) or refused
+            "traces_store_dropped": getattr(self._store_sink, "dropped", 0),
+            "traces_store_rejected": getattr(self._store_sink, "rejected", 0),
         }
 
     def summary(self) -> str:
@@ -307,6 +311,14 @@ class Sidecar:
             "buffered_traces": (len(self.engine.buffer), "traces waiting for their decision"),
             "draining": (int(self.intake.draining), "1 while shutting down"),
         }
+        gauges["store_dropped_traces"] = (
+            getattr(self._store_sink, "dropped", 0),
+            "traces the store gave up on while it could not be written (in the spool if on)",
+        )
+        gauges["store_rejected_traces"] = (
+            getattr(self._store_sink, "rejected", 0),
+            "traces the store refused to take, even one by one",
+        )
         if self.spool is not None:
             gauges["spool_records"] = (
                 self.spool.records,
