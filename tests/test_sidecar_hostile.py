@@ -241,12 +241,18 @@ def test_too_many_connections_get_503_and_the_slots_come_back(tmp_path, span_fac
     )
     options = SidecarOptions(grpc_port=None, http_port=0, max_connections=4, read_timeout=30)
     with Sidecar(settings, options) as small:
-        idle = [socket.create_connection((small.options.host, small.http_port)) for _ in range(4)]
+        busy = [socket.create_connection((small.options.host, small.http_port)) for _ in range(4)]
         try:
+            for sock in busy:  # each is sending a body: a request in progress, not a loris
+                sock.sendall(
+                    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                    b"application/x-protobuf\r\nContent-Length: 100\r\n\r\nabc"
+                )
+            wait_for(lambda: small._http._active == 4, what="four requests in progress")
             response = raw(small, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
             assert status_of(response) == 503 and b"Retry-After" in response
         finally:
-            for sock in idle:
+            for sock in busy:
                 sock.close()
         # Closed connections give their slots back.
         wait_for(lambda: httpx.get(f"{small.http_url}/health").status_code == 200, what="a slot")
@@ -326,3 +332,33 @@ def test_missing_or_wrong_token_is_refused_on_both_transports(guarded, span_fact
     )
     assert ok.status_code == 200
     assert httpx.get(f"{guarded.http_url}/health").status_code == 200
+
+
+def test_slow_loris_heads_give_way_to_real_clients(tmp_path, span_factory):
+    """Every slot held by a client trickling its request head: a real exporter still gets
+    through (it takes the place of the longest-waiting head), and the listen backlog is real."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    settings = Settings.resolve(
+        environ={}, db_path=str(tmp_path / "s.duckdb"), detectors=["scope_escalation"]
+    )
+    options = SidecarOptions(grpc_port=None, http_port=0, max_connections=8, read_timeout=30)
+    with Sidecar(settings, options) as small:
+        assert small._http.socket.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        assert small._http.request_queue_size >= 1024
+        lorises = []
+        try:
+            for _ in range(8):
+                sock = socket.create_connection((small.options.host, small.http_port))
+                sock.sendall(b"POST /v1/tra")  # and never the rest
+                lorises.append(sock)
+            wait_for(lambda: len(small._http._waiting_heads) == 8, what="eight lorises")
+            exporter = OTLPSpanExporter(endpoint=f"{small.http_url}/v1/traces", timeout=10)
+            for _ in range(3):
+                assert exporter.export(span_factory.agent_run()) is SpanExportResult.SUCCESS
+            exporter.shutdown()
+        finally:
+            for sock in lorises:
+                sock.close()
+        assert small.counts()["spans_accepted"] == 6

@@ -3,8 +3,11 @@
 Built on the standard library's `ThreadingHTTPServer` so the base install gains no web stack;
 the limits a public-facing receiver needs are enforced here:
 
-- at most `max_connections` connections at once (the rest get 503 and are closed), so a
-  flood costs a bounded number of threads;
+- at most `max_connections` connections at once, so a flood costs a bounded number of
+  threads; when all are taken, a new connection takes the place of the one that has waited
+  longest for a request head (a slow-loris client trickling its headers, or an idle
+  keep-alive), and only when none is waiting does it get 503; a head must also arrive
+  within `header_timeout` of asking for it, checked whenever a connection comes in;
 - every read has a timeout (`read_timeout`) and a whole body must arrive within
   `body_timeout`, so a client that stops mid-body (or trickles) gets 408 and is dropped;
 - bodies are limited before and after decompression (413), and a declared length over the
@@ -66,6 +69,7 @@ class HttpOptions:
     read_timeout: float = 10.0
     body_timeout: float = 30.0
     max_connections: int = 256
+    header_timeout: float = 10.0
 
 
 class _ClientGone(Exception):
@@ -79,6 +83,7 @@ class _Timeout(Exception):
 class OtlpHttpServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 1024  # the listen backlog: bursts of connects wait, not fail
 
     def __init__(
         self,
@@ -100,6 +105,8 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self._lock = threading.Condition()
         self._active = 0
         self._connections: set[socket.socket] = set()
+        # connection -> when it started waiting for a request head
+        self._waiting_heads: dict[Any, float] = {}
         super().__init__((host, port), _Handler)
 
     @property
@@ -108,7 +115,8 @@ class OtlpHttpServer(ThreadingHTTPServer):
 
     # -- connection accounting -------------------------------------------------------------
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        self._close_late_heads()
+        if not self._slots.acquire(blocking=False) and not self._take_a_waiting_slot():
             self.intake.problems.warning(
                 "OTLP/HTTP: %d connections open, refusing %s",
                 self.options.max_connections,
@@ -145,8 +153,39 @@ class OtlpHttpServer(ThreadingHTTPServer):
                 return
         super().finish_request(request, client_address)
 
+    # -- request heads: who may be evicted ---------------------------------------------------
+    def waiting_for_head(self, connection: Any) -> None:
+        with self._lock:
+            self._waiting_heads[connection] = time.monotonic()
+
+    def head_read(self, connection: Any) -> None:
+        with self._lock:
+            self._waiting_heads.pop(connection, None)
+
+    def _close_late_heads(self) -> None:
+        """Close connections whose request head is overdue (`header_timeout`)."""
+        limit = time.monotonic() - self.options.header_timeout
+        with self._lock:
+            late = [c for c, since in self._waiting_heads.items() if since < limit]
+            for connection in late:
+                self._waiting_heads.pop(connection, None)
+        for connection in late:
+            _hang_up(connection)
+
+    def _take_a_waiting_slot(self) -> bool:
+        """Every slot is taken: close the connection that has waited longest for a request
+        head, and take its slot once its thread lets go."""
+        with self._lock:
+            if not self._waiting_heads:
+                return False
+            oldest = min(self._waiting_heads, key=self._waiting_heads.__getitem__)
+            del self._waiting_heads[oldest]
+        _hang_up(oldest)
+        return self._slots.acquire(timeout=2.0)
+
     def _release(self, request: Any) -> None:
         with self._lock:
+            self._waiting_heads.pop(request, None)
             if request in self._connections:
                 self._connections.discard(request)
                 self._slots.release()
@@ -178,6 +217,11 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self.intake.problems.warning("OTLP/HTTP: connection from %s failed", client_address[0])
 
 
+def _hang_up(connection: Any) -> None:
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
+
+
 def _refuse_raw(request: socket.socket, retry_after: float) -> None:
     body = b"too many connections\n"
     head = (
@@ -199,6 +243,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # problems are logged where they are understood; no access log
+
+    def handle_one_request(self) -> None:
+        self.server.waiting_for_head(self.connection)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.head_read(self.connection)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # reads the headers
+        self.server.head_read(self.connection)
+        return parsed
 
     def log_error(self, format: str, *args: Any) -> None:
         self.server.intake.problems.warning(
