@@ -157,7 +157,9 @@ STORAGE_VERSION = "v1.0.0"
 
 def connect_store(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     config = {} if read_only else {"storage_compatibility_version": STORAGE_VERSION}
-    return duckdb.connect(str(path), read_only=read_only, config=config)
+    con = duckdb.connect(str(path), read_only=read_only, config=config)
+    con.execute("SET enable_progress_bar = false")  # it would land in our stdout
+    return con
 
 
 def open_store(
