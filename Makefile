@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # The external labelled data (eval, README figures); tests read OTEL_SAFETY_EVAL_DATA.
 DATA ?= ../shared/data
 
-.PHONY: demo test lint semconv bench bench-serve eval judges readme-eval readme-bench clean system-packages
+.PHONY: demo test lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,9 @@ bench: $(VENV)/.test-installed
 
 readme-bench: $(VENV)/.test-installed
 	$(BIN)/python tools/readme_bench.py --data $(DATA)
+
+fuzz: $(VENV)/.test-installed
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-1000} $(BIN)/python -m pytest tests/test_fuzz.py -p no:cacheprovider
 
 bench-serve: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_serve.py

@@ -223,6 +223,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         Path(settings.db_path).unlink(missing_ok=True)
         Path(f"{settings.db_path}.wal").unlink(missing_ok=True)
         print(f"no spans read, so {settings.db_path} was not kept")
+    if summary.quarantined:
+        return 1  # a loss is never silent, nor a success
     return 0 if summary.spans or not summary.bad_lines else 1
 
 

@@ -28,6 +28,7 @@ class IngestSummary:
     spans: int = 0
     bad_lines: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0  # traces the store refused even one by one (logged with the reason)
 
     def describe(self, db_path: str) -> str:
         stats = self.stats
@@ -43,6 +44,10 @@ class IngestSummary:
         if stats.get("spans_with_notes"):
             lines.append(
                 f"spans with reading problems: {stats['spans_with_notes']} (see spans.notes)"
+            )
+        if self.quarantined:
+            lines.append(
+                f"traces the store refused: {self.quarantined} (not written; see the log)"
             )
         if stats.get("detector_errors"):
             lines.append(f"detector errors: {stats['detector_errors']} (see the log)")
@@ -80,7 +85,8 @@ def ingest_files(
     paths: Sequence[str | Path], settings: Settings, progress: TextIO | None = None
 ) -> IngestSummary:
     engine = build_engine(settings, [], background=False)  # detectors first: a data error
-    engine.sinks.append(DuckDBStore(settings.db_path, hold=True))  # leaves no empty store
+    store = DuckDBStore(settings.db_path, hold=True)  # leaves no empty store
+    engine.sinks.append(store)
     summary = IngestSummary()
     span_clock = 0.0
     try:
@@ -103,6 +109,7 @@ def ingest_files(
     finally:
         engine.shutdown()
     summary.stats = dict(engine.stats)
+    summary.quarantined = store.rejected
     return summary
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "Batch",
     "OtlpDecodeError",
     "OtlpJsonFileExporter",
+    "message_to_json",
     "read_otlp_json",
     "request_from_json",
     "request_to_json",
@@ -303,7 +304,12 @@ def request_from_json(document: dict[str, Any]) -> ExportTraceServiceRequest:
 
 def request_to_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """Encode spans as the OTLP/JSON the Collector writes: camelCase, hex ids, numeric enums."""
-    document = json_format.MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    return message_to_json(encode_spans(spans))
+
+
+def message_to_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    """An OTLP request as OTLP/JSON (what `request_from_json` reads back)."""
+    document = json_format.MessageToDict(request, use_integers_for_enums=True)
     _rewrite_ids(document, _base64_to_hex)
     return document
 
