@@ -47,7 +47,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def eval_store(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("workflow") / "eval.duckdb"
     done = run_cli(
-        "eval", "--data", str(shared_data), "--db", str(db), "--sample", SAMPLE,
+        "eval", "--data", str(shared_data), "--db", str(db), "--sample", SAMPLE, "--in-sample",
         "--resamples", "10",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

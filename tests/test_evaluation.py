@@ -192,6 +192,32 @@ def test_eval_command_json_output(shared_data, tmp_path):
     assert {r["dataset"] for r in report["rows"]} >= {"bipia", "direct_injection"}
 
 
+def test_eval_scores_each_group_with_judges_fitted_without_it(shared_data, tmp_path):
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "otel_safety.cli", "eval", "--data", str(shared_data)),
+            *("--db", str(tmp_path / "o.duckdb"), "--sample", "8", "--resamples", "5"),
+            *("--datasets", "jailbreakbench", "--format", "json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    refits = {
+        line.split(" without ")[1].split(" ")[0]
+        for line in done.stderr.splitlines()
+        if "fitting harmful_answer without" in line
+    }
+    models = {"gpt-3.5-turbo-1106", "gpt-4-0125-preview", "llama-2-7b-chat-hf", "vicuna-13b-v1.5"}
+    assert refits <= {f"jailbreakbench:{model}" for model in models} and refits
+    rows = json.loads(done.stdout)["rows"]
+    row = next(
+        r for r in rows if (r["detector"], r["dataset"]) == ("under_refusal", "jailbreakbench")
+    )
+    assert row["in_sample_f1"] is not None and row["rows"] == 8
+
+
 def test_firing_rates_are_reported_where_a_dataset_has_no_label(shared_data):
     cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 12)
     report = run_eval(cases, ":memory:", detectors=["injection", "deception"], resamples=10)
@@ -240,7 +266,8 @@ def test_eval_replaces_its_own_store_and_checks_its_arguments(shared_data, tmp_p
         "--datasets",
         "xstest",
     ]
-    for _ in range(2):
+    for _ in range(2):  # the first run out-of-sample (judges refitted), the second not
+        command = [*command, "--in-sample"] if _ else command
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     with duckdb.connect(str(db), read_only=True) as con:

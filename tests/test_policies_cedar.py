@@ -146,7 +146,7 @@ def eval_levels(shared_data: Path, db: Path, policy: Path | None) -> dict[str, s
     env = {**os.environ, "OTEL_SAFETY_POLICY": str(policy) if policy else ""}
     subprocess.run(
         [sys.executable, "-m", "otel_safety.cli", "eval", "--data", str(shared_data),
-         "--sample", "40", "--resamples", "10", "--db", str(db), "--format", "json"],
+         "--sample", "40", "--in-sample", "--resamples", "10", "--db", str(db), "--format", "json"],
         check=True, capture_output=True, env=env, timeout=600,
     )  # fmt: skip
     with duckdb.connect(str(db), read_only=True) as con:

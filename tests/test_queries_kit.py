@@ -126,7 +126,7 @@ def kit_store(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     db = tmp_path_factory.mktemp("kit") / "store.duckdb"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     done = subprocess.run(
-        [*CLI, "eval", "--data", str(shared_data), "--db", str(db), "--sample", "40",
+        [*CLI, "eval", "--data", str(shared_data), "--db", str(db), "--sample", "40", "--in-sample",
          "--resamples", "10"],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip

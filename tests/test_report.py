@@ -80,7 +80,16 @@ def report(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("report")
     db = tmp / "store.duckdb"
     done = run_cli(
-        "eval", "--data", str(shared_data), "--db", str(db), "--sample", "60", "--resamples", "10"
+        "eval",
+        "--data",
+        str(shared_data),
+        "--db",
+        str(db),
+        "--sample",
+        "60",
+        "--in-sample",
+        "--resamples",
+        "10",
     )
     assert done.returncode == 0, done.stderr
     engine = build_engine(

@@ -44,7 +44,8 @@ class HeldOutJudges:
     def __init__(self, root: Path, progress: Callable[[str], None] | None = None) -> None:
         self._root = root
         self._progress = progress
-        self._rows: dict[str, tuple[list[Example], Any]] = {}
+        self._rows: dict[str, list[Example]] = {}
+        self._designs: dict[str, Any] = {}
         self._fitted: dict[tuple[str, str], LinearJudge] = {}
 
     def for_fold(self, fold: str, dataset: str) -> dict[str, LinearJudge]:
@@ -54,9 +55,8 @@ class HeldOutJudges:
             if packaged is None:
                 continue  # a judge that is not installed is not used
             if name not in self._rows:
-                rows = examples(name, self._root)
-                self._rows[name] = (rows, design(definition, rows))
-            rows, worked_out = self._rows[name]
+                self._rows[name] = examples(name, self._root)
+            rows = self._rows[name]
             unit = fold if definition.holdout == "group" else dataset
             kept = [i for i, row in enumerate(rows) if holdout_key(definition, row) != unit]
             if len(kept) == len(rows):
@@ -65,8 +65,10 @@ class HeldOutJudges:
             if (name, unit) not in self._fitted:
                 if self._progress:
                     self._progress(f"eval: fitting {name} without {unit} ({len(kept)} rows)")
+                if name not in self._designs:  # every row's features, worked out once
+                    self._designs[name] = design(definition, rows)
                 self._fitted[(name, unit)] = fit(
-                    definition, rows, picked=kept, worked_out=worked_out
+                    definition, rows, picked=kept, worked_out=self._designs[name]
                 )
             judges[name] = self._fitted[(name, unit)]
         return judges
