@@ -8,12 +8,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import socket
+import threading
 import time
 
 import grpc
 import httpx
 import pytest
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -362,3 +363,44 @@ def test_slow_loris_heads_give_way_to_real_clients(tmp_path, span_factory):
             for sock in lorises:
                 sock.close()
         assert small.counts()["spans_accepted"] == 6
+
+
+def test_grpc_clients_past_the_in_flight_limit_are_told_to_retry(tmp_path, span_factory):
+    """More concurrent exports than the workers hold: the extra ones get RESOURCE_EXHAUSTED
+    with RetryInfo (retryable, as the OTLP spec asks), never a bare one the Collector drops."""
+    settings = Settings.resolve(
+        environ={}, db_path=str(tmp_path / "s.duckdb"), detectors=["scope_escalation"]
+    )
+    options = SidecarOptions(grpc_port=0, http_port=None, grpc_workers=1)  # 8 in flight
+    with Sidecar(settings, options) as small:
+        admit = small.intake.admit
+        gate = threading.Event()
+
+        def slow_admit(*args, **kwargs):  # a pipeline that takes its time with each request
+            gate.wait(10)
+            return admit(*args, **kwargs)
+
+        small.intake.admit = slow_admit
+        request = encode_spans(span_factory.plain("busy"))
+        with grpc.insecure_channel(small.grpc_target) as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            calls = [stub.Export.future(request, timeout=30) for _ in range(24)]
+            # while the admitted ones wait on the gate, the rest are answered at once
+            wait_for(lambda: sum(c.done() for c in calls) >= 16, what="the refusals")
+            refused = [c.exception() for c in calls if c.done()]
+            gate.set()
+            outcomes = []
+            for call in calls:
+                try:
+                    call.result(timeout=30)
+                    outcomes.append("ok")
+                except grpc.RpcError as error:
+                    outcomes.append(error.code())
+    assert refused, outcomes
+    for error in refused:
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        details = dict(error.trailing_metadata())
+        status = status_pb2.Status.FromString(details["grpc-status-details-bin"])
+        retry = error_details_pb2.RetryInfo()
+        assert status.details[0].Unpack(retry) and retry.retry_delay.seconds == 2
+    assert outcomes.count("ok") >= 8  # the ones in flight were served

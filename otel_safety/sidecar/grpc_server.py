@@ -2,14 +2,16 @@
 
 Statuses follow the OTLP specification: INVALID_ARGUMENT for bad data, UNAUTHENTICATED for
 a missing or wrong token, RESOURCE_EXHAUSTED with a `RetryInfo` detail when the pipeline is
-saturated (retryable because of that detail), UNAVAILABLE with `RetryInfo` while draining,
-and RESOURCE_EXHAUSTED without one for a request that can never fit. gzip is grpcio's own.
+saturated or when more requests are in flight than the workers can hold (retryable because
+of that detail), UNAVAILABLE with `RetryInfo` while draining, and RESOURCE_EXHAUSTED without
+one for a request that can never fit. gzip is grpcio's own.
 """
 
 from __future__ import annotations
 
 import hmac
 import socket
+import threading
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from otel_safety.sidecar.intake import Intake, Refusal, Refused
+from otel_safety.sidecar.intake import Intake, Refusal, Refused, span_count
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 TRANSPORT = "grpc"
@@ -54,6 +56,51 @@ def _decode(data: bytes) -> ExportTraceServiceRequest | _Undecodable:
         return _Undecodable(str(exc) or type(exc).__name__, len(data))
 
 
+# Set while an RPC runs past the in-flight limit: it is refused as saturated, with RetryInfo.
+# Thread-local, not a ContextVar: grpcio runs each handler inside a context of its own.
+_overload = threading.local()
+
+
+class _AdmittingExecutor(futures.ThreadPoolExecutor):
+    """The RPC worker pool, bounded the OTLP way: an RPC beyond `max_in_flight` (running or
+    waiting for a worker) is run on a small side pool that only refuses it, as saturated and
+    with RetryInfo, so the client retries after the delay instead of giving up."""
+
+    def __init__(self, workers: int, max_in_flight: int) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="otlp-grpc")
+        self._refusals = futures.ThreadPoolExecutor(2, thread_name_prefix="otlp-grpc-refuse")
+        self._max_in_flight = max_in_flight
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> futures.Future:
+        with self._count_lock:
+            admitted = self._in_flight < self._max_in_flight
+            if admitted:
+                self._in_flight += 1
+        if not admitted:
+            return self._refusals.submit(_run_overloaded, fn, *args, **kwargs)
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: futures.Future) -> None:
+        with self._count_lock:
+            self._in_flight -= 1
+
+    def shutdown(self, wait: bool = True, **kwargs: Any) -> None:
+        self._refusals.shutdown(wait=wait)
+        super().shutdown(wait=wait, **kwargs)
+
+
+def _run_overloaded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    _overload.active = True
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _overload.active = False
+
+
 class TraceService:
     def __init__(self, intake: Intake, token: str | None, retry_after: float) -> None:
         self.intake = intake
@@ -64,6 +111,14 @@ class TraceService:
         peer = context.peer()
         try:
             self._authenticate(context, peer)
+            if getattr(_overload, "active", False):
+                raise self.intake.refuse(
+                    Refusal.SATURATED,
+                    "too many export requests in flight; retry after the delay",
+                    TRANSPORT,
+                    peer,
+                    0 if isinstance(request, _Undecodable) else span_count(request),
+                )
             if isinstance(request, _Undecodable):
                 raise self.intake.refuse(
                     Refusal.INVALID,
@@ -136,15 +191,14 @@ def build_server(
         },
     )
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
+        _AdmittingExecutor(workers, max_in_flight=workers * 8),
         handlers=(handler,),
         options=[
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.so_reuseport", 0),
         ],
-        # Bounds the requests held in memory at once; beyond it grpcio answers
-        # RESOURCE_EXHAUSTED itself.
-        maximum_concurrent_rpcs=workers * 8,
+        # No `maximum_concurrent_rpcs`: past it grpcio answers RESOURCE_EXHAUSTED without
+        # RetryInfo, which the Collector treats as final and drops the data.
     )
     address = f"{_bracket(host)}:{port}"
     _ensure_free(host, port, address)
