@@ -94,6 +94,7 @@ class Spool:
         self._next = max(self._segments, default=0) + 1
         self._handle: BinaryIO | None = None
         self._current: int | None = None
+        self._where: dict[Record, tuple[int, int]] = {}  # record -> (payload offset, length)
 
     # -- counts (metrics) ---------------------------------------------------------------------
     @property
@@ -124,13 +125,25 @@ class Spool:
             if self.sync:
                 os.fdatasync(handle.fileno())
             record = Record(number, segment.records)
+            self._where[record] = (segment.size + _HEADER.size, len(payload))
             segment.records += 1
             segment.size += size
             return record
 
-    def release(self, record: Record) -> None:
-        """The record's traces are in the store: it need not be read back any more."""
+    def read(self, record: Record) -> bytes:
+        """The payload of a record appended or read back by this spool and not released."""
         with self._lock:
+            offset, length = self._where[record]
+            path = self._segments[record.segment].path
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read(length)
+
+    def release(self, record: Record) -> None:
+        """The record's work is done (its traces stored, its spans sent): it need not be
+        read back any more."""
+        with self._lock:
+            self._where.pop(record, None)
             segment = self._segments.get(record.segment)
             if segment is None:
                 return
@@ -154,13 +167,15 @@ class Spool:
             old = sorted(n for n, s in self._segments.items() if s.closed and s.records == 0)
         for number in old:
             segment = self._segments[number]
-            payloads = list(_read(segment.path))
+            found = list(_read(segment.path))
             with self._lock:
-                segment.records = len(payloads)
-                if not payloads:
+                segment.records = len(found)
+                if not found:
                     self._delete(number)
                     continue
-            for index, payload in enumerate(payloads):
+                for index, (offset, payload) in enumerate(found):
+                    self._where[Record(number, index)] = (offset, len(payload))
+            for index, (_, payload) in enumerate(found):
                 yield Record(number, index), payload
 
     # -- internals ----------------------------------------------------------------------------
@@ -213,8 +228,9 @@ def _segment_number(path: Path) -> int | None:
         return None
 
 
-def _read(path: Path) -> Iterator[bytes]:
-    """The whole records of a segment; a torn or corrupt tail ends it (logged)."""
+def _read(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The whole records of a segment, with where each payload starts; a torn or corrupt
+    tail ends it (logged)."""
     data = path.read_bytes()
     offset = 0
     while offset + _HEADER.size <= len(data):
@@ -223,7 +239,7 @@ def _read(path: Path) -> Iterator[bytes]:
         payload = data[start : start + length]
         if len(payload) < length or zlib.crc32(payload) != crc:
             break
-        yield payload
+        yield start, payload
         offset = start + length
     if offset < len(data):
         logger.warning(

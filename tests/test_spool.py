@@ -183,3 +183,78 @@ def test_a_store_held_by_another_process_loses_nothing_the_spool_kept(tmp_path, 
     with duckdb.connect(db, read_only=True) as con:
         stored = {row[0] for row in con.execute("SELECT DISTINCT trace_id FROM traces").fetchall()}
     assert stored == {f"{run[0].context.trace_id:032x}" for run in runs}
+
+
+def test_a_next_hop_that_is_down_gets_every_span_when_it_returns(tmp_path, span_factory):
+    """The hop refuses connections for a while: annotated spans wait on disk (counted), and
+    all arrive once it listens; nothing waits on it but the sender."""
+    import socket
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    import httpx
+    from loopback import QuietHandler
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+
+    from otel_safety.config import Settings
+    from otel_safety.otlp import spans_from_request
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+
+    with socket.socket() as probe:  # a port nothing listens on, for now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    received: list[bytes] = []
+
+    class Hop(QuietHandler):
+        def do_POST(self) -> None:
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.reply(ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
+
+    settings = Settings.resolve(
+        environ={}, db_path=str(tmp_path / "s.duckdb"), detectors=["scope_escalation"]
+    )
+    options = SidecarOptions(
+        grpc_port=None,
+        http_port=0,
+        forward_endpoint=f"http://127.0.0.1:{port}",
+        forward_protocol="http/protobuf",
+    )
+    runs = [span_factory.agent_run(prompt=f"task {n}") for n in range(5)]
+    with Sidecar(settings, options) as sidecar:
+        for run in runs:
+            reply = httpx.post(
+                f"{sidecar.http_url}/v1/traces",
+                content=encode_spans(run).SerializeToString(),
+                headers={"Content-Type": "application/x-protobuf"},
+            )
+            assert reply.status_code == 200
+        wait_for(
+            lambda: sidecar.health()[1]["forward_spool_records"] >= 1
+            and sidecar.metrics.total("spans_forward_retried") > 0,
+            what="the hop's outage to be noticed",
+        )
+        assert "otel_safety_sidecar_forward_spool_records" in sidecar.metrics_text()
+        hop = ThreadingHTTPServer(("127.0.0.1", port), Hop)
+        thread = threading.Thread(target=hop.serve_forever, daemon=True)
+        thread.start()
+        try:
+            wait_for(
+                lambda: sidecar.health()[1]["forward_spool_records"] == 0,
+                timeout=60,
+                what="the hop to take everything",
+            )
+        finally:
+            hop.shutdown()
+            hop.server_close()
+            thread.join(5)
+    forwarded = {
+        (span.context.trace_id, span.context.span_id)
+        for body in received
+        for span in spans_from_request(ExportTraceServiceRequest.FromString(body))
+    }
+    assert forwarded == {(s.context.trace_id, s.context.span_id) for run in runs for s in run}
+    assert sidecar.metrics.total("spans_forward_failed") == 0

@@ -140,6 +140,14 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         help="protocol of the next hop (default grpc); TLS, headers and compression come from "
         "the standard OTEL_EXPORTER_OTLP_TRACES_* variables [OTEL_SAFETY_FORWARD_PROTOCOL]",
     )
+    store.add_argument(
+        "--forward-spool",
+        default=_env("OTEL_SAFETY_FORWARD_SPOOL"),
+        metavar="DIR|off",
+        help="annotated spans wait here on disk until the next hop takes them, so an outage "
+        "delays them instead of losing them (default: <db>.forward beside the store; none "
+        "with --no-store or --lake unless given) [OTEL_SAFETY_FORWARD_SPOOL]",
+    )
     pipeline = serve.add_argument_group("pipeline")
     pipeline.add_argument(
         "--detectors", help="comma-separated detector keys (default: all) [OTEL_SAFETY_DETECTORS]"
@@ -202,6 +210,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
         lake=args.lake,
         lake_data_path=args.lake_data_path,
         spool=args.spool,
+        forward_spool=args.forward_spool,
         spool_max_bytes=int(args.spool_max_mib * MIB),
     )
     return settings, options

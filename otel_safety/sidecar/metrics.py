@@ -75,7 +75,11 @@ HELP = {
     "spans_rejected": "spans refused, by reason",
     "spans_flagged": "annotated spans carrying an escalation level above NONE",
     "spans_forwarded": "annotated spans the next hop acknowledged",
-    "spans_forward_failed": "annotated spans the next hop did not take (after its retries)",
+    "spans_forward_failed": "annotated spans given up on for the next hop (after its "
+    "retries, or the forward spool full)",
+    "spans_forward_retried": "annotated spans the next hop refused for now, kept on disk and "
+    "sent again",
+    "spans_replayed": "spans of requests an earlier run acknowledged, judged again at start",
 }
 
 

@@ -18,6 +18,7 @@ from otel_safety.config import Settings
 from otel_safety.engine import Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.sidecar.forward import ForwardSink, otlp_exporter
+from otel_safety.sidecar.forward_spool import SpooledForwarder
 from otel_safety.sidecar.grpc_server import TraceService, build_server
 from otel_safety.sidecar.http_server import HttpOptions, OtlpHttpServer
 from otel_safety.sidecar.intake import Intake
@@ -63,6 +64,8 @@ class SidecarOptions:
     # (`<store>.spool` beside a DuckDB file; none for an in-memory store or a lake).
     spool: str | None = None
     spool_max_bytes: int = 1 << 30
+    # Where annotated spans wait for the next hop (same rules; `<store>.forward` by default).
+    forward_spool: str | None = None
 
 
 class Sidecar:
@@ -94,15 +97,22 @@ class Sidecar:
         if settings.store:
             store_sink = self._store_sink = self._store()
             sinks.append(store_sink)
-            self.spool = self._open_spool()
+            self.spool = self._open_spool(options.spool, "spool")
             if self.spool is not None:
                 owed = Owed(self.spool)
                 store_sink.on_written.append(owed.written)
+        self.forward_spool: Spool | None = None
         if options.forward_endpoint:
             exporter = otlp_exporter(
                 options.forward_endpoint, options.forward_protocol, options.forward_headers
             )
-            sinks.append(ForwardSink(exporter, self.metrics))
+            self.forward_spool = self._open_spool(options.forward_spool, "forward")
+            if self.forward_spool is not None:
+                sinks.append(
+                    SpooledForwarder(exporter, self.forward_spool, self.metrics, self.problems)
+                )
+            else:
+                sinks.append(ForwardSink(exporter, self.metrics))
         sinks.append(FlagCounter(self.metrics))
         sinks.extend(extra_sinks)
         try:
@@ -123,25 +133,24 @@ class Sidecar:
         self._started = time.monotonic()
         self._stopped = False
 
-    def _open_spool(self) -> Spool | None:
-        """The spool: the folder asked for, or the first free one beside the store (two
+    def _open_spool(self, asked: str | None, kind: str) -> Spool | None:
+        """A spool: the folder asked for, or the first free one beside the store (two
         serves on one store each get their own, and a crashed one's is picked up by the
-        next serve that finds it free)."""
-        spool = self.options.spool
-        if spool == "off":
+        next serve that finds it free); none for "off", an in-memory store or a lake."""
+        if asked == "off":
             return None
-        if spool:
-            return Spool(spool, max_bytes=self.options.spool_max_bytes)
-        if self.options.lake or self.settings.db_path == ":memory:":
+        if asked:
+            return Spool(asked, max_bytes=self.options.spool_max_bytes)
+        if not self.settings.store or self.options.lake or self.settings.db_path == ":memory:":
             return None
-        base = f"{self.settings.db_path}.spool"
+        base = f"{self.settings.db_path}.{kind}"
         for number in range(1, 17):
             try:
                 folder = base if number == 1 else f"{base}-{number}"
                 return Spool(folder, max_bytes=self.options.spool_max_bytes)
             except SpoolBusy:
                 continue
-        raise SpoolBusy(f"every spool folder beside {self.settings.db_path} is in use")
+        raise SpoolBusy(f"every {kind} folder beside {self.settings.db_path} is in use")
 
     def replay(self) -> int:
         """Judge the requests an earlier run acknowledged but did not write; the spans."""
@@ -301,6 +310,9 @@ class Sidecar:
         if self.spool is not None:
             details["spool_records"] = self.spool.records
             details["spool_bytes"] = self.spool.bytes
+        if self.forward_spool is not None:
+            details["forward_spool_records"] = self.forward_spool.records
+            details["forward_spool_bytes"] = self.forward_spool.bytes
         details.update(self.counts())
         return ok, details
 
@@ -325,6 +337,15 @@ class Sidecar:
                 "acknowledged requests whose traces are not yet all in the store",
             )
             gauges["spool_bytes"] = (self.spool.bytes, "bytes of the write-ahead spool on disk")
+        if self.forward_spool is not None:
+            gauges["forward_spool_records"] = (
+                self.forward_spool.records,
+                "batches of annotated spans on disk, not yet taken by the next hop",
+            )
+            gauges["forward_spool_bytes"] = (
+                self.forward_spool.bytes,
+                "bytes of annotated spans on disk for the next hop",
+            )
         stats = {name: self.engine.stats[name] for name in ENGINE_COUNTERS}
         return render_prometheus(self.metrics, stats, gauges)
 

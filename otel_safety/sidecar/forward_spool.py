@@ -1,0 +1,159 @@
+"""Forwarding through a spool on disk: a next hop that is down delays spans, never loses them.
+
+Annotated spans are appended to a spool (batches of at most `batch_spans`, OTLP-encoded) and
+a sender thread hands them to the standard exporter in order, one batch at a time; a batch
+the hop did not take is retried after a growing pause (up to `max_backoff` seconds) until it
+does. Nothing waits on the hop but the sender: the engine only appends. The spool is bounded
+in bytes; when it is full, batches are counted as failed and logged. At a stop the sender
+gets `flush_seconds` to send what is left; the rest stays on disk and is sent at the next
+start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_safety.otlp import spans_from_request
+from otel_safety.pipeline import TraceEvaluation
+from otel_safety.sidecar.metrics import Metrics, ProblemLog
+from otel_safety.spool import Record, Spool, SpoolFull
+
+logger = logging.getLogger("otel_safety.sidecar")
+
+__all__ = ["SpooledForwarder"]
+
+
+class SpooledForwarder:
+    """An engine sink that keeps annotated spans on disk until the next hop has them."""
+
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        spool: Spool,
+        metrics: Metrics,
+        problems: ProblemLog,
+        *,
+        batch_spans: int = 512,
+        max_backoff: float = 30.0,
+        flush_seconds: float = 5.0,
+    ) -> None:
+        self.exporter = exporter
+        self.spool = spool
+        self.metrics = metrics
+        self.problems = problems
+        self.batch_spans = batch_spans
+        self.max_backoff = max_backoff
+        self.flush_seconds = flush_seconds
+        self._queue: deque[Record] = deque(record for record, _ in spool.leftovers())
+        if self._queue:
+            logger.warning(
+                "otel-safety serve: %d batches an earlier run did not forward are sent first "
+                "(spool %s)",
+                len(self._queue),
+                spool.folder,
+            )
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="otel-safety-forward", daemon=True)
+        self._thread.start()
+
+    # -- the engine's side: append only -----------------------------------------------------
+    def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
+        spans = [span for evaluation in evaluations for span in evaluation.spans]
+        for start in range(0, len(spans), self.batch_spans):
+            batch = spans[start : start + self.batch_spans]
+            try:
+                record = self.spool.append(encode_spans(batch).SerializeToString())
+            except (SpoolFull, OSError) as exc:
+                self.metrics.add("spans_forward_failed", len(batch))
+                self.problems.warning(
+                    "forward: %d spans not kept for the next hop: %s", len(batch), exc
+                )
+                continue
+            with self._cond:
+                self._queue.append(record)
+                self._cond.notify_all()
+
+    def tick(self) -> None:
+        pass
+
+    @property
+    def waiting(self) -> int:
+        """Batches on disk not yet taken by the next hop."""
+        with self._cond:
+            return len(self._queue)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        deadline = time.monotonic() + timeout_millis / 1000
+        with self._cond:
+            while self._queue and time.monotonic() < deadline:
+                self._cond.wait(deadline - time.monotonic())
+            return not self._queue
+
+    def shutdown(self) -> None:
+        self.force_flush(int(self.flush_seconds * 1000))
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(self.flush_seconds + 15)
+        left = self.waiting
+        self.spool.close()
+        self.exporter.shutdown()
+        if left:
+            logger.warning(
+                "otel-safety serve: %d batches not yet taken by the next hop stay in the spool "
+                "%s and are sent at the next start",
+                left,
+                self.spool.folder,
+            )
+
+    # -- the sender ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        pause = 0.5
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue or self._stopping:
+                    return  # stopping: what is left stays on disk
+                record = self._queue[0]
+            try:
+                payload = self.spool.read(record)
+                spans = spans_from_request(ExportTraceServiceRequest.FromString(payload))
+            except Exception:  # unreadable: never block the queue on it
+                logger.exception("otel-safety forward: spool record %s unreadable; skipped", record)
+                self._done(record)
+                continue
+            if self._export(spans):
+                self.metrics.add("spans_forwarded", len(spans))
+                self._done(record)
+                pause = 0.5
+                continue
+            self.metrics.add("spans_forward_retried", len(spans))
+            with self._cond:
+                if self._stopping:
+                    return
+                self._cond.wait(pause)
+            pause = min(pause * 2, self.max_backoff)
+
+    def _export(self, spans: list) -> bool:
+        try:
+            return self.exporter.export(spans) is SpanExportResult.SUCCESS
+        except Exception:
+            logger.exception("otel-safety forward: exporting %d spans failed", len(spans))
+            return False
+
+    def _done(self, record: Record) -> None:
+        self.spool.release(record)
+        with self._cond:
+            if self._queue and self._queue[0] == record:
+                self._queue.popleft()
+            self._cond.notify_all()
