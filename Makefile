@@ -61,6 +61,7 @@ fuzz: $(VENV)/.test-installed
 
 bench-serve: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_serve.py
+	$(BIN)/python bench/bench_crash.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache otel-safety-demo.duckdb otel-safety-demo.duckdb.wal

@@ -36,7 +36,9 @@ BATCH = 512
 
 
 class Server:
-    def __init__(self, db: str, queue_size: int, store: bool = True) -> None:
+    def __init__(
+        self, db: str, queue_size: int, store: bool = True, extra_args: list[str] | None = None
+    ) -> None:
         command = [
             sys.executable, "-m", "otel_safety.cli", "serve",
             "--grpc-port", "0", "--http-port", "0", "--db", db,
@@ -44,6 +46,7 @@ class Server:
         ]  # fmt: skip
         if not store:
             command.append("--no-store")
+        command += extra_args or []
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
