@@ -129,6 +129,7 @@ def build_engine(
         decision_wait=settings.decision_wait,
         queue_size=settings.queue_size,
         background=background,
+        redact_secrets=settings.redact_secrets,
     )
 
 

@@ -44,6 +44,11 @@ class Settings(BaseModel):
         description="behaviour monitor modes, key=passive|active|learning "
         "(OTEL_SAFETY_MONITOR_MODES); the monitors' data files set the defaults",
     )
+    redact_secrets: bool = Field(
+        False,
+        description="mask secrets in stored and forwarded span attributes and trajectories "
+        "(OTEL_SAFETY_REDACT_SECRETS; on by default in serve)",
+    )
     detection: Literal["process", "thread"] = Field(
         "process",
         description="in an application, judge in a worker process (its own GIL) or on the "
@@ -93,7 +98,7 @@ def _parse_env(name: str, raw: str) -> Any:
                 )
             pairs[key.strip()] = value.strip()
         return pairs
-    if name == "store":
+    if name in ("store", "redact_secrets"):
         lowered = raw.lower()
         if lowered not in {"true", "false", "1", "0", "yes", "no"}:
             raise ConfigError(f"{_env_name(name)}: expected true or false, got {raw!r}")

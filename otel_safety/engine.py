@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety.buffer import TraceBuffer
 from otel_safety.pipeline import Pipeline, TraceEvaluation
+from otel_safety.redaction import redact_evaluation
 
 logger = logging.getLogger(__name__)
 DROP_WARNING_INTERVAL = 10.0
@@ -88,8 +89,10 @@ class SafetyEngine:
         batch_size: int = 512,
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        redact_secrets: bool = False,
     ) -> None:
         self.pipeline = pipeline
+        self.redact_secrets = redact_secrets
         self.sinks = list(sinks)
         self.buffer = TraceBuffer(max_traces, max_spans, decision_wait)
         self.stats: Counter[str] = Counter()
@@ -271,6 +274,9 @@ class SafetyEngine:
             self.stats["traces_flagged"] += evaluation.flagged
             self.stats["spans_with_notes"] += len(evaluation.notes)
             self.stats["pipeline_errors"] += evaluation.error is not None
+        if self.redact_secrets:  # after judging: detectors see what came in
+            for evaluation in evaluations:
+                self.stats["secrets_redacted"] += redact_evaluation(evaluation)
         for sink in self.sinks:
             try:
                 sink.write(evaluations)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import regex
-
+from otel_safety.analysis.secrets import mask
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 
 EVIDENCE_MAX_CHARS = 240
@@ -85,28 +84,6 @@ def clip(text: str, limit: int = EVIDENCE_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# Things that must never be copied verbatim into evidence, spans or the store.
-_SECRETS = regex.compile(
-    r"""
-    (?P<keyed>(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|auth)
-        ["']?\s*[:=]\s*["']?)(?P<value>[^\s"',;]{4,})
-    | \b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}
-    | \bAKIA[0-9A-Z]{16}\b
-    | \bgh[pousr]_[A-Za-z0-9]{20,}
-    | \bxox[abpr]-[A-Za-z0-9-]{10,}
-    | \beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}
-    | -----BEGIN[A-Z ]*PRIVATE\ KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE\ KEY-----|$)
-    """,
-    regex.IGNORECASE | regex.VERBOSE,
-)
-
-
 def redact(text: str) -> str:
-    """Mask credentials (keyed values, API-key shapes, JWTs, private keys) in quoted text."""
-
-    def mask(match: regex.Match) -> str:
-        if match.group("keyed"):
-            return match.group("keyed") + "[REDACTED]"
-        return "[REDACTED]"
-
-    return _SECRETS.sub(mask, text)
+    """Mask secrets (keys, tokens, passwords, card numbers; see `analysis.secrets`)."""
+    return mask(text)[0]

