@@ -20,6 +20,8 @@ from collections.abc import Iterator
 
 import regex
 
+from otel_safety.analysis.prefilter import RelaxedFamily, may_match, relaxed_family
+
 __all__ = ["mask", "pattern_set", "secret_spans"]
 
 logger = logging.getLogger(__name__)
@@ -78,15 +80,29 @@ def _maintained() -> Iterator[regex.Pattern]:
                         logger.debug("secret pattern of %s not usable: %s", name, pattern)
 
 
+@functools.cache
+def _families() -> tuple[
+    RelaxedFamily | None, tuple[regex.Pattern, ...], tuple[regex.Pattern, ...]
+]:
+    """The patterns RE2 can prefilter (one linear pass rules most texts out), and the rest."""
+    relaxable, other = [], []
+    for pattern in (*pattern_set(), _CARD):
+        fits = relaxed_family([pattern], whole_text=True) is not None
+        (relaxable if fits else other).append(pattern)
+    return relaxed_family(relaxable, whole_text=True), tuple(relaxable), tuple(other)
+
+
 def secret_spans(text: str) -> list[tuple[int, int]]:
     """Where the secrets in `text` are, merged and in order."""
+    family, relaxable, other = _families()
+    patterns = (*relaxable, *other) if may_match(family, text) else other
     found: list[tuple[int, int]] = []
-    for pattern in pattern_set():
+    for pattern in patterns:
         for match in pattern.finditer(text):
-            found.append(_secret_of(match))
-    for match in _CARD.finditer(text):
-        if _luhn(match.group(0)):
-            found.append(match.span())
+            if pattern is not _CARD:
+                found.append(_secret_of(match))
+            elif _luhn(match.group(0)):
+                found.append(match.span())
     merged: list[tuple[int, int]] = []
     for start, end in sorted(span for span in found if span[1] > span[0]):
         if merged and start <= merged[-1][1]:
