@@ -99,3 +99,28 @@ def test_serve_masks_secrets_in_what_it_stores_after_judging(tmp_path, span_fact
     assert (FINE_GRAINED in stored) is not redact
     assert (GOOGLE in trajectories) is not redact
     assert (sidecar.engine.stats["secrets_redacted"] > 0) is redact
+
+
+def test_the_prefilter_never_hides_a_secret_the_patterns_find(shared_data):
+    """Every pattern on its own, over real texts with secrets planted in them, finds nothing
+    that the prefiltered search misses."""
+    from otel_safety.analysis import secrets
+    from otel_safety.evaluation import datasets
+
+    texts = [
+        message["content"] + f" {planted}"
+        for case, planted in zip(
+            datasets.sample(datasets.load(shared_data, ["xstest"]), 60),
+            [FINE_GRAINED, GOOGLE, CARD, SLACK, "", "AKIAIOSFODNN7EXAMPLE"] * 10,
+            strict=True,
+        )
+        for message in case.messages
+    ]
+    for text in texts:
+        exhaustive = {
+            secrets._secret_of(match)
+            for pattern in secrets.pattern_set()
+            for match in pattern.finditer(text)
+        }
+        found = secrets.secret_spans(text)
+        assert all(any(s <= a and b <= e for s, e in found) for a, b in exhaustive if b > a)
