@@ -130,6 +130,7 @@ def build_engine(
         queue_size=settings.queue_size,
         background=background,
         redact_secrets=settings.redact_secrets,
+        max_buffer_bytes=settings.max_buffer_bytes,
     )
 
 

@@ -38,6 +38,30 @@ class Release:
 class _Pending:
     spans: list[ReadableSpan] = field(default_factory=list)
     last_seen: float = 0.0
+    bytes: int = 0
+
+
+SPAN_OVERHEAD = 512  # the span object, its context, resource and scope references
+
+
+def span_bytes(span: ReadableSpan) -> int:
+    """A span's weight for the memory budget: a fixed overhead plus the length of its
+    attribute and event texts (what makes a span large: messages, tool arguments)."""
+    total = SPAN_OVERHEAD
+    for value in (span.attributes or {}).values():
+        total += _value_bytes(value)
+    for event in span.events:
+        for value in (event.attributes or {}).values():
+            total += _value_bytes(value)
+    return total
+
+
+def _value_bytes(value: object) -> int:
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, tuple | list):
+        return sum(_value_bytes(item) for item in value)
+    return 8
 
 
 def roots_last(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
@@ -52,15 +76,21 @@ def _is_local_root(span: ReadableSpan) -> bool:
 
 class TraceBuffer:
     def __init__(
-        self, max_traces: int = 10_000, max_spans: int = 200_000, decision_wait: float = 30.0
+        self,
+        max_traces: int = 10_000,
+        max_spans: int = 200_000,
+        decision_wait: float = 30.0,
+        max_bytes: int = 512 << 20,
     ):
-        if max_traces < 1 or max_spans < 1:
-            raise ValueError("max_traces and max_spans must be at least 1")
+        if max_traces < 1 or max_spans < 1 or max_bytes < 1:
+            raise ValueError("max_traces, max_spans and max_bytes must be at least 1")
         if decision_wait < 0:
             raise ValueError("decision_wait must not be negative")
         self.max_traces = max_traces
         self.max_spans = max_spans
         self.decision_wait = decision_wait
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self._pending: OrderedDict[int, _Pending] = OrderedDict()
         self._open_agents: OrderedDict[int, int] = OrderedDict()
         self._span_count = 0
@@ -72,6 +102,11 @@ class TraceBuffer:
     def span_count(self) -> int:
         return self._span_count
 
+    @property
+    def bytes(self) -> int:
+        """What the held spans weigh (their text, roughly: see `span_bytes`)."""
+        return self._bytes
+
     def add(self, span: ReadableSpan, now: float) -> list[Release]:
         trace_id = span.context.trace_id
         pending = self._pending.get(trace_id)
@@ -79,6 +114,9 @@ class TraceBuffer:
             pending = self._pending[trace_id] = _Pending()
         pending.spans.append(span)
         pending.last_seen = now
+        size = span_bytes(span)
+        pending.bytes += size
+        self._bytes += size
         self._span_count += 1
         released = []
         if _is_local_root(span):
@@ -114,7 +152,9 @@ class TraceBuffer:
     def _shed(self) -> list[Release]:
         released = []
         while self._pending and (
-            len(self._pending) > self.max_traces or self._span_count > self.max_spans
+            len(self._pending) > self.max_traces
+            or self._span_count > self.max_spans
+            or self._bytes > self.max_bytes
         ):
             oldest = next(iter(self._pending))
             released.append(self._pop(oldest, OVERFLOW))
@@ -123,4 +163,5 @@ class TraceBuffer:
     def _pop(self, trace_id: int, reason: str) -> Release:
         pending = self._pending.pop(trace_id)
         self._span_count -= len(pending.spans)
+        self._bytes -= pending.bytes
         return Release(trace_id, pending.spans, reason)

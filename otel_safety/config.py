@@ -26,6 +26,9 @@ class Settings(BaseModel):
     max_traces: int = Field(10_000, ge=1, description="traces held at once")
     max_spans: int = Field(200_000, ge=1, description="spans held at once")
     queue_size: int = Field(65_536, ge=1, description="spans waiting for the worker")
+    max_buffer_bytes: int = Field(
+        512 << 20, ge=1, description="bytes of span text held while traces wait to be judged"
+    )
     requester_attribute: str | None = Field(None, description="attribute naming the requester")
     conversation_attribute: str | None = Field(
         None, description="attribute naming the conversation, after gen_ai.conversation.id"

@@ -90,11 +90,12 @@ class SafetyEngine:
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
         redact_secrets: bool = False,
+        max_buffer_bytes: int = 512 << 20,
     ) -> None:
         self.pipeline = pipeline
         self.redact_secrets = redact_secrets
         self.sinks = list(sinks)
-        self.buffer = TraceBuffer(max_traces, max_spans, decision_wait)
+        self.buffer = TraceBuffer(max_traces, max_spans, decision_wait, max_buffer_bytes)
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size

@@ -278,3 +278,15 @@ def test_nested_agent_runs_are_judged_together_when_the_outer_one_ends(span_fact
     [release] = buffer.add(outer_span, 0.0)
     assert (release.reason, release.spans) == ("agent_ended", [inner_span, outer_span])
     assert [r.reason for r in buffer.add(session, 0.0)] == ["root_ended"]
+
+
+def test_the_trace_buffer_holds_bytes_not_only_spans(span_factory):
+    """Big spans (long messages) shed the oldest traces before memory grows past max_bytes."""
+    buffer = TraceBuffer(max_traces=1000, max_spans=100_000, decision_wait=3600, max_bytes=20_000)
+    released = []
+    for number in range(10):
+        child, _root = span_factory.agent_run(answer="x" * 4_000 + str(number))
+        released += buffer.add(child, now=0.0)  # roots never come: only the budget releases
+    assert buffer.bytes <= 20_000
+    assert released and all(r.reason == "overflow" for r in released)
+    assert len(buffer) + len(released) == 10

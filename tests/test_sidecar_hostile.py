@@ -404,3 +404,21 @@ def test_grpc_clients_past_the_in_flight_limit_are_told_to_retry(tmp_path, span_
         retry = error_details_pb2.RetryInfo()
         assert status.details[0].Unpack(retry) and retry.retry_delay.seconds == 2
     assert outcomes.count("ok") >= 8  # the ones in flight were served
+
+
+def test_requests_beyond_the_byte_budget_are_refused_retryably(span_factory):
+    """The queue counts bytes as well as spans: a few huge requests cannot fill memory."""
+    from otel_safety.engine import SafetyEngine
+    from otel_safety.pipeline import Pipeline
+    from otel_safety.sidecar.intake import Intake, Refusal, Refused
+    from otel_safety.sidecar.metrics import Metrics, ProblemLog
+
+    engine = SafetyEngine(Pipeline(detectors=[]), [], background=False)  # nothing takes spans
+    intake = Intake(engine, 10_000, Metrics(), ProblemLog(), max_bytes=10_000)
+    request = encode_spans(span_factory.agent_run(answer="y" * 4_000))
+    intake.admit(request, "http", "test")
+    intake.admit(request, "http", "test")
+    with pytest.raises(Refused) as refused:
+        intake.admit(request, "http", "test")
+    assert refused.value.refusal is Refusal.SATURATED and "bytes waiting" in refused.value.message
+    engine.shutdown()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
@@ -72,8 +73,13 @@ class Intake:
         metrics: Metrics,
         problems: ProblemLog,
         owed: Owed | None = None,
+        max_bytes: int = 256 << 20,
     ) -> None:
         self.engine = engine
+        self.max_bytes = max_bytes  # request bytes handed to the engine and not yet taken
+        self._queued: deque[tuple[int, int]] = deque()  # (spans submitted after, its bytes)
+        self._queued_bytes = 0
+        self._bytes_lock = threading.Lock()
         self.owed = owed  # the write-ahead spool: an admitted request is on disk first
         self.capacity = capacity
         self.metrics = metrics
@@ -85,6 +91,14 @@ class Intake:
     def waiting(self) -> int:
         """Spans handed to the engine that its worker has not taken yet."""
         return max(0, self._submitted - self.engine.stats["spans_received"])
+
+    def waiting_bytes(self) -> int:
+        """Bytes of the requests whose spans the worker has not all taken yet."""
+        taken = self.engine.stats["spans_received"]
+        with self._bytes_lock:
+            while self._queued and self._queued[0][0] <= taken:
+                self._queued_bytes -= self._queued.popleft()[1]
+            return self._queued_bytes
 
     def refuse(
         self, refusal: Refusal, message: str, transport: str, peer: str, spans: int
@@ -154,6 +168,7 @@ class Intake:
                 peer,
                 total,
             )
+        size = request.ByteSize()
         with self._lock:
             if self.waiting() + len(spans) > self.capacity:
                 raise self.refuse(
@@ -163,10 +178,22 @@ class Intake:
                     peer,
                     total,
                 )
+            if self.waiting_bytes() and self.waiting_bytes() + size > self.max_bytes:
+                raise self.refuse(
+                    Refusal.SATURATED,
+                    f"pipeline queue full ({self.waiting_bytes()} of {self.max_bytes} bytes "
+                    "waiting)",
+                    transport,
+                    peer,
+                    total,
+                )
             if self.owed is not None:
                 self._spool(request, spans, transport, peer, total)
             submitted = sum(self.engine.submit(span) for span in roots_last(spans))
             self._submitted += submitted
+            with self._bytes_lock:
+                self._queued.append((self._submitted, size))
+                self._queued_bytes += size
         unreadable = total - len(spans)
         lost = len(spans) - submitted  # only when the engine closed between check and submit
         rejected = unreadable + lost

@@ -64,6 +64,8 @@ class SidecarOptions:
     # (`<store>.spool` beside a DuckDB file; none for an in-memory store or a lake).
     spool: str | None = None
     spool_max_bytes: int = 1 << 30
+    # Request bytes handed to the pipeline and not yet taken, at most (beyond: retryable refusal).
+    queue_max_bytes: int = 256 << 20
     # Where annotated spans wait for the next hop (same rules; `<store>.forward` by default).
     forward_spool: str | None = None
 
@@ -124,7 +126,14 @@ class Sidecar:
                 store.unlink(missing_ok=True)
                 Path(f"{store}.wal").unlink(missing_ok=True)
             raise
-        self.intake = Intake(self.engine, settings.queue_size, self.metrics, self.problems, owed)
+        self.intake = Intake(
+            self.engine,
+            settings.queue_size,
+            self.metrics,
+            self.problems,
+            owed,
+            max_bytes=options.queue_max_bytes,
+        )
         self._grpc: grpc.Server | None = None
         self._http: OtlpHttpServer | None = None
         self._http_thread: threading.Thread | None = None
@@ -306,6 +315,8 @@ class Sidecar:
             "queue_waiting": self.intake.waiting(),
             "queue_capacity": self.intake.capacity,
             "buffered_traces": len(self.engine.buffer),
+            "queue_waiting_bytes": self.intake.waiting_bytes(),
+            "buffered_bytes": self.engine.buffer.bytes,
         }
         if self.spool is not None:
             details["spool_records"] = self.spool.records
@@ -321,6 +332,14 @@ class Sidecar:
             "queue_waiting_spans": (self.intake.waiting(), "spans waiting for the pipeline"),
             "queue_capacity_spans": (self.intake.capacity, "spans the pipeline queue holds"),
             "buffered_traces": (len(self.engine.buffer), "traces waiting for their decision"),
+            "queue_waiting_bytes": (
+                self.intake.waiting_bytes(),
+                "bytes of requests whose spans the pipeline has not taken yet",
+            ),
+            "buffered_bytes": (
+                self.engine.buffer.bytes,
+                "bytes of span text held while traces wait for their decision",
+            ),
             "draining": (int(self.intake.draining), "1 while shutting down"),
         }
         gauges["store_dropped_traces"] = (
