@@ -35,6 +35,9 @@ class BatchingSink:
         self._pending: list[TraceEvaluation] = []
         self._last_write = 0.0
         self._last_warning = 0.0
+        # False when a write-ahead spool holds every trace and the receiver stops taking new
+        # ones while the store is backlogged: then nothing is dropped from memory.
+        self.drop_overflow = True
         self.dropped = 0  # traces given up on while the store could not be written
         self.rejected = 0  # traces the store refused even one by one (bad values)
         # Told of every batch once it is in the store (a write-ahead spool releases it).
@@ -45,12 +48,17 @@ class BatchingSink:
         with self._lock:
             self._pending.extend(evaluations)
             overflow = len(self._pending) - self.max_pending
-            if overflow > 0:
+            if overflow > 0 and self.drop_overflow:
                 del self._pending[:overflow]
                 self._drop(overflow)
             due = time.monotonic() - self._last_write >= self.write_interval
             if self._pending and (due or len(self._pending) >= self.max_pending // 2):
                 self._write_pending()
+
+    @property
+    def backlogged(self) -> bool:
+        """As many traces wait for the store as it may hold: take no new work."""
+        return len(self._pending) >= self.max_pending
 
     def tick(self) -> None:
         """Called by the engine when idle, so the last traces do not wait for more traffic."""

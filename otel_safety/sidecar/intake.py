@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -74,8 +75,10 @@ class Intake:
         problems: ProblemLog,
         owed: Owed | None = None,
         max_bytes: int = 256 << 20,
+        store_backlogged: Callable[[], bool] = lambda: False,
     ) -> None:
         self.engine = engine
+        self.store_backlogged = store_backlogged
         self.max_bytes = max_bytes  # request bytes handed to the engine and not yet taken
         self._queued: deque[tuple[int, int]] = deque()  # (spans submitted after, its bytes)
         self._queued_bytes = 0
@@ -174,6 +177,15 @@ class Intake:
                 raise self.refuse(
                     Refusal.SATURATED,
                     f"pipeline queue full ({self.waiting()} of {self.capacity} spans waiting)",
+                    transport,
+                    peer,
+                    total,
+                )
+            if self.store_backlogged():
+                raise self.refuse(
+                    Refusal.SATURATED,
+                    "the store cannot be written now (is another process holding it?); "
+                    "what was taken is kept in the spool",
                     transport,
                     peer,
                     total,

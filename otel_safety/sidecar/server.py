@@ -103,6 +103,7 @@ class Sidecar:
             if self.spool is not None:
                 owed = Owed(self.spool)
                 store_sink.on_written.append(owed.written)
+                store_sink.drop_overflow = False  # the intake pushes back instead
         self.forward_spool: Spool | None = None
         if options.forward_endpoint:
             exporter = otlp_exporter(
@@ -133,6 +134,7 @@ class Sidecar:
             self.problems,
             owed,
             max_bytes=options.queue_max_bytes,
+            store_backlogged=self._store_backlogged,
         )
         self._grpc: grpc.Server | None = None
         self._http: OtlpHttpServer | None = None
@@ -141,6 +143,10 @@ class Sidecar:
         self.http_port: int | None = None
         self._started = time.monotonic()
         self._stopped = False
+
+    def _store_backlogged(self) -> bool:
+        """With a spool, a store that cannot keep up makes the receivers push back."""
+        return self.spool is not None and bool(getattr(self._store_sink, "backlogged", False))
 
     def _open_spool(self, asked: str | None, kind: str) -> Spool | None:
         """A spool: the folder asked for, or the first free one beside the store (two
