@@ -62,6 +62,7 @@ fuzz: $(VENV)/.test-installed
 bench-serve: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_crash.py
+	$(BIN)/python bench/bench_overload.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache otel-safety-demo.duckdb otel-safety-demo.duckdb.wal
