@@ -33,8 +33,10 @@ class ExpiringStore(Generic[State]):
     """An LRU map of per-conversation state whose entries expire `ttl` seconds after last use.
 
     `get(key, factory)` returns the live state (creating it with `factory`), marks it most
-    recently used and drops the least recently used entries beyond `max_entries`. Callers
-    mutate the returned state under `lock` when several threads share the store.
+    recently used and drops the least recently used entries beyond `max_entries`, or beyond
+    `max_bytes` as `weigh` reckons them (an entry is weighed again each time it is fetched,
+    so the budget trails the latest change to one conversation by one turn). Callers mutate
+    the returned state under `lock` when several threads share the store.
     """
 
     def __init__(
@@ -43,11 +45,17 @@ class ExpiringStore(Generic[State]):
         ttl: float = 3600.0,
         max_entries: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        max_bytes: int | None = None,
+        weigh: Callable[[State], int] | None = None,
     ) -> None:
-        if ttl <= 0 or max_entries <= 0:
-            raise ValueError("ttl and max_entries must be positive")
+        if ttl <= 0 or max_entries <= 0 or (max_bytes is not None and max_bytes <= 0):
+            raise ValueError("ttl, max_entries and max_bytes must be positive")
         self.ttl = ttl
         self.max_entries = max_entries
+        self.max_bytes = max_bytes if weigh is not None else None
+        self._weigh = weigh
+        self._weights: dict[str, int] = {}
+        self.bytes = 0
         self._clock = clock
         self._entries: OrderedDict[str, tuple[float, State]] = OrderedDict()
         self.lock = threading.RLock()
@@ -58,6 +66,10 @@ class ExpiringStore(Generic[State]):
             entry = self._entries.pop(key, None)
             state = entry[1] if entry and now - entry[0] <= self.ttl else factory()
             self._entries[key] = (now, state)  # most recently used last
+            if self._weigh is not None:
+                weight = self._weigh(state)
+                self.bytes += weight - self._weights.get(key, 0)
+                self._weights[key] = weight
             self._evict(now)
             return state
 
@@ -71,12 +83,18 @@ class ExpiringStore(Generic[State]):
 
     def _evict(self, now: float) -> None:
         while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+            self._drop_oldest()
+        while self.max_bytes is not None and self.bytes > self.max_bytes and len(self._entries) > 1:
+            self._drop_oldest()
         while self._entries:  # expired entries sit at the front: least recently used
             at, _ = next(iter(self._entries.values()))
             if now - at <= self.ttl:
                 break
-            self._entries.popitem(last=False)
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        key, _ = self._entries.popitem(last=False)
+        self.bytes -= self._weights.pop(key, 0)
 
     def __len__(self) -> int:
         return len(self._entries)

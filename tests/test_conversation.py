@@ -56,3 +56,17 @@ def test_state_expires_after_ttl_without_use() -> None:
 def test_bounds_must_be_positive(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="positive"):
         ExpiringStore(**kwargs)
+
+
+def test_the_store_holds_a_byte_budget_as_well_as_a_count():
+    """Conversations that grow big push the least recently used ones out."""
+    from otel_safety.conversation import ExpiringStore
+
+    store: ExpiringStore[list[str]] = ExpiringStore(
+        max_entries=100, max_bytes=10_000, weigh=lambda texts: sum(map(len, texts))
+    )
+    for number in range(10):
+        store.get(f"c{number}", list).append("x" * 3_000)
+        store.get(f"c{number}", list)  # fetched again: weighed with what was added
+    assert store.bytes <= 10_000
+    assert len(store) == 3 and store.peek("c9") is not None and store.peek("c0") is None

@@ -32,6 +32,8 @@ Memory = TypeVar("Memory")
 MAX_EVIDENCE = 5
 MAX_INDICATORS = 20  # per finding, strongest first; the rest are only counted by type
 JUDGED_TRACES = 32  # findings kept per conversation for traces judged again
+STATE_BYTES = 64 << 20  # per monitor, over all conversations (see `_state_bytes`)
+AGENT_STATE_BYTES = 2_048  # what one agent's memory weighs, roughly: counters and digests
 
 
 class MonitorParams(BaseModel):
@@ -59,6 +61,16 @@ class ConversationState(Generic[Memory]):
     agents: OrderedDict[str, AgentState[Memory]] = field(default_factory=OrderedDict)
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)  # turn digests, oldest first
     judged: OrderedDict[str, str] = field(default_factory=OrderedDict)  # finding JSON by trace
+
+
+def _state_bytes(state: ConversationState[Any]) -> int:
+    """A conversation's weight for the monitor's byte budget: the findings kept for late
+    spans (their JSON), the turn digests, and a fixed weight per agent."""
+    return (
+        sum(len(finding) for finding in state.judged.values())
+        + 64 * len(state.seen)
+        + AGENT_STATE_BYTES * len(state.agents)
+    )
 
 
 class BehaviorMonitor(Detector, Generic[Memory]):
@@ -96,7 +108,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         self.mode = self.params.mode
         self.alert_at = alert_threshold(self.threshold, self.params.sensitivity)
         self.state: ExpiringStore[ConversationState[Memory]] = ExpiringStore(
-            ttl=ttl, max_entries=max_conversations
+            ttl=ttl, max_entries=max_conversations, max_bytes=STATE_BYTES, weigh=_state_bytes
         )
 
     @property
