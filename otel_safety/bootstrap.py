@@ -265,8 +265,14 @@ def otlp_exporter_from_env(required: bool = False) -> SpanExporter | None:
     )
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    elif protocol in ("http/protobuf", "http/json"):
+    elif protocol == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    elif protocol == "http/json":  # the SDK's exporter would send protobuf
+        from otel_safety.exporters.otlp_http_json import OtlpHttpJsonExporter
+
+        return OtlpHttpJsonExporter()
     else:
-        raise ValueError(f"unsupported OTLP protocol {protocol!r}; use grpc or http/protobuf")
+        raise ValueError(
+            f"unsupported OTLP protocol {protocol!r}; use grpc, http/protobuf or http/json"
+        )
     return OTLPSpanExporter()

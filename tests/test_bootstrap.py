@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 
 import duckdb
 import pytest
@@ -77,6 +78,34 @@ def test_configure_stores_and_exports_annotated_spans_over_otlp(tmp_path, monkey
         assert con.execute("SELECT detector FROM findings WHERE detected").fetchall() == [
             ("scope_escalation",)
         ]
+
+
+def test_http_json_is_sent_as_json(tmp_path, monkeypatch):
+    """OTEL_EXPORTER_OTLP_PROTOCOL=http/json means the OTLP/JSON encoding on the wire."""
+    from otel_safety.otlp import request_from_json
+
+    received: list[tuple[str, bytes]] = []
+
+    class Handler(QuietHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            received.append((self.headers.get("Content-Type", ""), body))
+            self.reply(b"{}", "application/json")
+
+    with LoopbackServer(Handler) as server:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        provider = otel_safety.configure(str(tmp_path / "j.duckdb"), install=False)
+        _destructive_agent(provider).run_sync("Summarize the README")
+        provider.shutdown()
+    assert received and {content_type for content_type, _ in received} == {"application/json"}
+    spans = [
+        span
+        for _, body in received
+        for span in spans_from_request(request_from_json(json.loads(body)))
+    ]
+    tool = next(s for s in spans if s.name == "execute_tool run_shell")
+    assert tool.attributes[sc.OTEL_SAFETY_ESCALATION_LEVEL] == "HARD_STOP"
 
 
 def test_without_otlp_variables_only_the_store_is_written(tmp_path, monkeypatch):
