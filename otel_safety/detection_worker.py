@@ -142,6 +142,7 @@ class ProcessPipeline:
         self._settings = settings
         self._local = fallback
         self._child: subprocess.Popen[bytes] | None = None
+        self._ready = False  # the child said its detectors are built
         self._failed = False
         self._lock = threading.Lock()
 
@@ -159,8 +160,10 @@ class ProcessPipeline:
         return self._fallback().policy
 
     def warm(self) -> None:
+        """Start the child, which builds its detectors meanwhile; its readiness is awaited
+        by the first batch, so a shutdown right after start-up never waits for it."""
         with self._lock:
-            self._ensure_child()
+            self._start_child()
 
     def evaluate(
         self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
@@ -182,12 +185,19 @@ class ProcessPipeline:
             child, self._child = self._child, None
         if child is None:
             return
+        # No request is in flight (they are answered under the lock) and the child keeps
+        # nothing worth saving, so it need not finish compiling its detectors to exit:
+        # end its input, and stop it if it does not go at once (shutdown stays fast).
         try:
-            child.stdin.close()  # end of input: the child finishes and exits
-            child.wait(timeout=10)
+            child.stdin.close()
+            child.wait(timeout=0.5)
         except Exception:
-            child.kill()
-            child.wait()
+            child.terminate()
+            try:
+                child.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
 
     # -- internals --------------------------------------------------------------------------
     def _judge_remotely(
@@ -209,6 +219,25 @@ class ProcessPipeline:
         return answer
 
     def _ensure_child(self) -> bool:
+        """A running child whose detectors are built, or False (judging falls back here)."""
+        if not self._start_child():
+            return False
+        if self._ready:
+            return True
+        assert self._child is not None and self._child.stdout is not None
+        stdout = self._child.stdout
+        try:
+            ready = _with_timeout(lambda: _receive(stdout), START_TIMEOUT)
+        except Exception as exc:
+            self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
+            return False
+        if ready != "ready":
+            self._give_up(f"the detection process could not build its detectors: {ready}")
+            return False
+        self._ready = True
+        return True
+
+    def _start_child(self) -> bool:
         if self._failed:
             return False
         if self._child is not None:
@@ -223,15 +252,12 @@ class ProcessPipeline:
                 stdout=subprocess.PIPE,
                 env={**os.environ, "OTEL_SAFETY_DETECTION": "thread", **key_for_children()},
             )
-            assert self._child.stdin is not None and self._child.stdout is not None
+            assert self._child.stdin is not None
             _send(self._child.stdin, self._settings)
-            ready = _with_timeout(lambda: _receive(self._child.stdout), START_TIMEOUT)
         except Exception as exc:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
-        if ready != "ready":
-            self._give_up(f"the detection process could not build its detectors: {ready}")
-            return False
+        self._ready = False
         return True
 
     def _give_up(self, why: str) -> None:

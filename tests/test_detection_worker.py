@@ -119,6 +119,21 @@ def test_the_child_stops_with_the_engine(tmp_path):
     assert child.wait(timeout=30) is not None
 
 
+def test_starting_the_child_does_not_wait_for_its_detectors(tmp_path):
+    """Start-up only launches the child; the first batch waits for it to be ready, so a
+    shutdown with nothing judged never waits for the detectors to compile."""
+    from otel_safety.config import Settings
+
+    settings = Settings.resolve(environ={}, db_path=str(tmp_path / "s.duckdb"))
+    pipeline = ProcessPipeline(settings, Pipeline(detectors=[]))
+    pipeline.warm()
+    child = pipeline._child
+    assert child is not None and child.poll() is None and not pipeline._ready
+    pipeline.close()
+    assert child.poll() is not None  # stopped, not left compiling
+    assert not pipeline.in_process  # closing is not a failure
+
+
 def test_a_killed_child_falls_back_to_judging_here_without_losing_traces(in_process, caplog):
     provider, engine, exporter = in_process
     agent_run(provider, "ls")
