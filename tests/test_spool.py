@@ -237,8 +237,10 @@ def test_a_next_hop_that_is_down_gets_every_span_when_it_returns(tmp_path, span_
             )
             assert reply.status_code == 200
         wait_for(
-            lambda: sidecar.health()[1]["forward_spool_records"] >= 1
-            and sidecar.metrics.total("spans_forward_retried") > 0,
+            lambda: (
+                sidecar.health()[1]["forward_spool_records"] >= 1
+                and sidecar.metrics.total("spans_forward_retried") > 0
+            ),
             what="the hop's outage to be noticed",
         )
         assert "otel_safety_sidecar_forward_spool_records" in sidecar.metrics_text()
@@ -262,3 +264,38 @@ def test_a_next_hop_that_is_down_gets_every_span_when_it_returns(tmp_path, span_
     }
     assert forwarded == {(s.context.trace_id, s.context.span_id) for run in runs for s in run}
     assert sidecar.metrics.total("spans_forward_failed") == 0
+
+
+def test_a_drain_cut_short_by_its_timeout_is_finished_at_the_next_start(
+    tmp_path, span_factory, caplog
+):
+    """SIGTERM's drain has a deadline; what it did not write is said at the stop and judged
+    when serve starts again on the store."""
+    import httpx
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from otel_safety.config import Settings
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+
+    settings = Settings.resolve(
+        environ={}, db_path=str(tmp_path / "s.duckdb"), decision_wait=3600
+    )  # every detector: judging the backlog takes a while
+    options = SidecarOptions(grpc_port=None, http_port=0, drain_timeout=0.05)
+    children = [span_factory.agent_run(prompt=f"task {n}")[0] for n in range(400)]
+    with Sidecar(settings, options) as first:  # the roots never come: all wait in the buffer
+        for start in range(0, len(children), 100):
+            reply = httpx.post(
+                f"{first.http_url}/v1/traces",
+                content=encode_spans(children[start : start + 100]).SerializeToString(),
+                headers={"Content-Type": "application/x-protobuf"},
+            )
+            assert reply.status_code == 200
+        wait_for(lambda: len(first.engine.buffer) == 400, what="the backlog to be buffered")
+    assert "are judged at the next start" in caplog.text
+    with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)):
+        pass  # replays the spool, and this time the drain has its 30 s
+    with duckdb.connect(settings.db_path, read_only=True) as con:
+        stored = set(con.execute("SELECT trace_id, span_id FROM spans").fetchall())
+    assert {(f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in children} <= (
+        stored
+    )
