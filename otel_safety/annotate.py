@@ -119,13 +119,20 @@ def copy_span(
     span: ReadableSpan, extra: Mapping[str, Any], events: Sequence[Event] = ()
 ) -> ReadableSpan:
     """A finished span with attributes merged over and events appended (public API only)."""
+    return rebuild_span(span, {**(span.attributes or {}), **extra}, (*span.events, *events))
+
+
+def rebuild_span(
+    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]
+) -> ReadableSpan:
+    """The same finished span with these attributes and events instead of its own."""
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes={**(span.attributes or {}), **extra},
-        events=(*span.events, *events),
+        attributes=attributes,
+        events=events,
         links=span.links,
         kind=span.kind,
         status=span.status,

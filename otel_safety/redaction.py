@@ -13,6 +13,7 @@ from typing import Any
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from otel_safety.analysis.secrets import mask
+from otel_safety.annotate import rebuild_span
 from otel_safety.model import Trajectory
 from otel_safety.pipeline import TraceEvaluation
 
@@ -45,20 +46,7 @@ def _span(span: ReadableSpan) -> tuple[ReadableSpan, int]:
         events.append(Event(event.name, event_attributes, event.timestamp) if found else event)
     if not count and not event_count:
         return span, 0
-    copy = ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attributes,
-        events=events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    copy = rebuild_span(span, attributes, events)
     return copy, count + event_count
 
 
