@@ -14,11 +14,11 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from urllib.parse import unquote
 
 import requests
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.util.re import parse_env_headers
 
 from otel_safety.otlp import request_to_json
 
@@ -100,12 +100,7 @@ def _headers_from_env() -> dict[str, str]:
     raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or os.environ.get(
         "OTEL_EXPORTER_OTLP_HEADERS", ""
     )
-    headers = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        key, sep, value = item.partition("=")
-        if sep:
-            headers[unquote(key.strip())] = unquote(value.strip())
-    return headers
+    return parse_env_headers(raw, liberal=True)  # as the SDK's own exporters read them
 
 
 def _timeout_from_env() -> float:
