@@ -187,17 +187,19 @@ class SafetyEngine:
                 logger.exception("otel-safety sink %r failed to shut down", sink)
 
     def _report_losses(self) -> None:
-        """Say, once and in full, what this engine could not judge: spans refused while the
-        queue was full, and spans still queued or buffered when shutdown ran out of time."""
-        unjudged = sum(1 for item in list(self._queue.queue) if isinstance(item, ReadableSpan)) + (
-            self.buffer.span_count if self._worker is not None and self._worker.is_alive() else 0
-        )
+        """Say, once and in full, what this engine did not judge: spans refused while the
+        queue was full, and spans still queued or buffered when shutdown ran out of time
+        (serve's spool keeps those for its next start; an app's are gone)."""
+        with self._queue.mutex:  # the worker may still be taking from it
+            queued = sum(1 for item in self._queue.queue if isinstance(item, ReadableSpan))
+        running = self._worker is not None and self._worker.is_alive()
+        unjudged = queued + (self.buffer.span_count if running else 0)
         self.stats["spans_unjudged_at_shutdown"] = unjudged
         dropped = self.stats["spans_dropped"]
         if dropped or unjudged:
             logger.error(
-                "otel-safety lost %d spans in all: %d refused while the queue was full "
-                "(queue_size %d) and %d not judged before shutdown timed out",
+                "otel-safety did not judge %d spans: %d refused while the queue was full "
+                "(queue_size %d) and %d still waiting when shutdown timed out",
                 dropped + unjudged,
                 dropped,
                 self._queue.maxsize,

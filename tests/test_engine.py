@@ -146,7 +146,7 @@ def test_a_full_queue_is_counted_exactly_and_totalled_at_shutdown(span_factory, 
     assert engine.stats["markers_dropped"] == refused_markers
     exporter.gate.set()
     engine.shutdown()
-    assert f"lost {len(spans) - taken} spans in all" in caplog.text
+    assert f"did not judge {len(spans) - taken} spans" in caplog.text
     assert engine.stats["spans_unjudged_at_shutdown"] == 0
 
 
@@ -159,7 +159,7 @@ def test_spans_still_queued_when_shutdown_times_out_are_counted(span_factory, ca
     engine.shutdown(timeout_millis=200)  # the exporter holds the worker past the timeout
     unjudged = engine.stats["spans_unjudged_at_shutdown"]
     assert unjudged > 0
-    assert f"{unjudged} not judged before shutdown timed out" in caplog.text
+    assert f"{unjudged} still waiting when shutdown timed out" in caplog.text
     exporter.gate.set()
 
 
