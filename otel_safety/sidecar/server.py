@@ -146,7 +146,11 @@ class Sidecar:
 
     def _store_backlogged(self) -> bool:
         """With a spool, a store that cannot keep up makes the receivers push back."""
-        return self.spool is not None and bool(getattr(self._store_sink, "backlogged", False))
+        return (
+            self.spool is not None
+            and self._store_sink is not None
+            and (self._store_sink.backlogged)
+        )
 
     def _open_spool(self, asked: str | None, kind: str) -> Spool | None:
         """A spool: the folder asked for, or the first free one beside the store (two
@@ -321,23 +325,34 @@ class Sidecar:
             "queue_waiting": self.intake.waiting(),
             "queue_capacity": self.intake.capacity,
             "buffered_traces": len(self.engine.buffer),
-            "queue_waiting_bytes": self.intake.waiting_bytes(),
-            "buffered_bytes": self.engine.buffer.bytes,
         }
-        if self.spool is not None:
-            details["spool_records"] = self.spool.records
-            details["spool_bytes"] = self.spool.bytes
-        if self.forward_spool is not None:
-            details["forward_spool_records"] = self.forward_spool.records
-            details["forward_spool_bytes"] = self.forward_spool.bytes
+        details.update((name, value) for name, (value, _) in self._budget_gauges().items())
         details.update(self.counts())
         return ok, details
 
     def metrics_text(self) -> str:
+        counts = self.counts()
         gauges = {
             "queue_waiting_spans": (self.intake.waiting(), "spans waiting for the pipeline"),
             "queue_capacity_spans": (self.intake.capacity, "spans the pipeline queue holds"),
             "buffered_traces": (len(self.engine.buffer), "traces waiting for their decision"),
+            "draining": (int(self.intake.draining), "1 while shutting down"),
+            "store_dropped_traces": (
+                counts["traces_store_dropped"],
+                "traces the store gave up on while it could not be written",
+            ),
+            "store_rejected_traces": (
+                counts["traces_store_rejected"],
+                "traces the store refused to take, even one by one",
+            ),
+            **self._budget_gauges(),
+        }
+        stats = {name: self.engine.stats[name] for name in ENGINE_COUNTERS}
+        return render_prometheus(self.metrics, stats, gauges)
+
+    def _budget_gauges(self) -> dict[str, tuple[float, str]]:
+        """What the byte budgets and spools hold now, for /health and /metrics alike."""
+        gauges: dict[str, tuple[float, str]] = {
             "queue_waiting_bytes": (
                 self.intake.waiting_bytes(),
                 "bytes of requests whose spans the pipeline has not taken yet",
@@ -346,16 +361,7 @@ class Sidecar:
                 self.engine.buffer.bytes,
                 "bytes of span text held while traces wait for their decision",
             ),
-            "draining": (int(self.intake.draining), "1 while shutting down"),
         }
-        gauges["store_dropped_traces"] = (
-            getattr(self._store_sink, "dropped", 0),
-            "traces the store gave up on while it could not be written (in the spool if on)",
-        )
-        gauges["store_rejected_traces"] = (
-            getattr(self._store_sink, "rejected", 0),
-            "traces the store refused to take, even one by one",
-        )
         if self.spool is not None:
             gauges["spool_records"] = (
                 self.spool.records,
@@ -371,8 +377,7 @@ class Sidecar:
                 self.forward_spool.bytes,
                 "bytes of annotated spans on disk for the next hop",
             )
-        stats = {name: self.engine.stats[name] for name in ENGINE_COUNTERS}
-        return render_prometheus(self.metrics, stats, gauges)
+        return gauges
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         if self._tls is None:
