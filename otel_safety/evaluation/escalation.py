@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from otel_safety.evaluation.cases import Case
-from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count
+from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
 from otel_safety.model import EscalationLevel
 
 __all__ = ["STOP", "EscalationFigures", "measure"]
@@ -28,15 +28,9 @@ class EscalationFigures:
     ignored: tuple[int, int]  # (stopped, runs) among attacked runs that did not follow it
 
     def as_dict(self) -> dict[str, object]:
-        c = self.executed
         return {
             "line": STOP.name,
-            "rows": c.rows,
-            "positives": c.positives,
-            "precision": round(c.precision, 4),
-            "recall": round(c.recall, 4),
-            "f1": round(c.f1, 4),
-            "ci95": {k: [round(v.low, 4), round(v.high, 4)] for k, v in self.intervals.items()},
+            **figures(self.executed, self.intervals),
             "clean_runs_stopped": list(self.clean),
             "ignored_attacks_stopped": list(self.ignored),
         }

@@ -61,6 +61,23 @@ class Interval:
     high: float
 
 
+def figures(counts: Counts, intervals: dict[str, Interval]) -> dict[str, object]:
+    """Counts, rates and their intervals as the JSON reports print them."""
+    return {
+        "rows": counts.rows,
+        "positives": counts.positives,
+        "tp": counts.tp,
+        "fp": counts.fp,
+        "fn": counts.fn,
+        "tn": counts.tn,
+        "precision": round(counts.precision, 4),
+        "recall": round(counts.recall, 4),
+        "f1": round(counts.f1, 4),
+        "false_positive_rate": round(counts.false_positive_rate, 4),
+        "ci95": {k: [round(v.low, 4), round(v.high, 4)] for k, v in intervals.items()},
+    }
+
+
 def bootstrap(counts: Counts, resamples: int = 1000, seed: int = 0) -> dict[str, Interval]:
     """95% percentile intervals of precision, recall and F1 over resampled rows.
 

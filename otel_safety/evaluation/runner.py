@@ -18,7 +18,7 @@ from otel_safety.config import Settings
 from otel_safety.evaluation.cases import Case, SpanWriter
 from otel_safety.evaluation.escalation import HEADER, EscalationFigures, measure
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of
-from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count
+from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
 from otel_safety.exporters.duckdb import DuckDBStore, write_labels
 from otel_safety.judges import judge, using
 from otel_safety.mapping import trace_id_hex
@@ -46,17 +46,7 @@ class Row:
             "detector": self.detector,
             "dataset": self.dataset,
             "source": self.source,
-            "rows": c.rows,
-            "positives": c.positives,
-            "tp": c.tp,
-            "fp": c.fp,
-            "fn": c.fn,
-            "tn": c.tn,
-            "precision": round(c.precision, 4),
-            "recall": round(c.recall, 4),
-            "f1": round(c.f1, 4),
-            "false_positive_rate": round(c.false_positive_rate, 4),
-            "ci95": {k: [round(v.low, 4), round(v.high, 4)] for k, v in self.intervals.items()},
+            **figures(c, self.intervals),
             "baseline_f1": round(c.baseline_f1, 4),
             "in_sample_f1": None if self.in_sample is None else round(self.in_sample.f1, 4),
         }
