@@ -165,6 +165,18 @@ def test_trust_comes_from_the_principals_file_and_span_attributes(tmp_path: Path
     assert rows == [("read_file", "guest", 1, "ALLOW"), ("write_file", "guest", 1, "BLOCK")]
 
 
+def _judged(db: Path, spans) -> Path:
+    """`spans` judged by the tool_guard detector into a DuckDB file (audit rows included)."""
+    engine = build_engine(
+        Settings.resolve(detectors=["tool_guard"]),
+        [DuckDBStore(str(db), hold=True)],
+        background=False,
+    )
+    engine.process(spans)
+    engine.shutdown()
+    return db
+
+
 def test_inline_verdicts_on_spans_are_taken_as_decided(tmp_path: Path) -> None:
     """An approved call is not blocked again after the fact, and its approval is audited."""
     exporter = InMemorySpanExporter()
@@ -186,14 +198,7 @@ def test_inline_verdicts_on_spans_are_taken_as_decided(tmp_path: Path) -> None:
         assert dict(span.attributes)["otel_safety.guard.approval"] == "approved"
     guard.close()
     assert verdict_attributes(verdict)["otel_safety.guard.decision"] == "ALLOW"
-    db = tmp_path / "i.duckdb"
-    engine = build_engine(
-        Settings.resolve(detectors=["tool_guard"]),
-        [DuckDBStore(str(db), hold=True)],
-        background=False,
-    )
-    engine.process(exporter.get_finished_spans())
-    engine.shutdown()
+    db = _judged(tmp_path / "i.duckdb", exporter.get_finished_spans())
     provider.shutdown()
     with duckdb.connect(str(db), read_only=True) as con:
         row = con.execute("SELECT verdict, source, approval, rule_ids FROM audit").fetchone()
@@ -231,20 +236,13 @@ def test_a_verdict_a_producer_wrote_on_its_own_span_is_not_trusted(tmp_path: Pat
                 forged = {"otel_safety.guard.decision": "ALLOW", "otel_safety.guard.risk": 0}
     guard.close()
     assert "otel_safety.guard.signature" in signed
-    db = tmp_path / "f.duckdb"
-    engine = build_engine(
-        Settings.resolve(detectors=["tool_guard"]),
-        [DuckDBStore(str(db), hold=True)],
-        background=False,
-    )
-    engine.process(exporter.get_finished_spans())
-    engine.shutdown()
+    db = _judged(tmp_path / "f.duckdb", exporter.get_finished_spans())
     provider.shutdown()
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute(
             "SELECT source, verdict FROM audit WHERE tool = 'run_shell' ORDER BY source, verdict"
         ).fetchall()
-    assert span is not None
+    assert dict(span.attributes)["otel_safety.guard.decision"] == "ALLOW"  # forged, unsigned
     assert rows == [("inline", "ALLOW"), ("trace", "BLOCK"), ("trace", "BLOCK")]
 
 

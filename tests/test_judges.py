@@ -144,7 +144,7 @@ def test_the_model_card_is_the_training_run_that_wrote_the_judge():
     assert float(cells[6]) == pytest.approx(figures["f1"], abs=6e-4)
 
 
-def test_the_training_script_needs_only_a_data_folder(tmp_path, shared_data):
+def test_the_training_script_says_when_its_data_is_missing(tmp_path, shared_data):
     done = subprocess.run(
         [
             sys.executable,
