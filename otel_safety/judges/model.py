@@ -32,7 +32,6 @@ class LinearJudge:
     bias: float
     weights: array  # float32, one per hashed id, shared by every field (ids are prefixed)
     rule_weights: dict[str, float]
-    threshold: float = 0.5
     card: dict[str, Any] = field(default_factory=dict)
 
     def margin(self, fields: Mapping[str, str], rules: Mapping[str, float]) -> float:
@@ -69,7 +68,6 @@ class LinearJudge:
                 "version": self.version,
                 "specs": [s.__dict__ for s in self.specs],
                 "bias": self.bias,
-                "threshold": self.threshold,
                 "rule_weights": self.rule_weights,
                 "card": self.card,
                 "weights": packed,
@@ -92,6 +90,5 @@ def load_judge(path: Path) -> LinearJudge:
         bias=float(document["bias"]),
         weights=weights,
         rule_weights={k: float(v) for k, v in document["rule_weights"].items()},
-        threshold=float(document.get("threshold", 0.5)),
         card=document.get("card", {}),
     )

@@ -1,14 +1,13 @@
 """The judges in use: the packaged ones, or others put in place for one block of work.
 
 Detectors ask `judge(name)` at the moment they judge, so the out-of-sample evaluation can
-put in place judges fitted without the group being scored (`using`), and a user can point
-`OTEL_SAFETY_JUDGES` at a folder of their own retrained judge files.
+put in place judges fitted without the group being scored (`using`). Retrained judges
+(`make judges`) are written over the packaged files.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -28,8 +27,8 @@ _override: ContextVar[Mapping[str, LinearJudge] | None] = ContextVar(
 
 
 @functools.cache
-def _load(folder: str, name: str) -> LinearJudge | None:
-    path = Path(folder) / f"{name}.json"
+def _load(name: str) -> LinearJudge | None:
+    path = PACKAGED / f"{name}.json"
     return load_judge(path) if path.is_file() else None
 
 
@@ -38,8 +37,7 @@ def judge(name: str) -> LinearJudge | None:
     override = _override.get()
     if override is not None and name in override:
         return override[name]
-    folder = os.environ.get("OTEL_SAFETY_JUDGES") or str(PACKAGED)
-    return _load(folder, name)
+    return _load(name)
 
 
 @contextmanager
