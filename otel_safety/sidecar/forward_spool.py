@@ -138,10 +138,12 @@ class SpooledForwarder:
                 pause = 0.5
                 continue
             self.metrics.add("spans_forward_retried", len(spans))
+            resume = time.monotonic() + pause  # new batches wake the condition: wait it out
             with self._cond:
+                while not self._stopping and (left := resume - time.monotonic()) > 0:
+                    self._cond.wait(left)
                 if self._stopping:
                     return
-                self._cond.wait(pause)
             pause = min(pause * 2, self.max_backoff)
 
     def _export(self, spans: list) -> bool:
