@@ -10,9 +10,16 @@ that a user's rule that would stall the judge is refused with its file and patte
 
 from __future__ import annotations
 
+import re
+
 from otel_safety.detectors.regex_syntax import BRANCH, GROUPS, LOOKAROUNDS, REPEATS, Node, parse
 
 __all__ = ["catastrophic"]
+
+# A quantifier straight after a closing parenthesis: without one, no group is repeated and
+# the pattern need not be parsed (a quantifier always follows its atom directly, outside
+# verbose mode, which is not checked). An escaped `\)` only costs a parse.
+_REPEATED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,)")
 
 try:
     from re._constants import MAXREPEAT
@@ -23,6 +30,8 @@ except ImportError:  # no stdlib parser: `parse` returns None and nothing is che
 def catastrophic(source: str) -> str | None:
     """A description of the nested unbounded repeat in `source`, or None when it has none
     (or the stdlib parser cannot read it: syntax only `regex` knows goes unchecked)."""
+    if not _REPEATED_GROUP.search(source):
+        return None  # only a group can hold a repeat, and no group here is repeated
     tree = parse(source)
     if tree is None:
         return None
