@@ -18,6 +18,7 @@ from otel_safety import detectors as detector_registry
 from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
 from otel_safety.config import ConfigError, Settings
+from otel_safety.detection_pool import WorkerPool, default_workers
 from otel_safety.detection_worker import ProcessPipeline
 from otel_safety.detectors.datafiles import DATA_DIR_ENV, data_dir_from_env
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
@@ -93,6 +94,7 @@ def create_processor(
         lazy=True,
         # A policy object lives in this process: judge here then.
         detection=settings.detection if policy_object is None else "thread",
+        workers=1 if settings.workers is None else settings.workers,  # the app's cores
     )
     return SafetySpanProcessor(engine)
 
@@ -106,20 +108,27 @@ def build_engine(
     lazy: bool = False,
     on_detector_error: Callable[[str, Exception], None] | None = None,
     detection: str = "thread",
+    workers: int = 1,
+    overlap: bool = False,
 ) -> SafetyEngine:
     """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar.
 
-    `detection="process"` judges in a worker process (`detection_worker`), the pipeline
-    built there from the same settings; the other arguments are as for `build_pipeline`.
+    `detection="process"` judges in `workers` worker processes (`detection_worker`,
+    `detection_pool`), the pipeline built there from the same settings; the other arguments
+    are as for `build_pipeline`, and `overlap` as for `SafetyEngine`.
     """
     # Built here in any case (lazily: nothing compiles yet), so bad settings fail now.
-    pipeline: Pipeline | ProcessPipeline = build_pipeline(
+    pipeline: Pipeline | ProcessPipeline | WorkerPool = build_pipeline(
         settings,
         policy=policy,
         lazy=lazy or detection == "process",
         on_detector_error=on_detector_error,
     )
-    if detection == "process":
+    if workers == 0:
+        detection = "thread"
+    if detection == "process" and workers > 1:
+        pipeline = WorkerPool(settings, pipeline, workers)
+    elif detection == "process":
         pipeline = ProcessPipeline(settings, fallback=pipeline)
     return SafetyEngine(
         pipeline,
@@ -131,7 +140,26 @@ def build_engine(
         background=background,
         redact_secrets=settings.redact_secrets,
         max_buffer_bytes=settings.max_buffer_bytes,
+        overlap=overlap,
     )
+
+
+def detectors_ready(engine: SafetyEngine) -> None:
+    """Build the engine's detectors now, in whichever process judges, and wait for them: a
+    command that judges a stream starts only once it can, and a data file that does not
+    compile is an error at start, not a detector quietly left out."""
+    engine.pipeline.warm()
+    build_error = getattr(engine.pipeline, "build_error", None)
+    if build_error is not None and (problem := build_error()):
+        raise ValueError(problem)
+
+
+def stream_workers(settings: Settings) -> int:
+    """Detection processes for a command that judges a whole stream (`serve`, `ingest`):
+    as the settings say, else one per core; 0 when the settings ask for the engine's thread."""
+    if settings.detection == "thread":
+        return 0
+    return default_workers() if settings.workers is None else settings.workers
 
 
 def build_pipeline(

@@ -21,6 +21,7 @@ from otel_safety.detectors.datafiles import data_dir_from_env, stray_data_files
 from otel_safety.exporters.duckdb import StoreError, mark_store, open_store
 from otel_safety.guard.command import add_commands as add_guard_commands
 from otel_safety.sidecar.command import add_command as add_serve_command
+from otel_safety.sidecar.command import workers_count
 
 DEFAULT_DB = "otel-safety.duckdb"
 DEMO_DB = "otel-safety-demo.duckdb"
@@ -88,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--decision-wait",
         type=float,
         help="seconds of span time a trace may stay idle before it is judged (default 30)",
+    )
+    ingest.add_argument(
+        "--workers",
+        type=workers_count,
+        help="detection processes (default: one per core; 0 judges in this process) "
+        "[OTEL_SAFETY_WORKERS]",
     )
     ingest.add_argument("--quiet", action="store_true", help="no progress, only the summary")
     ingest.set_defaults(handler=cmd_ingest)
@@ -213,6 +220,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         db_path=args.db,
         detectors=args.detectors.split(",") if args.detectors else None,
         decision_wait=args.decision_wait,
+        workers=args.workers,
     )
     detector_registry.check(settings.detectors, settings.thresholds)  # fail before any file
     files = trace_files(args.files)

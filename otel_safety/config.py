@@ -52,6 +52,12 @@ class Settings(BaseModel):
         description="mask secrets in stored and forwarded span attributes and trajectories "
         "(OTEL_SAFETY_REDACT_SECRETS; on by default in serve)",
     )
+    workers: int | None = Field(
+        None,
+        ge=0,
+        description="detection processes; 0 judges on the engine's thread. When unset: one "
+        "per core in serve and ingest, one in an application (OTEL_SAFETY_WORKERS)",
+    )
     detection: Literal["process", "thread"] = Field(
         "process",
         description="in an application, judge in a worker process (its own GIL) or on the "

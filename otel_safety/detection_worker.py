@@ -144,6 +144,7 @@ class ProcessPipeline:
         self._child: subprocess.Popen[bytes] | None = None
         self._ready = False  # the child said its detectors are built
         self._failed = False
+        self._build_error: str | None = None  # the child's, when its data would not compile
         self._lock = threading.Lock()
 
     @property
@@ -173,21 +174,61 @@ class ProcessPipeline:
     def evaluate_many(
         self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
     ) -> list[TraceEvaluation]:
+        return self.start(traces)()
+
+    def start(
+        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
+    ) -> Callable[[], list[TraceEvaluation]]:
+        """Send `traces` to the child now and return the call that collects their
+        evaluations; several children judge at once when each is started before any is
+        collected (`detection_pool`). The call must be made: the child is held until then."""
+        self._lock.acquire()
+        try:
+            sent = self._send_batch(traces)
+        except BaseException:
+            self._lock.release()
+            raise
+
+        def collect() -> list[TraceEvaluation]:
+            try:
+                judgements = self._receive_batch(len(traces)) if sent else None
+            finally:
+                self._lock.release()
+            if judgements is None:
+                return self._fallback().evaluate_many(traces)
+            pairs = zip(traces, judgements, strict=True)
+            return [finish(spans, judgement) for (spans, _), judgement in pairs]
+
+        return collect
+
+    def build_error(self) -> str | None:
+        """Wait until the child has built its detectors; the error that stopped it (a bad
+        data file, say), or None: built, or the child could not run at all and this
+        process judges instead. For callers that must not judge without every detector."""
         with self._lock:
-            judgements = self._judge_remotely(traces)
-        if judgements is None:
-            return self._fallback().evaluate_many(traces)
-        pairs = zip(traces, judgements, strict=True)
-        return [finish(spans, judgement) for (spans, _), judgement in pairs]
+            self._ensure_child()
+            return self._build_error
 
     def close(self) -> None:
-        with self._lock:
+        idle = self._lock.acquire(blocking=False)
+        try:
             child, self._child = self._child, None
+        finally:
+            if idle:
+                self._lock.release()
         if child is None:
             return
-        # No request is in flight (they are answered under the lock) and the child keeps
-        # nothing worth saving, so it need not finish compiling its detectors to exit:
-        # end its input, and stop it if it does not go at once (shutdown stays fast).
+        if not idle:
+            # A batch is still with the child and the caller's time is up (a shutdown
+            # past its deadline): stop the child now rather than wait for its answer. The
+            # thread waiting for it judges that batch here instead; serve's spool keeps
+            # whatever is not written by then for the next start.
+            child.kill()
+            child.wait()
+            return
+        # No request is in flight and the child keeps nothing worth saving, so it need not
+        # finish compiling its detectors to exit: end its input, and stop it if it does not
+        # go at once (shutdown stays fast).
         try:
             child.stdin.close()
             child.wait(timeout=0.5)
@@ -200,20 +241,29 @@ class ProcessPipeline:
                 child.wait()
 
     # -- internals --------------------------------------------------------------------------
-    def _judge_remotely(
-        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
-    ) -> list[Judgement] | None:
+    def _send_batch(self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]) -> bool:
         if not self._ensure_child():
-            return None
+            return False
         child = self._child
-        assert child is not None and child.stdin is not None and child.stdout is not None
+        assert child is not None and child.stdin is not None
         try:
             _send(child.stdin, [([span_to_wire(s) for s in spans], r) for spans, r in traces])
-            answer = _with_timeout(lambda: _receive(child.stdout), BATCH_TIMEOUT)
+        except Exception as exc:
+            self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
+            return False
+        return True
+
+    def _receive_batch(self, count: int) -> list[Judgement] | None:
+        child = self._child
+        if child is None or child.stdout is None:
+            return None
+        stdout = child.stdout
+        try:
+            answer = _with_timeout(lambda: _receive(stdout), BATCH_TIMEOUT)
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
             return None
-        if not isinstance(answer, list) or len(answer) != len(traces):
+        if not isinstance(answer, list) or len(answer) != count:
             self._give_up(f"the detection process answered {type(answer).__name__}")
             return None
         return answer
@@ -232,6 +282,7 @@ class ProcessPipeline:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
         if ready != "ready":
+            self._build_error = str(ready)
             self._give_up(f"the detection process could not build its detectors: {ready}")
             return False
         self._ready = True
@@ -322,4 +373,3 @@ def main() -> None:
             sink,
             [pipeline.judge([span_from_wire(w) for w in spans], reason) for spans, reason in batch],
         )
-

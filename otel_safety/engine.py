@@ -91,8 +91,15 @@ class SafetyEngine:
         clock: Callable[[], float] = time.monotonic,
         redact_secrets: bool = False,
         max_buffer_bytes: int = 512 << 20,
+        overlap: bool = False,
     ) -> None:
+        """`overlap`: with a pipeline that judges in other processes, return from `process`
+        once a batch is sent, and collect it at the next call (or `drain`): the caller
+        reads the next spans while the detectors work. For a caller that feeds the engine
+        itself (`ingest`); verdicts then trail the spans by one batch until `drain`."""
         self.pipeline = pipeline
+        self._overlap = overlap
+        self._in_flight: Callable[[], list[TraceEvaluation]] | None = None
         self.redact_secrets = redact_secrets
         self.sinks = list(sinks)
         self.buffer = TraceBuffer(max_traces, max_spans, decision_wait, max_buffer_bytes)
@@ -157,6 +164,7 @@ class SafetyEngine:
         with self._lock:
             releases = self.buffer.drain()
         self._dispatch(releases)
+        self._settle()
 
     # -- lifecycle, like BatchSpanProcessor -----------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -264,9 +272,27 @@ class SafetyEngine:
         return min(1.0, max(0.01, deadline - self._clock()))
 
     def _dispatch(self, releases: Sequence) -> None:
-        if not releases:
+        batch = [(r.spans, r.reason) for r in releases]
+        start = getattr(self.pipeline, "start", None) if self._overlap else None
+        if start is None:
+            if batch:
+                self._deliver(self.pipeline.evaluate_many(batch))
             return
-        evaluations = self.pipeline.evaluate_many([(r.spans, r.reason) for r in releases])
+        previous, self._in_flight = self._in_flight, None
+        judged = previous() if previous is not None else []  # frees the children
+        if batch:
+            self._in_flight = start(batch)
+        if judged:
+            self._deliver(judged)
+
+    def _settle(self) -> None:
+        """Collect and deliver the batch still being judged, if any."""
+        previous, self._in_flight = self._in_flight, None
+        if previous is not None:
+            self._deliver(previous())
+
+    def _deliver(self, evaluations: Sequence[TraceEvaluation]) -> None:
+        """Count the evaluations and hand them to every sink."""
         for evaluation in evaluations:
             self.stats["traces_evaluated"] += 1
             self.stats["agent_traces"] += evaluation.trajectory is not None

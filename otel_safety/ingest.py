@@ -12,13 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from otel_safety.bootstrap import build_engine
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.buffer import roots_last
 from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.otlp import read_otlp_json
 
 PROGRESS_INTERVAL = 1.0
+# Spans handed to the engine at once: the traces they complete are judged as one batch,
+# split over the detection processes, so the batch must hold enough traces for each.
+CHUNK_SPANS = 2_000
 
 
 @dataclass
@@ -46,9 +51,7 @@ class IngestSummary:
                 f"spans with reading problems: {stats['spans_with_notes']} (see spans.notes)"
             )
         if self.quarantined:
-            lines.append(
-                f"traces the store refused: {self.quarantined} (not written; see the log)"
-            )
+            lines.append(f"traces the store refused: {self.quarantined} (not written; see the log)")
         if stats.get("detector_errors"):
             lines.append(f"detector errors: {stats['detector_errors']} (see the log)")
         if self.bad_lines:
@@ -84,11 +87,24 @@ def trace_files(paths: Sequence[str | Path]) -> list[Path]:
 def ingest_files(
     paths: Sequence[str | Path], settings: Settings, progress: TextIO | None = None
 ) -> IngestSummary:
-    engine = build_engine(settings, [], background=False)  # detectors first: a data error
-    store = DuckDBStore(settings.db_path, hold=True)  # leaves no empty store
+    engine = build_engine(  # the next lines are read while the detectors judge the last
+        settings,
+        [],
+        background=False,
+        detection="process",
+        workers=stream_workers(settings),
+        overlap=True,
+    )
+    try:
+        detectors_ready(engine)  # detectors first: a data error leaves no empty store
+    except ValueError:
+        engine.shutdown()
+        raise
+    store = DuckDBStore(settings.db_path, hold=True)
     engine.sinks.append(store)
     summary = IngestSummary()
     span_clock = 0.0
+    pending: list[ReadableSpan] = []
     try:
         for path in paths:
             summary.files += 1
@@ -103,8 +119,13 @@ def ingest_files(
                 if batch.spans:
                     summary.spans += len(batch.spans)
                     span_clock = max(span_clock, *((s.end_time or 0) / 1e9 for s in batch.spans))
-                    engine.process(roots_last(batch.spans), now=span_clock)
+                    pending.extend(batch.spans)
+                if len(pending) >= CHUNK_SPANS:
+                    engine.process(roots_last(pending), now=span_clock)
+                    pending = []
                 meter.update(batch.size, summary, engine.stats)
+            engine.process(roots_last(pending), now=span_clock)
+            pending = []
             meter.done(summary, engine.stats)
     finally:
         engine.shutdown()

@@ -16,6 +16,7 @@ __all__ = [
     "CONVERSATION_KEYS",
     "DEFAULT_REQUESTER_KEYS",
     "MappedSpan",
+    "conversation_of",
     "is_agent_run",
     "map_span",
     "span_id_hex",
@@ -49,6 +50,20 @@ def is_agent_run(attributes: Mapping[str, Any] | None) -> bool:
         or attributes.get("openinference.span.kind") == "AGENT"
         or attributes.get("traceloop.span.kind") in ("agent", "workflow")
     )
+
+
+def conversation_of(
+    spans: Sequence[ReadableSpan], conversation_keys: Sequence[str] = CONVERSATION_KEYS
+) -> str:
+    """The conversation a trace belongs to, read straight off its spans before any mapping:
+    the first conversation attribute found (span, then resource), else the trace itself."""
+    for span in spans:
+        resource = span.resource.attributes if span.resource else {}
+        found = _first(span.attributes or {}, resource, conversation_keys)
+        if found is not None:
+            return f"conversation:{found[1]}"
+    trace_id = spans[0].context.trace_id if spans and spans[0].context else 0
+    return f"trace:{trace_id_hex(trace_id)}"
 
 
 def map_span(

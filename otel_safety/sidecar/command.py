@@ -161,6 +161,12 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         "--queue-size", type=int, help="spans waiting for the detectors at most (default 65536)"
     )
     pipeline.add_argument(
+        "--workers",
+        type=workers_count,
+        help="detection processes (default: one per core; 0 judges in the server's own "
+        "process) [OTEL_SAFETY_WORKERS]",
+    )
+    pipeline.add_argument(
         "--keep-secrets",
         action="store_true",
         help="store and forward span attributes as they came; by default serve masks secrets "
@@ -174,6 +180,17 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=cmd_serve)
     return serve
+
+
+def workers_count(text: str) -> int:
+    """A count of detection processes: 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
 
 
 def _port(text: str) -> int | None:
@@ -202,6 +219,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
         decision_wait=args.decision_wait,
         queue_size=args.queue_size,
         redact_secrets=_redact_secrets(args.keep_secrets),
+        workers=args.workers,
     )
     token = _env("OTEL_SAFETY_SERVE_TOKEN")
     if args.token_file:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from otel_safety.bootstrap import build_engine
+from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.config import Settings
-from otel_safety.engine import Sink
+from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.sidecar.forward import ForwardSink, otlp_exporter
 from otel_safety.sidecar.forward_spool import SpooledForwarder
@@ -118,15 +118,22 @@ class Sidecar:
                 sinks.append(ForwardSink(exporter, self.metrics))
         sinks.append(FlagCounter(self.metrics))
         sinks.extend(extra_sinks)
+        engine: SafetyEngine | None = None
         try:
-            self.engine = build_engine(settings, sinks)
+            engine = build_engine(
+                settings, sinks, detection="process", workers=stream_workers(settings)
+            )
+            detectors_ready(engine)
         except Exception:  # a bad data folder or policy: leave no empty store behind
-            for sink in sinks:
+            if engine is not None:
+                engine.shutdown()  # and its sinks with it
+            for sink in sinks if engine is None else ():
                 sink.shutdown()
             if new_store:
                 store.unlink(missing_ok=True)
                 Path(f"{store}.wal").unlink(missing_ok=True)
             raise
+        self.engine = engine
         self.intake = Intake(
             self.engine,
             settings.queue_size,

@@ -1,0 +1,119 @@
+"""Benchmark: `otel-safety ingest` as a user runs it, with one and with several detection
+processes, against the same command judging in its own process (measured in the same run).
+
+AgentDojo runs from `../shared/data` are written as an OTLP/JSON file (one request per
+trace, as the Collector's file exporter writes them), then ingested into a fresh DuckDB file
+by the real command, once per `--workers` value. Each run reports wall time, spans per
+wall-second and CPU seconds of the command and its children; the ratio is against
+`--workers 0` (everything in one process). Start-up (building the detectors) is included:
+it is what a user waits for.
+
+Run: python bench/bench_ingest.py --data ../shared/data [--traces 600] [--workers 0,1,2]
+Figures are printed, not asserted; they depend on the machine and on what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_detection import agentdojo_traces
+
+_IDS = ("traceId", "spanId", "parentSpanId")
+
+
+def write_corpus(data: Path, traces: int, path: Path) -> int:
+    """The AgentDojo traces as OTLP/JSON lines (ids in hex, as OTLP/JSON wants them)."""
+    spans = 0
+    with path.open("w", encoding="utf-8") as out:
+        for trace in agentdojo_traces(data, traces):
+            spans += len(trace)
+            document = MessageToDict(encode_spans(trace))
+            for resource_spans in document["resourceSpans"]:
+                for scope_spans in resource_spans["scopeSpans"]:
+                    for span in scope_spans["spans"]:
+                        for key in _IDS:
+                            if key in span:
+                                span[key] = base64.b64decode(span[key]).hex()
+            out.write(json.dumps(document) + "\n")
+    return spans
+
+
+def ingest(corpus: Path, workers: int, folder: Path) -> dict[str, Any]:
+    db = folder / f"ingest-{workers}.duckdb"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "otel_safety.cli", "ingest", str(corpus), "--db", str(db)]
+    result = subprocess.run(
+        [*command, "--quiet", "--workers", str(workers)],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0:
+        raise SystemExit(f"ingest --workers {workers} failed:\n{result.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"workers": workers, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "out": result}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--traces", type=int, default=600, help="AgentDojo traces (600)")
+    parser.add_argument("--workers", default=f"0,1,{os.cpu_count() or 1}")
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    args = parser.parse_args()
+    counts = sorted({int(w) for w in args.workers.split(",")})
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        corpus = folder / "agentdojo.jsonl"
+        spans = write_corpus(args.data, args.traces, corpus)
+        print(f"{spans} spans in {args.traces} traces; ingesting...", file=sys.stderr)
+        runs = []
+        for workers in counts:
+            run = ingest(corpus, workers, folder)
+            print(f"  --workers {workers}: {run['wall_s']} s", file=sys.stderr)
+            runs.append(run)
+    anchor = next((r for r in runs if r["workers"] == 0), runs[0])
+    rows = [
+        {
+            "workers": r["workers"],
+            "wall_s": r["wall_s"],
+            "spans_per_wall_s": round(spans / r["wall_s"]),
+            "cpu_s": r["cpu_s"],
+            "speed_vs_one_process": round(anchor["wall_s"] / r["wall_s"], 2),
+        }
+        for r in runs
+    ]
+    if args.format == "json":
+        print(json.dumps({"spans": spans, "cpus": os.cpu_count(), "runs": rows}, indent=2))
+        return
+    print(
+        f"| `ingest --workers` ({spans} AgentDojo spans, {os.cpu_count()} CPUs) | wall | "
+        "spans/s | CPU s | speed vs `--workers 0` (same run) |"
+    )
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['workers']} | {row['wall_s']} s | {row['spans_per_wall_s']:,} | "
+            f"{row['cpu_s']} | {row['speed_vs_one_process']}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
