@@ -81,6 +81,15 @@ def test_ingest_of_only_bad_lines_leaves_no_store_behind(tmp_path):
     assert not db.exists()
 
 
+def test_ingest_names_every_bad_line_when_the_first_is_bad_too(tmp_path):
+    trace_file = tmp_path / "bad.jsonl"
+    trace_file.write_text('{"resourceSpans": [ not json\n{"resourceSpans": [ nor this\n')
+    done = run_cli("ingest", str(trace_file), "--db", str(tmp_path / "s.duckdb"), "--quiet")
+    assert done.returncode == 1
+    assert "from 2 lines" in done.stdout and "2 bad lines skipped" in done.stdout
+    assert "line 1: invalid JSON" in done.stdout and "line 2: invalid JSON" in done.stdout
+
+
 def test_ingest_of_a_missing_file_says_so(tmp_path):
     done = run_cli("ingest", str(tmp_path / "nope.jsonl"), "--db", str(tmp_path / "s.duckdb"))
     assert done.returncode == 1
