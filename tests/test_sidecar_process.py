@@ -139,9 +139,11 @@ def test_serve_on_a_port_in_use_leaves_no_store_lock_or_spool(tmp_path):
         taken.listen()
         port = str(taken.getsockname()[1])
         failing = ServeProcess("--db", str(db), "--grpc-port", "off", "--http-port", port)
-        with pytest.raises(AssertionError, match="exited early"), failing:
+        with pytest.raises(AssertionError, match="exited early") as raised, failing:
             pass
     assert failing.returncode == 1
+    assert f"cannot listen for OTLP/HTTP on 127.0.0.1:{port}" in str(raised.value)
+    assert "--http-port" in str(raised.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

@@ -216,22 +216,30 @@ class Sidecar:
                 )
                 self._grpc.start()
             if options.http_port is not None:
-                self._http = OtlpHttpServer(
-                    options.host,
-                    options.http_port,
-                    self.intake,
-                    HttpOptions(
-                        max_request_bytes=options.max_request_bytes,
-                        token=options.token,
-                        retry_after=options.retry_after,
-                        read_timeout=options.read_timeout,
-                        body_timeout=options.body_timeout,
-                        max_connections=options.max_connections,
-                    ),
-                    self.health,
-                    self.metrics_text,
-                    self._ssl_context(),
-                )
+                ssl_context = self._ssl_context()
+                try:
+                    self._http = OtlpHttpServer(
+                        options.host,
+                        options.http_port,
+                        self.intake,
+                        HttpOptions(
+                            max_request_bytes=options.max_request_bytes,
+                            token=options.token,
+                            retry_after=options.retry_after,
+                            read_timeout=options.read_timeout,
+                            body_timeout=options.body_timeout,
+                            max_connections=options.max_connections,
+                        ),
+                        self.health,
+                        self.metrics_text,
+                        ssl_context,
+                    )
+                except OSError as exc:
+                    raise OSError(
+                        f"cannot listen for OTLP/HTTP on {options.host}:{options.http_port} "
+                        f"({exc.strerror or exc}); stop what holds the port or pick another "
+                        "with --http-port"
+                    ) from None
                 self.http_port = self._http.port
                 self._http_thread = threading.Thread(
                     target=self._http.serve_forever, name="otlp-http", daemon=True
