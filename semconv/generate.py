@@ -79,6 +79,7 @@ class Attribute:
     examples: tuple[Any, ...] = ()
     members: tuple[Member, ...] = ()
     group: str = ""
+    python_name: str = ""  # annotations.code_generation.python_name: survives a rename of the id
 
     @property
     def is_enum(self) -> bool:
@@ -135,12 +136,13 @@ class Registry:
     levels: list[LevelRow] = field(default_factory=list)
 
 
-# Which registry enum each column of the level table must take its values from.
+# Which registry enum each column of the level table takes its values from, by constant
+# name (the guardrail attributes pin theirs, so a rename of their ids changes nothing here).
 LEVEL_COLUMNS = {
-    "level": "otel_safety.escalation.level",
-    "verdict": "gen_ai.guardrail.verdict.type",
-    "action": "gen_ai.guardrail.action.type",
-    "guard_decision": "otel_safety.guard.decision",
+    "level": "OTEL_SAFETY_ESCALATION_LEVEL",
+    "verdict": "GEN_AI_GUARDRAIL_VERDICT_TYPE",
+    "action": "GEN_AI_GUARDRAIL_ACTION_TYPE",
+    "guard_decision": "OTEL_SAFETY_GUARD_DECISION",
 }
 
 
@@ -209,7 +211,22 @@ def _parse_attribute(raw: Any, group_id: str, where: str) -> Attribute:
         examples=tuple(examples),
         members=members,
         group=group_id,
+        python_name=_python_name(raw, where),
     )
+
+
+PYTHON_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def _python_name(raw: dict[str, Any], where: str) -> str:
+    """The constant name an attribute asks for in its Weaver `annotations` (optional), so an
+    attribute whose id is still moving upstream keeps its name in the code."""
+    annotations = raw.get("annotations")
+    code = annotations.get("code_generation") if isinstance(annotations, dict) else None
+    name = code.get("python_name", "") if isinstance(code, dict) else ""
+    if name and not PYTHON_NAME.match(str(name)):
+        raise RegistryError(f"{where}: python_name {name!r} is not an UPPER_SNAKE_CASE name")
+    return str(name)
 
 
 def _parse_group(raw: Any, source: str) -> Group:
@@ -291,11 +308,11 @@ def load_registry(
     return registry
 
 
-def _enum_values(attributes: dict[str, Attribute], attribute_id: str, where: str) -> list[str]:
-    attribute = attributes.get(attribute_id)
-    if attribute is None or not attribute.is_enum:
-        raise RegistryError(f"{where}: the registry has no enum {attribute_id!r}")
-    return [str(member.value) for member in attribute.members]
+def _enum_values(attributes: dict[str, Attribute], name: str, where: str) -> list[str]:
+    found = [a for a in attributes.values() if python_name(a) == name and a.is_enum]
+    if not found:
+        raise RegistryError(f"{where}: the registry has no enum named {name}")
+    return [str(member.value) for member in found[0].members]
 
 
 def load_levels(attributes: dict[str, Attribute], path: Path = LEVELS_PATH) -> list[LevelRow]:
@@ -338,13 +355,18 @@ def constant_name(dotted: str) -> str:
     return re.sub(r"[^0-9A-Za-z]+", "_", dotted).strip("_").upper()
 
 
-def enum_values_name(attribute_id: str) -> str:
-    """Name of the tuple of enum values: plural of the id without the project prefix.
+def python_name(attribute: Attribute) -> str:
+    """The attribute's constant: the name it pins in its annotations, else from its id."""
+    return attribute.python_name or constant_name(attribute.id)
+
+
+def enum_values_name(attribute: Attribute) -> str:
+    """Name of the tuple of enum values: plural of the id without the project prefix (or of
+    the pinned constant name).
 
     `otel_safety.trace.evaluation.reason` -> `TRACE_EVALUATION_REASONS`.
     """
-    short = attribute_id.removeprefix(OWN_PREFIX)
-    base = constant_name(short)
+    base = attribute.python_name or constant_name(attribute.id.removeprefix(OWN_PREFIX))
     if base.endswith("Y") and base[-2:-1] not in set("AEIOU"):
         return base[:-1] + "IES"
     if base.endswith(("S", "X", "SH", "CH")):
@@ -428,11 +450,11 @@ def render_module(registry: Registry) -> str:
                 lines.append(f"{name} = {_py_str(template_prefix(attribute))}")
                 templates.append(name)
             else:
-                name = claim(constant_name(attribute.id), attribute.id)
+                name = claim(python_name(attribute), attribute.id)
                 lines.append(f"{name} = {_py_str(attribute.id)}")
                 defined.append(name)
             if attribute.is_enum:
-                enums.append((claim(enum_values_name(attribute.id), attribute.id), attribute))
+                enums.append((claim(enum_values_name(attribute), attribute.id), attribute))
 
     events = [group for group in registry.groups if group.type == "event"]
     if events:

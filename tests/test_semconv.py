@@ -270,3 +270,25 @@ def test_generated_enum_tuples_match_the_model() -> None:
         buffer.FLUSH,
     }
     assert reasons == set(semconv.TRACE_EVALUATION_REASONS)
+
+
+def test_an_upstream_rename_of_a_guardrail_attribute_changes_only_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guardrail attributes follow an unreleased proposal: renaming one is an edit of its
+    id (and the refs to it) in the YAML; the constant the code uses keeps its name."""
+    generator = _load_generator(monkeypatch)
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    old, new = "gen_ai.guardrail.verdict.type", "gen_ai.security.verdict.type"
+    for path in REGISTRY_DIR.glob("*.yaml"):
+        text = path.read_text(encoding="utf-8")
+        (registry / path.name).write_text(text.replace(f" {old}\n", f" {new}\n"), "utf-8")
+    module_text = generator.render_module(generator.load_registry(registry_dir=registry))
+    renamed = ModuleType("renamed_semconv")
+    exec(compile(module_text, "renamed_semconv", "exec"), renamed.__dict__)
+    assert new == renamed.GEN_AI_GUARDRAIL_VERDICT_TYPE
+    assert renamed.GUARDRAIL_VERDICT_BY_LEVEL == semconv.GUARDRAIL_VERDICT_BY_LEVEL
+    assert renamed.is_defined(new) and not renamed.is_defined(old)
+    public = {name for name in vars(semconv) if name.isupper()}
+    assert public == {name for name in vars(renamed) if name.isupper()}
