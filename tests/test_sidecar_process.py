@@ -6,6 +6,7 @@ through the `rotel` OTLP collector) at it, stop it with SIGTERM, and read the st
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -172,3 +173,24 @@ def test_serve_rejects_bad_ports_and_endpoints_before_touching_the_store(tmp_pat
     assert says in done.stderr, done.stderr
     assert "invalid _port value" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_sigterm_while_serve_is_still_starting_stops_it_in_order(tmp_path):
+    db = tmp_path / "early.duckdb"
+    lock = Path(f"{db}.serve.lock")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_safety.cli", "serve", "--db", str(db),
+         "--grpc-port", "0", "--http-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        # The claim comes just before the detectors load, which takes a while.
+        wait_for(lock.exists, timeout=60, what="serve to claim the store")
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output
+    assert output.count("stopped (spans received 0") == 1, output
+    assert not lock.exists()

@@ -257,11 +257,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+    stop = threading.Event()  # set before building: a stop while detectors load is orderly
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     try:
         sidecar = Sidecar(settings, options)
-        stop = threading.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
         sidecar.start()
         try:
             _announce(sidecar, settings, options)
