@@ -12,6 +12,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
+from otel_safety import guardrail
 from otel_safety import semconv as sc
 from otel_safety.mapping import span_id_hex
 from otel_safety.model import EscalationLevel, Finding
@@ -73,6 +74,7 @@ def _finding_attributes(
     span_level = max((f.escalation for f in fired), default=EscalationLevel.NONE)
     extra[sc.OTEL_SAFETY_ESCALATION_LEVEL] = span_level.name
     extra[sc.OTEL_SAFETY_ESCALATION_RANK] = int(span_level)
+    extra.update(guardrail.level_attributes(span_level, fired))
     if fired:
         extra[sc.OTEL_SAFETY_DETECTORS_FIRED] = tuple(f.detector for f in fired)
     uncalibrated = tuple(dict.fromkeys(f.detector for f in findings if f.calibrated is False))
@@ -90,9 +92,8 @@ def _evaluation_event(finding: Finding, timestamp: int) -> Event:
         sc.OTEL_SAFETY_FINDING_SEVERITY: finding.severity.value,
         sc.OTEL_SAFETY_FINDING_THRESHOLD: finding.threshold,
         sc.OTEL_SAFETY_FINDING_ESCALATION_LEVEL: finding.escalation.name,
+        **guardrail.finding_attributes(finding),
     }
-    if finding.risk_category:
-        attributes[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY] = finding.risk_category
     if finding.calibrated is not None:
         attributes[sc.OTEL_SAFETY_FINDING_CALIBRATED] = finding.calibrated
     return Event(sc.GEN_AI_EVALUATION_RESULT, attributes, timestamp)
@@ -106,6 +107,7 @@ def _trace_attributes(
         sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL: level.name,
         sc.OTEL_SAFETY_TRACE_ESCALATION_RANK: int(level),
         sc.OTEL_SAFETY_TRACE_EVALUATION_REASON: reason,
+        **guardrail.level_attributes(level, findings),
     }
     fired = list(dict.fromkeys(f.detector for f in findings if f.detected))
     if fired:

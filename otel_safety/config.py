@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ENV_PREFIX = "OTEL_SAFETY_"
 
@@ -63,6 +63,18 @@ class Settings(BaseModel):
         description="in an application, judge in a worker process (its own GIL) or on the "
         "engine's thread (OTEL_SAFETY_DETECTION)",
     )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds_in_range(cls, thresholds: dict[str, float]) -> dict[str, float]:
+        """Scores run from 0 to 1, so a threshold outside that never (or always) fires."""
+        outside = {key: value for key, value in thresholds.items() if not 0.0 <= value <= 1.0}
+        if outside:
+            named = ", ".join(f"{key}={value:g}" for key, value in outside.items())
+            raise ValueError(
+                f"a threshold is a score from 0 to 1 (like injection=0.5); {named} is not"
+            )
+        return thresholds
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **arguments: Any) -> Settings:

@@ -36,6 +36,7 @@ SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
 DETECTOR_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 MAX_SOURCE = 200
 MAX_NOTE = 4000
+ALLOW_UNKNOWN_TRACES = "--allow-unknown-traces"  # the flag of `label` and `labels import`
 
 # The label in force per (trace, detector): the latest written. One import never gives a
 # pair two values, so two labels of a pair written at the same instant do not disagree.
@@ -182,7 +183,7 @@ class Checker:
                 raise LabelError(f"span {span_id} is not in trace {trace_id}")
         if not self.allow_unknown_traces and not self._known(trace_id):
             raise LabelError(
-                f"trace {trace_id} is not in the store (a typo? --allow-unknown-traces "
+                f"trace {trace_id} is not in the store (a typo? {ALLOW_UNKNOWN_TRACES} "
                 "keeps such labels for traces not ingested yet)"
             )
         return trace_id

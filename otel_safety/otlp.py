@@ -523,12 +523,19 @@ def _document_batches(data: bytes, source: str, size: int) -> list[Batch]:
     batches, broken = _documents(text, source, size)
     if not broken:
         return batches
+    lines = list(enumerate(data.split(b"\n"), start=1))
     by_line = [
-        _line_batch(_text(line), source, number, size)
-        for number, line in enumerate(data.split(b"\n"), start=1)
-        if line.strip()
+        _line_batch(_text(line), source, number, size) for number, line in lines if line.strip()
     ]
-    return by_line if _span_count(by_line) > _span_count(batches) else batches
+    more = _span_count(by_line) - _span_count(batches)
+    return by_line if more > 0 or (more == 0 and _looks_like_lines(lines)) else batches
+
+
+def _looks_like_lines(lines: list[tuple[int, bytes]]) -> bool:
+    """Several lines that each open an object: JSON Lines, however damaged, so each bad line
+    is named on its own (a pretty-printed document has lines that open no object)."""
+    filled = [line.strip() for _, line in lines if line.strip()]
+    return len(filled) > 1 and all(line.startswith(b"{") for line in filled)
 
 
 def _documents(text: str, source: str, size: int) -> tuple[list[Batch], bool]:

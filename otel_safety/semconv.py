@@ -79,6 +79,41 @@ OTEL_SAFETY_EVAL_CASE_ID = "otel_safety.eval.case_id"
 OTEL_SAFETY_EVAL_DATASET = "otel_safety.eval.dataset"
 
 # --------------------------------------------------------------------------------------------------
+# registry.otel_safety.gen_ai_guardrail
+# OpenTelemetry GenAI guardrail attributes otel-safety writes: on exported spans that carry an
+# escalation level, on their evaluation events, and on the `run_guardrail` event the tool-call guard
+# adds when it decides a call inline.
+
+# What was enforced on the guarded call.
+GEN_AI_GUARDRAIL_ACTION_TYPE = "gen_ai.guardrail.action.type"
+
+# The guardrail that decided; otel-safety writes `otel_safety.tool_guard`.
+GEN_AI_GUARDRAIL_COMPONENT_NAME = "gen_ai.guardrail.component.name"
+
+# The check that produced the verdict: the key of the detector (`tool_guard` for the tool-call
+# guard).
+GEN_AI_GUARDRAIL_SECURITY_POLICY_ID = "gen_ai.guardrail.security.policy.id"
+
+# The category of security or safety risk the finding belongs to.
+GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY = "gen_ai.guardrail.security.risk.category"
+
+# The risk score from 0 to 1 (a detector's score, or the guard's risk / 100).
+GEN_AI_GUARDRAIL_SECURITY_RISK_SCORE = "gen_ai.guardrail.security.risk.score"
+
+# What was checked; otel-safety writes `tool_call`.
+GEN_AI_GUARDRAIL_TARGET_SUBTYPE = "gen_ai.guardrail.target.subtype"
+
+# Which side of the operation was checked; the tool-call guard checks a call before it runs, so
+# otel-safety writes `input`.
+GEN_AI_GUARDRAIL_TARGET_TYPE = "gen_ai.guardrail.target.type"
+
+# A short, human-readable reason for the verdict.
+GEN_AI_GUARDRAIL_VERDICT_REASON = "gen_ai.guardrail.verdict.reason"
+
+# The guardrail's verdict, from the escalation level (see the level table).
+GEN_AI_GUARDRAIL_VERDICT_TYPE = "gen_ai.guardrail.verdict.type"
+
+# --------------------------------------------------------------------------------------------------
 # registry.otel_safety.gen_ai_used
 # OpenTelemetry GenAI attributes that otel-safety writes on the evaluation events it adds to spans.
 
@@ -93,9 +128,6 @@ GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
 
 # The score the detector gave.
 GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
-
-# The category of security or safety risk the finding belongs to.
-GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY = "gen_ai.guardrail.security.risk.category"
 
 # --------------------------------------------------------------------------------------------------
 # registry.otel_safety.guard
@@ -140,6 +172,10 @@ OTEL_SAFETY_GUARD_TRUST = "otel_safety.guard.trust"
 # One safety finding, added by otel-safety as an event on the span it concerns.
 GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
 
+# One inline decision of the tool-call guard, added to the span of the tool call it judged (the
+# current span when `Guard.check_tool_call` runs).
+RUN_GUARDRAIL = "run_guardrail"
+
 # --------------------------------------------------------------------------------------------------
 # Enum values, in registry order
 
@@ -169,6 +205,21 @@ FINDING_SEVERITIES = (
     "medium",
     "high",
     "critical",
+)
+
+# Values of gen_ai.guardrail.action.type.
+GEN_AI_GUARDRAIL_ACTION_TYPES = (
+    "allow",
+    "block",
+    "escalate",
+)
+
+# Values of gen_ai.guardrail.verdict.type.
+GEN_AI_GUARDRAIL_VERDICT_TYPES = (
+    "allow",
+    "warn",
+    "escalate",
+    "deny",
 )
 
 # Values of otel_safety.guard.approval.
@@ -213,6 +264,36 @@ TRACE_EVALUATION_REASONS = (
 )
 
 # --------------------------------------------------------------------------------------------------
+# The level table (guardrail_levels.yaml)
+
+# gen_ai.guardrail.verdict.type of each escalation level.
+GUARDRAIL_VERDICT_BY_LEVEL = {
+    "NONE": "allow",
+    "CLARIFY": "warn",
+    "WARN": "warn",
+    "SOFT_STOP": "deny",
+    "HUMAN_REVIEW": "escalate",
+    "HARD_STOP": "deny",
+}
+
+# gen_ai.guardrail.action.type of each escalation level.
+GUARDRAIL_ACTION_BY_LEVEL = {
+    "NONE": "allow",
+    "CLARIFY": "allow",
+    "WARN": "allow",
+    "SOFT_STOP": "block",
+    "HUMAN_REVIEW": "escalate",
+    "HARD_STOP": "block",
+}
+
+# The escalation level each guard decision stands for.
+GUARD_DECISION_LEVELS = {
+    "ALLOW": "NONE",
+    "WARN": "WARN",
+    "BLOCK": "HARD_STOP",
+}
+
+# --------------------------------------------------------------------------------------------------
 # Lookup
 
 # Every non-template attribute id in the registry.
@@ -222,7 +303,15 @@ DEFINED_ATTRIBUTES = frozenset(
         GEN_AI_EVALUATION_NAME,
         GEN_AI_EVALUATION_SCORE_LABEL,
         GEN_AI_EVALUATION_SCORE_VALUE,
+        GEN_AI_GUARDRAIL_ACTION_TYPE,
+        GEN_AI_GUARDRAIL_COMPONENT_NAME,
+        GEN_AI_GUARDRAIL_SECURITY_POLICY_ID,
         GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY,
+        GEN_AI_GUARDRAIL_SECURITY_RISK_SCORE,
+        GEN_AI_GUARDRAIL_TARGET_SUBTYPE,
+        GEN_AI_GUARDRAIL_TARGET_TYPE,
+        GEN_AI_GUARDRAIL_VERDICT_REASON,
+        GEN_AI_GUARDRAIL_VERDICT_TYPE,
         OTEL_SAFETY_DETECTORS_FIRED,
         OTEL_SAFETY_DETECTORS_UNCALIBRATED,
         OTEL_SAFETY_ESCALATION_LEVEL,

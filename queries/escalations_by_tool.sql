@@ -1,6 +1,7 @@
 -- escalations_by_tool: per tool, how many calls were made and how far the calls themselves escalated.
 -- Tables: spans (tool-call spans: tool_name set; a span's escalation level comes from the
---         findings written onto it, NONE when there are none), findings.
+--         findings written onto it, NONE when there are none), findings, and audit (the
+--         guard's decisions, for calls of tools that have no span of their own).
 -- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
 --             `--param name=value` with `otel-safety query`):
 --   since       only calls that started at or after this date or timestamp (default: all)
@@ -18,24 +19,55 @@ WITH params AS (
                            error('until must be a date or timestamp like 2025-06-30, got '
                                  || getvariable('until'))) END AS until
 ),
-calls AS (
-    SELECT
-        s.trace_id,
-        s.span_id,
-        s.tool_name,
-        coalesce(s.escalation_level, 'NONE') AS level,
-        coalesce(s.escalation_rank, 0) AS rank
-    FROM spans AS s, params AS p
-    WHERE s.tool_name IS NOT NULL
-      AND (p.since IS NULL OR s.start_time >= p.since)
-      AND (p.until IS NULL OR s.start_time < p.until)
-      AND (CAST(getvariable('agent') AS VARCHAR) IS NULL OR s.agent_name = CAST(getvariable('agent') AS VARCHAR))
-),
 fired AS (
     SELECT trace_id, span_id, list(DISTINCT detector ORDER BY detector) AS detectors
     FROM findings
     WHERE detected
     GROUP BY ALL
+),
+span_calls AS (
+    SELECT
+        s.trace_id,
+        s.span_id,
+        s.tool_name,
+        coalesce(s.escalation_level, 'NONE') AS level,
+        coalesce(s.escalation_rank, 0) AS rank,
+        f.detectors
+    FROM spans AS s
+    CROSS JOIN params AS p
+    LEFT JOIN fired AS f USING (trace_id, span_id)
+    WHERE s.tool_name IS NOT NULL
+      AND (p.since IS NULL OR s.start_time >= p.since)
+      AND (p.until IS NULL OR s.start_time < p.until)
+      AND (CAST(getvariable('agent') AS VARCHAR) IS NULL OR s.agent_name = CAST(getvariable('agent') AS VARCHAR))
+),
+-- Calls of tools that have no span of their own (the app's tools are not instrumented, the
+-- call is only in the model's output): the guard's decision on each is in the audit log, and
+-- its level is that of the guard's tool_guard finding on the call.
+guard_calls AS (
+    SELECT
+        a.trace_id,
+        a.span_id,
+        a.tool AS tool_name,
+        coalesce(g.escalation_level, 'NONE') AS level,
+        coalesce(g.escalation_rank, 0) AS rank,
+        CASE WHEN g.detected THEN ['tool_guard'] END AS detectors
+    FROM audit AS a
+    CROSS JOIN params AS p
+    LEFT JOIN findings AS g
+        ON g.trace_id = a.trace_id AND g.span_id = a.span_id AND g.detector = 'tool_guard'
+       AND (g.details ->> '$.tool') = a.tool
+    WHERE NOT EXISTS (
+            SELECT 1 FROM spans AS s
+            WHERE s.trace_id = a.trace_id AND s.span_id = a.span_id AND s.tool_name IS NOT NULL)
+      AND (p.since IS NULL OR a.decided_at >= p.since)
+      AND (p.until IS NULL OR a.decided_at < p.until)
+      AND (CAST(getvariable('agent') AS VARCHAR) IS NULL OR a.agent_name = CAST(getvariable('agent') AS VARCHAR))
+),
+calls AS (
+    SELECT * FROM span_calls
+    UNION ALL
+    SELECT * FROM guard_calls
 )
 SELECT
     c.tool_name AS tool,
@@ -47,9 +79,8 @@ SELECT
     round(100.0 * count(*) FILTER (WHERE c.rank >= 1) / count(*), 1) AS escalated_pct,
     histogram(c.level) AS levels,
     coalesce(
-        list_sort(list_distinct(flatten(list(f.detectors) FILTER (f.detectors IS NOT NULL)))),
+        list_sort(list_distinct(flatten(list(c.detectors) FILTER (c.detectors IS NOT NULL)))),
         []) AS detectors
 FROM calls AS c
-LEFT JOIN fired AS f USING (trace_id, span_id)
 GROUP BY 1
 ORDER BY escalated DESC, calls DESC, tool;

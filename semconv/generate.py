@@ -12,6 +12,10 @@ truth. This script reads every one of them and writes:
 * ``otel_safety/semconv.py`` - one constant per attribute and event name, the enum values,
   ``DEFINED_ATTRIBUTES``, ``TEMPLATE_PREFIXES`` and ``is_defined()``.
 
+It also reads ``semconv/guardrail_levels.yaml``, the one table from escalation levels to the
+GenAI guardrail verdict and action, checks every value in it against the registry's enums,
+and writes it into both files.
+
 Only the subset of the Weaver syntax the registry uses is understood: ``attribute_group``
 groups defining attributes and ``event`` groups referencing them. Anything else is rejected
 with an error rather than silently skipped. The output is sorted, so it is the same on every
@@ -36,6 +40,7 @@ SEMCONV_DIR = Path(__file__).resolve().parent
 REPO_ROOT = SEMCONV_DIR.parent
 REGISTRY_DIR = SEMCONV_DIR / "registry"
 MANIFEST_PATH = SEMCONV_DIR / "registry_manifest.yaml"
+LEVELS_PATH = SEMCONV_DIR / "guardrail_levels.yaml"
 MARKDOWN_PATH = SEMCONV_DIR / "attributes.md"
 MODULE_PATH = REPO_ROOT / "otel_safety" / "semconv.py"
 
@@ -74,6 +79,7 @@ class Attribute:
     examples: tuple[Any, ...] = ()
     members: tuple[Member, ...] = ()
     group: str = ""
+    python_name: str = ""  # annotations.code_generation.python_name: survives a rename of the id
 
     @property
     def is_enum(self) -> bool:
@@ -112,11 +118,32 @@ class Group:
     refs: tuple[AttributeRef, ...] = ()
 
 
+@dataclass(frozen=True)
+class LevelRow:
+    """One row of the escalation-level table: the guardrail verdict and action it stands for."""
+
+    level: str
+    verdict: str
+    action: str
+    guard_decision: str = ""
+
+
 @dataclass
 class Registry:
     manifest: dict[str, Any]
     groups: list[Group] = field(default_factory=list)
     attributes: dict[str, Attribute] = field(default_factory=dict)
+    levels: list[LevelRow] = field(default_factory=list)
+
+
+# Which registry enum each column of the level table takes its values from, by constant
+# name (the guardrail attributes pin theirs, so a rename of their ids changes nothing here).
+LEVEL_COLUMNS = {
+    "level": "OTEL_SAFETY_ESCALATION_LEVEL",
+    "verdict": "GEN_AI_GUARDRAIL_VERDICT_TYPE",
+    "action": "GEN_AI_GUARDRAIL_ACTION_TYPE",
+    "guard_decision": "OTEL_SAFETY_GUARD_DECISION",
+}
 
 
 # --------------------------------------------------------------------------- loading
@@ -184,7 +211,22 @@ def _parse_attribute(raw: Any, group_id: str, where: str) -> Attribute:
         examples=tuple(examples),
         members=members,
         group=group_id,
+        python_name=_python_name(raw, where),
     )
+
+
+PYTHON_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def _python_name(raw: dict[str, Any], where: str) -> str:
+    """The constant name an attribute asks for in its Weaver `annotations` (optional), so an
+    attribute whose id is still moving upstream keeps its name in the code."""
+    annotations = raw.get("annotations")
+    code = annotations.get("code_generation") if isinstance(annotations, dict) else None
+    name = code.get("python_name", "") if isinstance(code, dict) else ""
+    if name and not PYTHON_NAME.match(str(name)):
+        raise RegistryError(f"{where}: python_name {name!r} is not an UPPER_SNAKE_CASE name")
+    return str(name)
 
 
 def _parse_group(raw: Any, source: str) -> Group:
@@ -229,7 +271,9 @@ def _parse_group(raw: Any, source: str) -> Group:
 
 
 def load_registry(
-    registry_dir: Path = REGISTRY_DIR, manifest_path: Path = MANIFEST_PATH
+    registry_dir: Path = REGISTRY_DIR,
+    manifest_path: Path = MANIFEST_PATH,
+    levels_path: Path = LEVELS_PATH,
 ) -> Registry:
     """Read and check every YAML file under `registry_dir`."""
     manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8")) or {}
@@ -260,7 +304,47 @@ def load_registry(
             if ref.ref not in registry.attributes:
                 raise RegistryError(f"{group.source}: {group.id} refers to unknown {ref.ref!r}")
     registry.groups.sort(key=lambda g: (GROUP_ORDER[g.type], g.id))
+    registry.levels = load_levels(registry.attributes, levels_path)
     return registry
+
+
+def _enum_values(attributes: dict[str, Attribute], name: str, where: str) -> list[str]:
+    found = [a for a in attributes.values() if python_name(a) == name and a.is_enum]
+    if not found:
+        raise RegistryError(f"{where}: the registry has no enum named {name}")
+    return [str(member.value) for member in found[0].members]
+
+
+def load_levels(attributes: dict[str, Attribute], path: Path = LEVELS_PATH) -> list[LevelRow]:
+    """Read the level table and check it: every level once, in the registry's order, every
+    value a member of its enum, every guard decision standing for exactly one level."""
+    where = path.name
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    raw_rows = document.get("levels") if isinstance(document, dict) else None
+    if not isinstance(raw_rows, list):
+        raise RegistryError(f"{where}: expected a top-level `levels` list")
+    allowed = {column: _enum_values(attributes, a, where) for column, a in LEVEL_COLUMNS.items()}
+    rows = []
+    for raw in raw_rows:
+        if not isinstance(raw, dict) or set(raw) - set(LEVEL_COLUMNS):
+            raise RegistryError(f"{where}: rows take only {', '.join(LEVEL_COLUMNS)}")
+        _require(raw, ("level", "verdict", "action"), f"{where} row {raw.get('level', '?')!r}")
+        for column, value in raw.items():
+            if str(value) not in allowed[column]:
+                raise RegistryError(
+                    f"{where}: {column} {value!r} is not a value of {LEVEL_COLUMNS[column]} "
+                    f"({', '.join(allowed[column])})"
+                )
+        rows.append(LevelRow(**{column: str(value) for column, value in raw.items()}))
+    if [row.level for row in rows] != allowed["level"]:
+        raise RegistryError(f"{where}: list each level once, in order: {allowed['level']}")
+    decisions = [row.guard_decision for row in rows if row.guard_decision]
+    if sorted(decisions) != sorted(allowed["guard_decision"]):
+        raise RegistryError(
+            f"{where}: each guard decision must stand for exactly one level: "
+            f"{allowed['guard_decision']}"
+        )
+    return rows
 
 
 # --------------------------------------------------------------------------- naming
@@ -271,13 +355,18 @@ def constant_name(dotted: str) -> str:
     return re.sub(r"[^0-9A-Za-z]+", "_", dotted).strip("_").upper()
 
 
-def enum_values_name(attribute_id: str) -> str:
-    """Name of the tuple of enum values: plural of the id without the project prefix.
+def python_name(attribute: Attribute) -> str:
+    """The attribute's constant: the name it pins in its annotations, else from its id."""
+    return attribute.python_name or constant_name(attribute.id)
+
+
+def enum_values_name(attribute: Attribute) -> str:
+    """Name of the tuple of enum values: plural of the id without the project prefix (or of
+    the pinned constant name).
 
     `otel_safety.trace.evaluation.reason` -> `TRACE_EVALUATION_REASONS`.
     """
-    short = attribute_id.removeprefix(OWN_PREFIX)
-    base = constant_name(short)
+    base = attribute.python_name or constant_name(attribute.id.removeprefix(OWN_PREFIX))
     if base.endswith("Y") and base[-2:-1] not in set("AEIOU"):
         return base[:-1] + "IES"
     if base.endswith(("S", "X", "SH", "CH")):
@@ -361,11 +450,11 @@ def render_module(registry: Registry) -> str:
                 lines.append(f"{name} = {_py_str(template_prefix(attribute))}")
                 templates.append(name)
             else:
-                name = claim(constant_name(attribute.id), attribute.id)
+                name = claim(python_name(attribute), attribute.id)
                 lines.append(f"{name} = {_py_str(attribute.id)}")
                 defined.append(name)
             if attribute.is_enum:
-                enums.append((claim(enum_values_name(attribute.id), attribute.id), attribute))
+                enums.append((claim(enum_values_name(attribute), attribute.id), attribute))
 
     events = [group for group in registry.groups if group.type == "event"]
     if events:
@@ -383,6 +472,30 @@ def render_module(registry: Registry) -> str:
             lines += _comment(f"Values of {attribute.id}.")
             values = [_py_str(member.value) for member in attribute.members]
             lines += _sequence(name, values, "(", ")")
+
+    if registry.levels:
+        lines += ["", f"# {'-' * (LINE_LENGTH - 2)}", f"# The level table ({LEVELS_PATH.name})"]
+        rows = registry.levels
+        tables = (
+            (
+                "GUARDRAIL_VERDICT_BY_LEVEL",
+                "gen_ai.guardrail.verdict.type of each escalation level.",
+                [(r.level, r.verdict) for r in rows],
+            ),
+            (
+                "GUARDRAIL_ACTION_BY_LEVEL",
+                "gen_ai.guardrail.action.type of each escalation level.",
+                [(r.level, r.action) for r in rows],
+            ),
+            (
+                "GUARD_DECISION_LEVELS",
+                "The escalation level each guard decision stands for.",
+                [(r.guard_decision, r.level) for r in rows if r.guard_decision],
+            ),
+        )
+        for name, what, pairs in tables:
+            items = [f"{_py_str(key)}: {_py_str(value)}" for key, value in pairs]
+            lines += ["", *_comment(what), *_sequence(claim(name, "level table"), items, "{", "}")]
 
     lines += ["", f"# {'-' * (LINE_LENGTH - 2)}", "# Lookup", ""]
     lines += _comment("Every non-template attribute id in the registry.")
@@ -445,6 +558,29 @@ def _members_table(attribute: Attribute) -> list[str]:
     return lines
 
 
+def _levels_table(rows: list[LevelRow]) -> list[str]:
+    if not rows:
+        return []
+    return [
+        "",
+        "## Escalation levels as GenAI guardrail verdicts",
+        "",
+        f"The one table, `semconv/{LEVELS_PATH.name}`, from each escalation level to the "
+        "`gen_ai.guardrail.verdict.type` written with it and the `gen_ai.guardrail.action.type` "
+        "a caller enforcing it takes. The tool-call guard's decisions use the row named in the "
+        "last column (its `run_guardrail` event carries the action it enforced).",
+        "",
+        "| Escalation level | `gen_ai.guardrail.verdict.type` | `gen_ai.guardrail.action.type` "
+        "| Tool-call guard decision |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| `{r.level}` | `{r.verdict}` | `{r.action}` "
+            f"| {f'`{r.guard_decision}`' if r.guard_decision else ''} |"
+            for r in rows
+        ),
+    ]
+
+
 def render_markdown(registry: Registry) -> str:
     manifest = registry.manifest
     lines = [
@@ -460,6 +596,8 @@ def render_markdown(registry: Registry) -> str:
     description = _text(manifest.get("description"))
     if description:
         lines += ["", description]
+
+    lines += _levels_table(registry.levels)
 
     for group in registry.groups:
         lines += ["", f"## `{group.id}`", "", _cell(group.brief)]

@@ -77,3 +77,41 @@ def test_findings_land_on_the_span_with_the_evidence_and_the_verdict_on_the_root
         s.name for s in evaluation.spans if sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL in s.attributes
     ]
     assert carrying_verdict == [roots[0].name]  # only the root carries the trace's verdict
+
+
+def test_spans_and_events_carry_the_guardrail_verdict_of_their_level():
+    from otel_safety.guardrail import strongest
+
+    spans = run_pydantic_ai_agent()
+    evaluation = Pipeline().evaluate(spans)
+    by_id = {span_id_hex(s.context.span_id): s for s in evaluation.spans}
+    fired = [f for f in evaluation.findings if f.detected]
+    assert fired
+    for span in evaluation.spans:
+        attributes = span.attributes
+        level = attributes.get(sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL) or attributes.get(
+            sc.OTEL_SAFETY_ESCALATION_LEVEL
+        )
+        if level is None:
+            assert sc.GEN_AI_GUARDRAIL_VERDICT_TYPE not in attributes
+            continue
+        assert attributes[sc.GEN_AI_GUARDRAIL_VERDICT_TYPE] == sc.GUARDRAIL_VERDICT_BY_LEVEL[level]
+        assert sc.GEN_AI_GUARDRAIL_ACTION_TYPE not in attributes  # nothing was enforced
+    root = next(s for s in evaluation.spans if s.parent is None)
+    top = strongest(evaluation.findings)
+    assert root.attributes[sc.GEN_AI_GUARDRAIL_VERDICT_TYPE] == "deny"  # HARD_STOP
+    assert root.attributes[sc.GEN_AI_GUARDRAIL_SECURITY_POLICY_ID] == top.detector
+    assert root.attributes[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_SCORE] == top.score
+    assert root.attributes[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY] == top.risk_category
+    for finding in fired:
+        [event] = [
+            e
+            for e in by_id[finding.span_id].events
+            if e.attributes[sc.GEN_AI_EVALUATION_NAME] == finding.detector
+        ]
+        assert (
+            event.attributes[sc.GEN_AI_GUARDRAIL_VERDICT_TYPE]
+            == (sc.GUARDRAIL_VERDICT_BY_LEVEL[finding.escalation.name])
+        )
+        assert event.attributes[sc.GEN_AI_GUARDRAIL_SECURITY_POLICY_ID] == finding.detector
+        assert event.attributes[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_SCORE] == finding.score

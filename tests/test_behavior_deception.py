@@ -12,6 +12,7 @@ import pytest
 from pydantic_ai import Agent
 
 from otel_safety.behavior.agent_deception import AgentDeception
+from otel_safety.behavior.turns import DEFAULT_AGENT
 from otel_safety.bootstrap import configure
 from otel_safety.demo import scripted_model
 from otel_safety.integrations.pydantic_ai import instrumentation
@@ -481,7 +482,7 @@ def test_the_sources_an_agent_remembers_are_capped_in_characters(settings: dict,
     monitor.evaluate(_read_many(turns=2, results=10))
     state = monitor.state.peek("conversation:c")
     assert state is not None
-    sources = state.agents["agent"].memory.sources
+    sources = state.agents[DEFAULT_AGENT].memory.sources
     assert 0 < sum(len(text) for text in sources.texts) <= cap
     assert len(sources.text()) <= cap + len(sources.texts)  # joined with one space each
 

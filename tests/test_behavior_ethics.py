@@ -12,6 +12,7 @@ from pydantic_ai import Agent
 
 from otel_safety.behavior.ethics_boundary import EthicsBoundary
 from otel_safety.behavior.ethics_checks import luhn, mask
+from otel_safety.behavior.turns import DEFAULT_AGENT
 from otel_safety.bootstrap import configure
 from otel_safety.demo import scripted_model
 from otel_safety.integrations.pydantic_ai import instrumentation
@@ -391,4 +392,4 @@ def test_the_users_remembered_values_are_capped_as_they_are_added():
     ]
     monitor.evaluate(Trajectory(trace_id="t", conversation_id="c", messages=messages))
     state = monitor.state.peek("conversation:c")
-    assert state is not None and len(state.agents["agent"].memory.own) == MAX_OWN_VALUES
+    assert state is not None and len(state.agents[DEFAULT_AGENT].memory.own) == MAX_OWN_VALUES

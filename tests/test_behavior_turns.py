@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_safety.behavior.indicators import Indicator, IndicatorType
 from otel_safety.behavior.monitor import AgentState, BehaviorMonitor
 from otel_safety.behavior.sandbagging import SandbaggingParams
-from otel_safety.behavior.turns import AgentTurn
+from otel_safety.behavior.turns import DEFAULT_AGENT, AgentTurn
 from otel_safety.model import Message, Trajectory
 from otel_safety.pipeline import Pipeline
 
@@ -106,7 +106,7 @@ def test_a_huge_answer_is_read_by_its_head_and_tail() -> None:
     text = "start " + "x" * 200_000 + " end"
     monitor.evaluate(_trajectory("t", Message(role="user", content="go"),
                                  Message(role="assistant", content=text)))  # fmt: skip
-    [seen] = monitor.state.peek("conversation:c").agents["agent"].memory
+    [seen] = monitor.state.peek("conversation:c").agents[DEFAULT_AGENT].memory
     assert len(seen) <= 8_001 and seen.startswith("start") and seen.endswith("end")
 
 

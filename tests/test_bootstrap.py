@@ -140,6 +140,8 @@ def test_arguments_beat_environment_beat_defaults():
         ({"OTEL_SAFETY_MAX_TRACES": "0"}, "OTEL_SAFETY_MAX_TRACES"),
         ({"OTEL_SAFETY_THRESHOLDS": "scope_escalation"}, "key=value"),
         ({"OTEL_SAFETY_STORE": "maybe"}, "true or false"),
+        ({"OTEL_SAFETY_THRESHOLDS": "injection=2"}, r"OTEL_SAFETY_THRESHOLDS.*from 0 to 1"),
+        ({"OTEL_SAFETY_THRESHOLDS": "injection=0.5,deception=-0.1"}, "deception=-0.1 is not"),
     ],
 )
 def test_bad_settings_say_which_variable_and_why(env, message):
@@ -147,10 +149,20 @@ def test_bad_settings_say_which_variable_and_why(env, message):
         Settings.resolve(env)
 
 
-@pytest.mark.parametrize(("threshold", "detected"), [(None, True), ("1.5", False)])
+def test_thresholds_given_as_arguments_are_checked_too():
+    with pytest.raises(ConfigError, match="injection=2 is not"):
+        Settings.resolve({}, thresholds={"injection": 2})
+    assert Settings.resolve({}, thresholds={"injection": 0, "deception": 1}).thresholds == {
+        "injection": 0,
+        "deception": 1,
+    }
+
+
+@pytest.mark.parametrize(("threshold", "detected"), [(None, False), ("0.3", True)])
 def test_threshold_setting_changes_the_verdict(tmp_path, monkeypatch, threshold, detected):
+    # intent_risk scores this run 0.3, under its default threshold of 0.35.
     if threshold is not None:
-        monkeypatch.setenv("OTEL_SAFETY_THRESHOLDS", f"scope_escalation={threshold}")
+        monkeypatch.setenv("OTEL_SAFETY_THRESHOLDS", f"intent_risk={threshold}")
     db = tmp_path / "s.duckdb"
     processor = otel_safety.create_processor(str(db), otlp=False)
     for span in run_pydantic_ai_agent():
@@ -158,9 +170,9 @@ def test_threshold_setting_changes_the_verdict(tmp_path, monkeypatch, threshold,
     processor.shutdown()
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute(
-            "SELECT threshold, detected FROM findings WHERE detector = 'scope_escalation'"
+            "SELECT threshold, score, detected FROM findings WHERE detector = 'intent_risk'"
         ).fetchall()
-    assert rows == [(float(threshold or 0.1), detected)]
+    assert rows == [(float(threshold or 0.35), 0.3, detected)]
 
 
 def test_broken_detector_data_never_reaches_the_app(tmp_path, monkeypatch, caplog):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -79,6 +81,15 @@ def test_ingest_of_only_bad_lines_leaves_no_store_behind(tmp_path):
     done = run_cli("ingest", str(trace_file), "--db", str(db), "--quiet")
     assert done.returncode == 1 and "was not kept" in done.stdout and "line 1" in done.stdout
     assert not db.exists()
+
+
+def test_ingest_names_every_bad_line_when_the_first_is_bad_too(tmp_path):
+    trace_file = tmp_path / "bad.jsonl"
+    trace_file.write_text('{"resourceSpans": [ not json\n{"resourceSpans": [ nor this\n')
+    done = run_cli("ingest", str(trace_file), "--db", str(tmp_path / "s.duckdb"), "--quiet")
+    assert done.returncode == 1
+    assert "from 2 lines" in done.stdout and "2 bad lines skipped" in done.stdout
+    assert "line 1: invalid JSON" in done.stdout and "line 2: invalid JSON" in done.stdout
 
 
 def test_ingest_of_a_missing_file_says_so(tmp_path):
@@ -269,3 +280,22 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
     assert "behavior_drift         ok   threshold 0.3    mode learning" in bad.stdout
     assert "sandbaging.toml: no detector reads it" in bad.stderr
     assert f"data folder: {data}" in bad.stdout and "2 problem(s)" in bad.stdout
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def test_no_help_text_shows_an_escaped_percent_sign():
+    """Descriptions and epilogs are printed as written, help strings through %-formatting:
+    a `%%` must show as `%` wherever it is."""
+    from otel_safety.cli import build_parser
+
+    shown = {p.prog: p.format_help() for p in _parsers(build_parser())}
+    assert len(shown) > 10  # every command and subcommand was visited
+    assert [prog for prog, text in shown.items() if "%%" in text] == []
+    assert "95% bootstrap intervals" in shown["otel-safety calibrate"]

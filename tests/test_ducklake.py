@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
@@ -94,8 +97,31 @@ def test_the_query_command_reads_a_lake(tmp_path, span_factory, capsys):
 def test_a_missing_extension_build_is_a_clear_error(monkeypatch):
     require_lake()
     monkeypatch.setattr(duckdb, "__version__", "0.0.1")
-    with pytest.raises(ducklake.LakeError, match=r"no build for duckdb 0\.0\.1"):
+    with pytest.raises(ducklake.LakeError, match=r"no build for duckdb 0\.0\.1") as raised:
         ducklake.extension_path("ducklake")
+    assert "==0.0.1" not in str(raised.value)  # no pin that does not exist
+    assert f"installs duckdb {ducklake.lake_pins()['duckdb']}" in str(raised.value)
+
+
+@pytest.mark.parametrize("duckdb_version", ["installed", "9.9.9"])
+def test_query_lake_without_the_extension_suggests_only_pins_the_extra_has(duckdb_version):
+    pins = ducklake.lake_pins()
+    assert pins["duckdb"] and pins["duckdb-extension-ducklake"]
+    pretend = "" if duckdb_version == "installed" else f"duckdb.__version__ = {duckdb_version!r}; "
+    script = (
+        "import sys, duckdb; sys.modules['duckdb_extension_ducklake'] = None; "  # not installed
+        + pretend
+        + "from otel_safety.cli import main; "
+        "sys.exit(main(['query', 'flagged_spans', '--lake', 'lake.ducklake']))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "ducklake extension is not installed: pip install 'otel-safety[lake]'" in done.stderr
+    suggested = set(re.findall(r"([a-z-]+)==([0-9.]+)", done.stderr))
+    assert suggested <= set(pins.items()), done.stderr
+    if duckdb_version != "installed":
+        assert f"installs duckdb {pins['duckdb']}" in done.stderr
+        assert "9.9.9" in done.stderr  # says what this environment has
 
 
 def test_two_sidecars_write_one_lake_on_postgres_and_one_client_reads_both(tmp_path):

@@ -3,6 +3,7 @@ tool, and the block shows on the exported trace and in the store's audit log."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ import pytest
 from pydantic_ai import Agent
 from test_guard import _directory as principals
 
+from otel_safety import semconv as sc
 from otel_safety.bootstrap import configure
 from otel_safety.demo import ToolStep, scripted_model
 from otel_safety.guard import Directory, Guard
@@ -96,6 +98,75 @@ def test_rm_rf_is_blocked_before_the_tool_runs_and_shows_on_the_trace(
     assert "destroy.recursive_root" in audit[1][3]
     assert span == ("BLOCK", "HARD_STOP")
     assert fired == (True, "HARD_STOP")
+
+
+def test_guard_decisions_carry_the_genai_guardrail_convention(tmp_path: Path, home: Path) -> None:
+    db = tmp_path / "conv.duckdb"
+    provider = configure(str(db), install=False, otlp=False, decision_wait=0.5)
+    steps = [
+        ToolStep("run_shell", {"command": "ls project"}),
+        ToolStep("run_shell", {"command": "rm -rf $HOME"}),
+        "blocked.",
+    ]
+    _agent(provider, Shell(home), steps, guard_capability(Guard(Directory()))).run_sync("tidy")
+    provider.shutdown()
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT attributes, events FROM spans WHERE tool_name = 'run_shell' ORDER BY start_time"
+        ).fetchall()
+    spans = [(json.loads(attributes), json.loads(events)) for attributes, events in rows]
+    runs = [[e for e in events if e["name"] == sc.RUN_GUARDRAIL] for _, events in spans]
+    assert [len(r) for r in runs] == [1, 1]
+    allowed, blocked = (r[0]["attributes"] for r in runs)
+    table = {
+        level: (sc.GUARDRAIL_VERDICT_BY_LEVEL[level], sc.GUARDRAIL_ACTION_BY_LEVEL[level])
+        for level in sc.GUARDRAIL_VERDICT_BY_LEVEL
+    }
+    for event, decision in ((allowed, "ALLOW"), (blocked, "BLOCK")):
+        level = sc.GUARD_DECISION_LEVELS[decision]
+        assert (
+            event[sc.GEN_AI_GUARDRAIL_VERDICT_TYPE],
+            event[sc.GEN_AI_GUARDRAIL_ACTION_TYPE],
+        ) == table[level]
+        assert event[sc.GEN_AI_GUARDRAIL_TARGET_SUBTYPE] == "tool_call"
+        assert event[sc.GEN_AI_GUARDRAIL_SECURITY_POLICY_ID] == "tool_guard"
+    assert table[sc.GUARD_DECISION_LEVELS["BLOCK"]] == ("deny", "block")
+    assert blocked[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_SCORE] >= 0.7
+    assert blocked[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY] == "excessive_agency"
+    assert blocked[sc.GEN_AI_GUARDRAIL_VERDICT_REASON].startswith("destroy.recursive_root")
+    assert sc.GEN_AI_GUARDRAIL_SECURITY_RISK_CATEGORY not in allowed
+    # At export the blocked call's span also carries the verdict of its escalation level.
+    blocked_span = spans[1][0]
+    level = blocked_span[sc.OTEL_SAFETY_ESCALATION_LEVEL]
+    assert blocked_span[sc.GEN_AI_GUARDRAIL_VERDICT_TYPE] == sc.GUARDRAIL_VERDICT_BY_LEVEL[level]
+    assert sc.GEN_AI_GUARDRAIL_ACTION_TYPE not in blocked_span  # enforced only inline
+
+
+def test_an_approved_call_records_the_warn_verdict_and_the_allow_action() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    guard = Guard(Directory(), approver=lambda verdict: True, approval_timeout=5)
+    with provider.get_tracer("test").start_as_current_span("execute_tool run_shell"):
+        verdict = guard.check_tool_call("run_shell", {"command": "chmod 777 build.sh"})
+    guard.close()
+    provider.shutdown()
+    assert verdict.approval == "approved"
+    [span] = exporter.get_finished_spans()
+    [event] = [e for e in span.events if e.name == sc.RUN_GUARDRAIL]
+    assert (
+        event.attributes[sc.GEN_AI_GUARDRAIL_VERDICT_TYPE]
+        == sc.GUARDRAIL_VERDICT_BY_LEVEL[sc.GUARD_DECISION_LEVELS["WARN"]]
+    )
+    assert (
+        event.attributes[sc.GEN_AI_GUARDRAIL_ACTION_TYPE]
+        == sc.GUARDRAIL_ACTION_BY_LEVEL[sc.GUARD_DECISION_LEVELS["ALLOW"]]
+    )
 
 
 def test_on_block_raise_stops_the_run(tmp_path: Path, home: Path) -> None:

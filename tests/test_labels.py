@@ -171,11 +171,20 @@ def test_label_command_records_a_hand_label_and_the_latest_is_in_force(store, tm
 
     unknown = run_cli("label", "b" * 32, "over_refusal", "true", "--db", str(db))
     assert unknown.returncode == 1 and "is not in the store" in unknown.stderr
+    # The flag the message suggests is the one `label` takes (and so does `labels import`).
+    [suggested] = [w for w in unknown.stderr.split() if w.startswith("--allow-unknown")]
+    for spelling in (suggested, "--allow-unknown-trace"):
+        kept = run_cli("label", "b" * 32, "over_refusal", "true", "--db", str(db), spelling)
+        assert kept.returncode == 0, kept.stderr
+    later = tmp_path / "later.csv"
+    later.write_text(f"trace_id,detector,label\n{'c' * 32},over_refusal,true\n")
+    imported = run_cli("labels", "import", str(later), "--db", str(db), suggested)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
     bad_value = run_cli("label", t2, "over_refusal", "perhaps", "--db", str(db))
     assert bad_value.returncode == 1 and "label must be true or false" in bad_value.stderr
     no_store = run_cli("label", t2, "over_refusal", "true", "--db", str(tmp_path / "x.duckdb"))
     assert no_store.returncode == 1 and "no store at" in no_store.stderr
-    assert len(_labels(db)) == 2
+    assert len(_labels(db)) == 5
 
 
 def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path):

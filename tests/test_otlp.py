@@ -373,6 +373,32 @@ def test_damaged_first_line_does_not_hide_the_json_lines_after_it(tmp_path: Path
     assert batches[0].error.startswith("line 1: ")
 
 
+def test_json_lines_with_a_bad_first_line_and_no_spans_name_every_bad_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        '{"resourceSpans": [ broken\n{"resourceSpans": [ also broken\n{"resourceLogs": []}\n',
+        encoding="utf-8",
+    )
+    batches = list(read_otlp_json(path))
+    assert [batch.line for batch in batches] == [1, 2, 3]
+    assert [batch.error.split(":")[0] for batch in batches if batch.error] == [
+        "line 1",
+        "line 2",
+        "line 3",
+    ]
+    assert "resourceLogs" in (batches[2].error or "")
+
+
+def test_a_broken_pretty_printed_document_is_one_error_not_one_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "cut.json"
+    text = json.dumps(_spans_document("cut"), indent=2)
+    path.write_text(text[: len(text) // 2], encoding="utf-8")
+    (batch,) = read_otlp_json(path)
+    assert batch.spans == [] and batch.error is not None and "invalid JSON" in batch.error
+
+
 def test_gzip_file(tmp_path: Path) -> None:
     path = tmp_path / "traces.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as handle:

@@ -184,6 +184,42 @@ def test_a_screenshot_shows_the_key_elements(report):
     assert calibrated < curve
 
 
+MEASURE = """<!doctype html><html><body style="margin:0">
+<iframe id="page" src="%s" style="width:%dpx;height:800px;border:0"></iframe>
+<script>
+document.getElementById("page").addEventListener("load", () => {
+  const table = document.getElementById("page").contentDocument.getElementById("flagged-table");
+  const out = document.createElement("pre");
+  out.id = "measured";
+  const room = table.parentElement.clientWidth;
+  out.textContent = JSON.stringify({table: table.scrollWidth, room: room});
+  document.body.appendChild(out);
+});
+</script></body></html>"""
+
+
+def test_the_flagged_spans_table_fits_a_1280_pixel_window(report):
+    """Measured by the browser: the table is no wider than the section it sits in, so no
+    column (the ids at its right edge) is cut off or needs sideways scrolling."""
+    tmp, _, _, page = report
+    measure = page.parent / "measure.html"
+    measure.write_text(MEASURE % (page.name, WIDTH), encoding="utf-8")
+    done = headless(
+        tmp,
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=10000",
+        f"--window-size={WIDTH},800",
+        "--dump-dom",
+        measure.as_uri(),
+    )
+    assert done.returncode == 0, done.stderr
+    found = re.search(r'<pre id="measured">([^<]*)</pre>', done.stdout)
+    assert found is not None, done.stdout[-2000:]
+    measured = json.loads(found.group(1))
+    assert measured["room"] > 1000  # the page's own width at 1280 px, so the check means something
+    assert measured["table"] <= measured["room"], measured
+
+
 def test_without_a_calibration_file_or_with_a_broken_one_the_page_says_so(report):
     tmp, db, _, _ = report
     plain = tmp / "plain.html"

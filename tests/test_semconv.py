@@ -112,7 +112,15 @@ def test_registry_defines_the_expected_attributes() -> None:
         "gen_ai.evaluation.score.value",
         "gen_ai.evaluation.score.label",
         "gen_ai.evaluation.explanation",
+        "gen_ai.guardrail.verdict.type",
+        "gen_ai.guardrail.verdict.reason",
+        "gen_ai.guardrail.action.type",
+        "gen_ai.guardrail.component.name",
+        "gen_ai.guardrail.target.type",
+        "gen_ai.guardrail.target.subtype",
         "gen_ai.guardrail.security.risk.category",
+        "gen_ai.guardrail.security.risk.score",
+        "gen_ai.guardrail.security.policy.id",
         "otel_safety.eval.case_id",
         "otel_safety.eval.dataset",
         "otel_safety.guard.decision",
@@ -148,12 +156,52 @@ def test_every_attribute_has_type_brief_and_stability() -> None:
     assert problems == []
 
 
-def test_event_group_refers_only_to_defined_attributes() -> None:
+def test_event_groups_refer_only_to_defined_attributes() -> None:
     events = [group for group in _raw_groups() if group["type"] == "event"]
-    assert [event["name"] for event in events] == [semconv.GEN_AI_EVALUATION_RESULT]
-    refs = [item["ref"] for item in events[0]["attributes"]]
-    assert refs
-    assert all(semconv.is_defined(ref) for ref in refs), refs
+    assert sorted(event["name"] for event in events) == sorted(
+        [semconv.GEN_AI_EVALUATION_RESULT, semconv.RUN_GUARDRAIL]
+    )
+    for event in events:
+        refs = [item["ref"] for item in event["attributes"]]
+        assert refs
+        assert all(semconv.is_defined(ref) for ref in refs), refs
+
+
+def test_generated_level_table_matches_the_yaml_and_covers_every_level() -> None:
+    rows = yaml.safe_load((SEMCONV_DIR / "guardrail_levels.yaml").read_text(encoding="utf-8"))
+    rows = rows["levels"]
+    names = [level.name for level in EscalationLevel]
+    assert [row["level"] for row in rows] == names
+    assert {row["level"]: row["verdict"] for row in rows} == semconv.GUARDRAIL_VERDICT_BY_LEVEL
+    assert {row["level"]: row["action"] for row in rows} == semconv.GUARDRAIL_ACTION_BY_LEVEL
+    assert set(semconv.GUARDRAIL_VERDICT_BY_LEVEL.values()) <= set(
+        semconv.GEN_AI_GUARDRAIL_VERDICT_TYPES
+    )
+    assert set(semconv.GUARDRAIL_ACTION_BY_LEVEL.values()) <= set(
+        semconv.GEN_AI_GUARDRAIL_ACTION_TYPES
+    )
+    assert sorted(semconv.GUARD_DECISION_LEVELS) == sorted(semconv.GUARD_DECISIONS)
+    assert set(semconv.GUARD_DECISION_LEVELS.values()) <= set(names)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda rows: rows[0].update(verdict="maybe"), "verdict 'maybe' is not a value of"),
+        (lambda rows: rows.pop(2), "list each level once, in order"),
+        (lambda rows: rows[1].update(guard_decision="BLOCK"), "each guard decision must stand"),
+    ],
+)
+def test_generator_rejects_a_level_table_that_disagrees_with_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, message: str
+) -> None:
+    generator = _load_generator(monkeypatch)
+    document = yaml.safe_load((SEMCONV_DIR / "guardrail_levels.yaml").read_text(encoding="utf-8"))
+    edit(document["levels"])
+    table = tmp_path / "guardrail_levels.yaml"
+    table.write_text(yaml.safe_dump(document), encoding="utf-8")
+    with pytest.raises(generator.RegistryError, match=message):
+        generator.load_registry(levels_path=table)
 
 
 @pytest.mark.parametrize(
@@ -222,3 +270,25 @@ def test_generated_enum_tuples_match_the_model() -> None:
         buffer.FLUSH,
     }
     assert reasons == set(semconv.TRACE_EVALUATION_REASONS)
+
+
+def test_an_upstream_rename_of_a_guardrail_attribute_changes_only_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guardrail attributes follow an unreleased proposal: renaming one is an edit of its
+    id (and the refs to it) in the YAML; the constant the code uses keeps its name."""
+    generator = _load_generator(monkeypatch)
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    old, new = "gen_ai.guardrail.verdict.type", "gen_ai.security.verdict.type"
+    for path in REGISTRY_DIR.glob("*.yaml"):
+        text = path.read_text(encoding="utf-8")
+        (registry / path.name).write_text(text.replace(f" {old}\n", f" {new}\n"), "utf-8")
+    module_text = generator.render_module(generator.load_registry(registry_dir=registry))
+    renamed = ModuleType("renamed_semconv")
+    exec(compile(module_text, "renamed_semconv", "exec"), renamed.__dict__)
+    assert new == renamed.GEN_AI_GUARDRAIL_VERDICT_TYPE
+    assert renamed.GUARDRAIL_VERDICT_BY_LEVEL == semconv.GUARDRAIL_VERDICT_BY_LEVEL
+    assert renamed.is_defined(new) and not renamed.is_defined(old)
+    public = {name for name in vars(semconv) if name.isupper()}
+    assert public == {name for name in vars(renamed) if name.isupper()}

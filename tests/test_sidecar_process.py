@@ -6,6 +6,12 @@ through the `rotel` OTLP collector) at it, stop it with SIGTERM, and read the st
 
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
 import duckdb
 import httpx
 import pytest
@@ -115,3 +121,76 @@ def test_serve_that_cannot_start_leaves_no_empty_store(tmp_path):
     with pytest.raises(AssertionError, match="sandbagging monitor: mode"), failing:
         pass
     assert not db.exists()
+
+
+def test_serve_stops_with_one_summary_and_removes_its_lock(tmp_path):
+    db = tmp_path / "once.duckdb"
+    with ServeProcess("--db", str(db)) as serve:
+        assert Path(f"{db}.serve.lock").exists()  # held while serving
+        assert serve.stop() == 0, serve.output
+    assert serve.output.count("spans received") == 1, serve.output
+    assert not Path(f"{db}.serve.lock").exists()
+    assert db.exists()  # the store it wrote stays
+
+
+def test_serve_on_a_port_in_use_leaves_no_store_lock_or_spool(tmp_path):
+    db = tmp_path / "never.duckdb"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        failing = ServeProcess("--db", str(db), "--grpc-port", "off", "--http-port", port)
+        with pytest.raises(AssertionError, match="exited early") as raised, failing:
+            pass
+    assert failing.returncode == 1
+    assert f"cannot listen for OTLP/HTTP on 127.0.0.1:{port}" in str(raised.value)
+    assert "--http-port" in str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--grpc-port", "abc"), "a port is a number from 0 to 65535"),
+        (("--http-port", "70000"), "a port is a number from 0 to 65535"),
+        (("--forward", "notaurl"), "'notaurl' is not an OTLP endpoint; give one like http://"),
+        (("--forward", "ftp://collector:4317"), "is not an OTLP endpoint"),
+        (
+            ("--forward", "collector:4318", "--forward-protocol", "http/protobuf"),
+            "is not an OTLP endpoint",
+        ),
+    ],
+)
+def test_serve_rejects_bad_ports_and_endpoints_before_touching_the_store(tmp_path, args, says):
+    db = tmp_path / "never.duckdb"
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_safety.cli", "serve", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert says in done.stderr, done.stderr
+    assert "invalid _port value" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_sigterm_while_serve_is_still_starting_stops_it_in_order(tmp_path):
+    db = tmp_path / "early.duckdb"
+    lock = Path(f"{db}.serve.lock")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_safety.cli", "serve", "--db", str(db),
+         "--grpc-port", "0", "--http-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        # The claim comes just before the detectors load, which takes a while.
+        wait_for(lock.exists, timeout=60, what="serve to claim the store")
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output
+    assert output.count("stopped (spans received 0") == 1, output
+    assert not lock.exists()

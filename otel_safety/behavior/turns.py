@@ -14,7 +14,7 @@ from otel_safety.model import Trajectory
 
 __all__ = ["DEFAULT_AGENT", "AgentTurn", "agent_turns"]
 
-DEFAULT_AGENT = "agent"  # traces that name no agent are one agent's turns
+DEFAULT_AGENT = "(unnamed)"  # traces that name no agent are one agent's turns; as the queries say
 MAX_CHARS = 8_000  # of a request or answer: its head and tail, so no text can slow us down
 
 

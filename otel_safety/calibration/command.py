@@ -38,7 +38,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         description="For every detector with labels in the store: choose the threshold by F1 "
         "over the observed scores, measure that choice with stratified k-fold "
         "cross-validation (chosen on the training folds, scored on the held-out fold), give "
-        "95%% bootstrap intervals of precision, recall and F1, compare with always firing, "
+        "95% bootstrap intervals of precision, recall and F1, compare with always firing, "
         "apply the quality gate and write the calibration file the detectors load at start "
         f"(configure(calibration=...) or {ENV_VAR}). Real and synthetic labels are measured "
         "apart; only real ones can pass the gate.",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from otel_safety import labels
+from otel_safety.labels import ALLOW_UNKNOWN_TRACES
 
 
 def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
@@ -27,9 +28,7 @@ def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None
         default=labels.DEFAULT_SOURCE,
         help=f"who labels (default {labels.DEFAULT_SOURCE}; 'synthetic...' marks synthetic)",
     )
-    one.add_argument(
-        "--allow-unknown-trace", action="store_true", help="accept a trace not in the store"
-    )
+    _allow_unknown_traces(one, "accept a trace not in the store yet")
     one.add_argument("--db", default=default_db, help=f"store (default {default_db})")
     one.set_defaults(handler=cmd_label)
 
@@ -53,11 +52,7 @@ def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None
         default=labels.DEFAULT_SOURCE,
         help=f"source for rows without one (default {labels.DEFAULT_SOURCE})",
     )
-    load.add_argument(
-        "--allow-unknown-traces",
-        action="store_true",
-        help="keep labels for traces not in the store yet",
-    )
+    _allow_unknown_traces(load, "keep labels for traces not in the store yet")
     load.add_argument("--db", default=default_db, help=f"store (default {default_db})")
     load.set_defaults(handler=cmd_labels_import)
 
@@ -73,6 +68,18 @@ def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None
     dump.set_defaults(handler=cmd_labels_export)
 
 
+def _allow_unknown_traces(parser: argparse.ArgumentParser, help: str) -> None:
+    """One flag name for both commands (the error message names it); the singular spelling
+    `label` once had is still accepted."""
+    parser.add_argument(
+        ALLOW_UNKNOWN_TRACES,
+        "--allow-unknown-trace",
+        dest="allow_unknown_traces",
+        action="store_true",
+        help=help,
+    )
+
+
 def cmd_label(args: argparse.Namespace) -> int:
     label = labels.add_label(
         args.db,
@@ -82,7 +89,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         note=args.note,
         source=args.source,
         span_id=args.span,
-        allow_unknown_traces=args.allow_unknown_trace,
+        allow_unknown_traces=args.allow_unknown_traces,
     )
     verdict = "should fire" if label.label else "should not fire"
     print(f"labelled trace {label.trace_id}: {label.detector} {verdict} (source {label.source})")

@@ -21,6 +21,7 @@ from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard import Guard, Requester, Verdict
 from otel_safety.guard.signing import verify
 from otel_safety.guard.verdict import Decision
+from otel_safety.guardrail import TOOL_GUARD, TOOL_GUARD_RISK_CATEGORY
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 CRITICAL_RISK = 90
@@ -28,10 +29,10 @@ CRITICAL_RISK = 90
 
 @register
 class ToolGuardDetector(PerSpanDetector):
-    key = "tool_guard"
+    key = TOOL_GUARD
     severity = Severity.HIGH
     default_threshold = 0.4
-    risk_category = "excessive_agency"
+    risk_category = TOOL_GUARD_RISK_CATEGORY
     description = (
         "A tool call was dangerous (destroying data, reading credentials, sending data out, "
         "installing persistence, gaining privileges, running fetched or hidden code, "

@@ -58,10 +58,7 @@ def extension_path(name: str) -> Path:
     spec = importlib.util.find_spec(package)
     pip_name = package.replace("_", "-")
     if spec is None or spec.origin is None:
-        raise LakeError(
-            f"the DuckDB {name} extension is not installed: pip install 'otel-safety[lake]' "
-            f"(or {pip_name}=={duckdb.__version__})"
-        )
+        raise LakeError(f"the DuckDB {name} extension is not installed: {install_hint(pip_name)}")
     path = (
         Path(spec.origin).parent
         / "extensions"
@@ -72,10 +69,41 @@ def extension_path(name: str) -> Path:
         found = sorted(p.name for p in (Path(spec.origin).parent / "extensions").glob("v*"))
         raise LakeError(
             f"{pip_name} has no build for duckdb {duckdb.__version__} "
-            f"(it has {', '.join(found) or 'none'}); "
-            f"install {pip_name}=={duckdb.__version__} or the duckdb version it was built for"
+            f"(it has {', '.join(found) or 'none'}): {install_hint(pip_name)}"
         )
     return path
+
+
+def lake_pins() -> dict[str, str]:
+    """Package -> version the `lake` extra pins, read from the installed package's metadata
+    (pyproject.toml is the one place the pins are written)."""
+    from importlib import metadata
+
+    try:
+        requirements = metadata.requires("otel-safety") or []
+    except metadata.PackageNotFoundError:
+        return {}
+    pins = {}
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        name, pinned, version = spec.partition("==")
+        if pinned and marker.replace('"', "'").strip() == "extra == 'lake'":
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    return pins
+
+
+def install_hint(pip_name: str) -> str:
+    """What to install: only versions the `lake` extra pins, which exist together."""
+    pins = lake_pins()
+    wanted = pins.get("duckdb")
+    if wanted and wanted != duckdb.__version__:
+        return (
+            f"pip install 'otel-safety[lake]', which installs duckdb {wanted} with the "
+            f"extensions built for it (this environment has duckdb {duckdb.__version__})"
+        )
+    if pip_name in pins:
+        return f"pip install 'otel-safety[lake]' (or {pip_name}=={pins[pip_name]})"
+    return "pip install 'otel-safety[lake]'"
 
 
 def catalog_spec(catalog: str) -> str:

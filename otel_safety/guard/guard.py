@@ -12,6 +12,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from otel_safety import guardrail
 from otel_safety import semconv as sc
 from otel_safety.detectors.base import clip
 from otel_safety.guard.approval import ApprovalGate, Approver
@@ -270,7 +271,8 @@ def _combined_risk(hits: list[RuleHit], extra: int) -> int:
 
 
 def record_on_span(verdict: Verdict) -> None:
-    """Write the verdict onto the current span, if it is recording; never raises."""
+    """Write the verdict onto the current span, with a `run_guardrail` event in the GenAI
+    guardrail convention, if it is recording; never raises."""
     try:
         span = trace.get_current_span()
         if not span.is_recording():
@@ -281,6 +283,7 @@ def record_on_span(verdict: Verdict) -> None:
             fields, format(span.get_span_context().span_id, "016x")
         )
         span.set_attributes(attributes)
+        span.add_event(sc.RUN_GUARDRAIL, guardrail.guard_attributes(verdict))
     except Exception:  # the app's tool call must not fail because of telemetry
         logger.exception("otel-safety could not record a guard verdict on the span")
 

@@ -29,6 +29,8 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e5e7eb;vertical-a
 th{background:#f9fafb}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.evidence{min-width:260px;max-width:420px;overflow-wrap:anywhere}
 .scroll{overflow-x:auto}code{font-size:12px}
+table.fit{table-layout:fixed}table.fit td,table.fit th{overflow-wrap:anywhere}
+table.fit td.evidence{min-width:0;max-width:none}table.fit .level{white-space:nowrap}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-weight:600;
 font-size:12px}
 .badge.pass{background:#15803d}.badge.fail{background:#b45309}.badge.none{background:#6b7280}
@@ -245,7 +247,11 @@ def _flagged(data: ReportData) -> str:
             '<section id="flagged-spans"><h2>Flagged spans</h2>'
             "<p>No detector flagged a span.</p></section>"
         )
-    header = "".join(f"<th>{esc(c)}</th>" for c in data.flagged_columns)
+    header = "".join(f"<th>{_breakable(c)}</th>" for c in data.flagged_columns)
+    widths = "".join(
+        f'<col style="width:{FLAGGED_WIDTHS[c]}%">' if c in FLAGGED_WIDTHS else "<col>"
+        for c in data.flagged_columns
+    )
     rows = []
     for row in data.flagged_rows:
         cells = []
@@ -262,7 +268,7 @@ def _flagged(data: ReportData) -> str:
             elif column in ("trace_id", "span_id"):
                 cells.append(f"<td><code>{esc(value)}</code></td>")
             else:
-                cells.append(f"<td>{esc(_cell(value))}</td>")
+                cells.append(f"<td>{_breakable(_cell(value))}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     shown = len(data.flagged_rows)
     more = (
@@ -274,9 +280,29 @@ def _flagged(data: ReportData) -> str:
         f'<section id="flagged-spans"><h2>Flagged spans</h2><p class="key">Strictest level '
         f"and highest score first{more}. Evidence is quoted as the detector saw it, secrets "
         "masked.</p>"
-        f'<div class="scroll"><table id="flagged-table"><thead><tr>{header}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
+        f'<div class="scroll"><table id="flagged-table" class="fit"><colgroup>{widths}</colgroup>'
+        f"<thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
     )
+
+
+# Shares of the flagged-spans table's width: with a fixed layout the table fits the page
+# (1280 px wide and up) and long names, ids and evidence wrap inside their cells.
+FLAGGED_WIDTHS = {
+    "escalation_level": 10,
+    "detector": 11,
+    "score": 5,
+    "agent": 11,
+    "evidence": 23,
+    "span_name": 11,
+    "trace_id": 13,
+    "span_id": 8,
+    "trace_start": 8,
+}
+
+
+def _breakable(text: str) -> str:
+    """Escaped text that may wrap after its underscores (detector keys, column names)."""
+    return esc(text).replace("_", "_<wbr>")
 
 
 def _calibrated_thresholds(status: CalibrationStatus | None) -> dict[str, float]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_safety.config import Settings
-from otel_safety.sidecar.forward import PROTOCOLS
+from otel_safety.sidecar.forward import PROTOCOLS, check_endpoint
 from otel_safety.sidecar.server import Sidecar, SidecarOptions
 from otel_safety.sidecar.store_claim import claim_store
 
@@ -196,9 +196,14 @@ def workers_count(text: str) -> int:
 def _port(text: str) -> int | None:
     if text.strip().lower() in ("off", "none", "disabled"):
         return None
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0..65535 (or 'off'), got {value}")
+        raise argparse.ArgumentTypeError(
+            f"a port is a number from 0 to 65535 (0 picks a free one) or 'off', got {text!r}"
+        )
     return value
 
 
@@ -230,6 +235,8 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
         raise ValueError("--max-request-mib must be positive")
     if args.spool_max_mib <= 0:
         raise ValueError("--spool-max-mib must be positive")
+    if args.forward:
+        check_endpoint(args.forward, args.forward_protocol)
     options = SidecarOptions(
         host=args.host,
         grpc_port=args.grpc_port,
@@ -268,19 +275,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-    sidecar = Sidecar(settings, options)
-    stop = threading.Event()
+    stop = threading.Event()  # set before building: a stop while detectors load is orderly
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    sidecar.start()
     try:
-        _announce(sidecar, settings, options)
-        stop.wait()
-        print("otel-safety serve: stopping: draining requests and flushing ...", flush=True)
+        sidecar = Sidecar(settings, options)
+        sidecar.start()
+        try:
+            _announce(sidecar, settings, options)
+            stop.wait()
+            print("otel-safety serve: stopping: draining requests and flushing ...", flush=True)
+        finally:
+            sidecar.stop()
     finally:
-        sidecar.stop()
         if claim is not None:
-            claim.close()
+            claim.release()
     print(f"otel-safety serve: stopped ({sidecar.summary()})", flush=True)
     return 0
 

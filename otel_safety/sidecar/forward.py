@@ -27,6 +27,8 @@ def otlp_exporter(
 ) -> SpanExporter:
     """The standard exporter for `protocol`; TLS, certificates, compression and timeouts come
     from the usual `OTEL_EXPORTER_OTLP_TRACES_*` variables, which the exporters read."""
+    if protocol in PROTOCOLS:
+        check_endpoint(endpoint, protocol)
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
@@ -43,6 +45,26 @@ def otlp_exporter(
     raise ValueError(
         f"unsupported forward protocol {protocol!r}; use one of {', '.join(PROTOCOLS)}"
     )
+
+
+def check_endpoint(endpoint: str, protocol: str) -> str:
+    """`endpoint` if it names an OTLP endpoint for `protocol`, else a ValueError saying what
+    one looks like: http(s)://host[:port][/path], or host:port for gRPC."""
+    example = "http://collector:4317" if protocol == "grpc" else "http://collector:4318"
+    problem = f"forward endpoint {endpoint!r} is not an OTLP endpoint; give one like {example}"
+    if "://" in endpoint:
+        parts = urlsplit(endpoint)
+        try:
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            port_ok = False
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+            raise ValueError(problem)
+        return endpoint
+    host, _, port = endpoint.rpartition(":")
+    if protocol != "grpc" or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ValueError(problem)
+    return endpoint
 
 
 def http_traces_url(endpoint: str) -> str:

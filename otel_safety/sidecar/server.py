@@ -91,7 +91,7 @@ class Sidecar:
         self.problems = ProblemLog()
         self._tls = _read_tls(options)  # fail on unreadable files before anything starts
         store = Path(settings.db_path)
-        new_store = settings.store and not options.lake and not store.exists()
+        self._new_store = bool(settings.store and not options.lake and not store.exists())
         sinks: list[Sink] = []
         self._store_sink: DuckDBStore | DuckLakeStore | None = None
         self.spool: Spool | None = None
@@ -129,9 +129,7 @@ class Sidecar:
                 engine.shutdown()  # and its sinks with it
             for sink in sinks if engine is None else ():
                 sink.shutdown()
-            if new_store:
-                store.unlink(missing_ok=True)
-                Path(f"{store}.wal").unlink(missing_ok=True)
+            self._discard_new_store()
             raise
         self.engine = engine
         self.intake = Intake(
@@ -225,31 +223,54 @@ class Sidecar:
                 )
                 self._grpc.start()
             if options.http_port is not None:
-                self._http = OtlpHttpServer(
-                    options.host,
-                    options.http_port,
-                    self.intake,
-                    HttpOptions(
-                        max_request_bytes=options.max_request_bytes,
-                        token=options.token,
-                        retry_after=options.retry_after,
-                        read_timeout=options.read_timeout,
-                        body_timeout=options.body_timeout,
-                        max_connections=options.max_connections,
-                    ),
-                    self.health,
-                    self.metrics_text,
-                    self._ssl_context(),
-                )
+                ssl_context = self._ssl_context()
+                try:
+                    self._http = OtlpHttpServer(
+                        options.host,
+                        options.http_port,
+                        self.intake,
+                        HttpOptions(
+                            max_request_bytes=options.max_request_bytes,
+                            token=options.token,
+                            retry_after=options.retry_after,
+                            read_timeout=options.read_timeout,
+                            body_timeout=options.body_timeout,
+                            max_connections=options.max_connections,
+                        ),
+                        self.health,
+                        self.metrics_text,
+                        ssl_context,
+                    )
+                except OSError as exc:
+                    raise OSError(
+                        f"cannot listen for OTLP/HTTP on {options.host}:{options.http_port} "
+                        f"({exc.strerror or exc}); stop what holds the port or pick another "
+                        "with --http-port"
+                    ) from None
                 self.http_port = self._http.port
                 self._http_thread = threading.Thread(
                     target=self._http.serve_forever, name="otlp-http", daemon=True
                 )
                 self._http_thread.start()
-        except BaseException:
+        except BaseException:  # a port in use, say: leave no empty store behind
             self.stop()
+            if self.metrics.total("spans_accepted") == 0:
+                self._discard_new_store()
             raise
         return self
+
+    def _discard_new_store(self) -> None:
+        """Remove the store this serve created, and its empty spool folders, when it could
+        not start: a failed start leaves nothing behind. A store that existed stays."""
+        if not self._new_store:
+            return
+        store = Path(self.settings.db_path)
+        store.unlink(missing_ok=True)
+        Path(f"{store}.wal").unlink(missing_ok=True)
+        for spool in (self.spool, self.forward_spool):
+            if spool is not None and spool.records == 0:
+                spool.close()
+                _remove_empty_folder(spool.folder)
 
     def stop(self) -> None:
         """Drain and flush; safe to call twice."""
@@ -277,7 +298,6 @@ class Sidecar:
                     owed,
                     self.spool.folder,
                 )
-        logger.info("otel-safety serve stopped: %s", self.summary())
 
     def __enter__(self) -> Sidecar:
         return self.start()
@@ -398,3 +418,15 @@ def _read_tls(options: SidecarOptions) -> tuple[bytes, bytes] | None:
     if not options.tls_cert or not options.tls_key:
         return None
     return Path(options.tls_key).read_bytes(), Path(options.tls_cert).read_bytes()
+
+
+def _remove_empty_folder(folder: Path) -> None:
+    """Remove a spool folder that holds nothing but its lock file."""
+    try:
+        entries = list(folder.iterdir())
+        if all(entry.name == "lock" for entry in entries):
+            for entry in entries:
+                entry.unlink()
+            folder.rmdir()
+    except OSError:
+        logger.warning("otel-safety serve: could not remove the empty spool %s", folder)

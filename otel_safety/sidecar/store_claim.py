@@ -2,23 +2,42 @@
 
 Two `serve` processes can share a file (each opens it about once a second to write, so they
 take turns), but each then waits on the other's lock and a user rarely means it. The first
-`serve` holds an advisory lock on `<db>.serve.lock` for its lifetime; a second one finds it
-held and says so. POSIX only (fcntl); elsewhere nothing is claimed.
+`serve` holds an advisory lock on `<db>.serve.lock` for its lifetime and removes the file
+when it stops; a second one finds it held and says so. POSIX only (fcntl); elsewhere
+nothing is claimed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import IO
 
-__all__ = ["claim_store"]
+__all__ = ["StoreClaim", "claim_store"]
 
 
-def claim_store(db_path: str) -> tuple[IO[str] | None, str | None]:
-    """(the held lock file, None), or (None, the other holder's pid) when it is taken.
+class StoreClaim:
+    """The held lock on `<db>.serve.lock`; `release()` removes the file and drops the lock."""
 
-    Keep the returned file open while serving: closing it releases the claim."""
+    def __init__(self, path: Path, handle: IO[str]) -> None:
+        self.path = path
+        self.handle = handle
+
+    def release(self) -> None:
+        """Remove the lock file while still holding it, so no one is left waiting on a
+        file that is gone, then close it (which drops the lock). Safe to call twice."""
+        if self.handle.closed:
+            return
+        with contextlib.suppress(OSError):  # a read-only folder: the file stays, lock goes
+            self.path.unlink(missing_ok=True)
+        self.handle.close()
+
+
+def claim_store(db_path: str) -> tuple[StoreClaim | None, str | None]:
+    """(the claim, None), or (None, the other holder's pid) when it is taken.
+
+    Keep the claim while serving and release it when done."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no claim, no warning
@@ -39,4 +58,4 @@ def claim_store(db_path: str) -> tuple[IO[str] | None, str | None]:
     handle.truncate()
     handle.write(str(os.getpid()))
     handle.flush()
-    return handle, None
+    return StoreClaim(path, handle), None
