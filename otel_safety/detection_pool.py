@@ -66,6 +66,10 @@ class WorkerPool:
         for worker in self.workers:
             worker.warm()
 
+    def in_force(self) -> list[tuple[str, str | None]]:
+        """The detectors and monitor modes in force (every child builds the same)."""
+        return self.workers[0].in_force()
+
     def build_error(self) -> str | None:
         """Wait for every child's detectors: the first build error, or None."""
         errors = [error for worker in self.workers if (error := worker.build_error())]

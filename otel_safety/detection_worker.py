@@ -145,6 +145,7 @@ class ProcessPipeline:
         self._ready = False  # the child said its detectors are built
         self._failed = False
         self._build_error: str | None = None  # the child's, when its data would not compile
+        self._in_force: list[tuple[str, str | None]] = []  # the child's detectors, when built
         self._lock = threading.Lock()
 
     @property
@@ -200,6 +201,13 @@ class ProcessPipeline:
             return [finish(spans, judgement) for (spans, _), judgement in pairs]
 
         return collect
+
+    def in_force(self) -> list[tuple[str, str | None]]:
+        """The child's detectors and monitor modes, without building them here too."""
+        with self._lock:
+            if self._ensure_child():
+                return list(self._in_force)
+        return self._fallback().in_force()
 
     def build_error(self) -> str | None:
         """Wait until the child has built its detectors; the error that stopped it (a bad
@@ -281,11 +289,12 @@ class ProcessPipeline:
         except Exception as exc:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
-        if ready != "ready":
+        if not (isinstance(ready, tuple) and ready[:1] == ("ready",)):
             self._build_error = str(ready)
             self._give_up(f"the detection process could not build its detectors: {ready}")
             return False
         self._ready = True
+        self._in_force = list(ready[1])
         return True
 
     def _start_child(self) -> bool:
@@ -363,7 +372,7 @@ def main() -> None:
     except Exception as exc:
         _send(sink, f"{type(exc).__name__}: {exc}")
         return
-    _send(sink, "ready")
+    _send(sink, ("ready", pipeline.in_force()))
     while True:
         try:
             batch = _receive(source)

@@ -146,6 +146,13 @@ class Pipeline:
         """Judge several traces (spans, reason), in order."""
         return [self.evaluate(spans, reason) for spans, reason in traces]
 
+    def in_force(self) -> list[tuple[str, str | None]]:
+        """(key, monitor mode or None) for every detector: what a command announces."""
+        return [
+            (d.key, mode.value if (mode := getattr(d, "mode", None)) is not None else None)
+            for d in self.detectors
+        ]
+
     def warm(self) -> None:
         """Build the detectors now (off the app's thread, before the first trace)."""
         self.detectors  # noqa: B018

@@ -30,6 +30,10 @@ BENCHES = [
         ["bench/bench_app_overhead.py", "--format", "markdown"],
     ),
     (
+        "python bench/bench_ingest.py --data ../shared/data",
+        ["bench/bench_ingest.py", "--data", "{data}"],
+    ),
+    (
         "python bench/bench_worst_case.py --sizes 1000000 --format markdown",
         ["bench/bench_worst_case.py", "--sizes", "1000000", "--format", "markdown"],
     ),

@@ -325,7 +325,5 @@ def _announce(sidecar: Sidecar, settings: Settings, options: SidecarOptions) -> 
 
 def _monitor_modes(sidecar: Sidecar) -> str:
     """The behaviour monitors' modes in force (their data files and OTEL_SAFETY_MONITOR_MODES)."""
-    detectors = sidecar.engine.pipeline.detectors
-    return ", ".join(
-        f"{d.key} {d.mode.value}" for d in detectors if getattr(d, "mode", None) is not None
-    )
+    in_force = sidecar.engine.pipeline.in_force()  # from the detection processes
+    return ", ".join(f"{key} {mode}" for key, mode in in_force if mode is not None)
