@@ -9,7 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import _logs, trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -22,6 +24,8 @@ from otel_safety.detection_worker import ProcessPipeline
 from otel_safety.detectors.datafiles import DATA_DIR_ENV, data_dir_from_env
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.evaluation_logs import EvaluationLogSink
+from otel_safety.log_processor import SafetyLogRecordProcessor
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import Policy
@@ -49,6 +53,8 @@ def create_processor(
     principals: str | None = None,
     monitor_modes: Mapping[str, str] | None = None,
     detection: str | None = None,
+    evaluation_events: str | None = None,
+    logger_provider: LoggerProvider | None = None,
 ) -> SafetySpanProcessor:
     """A SafetySpanProcessor for a provider you already have.
 
@@ -61,6 +67,11 @@ def create_processor(
     `detection` ("process", the default, or "thread"; OTEL_SAFETY_DETECTION) says where the
     detectors run: in a worker process, so that they never hold the application's GIL, or on
     the engine's thread in this process (always so with a `policy` object, which cannot move).
+    With a `logger_provider`, the GenAI events its loggers emit (messages sent as log records)
+    are judged with their spans, and findings are emitted through it as
+    `gen_ai.evaluation.result` log records; `evaluation_events` ("both", the default, "logs"
+    or "spans"; OTEL_SAFETY_EVALUATION_EVENTS) says whether they go as log records, as span
+    events, or both.
     """
     settings = Settings.resolve(
         db_path=db_path,
@@ -78,8 +89,11 @@ def create_processor(
         monitor_modes=dict(monitor_modes) if monitor_modes is not None else None,
         policy=None if policy is None or hasattr(policy, "decide") else os.fspath(policy),
         detection=detection,
+        evaluation_events=evaluation_events,
     )
     sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
+    if logger_provider is not None and settings.evaluation_events != "spans":
+        sinks.append(EvaluationLogSink(logger_provider))
     sinks.extend(ExporterSink(exporter) for exporter in exporters)
     if otlp or (otlp is None and not exporters):
         exporter = otlp_exporter_from_env(required=bool(otlp))
@@ -94,6 +108,8 @@ def create_processor(
         # A policy object lives in this process: judge here then.
         detection=settings.detection if policy_object is None else "thread",
     )
+    if logger_provider is not None:
+        logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
     return SafetySpanProcessor(engine)
 
 
@@ -183,6 +199,7 @@ def build_pipeline(
         requester_keys=requester_keys,
         conversation_keys=_conversation_keys(settings),
         calibrated=calibrated,
+        span_events=settings.evaluation_events != "logs",
     )
 
 
@@ -235,15 +252,78 @@ def configure(
 ) -> TracerProvider:
     """Return (and by default install globally) a TracerProvider with otel-safety in it.
 
-    Takes the same options as `create_processor`.
+    Takes the same options as `create_processor`. A `LoggerProvider` is set up beside it (and
+    installed globally too, unless one is passed as `logger_provider`): GenAI events that
+    instrumentations send as log records are judged with their spans, findings go out as
+    `gen_ai.evaluation.result` log records, and with `OTEL_EXPORTER_OTLP_[LOGS_]ENDPOINT` set
+    the log records are exported over OTLP. `provider.shutdown()` shuts it down after the
+    last findings are emitted.
     """
     if resource is None:
         resource = Resource.create({"service.name": service_name} if service_name else {})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(create_processor(db_path, **options))
+    logger_provider = options.pop("logger_provider", None)
+    owned = logger_provider is None
+    if owned:  # shut down by the span processor, after its last findings, not at exit
+        logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+        exporter = otlp_log_exporter_from_env()
+        if exporter is not None:
+            logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    processor = create_processor(db_path, logger_provider=logger_provider, **options)
+    if owned:
+        processor.engine.sinks.append(_LoggerProviderCloser(logger_provider))
+    provider.add_span_processor(processor)
     if install:
         trace.set_tracer_provider(provider)
+        if owned:
+            _logs.set_logger_provider(logger_provider)
     return provider
+
+
+class _LoggerProviderCloser:
+    """The last sink: shuts the LoggerProvider configure() made down after the engine's final
+    findings went out through it (an exit hook of its own could run first and lose them)."""
+
+    def __init__(self, provider: LoggerProvider) -> None:
+        self.provider = provider
+
+    def write(self, evaluations: Sequence) -> None:
+        pass
+
+    def tick(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.provider.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+def otlp_log_exporter_from_env() -> LogRecordExporter | None:
+    """The standard OTLP log exporter when `OTEL_EXPORTER_OTLP_[LOGS_]ENDPOINT` is set."""
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    if not endpoint:
+        return None
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    elif protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    else:  # http/json: there is no JSON log exporter to send them with
+        logger.warning(
+            "otel-safety: log records are not exported with OTLP protocol %r (grpc or "
+            "http/protobuf only); findings still go out as span events",
+            protocol,
+        )
+        return None
+    return OTLPLogExporter()
 
 
 def otlp_exporter_from_env(required: bool = False) -> SpanExporter | None:

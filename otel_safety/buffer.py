@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_safety.logs import LogEvent
 from otel_safety.mapping import is_agent_run
 
 ROOT_ENDED = "root_ended"
@@ -27,16 +28,19 @@ FLUSH = "flush"
 
 @dataclass
 class Release:
-    """The spans of one trace handed to the pipeline, and why now."""
+    """The spans of one trace handed to the pipeline, and why now; with the GenAI events
+    that arrived as log records for it."""
 
     trace_id: int
     spans: list[ReadableSpan]
     reason: str
+    events: list[LogEvent] = field(default_factory=list)
 
 
 @dataclass
 class _Pending:
     spans: list[ReadableSpan] = field(default_factory=list)
+    events: list[LogEvent] = field(default_factory=list)
     last_seen: float = 0.0
     bytes: int = 0
 
@@ -130,6 +134,19 @@ class TraceBuffer:
         released.extend(self._shed())
         return released
 
+    def add_event(self, event: LogEvent, now: float) -> list[Release]:
+        """Hold a log event with its trace until the trace is released. Events never release
+        a trace themselves; they count towards the byte budget (and may shed the oldest)."""
+        pending = self._pending.get(event.trace_id)
+        if pending is None:
+            pending = self._pending[event.trace_id] = _Pending()
+        pending.events.append(event)
+        pending.last_seen = now
+        size = event.weight
+        pending.bytes += size
+        self._bytes += size
+        return self._shed()
+
     def agent_started(self, trace_id: int) -> None:
         """Announce an agent run; its end (with no other run open) releases the trace."""
         self._open_agents[trace_id] = self._open_agents.get(trace_id, 0) + 1
@@ -164,4 +181,4 @@ class TraceBuffer:
         pending = self._pending.pop(trace_id)
         self._span_count -= len(pending.spans)
         self._bytes -= pending.bytes
-        return Release(trace_id, pending.spans, reason)
+        return Release(trace_id, pending.spans, reason, pending.events)

@@ -52,6 +52,12 @@ class Settings(BaseModel):
         description="mask secrets in stored and forwarded span attributes and trajectories "
         "(OTEL_SAFETY_REDACT_SECRETS; on by default in serve)",
     )
+    evaluation_events: Literal["both", "logs", "spans"] = Field(
+        "both",
+        description="where findings go as gen_ai.evaluation.result events: log records "
+        "through the Logs API, span events on the judged spans (for backends that read only "
+        "spans), or both (OTEL_SAFETY_EVALUATION_EVENTS)",
+    )
     detection: Literal["process", "thread"] = Field(
         "process",
         description="in an application, judge in a worker process (its own GIL) or on the "

@@ -31,7 +31,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from otel_safety.config import Settings
 from otel_safety.guard.signing import key_for_children
-from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, finish
+from otel_safety.mapping.log_events import with_log_events
+from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, TraceInput, finish
 
 logger = logging.getLogger(__name__)
 
@@ -166,19 +167,17 @@ class ProcessPipeline:
             self._start_child()
 
     def evaluate(
-        self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
+        self, spans: Sequence[ReadableSpan], reason: str = "root_ended", events: Sequence = ()
     ) -> TraceEvaluation:
-        return self.evaluate_many([(spans, reason)])[0]
+        return self.evaluate_many([(spans, reason, events)])[0]
 
-    def evaluate_many(
-        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
-    ) -> list[TraceEvaluation]:
+    def evaluate_many(self, traces: Sequence[TraceInput]) -> list[TraceEvaluation]:
         with self._lock:
             judgements = self._judge_remotely(traces)
         if judgements is None:
             return self._fallback().evaluate_many(traces)
         pairs = zip(traces, judgements, strict=True)
-        return [finish(spans, judgement) for (spans, _), judgement in pairs]
+        return [finish(trace[0], j, self._local.span_events) for trace, j in pairs]
 
     def close(self) -> None:
         with self._lock:
@@ -200,15 +199,14 @@ class ProcessPipeline:
                 child.wait()
 
     # -- internals --------------------------------------------------------------------------
-    def _judge_remotely(
-        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
-    ) -> list[Judgement] | None:
+    def _judge_remotely(self, traces: Sequence[TraceInput]) -> list[Judgement] | None:
         if not self._ensure_child():
             return None
         child = self._child
         assert child is not None and child.stdin is not None and child.stdout is not None
         try:
-            _send(child.stdin, [([span_to_wire(s) for s in spans], r) for spans, r in traces])
+            # Log events travel inside the judging copies of their spans, as span events.
+            _send(child.stdin, [_trace_to_wire(trace) for trace in traces])
             answer = _with_timeout(lambda: _receive(child.stdout), BATCH_TIMEOUT)
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
@@ -273,6 +271,11 @@ class ProcessPipeline:
         return self._local
 
 
+def _trace_to_wire(trace: TraceInput) -> tuple[list[Wire], str]:
+    spans, reason, *events = trace
+    return [span_to_wire(s) for s in with_log_events(spans, events[0] if events else ())], reason
+
+
 def _with_timeout(read: Callable[[], Any], seconds: float) -> Any:
     """`read()` on a helper thread, or TimeoutError once `seconds` pass."""
     result: list[Any] = []
@@ -322,4 +325,3 @@ def main() -> None:
             sink,
             [pipeline.judge([span_from_wire(w) for w in spans], reason) for spans, reason in batch],
         )
-

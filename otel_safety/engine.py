@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety.buffer import TraceBuffer
+from otel_safety.logs import LogEvent
+from otel_safety.mapping.log_events import matched
 from otel_safety.pipeline import Pipeline, TraceEvaluation
 from otel_safety.redaction import redact_evaluation
 
@@ -76,6 +78,12 @@ class _Control:
     done: threading.Event
 
 
+def _dropped_counter(item: object) -> str:
+    if isinstance(item, AgentStarted):
+        return "markers_dropped"
+    return "log_events_dropped" if isinstance(item, LogEvent) else "spans_dropped"
+
+
 class SafetyEngine:
     def __init__(
         self,
@@ -99,7 +107,7 @@ class SafetyEngine:
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size
-        self._queue: queue.Queue[ReadableSpan | AgentStarted | _Control] = queue.Queue(
+        self._queue: queue.Queue[ReadableSpan | AgentStarted | LogEvent | _Control] = queue.Queue(
             maxsize=queue_size
         )
         self._lock = threading.Lock()
@@ -112,8 +120,9 @@ class SafetyEngine:
             self._worker.start()
 
     # -- hot path -------------------------------------------------------------------------
-    def submit(self, span: ReadableSpan | AgentStarted) -> bool:
-        """Enqueue without blocking. A full queue drops the span, counts it and warns."""
+    def submit(self, span: ReadableSpan | AgentStarted | LogEvent) -> bool:
+        """Enqueue without blocking. A full queue drops the span (or the log event held
+        for one), counts it and warns."""
         if self._closed:
             return False
         try:
@@ -121,9 +130,7 @@ class SafetyEngine:
             return True
         except queue.Full:
             with self._drop_lock:  # a refused agent-start marker is not a lost span
-                self.stats[
-                    "markers_dropped" if isinstance(span, AgentStarted) else "spans_dropped"
-                ] += 1
+                self.stats[_dropped_counter(span)] += 1
             now = time.monotonic()
             if now - self._last_drop_warning >= DROP_WARNING_INTERVAL:
                 self._last_drop_warning = now
@@ -137,15 +144,20 @@ class SafetyEngine:
 
     # -- synchronous use (ingest) ---------------------------------------------------------
     def process(
-        self, spans: Iterable[ReadableSpan | AgentStarted], now: float | None = None
+        self, spans: Iterable[ReadableSpan | AgentStarted | LogEvent], now: float | None = None
     ) -> None:
-        """Add spans and evaluate whatever became ready, on the calling thread."""
+        """Add spans (and log events) and evaluate whatever became ready, on the calling
+        thread."""
         now = self._clock() if now is None else now
         with self._lock:
             releases = []
             for span in spans:
                 if isinstance(span, AgentStarted):
                     self.buffer.agent_started(span.trace_id)
+                    continue
+                if isinstance(span, LogEvent):
+                    self.stats["log_events_received"] += 1
+                    releases.extend(self.buffer.add_event(span, now))
                     continue
                 self.stats["spans_received"] += 1
                 releases.extend(self.buffer.add(span, now))
@@ -233,7 +245,7 @@ class SafetyEngine:
 
     def _step(self) -> _Control | None:
         """Take a batch of spans (or a control request) and process it."""
-        batch: list[ReadableSpan | AgentStarted] = []
+        batch: list[ReadableSpan | AgentStarted | LogEvent] = []
         control = None
         try:
             item = self._queue.get(timeout=self._wait_seconds())
@@ -264,9 +276,14 @@ class SafetyEngine:
         return min(1.0, max(0.01, deadline - self._clock()))
 
     def _dispatch(self, releases: Sequence) -> None:
+        for release in releases:  # log events whose span never came (or came first and
+            used = matched(release.spans, release.events)  # was judged without them)
+            self.stats["log_events_matched"] += used
+            self.stats["log_events_unmatched"] += len(release.events) - used
+        releases = [r for r in releases if r.spans]
         if not releases:
             return
-        evaluations = self.pipeline.evaluate_many([(r.spans, r.reason) for r in releases])
+        evaluations = self.pipeline.evaluate_many([(r.spans, r.reason, r.events) for r in releases])
         for evaluation in evaluations:
             self.stats["traces_evaluated"] += 1
             self.stats["agent_traces"] += evaluation.trajectory is not None
@@ -276,6 +293,7 @@ class SafetyEngine:
             self.stats["findings"] += len(evaluation.findings)
             self.stats["traces_flagged"] += evaluation.flagged
             self.stats["spans_with_notes"] += len(evaluation.notes)
+            self.stats["spans_without_content"] += len(evaluation.without_content)
             self.stats["pipeline_errors"] += evaluation.error is not None
         if self.redact_secrets:  # after judging: detectors see what came in
             for evaluation in evaluations:

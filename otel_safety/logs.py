@@ -1,0 +1,89 @@
+"""GenAI events sent as log records: recognised, read into plain data, tied to their span.
+
+Instrumentations put message content in log records (the OpenTelemetry Logs API) rather
+than on spans: the older per-message events (`gen_ai.user.message`, `gen_ai.choice`, ...)
+and the newer `gen_ai.client.inference.operation.details`. A log record names its span by
+trace and span id; the engine holds these events with their trace and the mapping reads them
+as part of that span, so content that arrives as logs is judged like content on spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_safety import semconv as sc
+
+OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+# The event forms whose content is read; everything else is not ours to judge.
+MESSAGE_EVENTS = frozenset(
+    {
+        "gen_ai.system.message",
+        "gen_ai.user.message",
+        "gen_ai.assistant.message",
+        "gen_ai.tool.message",
+        "gen_ai.choice",
+        "gen_ai.content.prompt",
+        "gen_ai.content.completion",
+    }
+)
+GENAI_EVENTS = MESSAGE_EVENTS | {OPERATION_DETAILS}
+# Keys of the details event that the span-attribute reader understands.
+DETAILS_KEYS = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+)
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One GenAI event from a log record: its span, name, time, attributes and body."""
+
+    trace_id: int
+    span_id: int
+    name: str
+    timestamp: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    body: Any = None
+
+    @property
+    def weight(self) -> int:
+        """Rough size in bytes, for the trace buffer's memory budget."""
+        return 256 + len(repr(self.body)) + sum(len(repr(v)) for v in self.attributes.values())
+
+
+def event_name(name: str | None, attributes: Mapping[str, Any] | None) -> str:
+    """The event name of a log record: its own field, else the older `event.name` attribute."""
+    if name:
+        return name
+    legacy = (attributes or {}).get("event.name")
+    return legacy if isinstance(legacy, str) else ""
+
+
+def genai_event(
+    name: str,
+    trace_id: int | None,
+    span_id: int | None,
+    timestamp: int | None,
+    attributes: Mapping[str, Any] | None,
+    body: Any,
+) -> LogEvent | None:
+    """A `LogEvent` when the record is a GenAI event tied to a span, else None.
+
+    Our own `gen_ai.evaluation.result` records are never read back: they are results, and
+    reading them would judge our own output.
+    """
+    if name not in GENAI_EVENTS or name == sc.GEN_AI_EVALUATION_RESULT:
+        return None
+    if not trace_id or not span_id:  # not correlated to a span: nothing to attach it to
+        return None
+    return LogEvent(
+        trace_id=trace_id,
+        span_id=span_id,
+        name=name,
+        timestamp=timestamp or 0,
+        attributes=dict(attributes or {}),
+        body=body,
+    )
