@@ -177,7 +177,10 @@ class ProcessPipeline:
         if judgements is None:
             return self._fallback().evaluate_many(traces)
         pairs = zip(traces, judgements, strict=True)
-        return [finish(trace[0], j, self._local.span_events) for trace, j in pairs]
+        return [
+            finish(trace[0], j, self._local.span_events, trace[2] if len(trace) > 2 else ())
+            for trace, j in pairs
+        ]
 
     def close(self) -> None:
         with self._lock:

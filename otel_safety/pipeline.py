@@ -26,7 +26,7 @@ from otel_safety.mapping import (
     trace_id_hex,
 )
 from otel_safety.mapping.assemble import assemble
-from otel_safety.mapping.log_events import with_log_events
+from otel_safety.mapping.log_events import response_ids, with_log_events
 from otel_safety.mapping.types import MappedSpan
 from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.policies import SafeguardsPolicy
@@ -60,6 +60,7 @@ class TraceEvaluation:
     detector_errors: list[str] = field(default_factory=list)
     error: str | None = None
     without_content: list[str] = field(default_factory=list)  # GenAI spans with no content
+    response_ids: dict[str, str] = field(default_factory=dict)  # span id -> gen_ai.response.id
 
     @property
     def flagged(self) -> bool:
@@ -86,16 +87,21 @@ class Judgement:
 
 
 def finish(
-    spans: Sequence[ReadableSpan], judgement: Judgement, span_events: bool = True
+    spans: Sequence[ReadableSpan],
+    judgement: Judgement,
+    span_events: bool = True,
+    events: Sequence[LogEvent] = (),
 ) -> TraceEvaluation:
     """The spans annotated with their judgement: what the sinks receive. `span_events`:
-    findings also as `gen_ai.evaluation.result` span events (not only as log records)."""
+    findings also as `gen_ai.evaluation.result` span events (not only as log records);
+    `events`: the trace's GenAI log events (they may name a response the span does not)."""
     evaluation = TraceEvaluation(
         trace_id=judgement.trace_id,
         spans=list(spans),
         reason=judgement.reason,
         error=judgement.error,
         without_content=list(judgement.without_content),
+        response_ids=response_ids(spans, events),
     )
     if not judgement.annotate:
         return evaluation
@@ -167,7 +173,7 @@ class Pipeline:
         """Judge one trace, reading `events` (GenAI log records) as part of their spans.
         Never raises: on an internal error the spans go on unannotated."""
         judgement = self.judge(with_log_events(spans, events), reason)
-        return finish(spans, judgement, self.span_events)
+        return finish(spans, judgement, self.span_events, events)
 
     def evaluate_many(self, traces: Sequence[TraceInput]) -> list[TraceEvaluation]:
         """Judge several traces (spans, reason[, log events]), in order."""

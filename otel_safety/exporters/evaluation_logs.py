@@ -2,7 +2,8 @@
 
 OpenTelemetry sends new events as log records, not span events. Each fired finding becomes
 one log record parented to the span it judges (its trace and span id), with the same
-evaluation attributes as the span event and `gen_ai.response.id` when that span has one.
+evaluation attributes as the span event and `gen_ai.response.id` when the span or its
+log events name one.
 The records go to a `LoggerProvider`, whose own processors and exporters send them on.
 """
 
@@ -13,14 +14,15 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, LogRecord
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_safety import semconv as sc
 from otel_safety.annotate import evaluation_attributes, finding_target, local_root
 from otel_safety.mapping import span_id_hex
+from otel_safety.mapping.log_events import RESPONSE_ID as GEN_AI_RESPONSE_ID
 from otel_safety.pipeline import TraceEvaluation
 
-GEN_AI_RESPONSE_ID = "gen_ai.response.id"
 SCOPE = "otel_safety"
 
 
@@ -34,7 +36,7 @@ class EvaluationLogSink:
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
         for evaluation in evaluations:
-            for record in evaluation_records(evaluation):
+            for record, _span in evaluation_records(evaluation):
                 self.logger.emit(record)
                 self.emitted += 1
 
@@ -49,8 +51,8 @@ class EvaluationLogSink:
         """The provider belongs to whoever made it (configure() shuts its own down)."""
 
 
-def evaluation_records(evaluation: TraceEvaluation) -> list[LogRecord]:
-    """One `gen_ai.evaluation.result` log record per fired finding, on its span."""
+def evaluation_records(evaluation: TraceEvaluation) -> list[tuple[LogRecord, ReadableSpan]]:
+    """One `gen_ai.evaluation.result` log record per fired finding, with the span it is on."""
     fired = [f for f in evaluation.findings if f.detected]
     if not fired:
         return []
@@ -63,21 +65,20 @@ def evaluation_records(evaluation: TraceEvaluation) -> list[LogRecord]:
         if target is None:
             continue
         attributes: dict[str, Any] = evaluation_attributes(finding)
-        response_id = (target.attributes or {}).get(GEN_AI_RESPONSE_ID)
+        response_id = evaluation.response_ids.get(span_id_hex(target.context.span_id))
         if response_id is not None:
-            attributes[GEN_AI_RESPONSE_ID] = str(response_id)
+            attributes[GEN_AI_RESPONSE_ID] = response_id
         parent = SpanContext(
             target.context.trace_id,
             target.context.span_id,
             is_remote=False,
             trace_flags=TraceFlags(TraceFlags.SAMPLED),
         )
-        records.append(
-            LogRecord(
-                timestamp=target.end_time or target.start_time,
-                context=trace.set_span_in_context(NonRecordingSpan(parent)),
-                event_name=sc.GEN_AI_EVALUATION_RESULT,
-                attributes=attributes,
-            )
+        record = LogRecord(
+            timestamp=target.end_time or target.start_time,
+            context=trace.set_span_in_context(NonRecordingSpan(parent)),
+            event_name=sc.GEN_AI_EVALUATION_RESULT,
+            attributes=attributes,
         )
+        records.append((record, target))
     return records

@@ -18,6 +18,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from otel_safety.annotate import rebuild_span
 from otel_safety.logs import DETAILS_KEYS, MESSAGE_EVENTS, OPERATION_DETAILS, LogEvent
 
+RESPONSE_ID = "gen_ai.response.id"
+
 
 def with_log_events(
     spans: Sequence[ReadableSpan], events: Sequence[LogEvent]
@@ -32,6 +34,20 @@ def with_log_events(
         _joined(span, by_span[span.context.span_id]) if span.context.span_id in by_span else span
         for span in spans
     ]
+
+
+def response_ids(spans: Sequence[ReadableSpan], events: Sequence[LogEvent]) -> dict[str, str]:
+    """`gen_ai.response.id` per span id (16 hex), from the span or else its log events."""
+    ids = {}
+    for event in events:
+        value = event.attributes.get(RESPONSE_ID)
+        if value is not None:
+            ids[f"{event.span_id:016x}"] = str(value)
+    for span in spans:
+        value = (span.attributes or {}).get(RESPONSE_ID)
+        if value is not None:
+            ids[f"{span.context.span_id:016x}"] = str(value)
+    return ids
 
 
 def matched(spans: Sequence[ReadableSpan], events: Sequence[LogEvent]) -> int:

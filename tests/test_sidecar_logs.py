@@ -1,0 +1,214 @@
+"""`serve` takes OTLP logs too: GenAI events sent as log records are read with their spans.
+
+The app side is the real SDK with the standard OTLP span and log exporters, over gRPC and
+over HTTP, to a sidecar on 127.0.0.1; the chat span carries no content, the model's request
+for `rm -rf /` travels only in a `gen_ai.client.inference.operation.details` log record (as
+opentelemetry-util-genai emits it with content capture set to events). The sidecar must
+flag the chat span, store it, and forward both the app's log records and its findings as
+`gen_ai.evaluation.result` log records to a real next hop.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import httpx
+from opentelemetry._logs import LogRecord
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogs
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from sidecar_support import GrpcNextHop, HttpNextHop, wait_for
+
+from otel_safety import semconv as sc
+from otel_safety.config import Settings
+from otel_safety.otlp import key_values
+from otel_safety.pipeline import NO_CONTENT_NOTE
+from otel_safety.sidecar import Sidecar, SidecarOptions
+
+OUTPUT = [
+    {
+        "role": "assistant",
+        "parts": [
+            {
+                "type": "tool_call",
+                "id": "call_1",
+                "name": "run_shell",
+                "arguments": {"command": "rm -rf /"},
+            }
+        ],
+        "finish_reason": "tool_calls",
+    }
+]
+INPUT = [{"role": "user", "parts": [{"type": "text", "content": "Tidy up my machine."}]}]
+
+
+def _sidecar(tmp_path, hop) -> Sidecar:
+    settings = Settings.resolve(
+        environ={},
+        db_path=str(tmp_path / "store.duckdb"),
+        detectors=["tool_guard"],
+        decision_wait=5.0,
+        detection="thread",
+    )
+    protocol = "grpc" if isinstance(hop, GrpcNextHop) else "http/protobuf"
+    options = SidecarOptions(
+        grpc_port=0, http_port=0, forward_endpoint=hop.endpoint, forward_protocol=protocol
+    )
+    return Sidecar(settings, options)
+
+
+def _app(spans: SpanExporter, logs: LogRecordExporter) -> tuple[int, int]:
+    """One chat call whose content goes out only as a log record; its (trace, span) ids.
+    Logs are flushed before spans, as the SDK's defaults (1 s for logs, 5 s for spans) do."""
+    resource = Resource.create({"service.name": "logs-over-otlp"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+    logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(logs))
+    tracer = tracer_provider.get_tracer("app")
+    with (
+        tracer.start_as_current_span("agent run"),
+        tracer.start_as_current_span(
+            "chat fake", attributes={"gen_ai.operation.name": "chat"}
+        ) as chat,
+    ):
+        logger_provider.get_logger("app").emit(
+            LogRecord(
+                event_name="gen_ai.client.inference.operation.details",
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.response.id": "chatcmpl-1",
+                    "gen_ai.input.messages": json.dumps(INPUT),
+                    "gen_ai.output.messages": json.dumps(OUTPUT),
+                },
+            )
+        )
+        ids = chat.get_span_context().trace_id, chat.get_span_context().span_id
+    logger_provider.shutdown()
+    tracer_provider.shutdown()
+    return ids
+
+
+def _check(sidecar: Sidecar, hop, ids: tuple[int, int]) -> None:
+    with duckdb.connect(sidecar.settings.db_path, read_only=True) as con:
+        flagged = con.execute(
+            "SELECT f.detector, f.escalation_level, s.name FROM findings f "
+            "JOIN spans s USING (trace_id, span_id) WHERE f.detected"
+        ).fetchall()
+        notes = con.execute("SELECT notes FROM spans WHERE notes IS NOT NULL").fetchall()
+    assert flagged == [("tool_guard", "HARD_STOP", "chat fake")]
+    assert notes == []  # the log record supplied the content
+    counts = sidecar.counts()
+    assert counts["log_events_matched"] == 1 and counts["spans_without_content"] == 0
+    records = [
+        record
+        for request in hop.logs()
+        for resource in request.resource_logs
+        for scope in resource.scope_logs
+        for record in scope.log_records
+    ]
+    names = sorted(record.event_name for record in records)
+    assert names == ["gen_ai.client.inference.operation.details", sc.GEN_AI_EVALUATION_RESULT]
+    (result,) = [r for r in records if r.event_name == sc.GEN_AI_EVALUATION_RESULT]
+    trace_id, span_id = ids
+    assert result.trace_id == trace_id.to_bytes(16, "big")
+    assert result.span_id == span_id.to_bytes(8, "big")
+    attributes = key_values(result.attributes)
+    assert attributes[sc.GEN_AI_EVALUATION_NAME] == "tool_guard"
+    assert attributes["gen_ai.response.id"] == "chatcmpl-1"
+
+
+def test_logs_over_grpc_are_read_with_their_spans_and_forwarded(tmp_path):
+    with GrpcNextHop() as hop:
+        sidecar = _sidecar(tmp_path, hop)
+        with sidecar:
+            target = f"http://{sidecar.grpc_target}"
+            ids = _app(GrpcSpans(endpoint=target, insecure=True), GrpcLogs(target, insecure=True))
+            wait_for(lambda: sidecar.counts()["traces_evaluated"] >= 1, what="the judged trace")
+        wait_for(lambda: len(hop.logs()) >= 1, what="forwarded log records")
+        _check(sidecar, hop, ids)
+
+
+def test_logs_over_http_are_read_with_their_spans_and_forwarded(tmp_path):
+    with HttpNextHop() as hop:
+        sidecar = _sidecar(tmp_path, hop)
+        with sidecar:
+            url = sidecar.http_url
+            ids = _app(HttpSpans(endpoint=f"{url}/v1/traces"), HttpLogs(endpoint=f"{url}/v1/logs"))
+            wait_for(lambda: sidecar.counts()["traces_evaluated"] >= 1, what="the judged trace")
+        _check(sidecar, hop, ids)
+
+
+def test_otlp_json_logs_and_spans_without_content_are_counted(tmp_path, span_factory):
+    """OTLP/JSON logs are read too (hex ids); a chat span with nothing to judge is named in
+    the store, the counts, /metrics and the stop summary."""
+    with HttpNextHop() as hop:
+        sidecar = _sidecar(tmp_path, hop)
+        with sidecar:
+            document = {
+                "resourceLogs": [
+                    {
+                        "scopeLogs": [
+                            {
+                                "logRecords": [
+                                    {
+                                        "traceId": "ab" * 16,
+                                        "spanId": "cd" * 8,
+                                        "eventName": "gen_ai.choice",
+                                        "body": {"stringValue": "stray"},
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                ]
+            }
+            reply = httpx.post(f"{sidecar.http_url}/v1/logs", json=document, timeout=10)
+            assert reply.status_code == 200, reply.text
+            bad = httpx.post(
+                f"{sidecar.http_url}/v1/logs",
+                content=b'{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"traceId": "zz"}]}]}]}',
+                headers={"Content-Type": "application/json"},
+                timeout=10,
+            )
+            assert bad.status_code == 400
+            with (
+                span_factory.tracer.start_as_current_span("agent run"),
+                span_factory.tracer.start_as_current_span(
+                    "chat fake", attributes={"gen_ai.operation.name": "chat"}
+                ),
+            ):
+                pass
+            reply = httpx.post(
+                f"{sidecar.http_url}/v1/traces",
+                content=_encode(span_factory.exporter.get_finished_spans()),
+                headers={"Content-Type": "application/x-protobuf"},
+                timeout=10,
+            )
+            assert reply.status_code == 200
+            wait_for(lambda: sidecar.counts()["traces_evaluated"] >= 1, what="the judged trace")
+            metrics = httpx.get(f"{sidecar.http_url}/metrics", timeout=10).text
+        counts = sidecar.counts()
+        assert counts["log_records_received"] == 1
+        assert counts["spans_without_content"] == 1
+        assert "otel_safety_sidecar_engine_spans_without_content_total 1" in metrics
+        assert "1 GenAI spans carried no content" in sidecar.summary()
+        with duckdb.connect(sidecar.settings.db_path, read_only=True) as con:
+            notes = con.execute("SELECT name, notes FROM spans WHERE notes IS NOT NULL").fetchall()
+        assert [(name, json.loads(value)) for name, value in notes] == [
+            ("chat fake", [NO_CONTENT_NOTE])
+        ]
+        assert sidecar.engine.stats["log_events_unmatched"] == 1  # the stray, never judged
+
+
+def _encode(spans) -> bytes:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    return encode_spans(spans).SerializeToString()
