@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import trace_scope
 from otel_safety.annotate import annotate, local_root
+from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.detectors import Detector
 from otel_safety.logs import LogEvent
 from otel_safety.mapping import (
@@ -34,11 +35,6 @@ from otel_safety.policy import Policy
 
 logger = logging.getLogger(__name__)
 
-# Said on a model or tool span that carries no content: nothing in it could be judged.
-NO_CONTENT_NOTE = (
-    "no content captured: the instrumentation recorded no messages or tool arguments on "
-    "this span or in log events for it, so it was not judged; turn its content capture on"
-)
 # A trace as the engine hands it over: its spans, why now and, optionally, the GenAI events
 # that arrived as log records for its spans.
 TraceInput = (

@@ -25,9 +25,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_safety import create_processor
 from otel_safety import semconv as sc
+from otel_safety.cli import main
+from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.engine import ExporterSink, SafetyEngine
 from otel_safety.logs import LogEvent
-from otel_safety.pipeline import NO_CONTENT_NOTE, Pipeline
+from otel_safety.pipeline import Pipeline
 
 TESTS = Path(__file__).resolve().parent
 _SETTING_PREFIXES = ("OTEL_", "OPENINFERENCE_", "TRACELOOP_")
@@ -89,16 +91,26 @@ def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings):
     assert guard[0]["attributes"][sc.OTEL_SAFETY_FINDING_ESCALATION_LEVEL] == "HARD_STOP"
 
 
-def test_openai_v2_without_content_capture_is_named_not_judged_safe(tmp_path):
+def test_openai_v2_without_content_capture_is_named_not_judged_safe(tmp_path, capsys):
     """At the instrumentation's defaults nothing carries content: the chat spans say so in
-    the store's notes instead of passing as judged and clean."""
+    the store's notes and in `status` instead of passing as judged and clean."""
     db, _ = _run_app(tmp_path, {})
     assert _flagged(db) == []
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute("SELECT name, notes FROM spans ORDER BY name").fetchall()
-    notes = {name: json.loads(value) if value else [] for name, value in rows}
-    assert notes["chat fake"] == [NO_CONTENT_NOTE]
+    notes: dict[str, list[str]] = {}
+    for name, value in rows:
+        notes.setdefault(name, []).extend(json.loads(value) if value else [])
+    assert notes["chat fake"] == [NO_CONTENT_NOTE, NO_CONTENT_NOTE]  # both model calls
     assert notes["agent run"] == []
+    assert main(["status", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "2 GenAI spans carried no content" in out and "logs-app (genai) 2" in out
+    assert main(["status", "--db", str(db), "--format", "json"]) == 0
+    totals = json.loads(capsys.readouterr().out)
+    assert totals["spans_without_content"] == [
+        {"service": "logs-app", "dialect": "genai", "spans": 2}
+    ]
 
 
 # -- the older per-message event form, through the SDK Logs API in this process ------------

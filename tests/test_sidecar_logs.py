@@ -28,8 +28,8 @@ from sidecar_support import GrpcNextHop, HttpNextHop, wait_for
 
 from otel_safety import semconv as sc
 from otel_safety.config import Settings
+from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.otlp import key_values
-from otel_safety.pipeline import NO_CONTENT_NOTE
 from otel_safety.sidecar import Sidecar, SidecarOptions
 
 OUTPUT = [
