@@ -13,12 +13,18 @@ from __future__ import annotations
 import json
 
 import duckdb
+import grpc
 import httpx
+import pytest
 from opentelemetry._logs import LogRecord
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogs
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.resources import Resource
@@ -212,3 +218,31 @@ def _encode(spans) -> bytes:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     return encode_spans(spans).SerializeToString()
+
+
+def test_logs_need_the_token_and_valid_requests_on_both_transports(tmp_path):
+    settings = Settings.resolve(environ={}, db_path=str(tmp_path / "s.duckdb"))
+    options = SidecarOptions(grpc_port=0, http_port=0, token="s3cret")
+    with Sidecar(settings, options) as sidecar:
+        body = ExportLogsServiceRequest().SerializeToString()
+        protobuf = {"Content-Type": "application/x-protobuf"}
+        url = f"{sidecar.http_url}/v1/logs"
+        assert httpx.post(url, content=body, headers=protobuf).status_code == 401
+        authorized = {**protobuf, "Authorization": "Bearer s3cret"}
+        assert httpx.post(url, content=body, headers=authorized).status_code == 200
+        assert httpx.post(url, content=b"\xff\x00garbage", headers=authorized).status_code == 400
+        with grpc.insecure_channel(sidecar.grpc_target) as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+                request_serializer=lambda raw: raw,
+                response_deserializer=ExportLogsServiceResponse.FromString,
+            )
+            token = (("authorization", "Bearer s3cret"),)
+            for metadata, payload, expected in [
+                ((), body, grpc.StatusCode.UNAUTHENTICATED),
+                (token, b"\xff\x00garbage", grpc.StatusCode.INVALID_ARGUMENT),
+            ]:
+                with pytest.raises(grpc.RpcError) as refused:
+                    export(payload, metadata=metadata, timeout=10)
+                assert refused.value.code() == expected
+            export(body, metadata=token, timeout=10)  # accepted
