@@ -3,9 +3,10 @@
 The real `openai` client talks to the local fake server; the model asks for `run_shell`
 with `rm -rf /`, the app runs a harmless stand-in and the model answers. The
 instrumentation reads its settings from the environment the parent passes (content capture,
-semconv opt-in). The script writes what the app's LoggerProvider exported (our findings as
-`gen_ai.evaluation.result` log records, and the instrumentation's own GenAI events) to a
-JSON file, so the parent can check both the store and the logs.
+semconv opt-in), and so does otel-safety (`OTEL_SAFETY_DETECTION`). The script writes what
+the app's LoggerProvider exported (our findings as `gen_ai.evaluation.result` log records,
+and the instrumentation's own GenAI events) to a JSON file, so the parent can check both the
+store and the logs.
 
     python logs_app.py DB OUT
 """
@@ -44,7 +45,7 @@ def main(db: str, out: Path) -> None:
 
     import otel_safety
 
-    provider = otel_safety.configure(db, service_name="logs-app", detection="thread")
+    provider = otel_safety.configure(db, service_name="logs-app")  # OTEL_SAFETY_DETECTION
     exported = InMemoryLogRecordExporter()
     _logs.get_logger_provider().add_log_record_processor(SimpleLogRecordProcessor(exported))
     OpenAIInstrumentor().instrument()  # the global providers configure() installed

@@ -63,8 +63,14 @@ def _flagged(db: Path) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize(
     "settings",
     [
-        pytest.param({}, id="defaults"),
-        pytest.param({"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}, id="opt-in"),
+        pytest.param({"OTEL_SAFETY_DETECTION": "thread"}, id="defaults"),
+        pytest.param(  # judged in the worker process: log events travel with their spans
+            {
+                "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+                "OTEL_SAFETY_DETECTION": "process",
+            },
+            id="opt-in",
+        ),
     ],
 )
 def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings):
@@ -94,7 +100,7 @@ def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings):
 def test_openai_v2_without_content_capture_is_named_not_judged_safe(tmp_path, capsys):
     """At the instrumentation's defaults nothing carries content: the chat spans say so in
     the store's notes and in `status` instead of passing as judged and clean."""
-    db, _ = _run_app(tmp_path, {})
+    db, _ = _run_app(tmp_path, {"OTEL_SAFETY_DETECTION": "thread"})
     assert _flagged(db) == []
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute("SELECT name, notes FROM spans ORDER BY name").fetchall()
