@@ -11,7 +11,7 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -79,9 +79,7 @@ class _Control:
 
 
 def _dropped_counter(item: object) -> str:
-    if isinstance(item, AgentStarted):
-        return "markers_dropped"
-    return "log_events_dropped" if isinstance(item, LogEvent) else "spans_dropped"
+    return "markers_dropped" if isinstance(item, AgentStarted) else "spans_dropped"
 
 
 class SafetyEngine:
@@ -107,9 +105,15 @@ class SafetyEngine:
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size
-        self._queue: queue.Queue[ReadableSpan | AgentStarted | LogEvent | _Control] = queue.Queue(
+        self._queue: queue.Queue[ReadableSpan | AgentStarted | _Control] = queue.Queue(
             maxsize=queue_size
         )
+        # GenAI log events wait apart, in a deque bounded by the same size: appending to it
+        # wakes no thread (a log record is emitted for every message), and the worker takes
+        # them before each batch of spans; an event is emitted before its span ends, so it is
+        # held when the span's end is processed.
+        self._events: deque[LogEvent] = deque()
+        self._max_events = queue_size
         self._lock = threading.Lock()
         self._drop_lock = threading.Lock()
         self._last_drop_warning = 0.0
@@ -124,6 +128,13 @@ class SafetyEngine:
         """Enqueue without blocking. A full queue drops the span (or the log event held
         for one), counts it and warns."""
         if self._closed:
+            return False
+        if isinstance(span, LogEvent):
+            if len(self._events) < self._max_events:
+                self._events.append(span)
+                return True
+            with self._drop_lock:
+                self.stats["log_events_dropped"] += 1
             return False
         try:
             self._queue.put_nowait(span)
@@ -150,7 +161,7 @@ class SafetyEngine:
         thread."""
         now = self._clock() if now is None else now
         with self._lock:
-            releases = []
+            releases = self._take_events(now)
             for span in spans:
                 if isinstance(span, AgentStarted):
                     self.buffer.agent_started(span.trace_id)
@@ -164,9 +175,19 @@ class SafetyEngine:
             releases.extend(self.buffer.expired(now))
         self._dispatch(releases)
 
+    def _take_events(self, now: float) -> list:
+        """Hold the log events submitted so far with their traces (under the lock)."""
+        releases = []
+        while self._events:
+            event = self._events.popleft()  # only this thread takes: never empty here
+            self.stats["log_events_received"] += 1
+            releases.extend(self.buffer.add_event(event, now))
+        return releases
+
     def drain(self) -> None:
         """Evaluate every buffered trace now, with what is known."""
         with self._lock:
+            self._take_events(self._clock())  # they never release a trace themselves
             releases = self.buffer.drain()
         self._dispatch(releases)
 
@@ -245,7 +266,7 @@ class SafetyEngine:
 
     def _step(self) -> _Control | None:
         """Take a batch of spans (or a control request) and process it."""
-        batch: list[ReadableSpan | AgentStarted | LogEvent] = []
+        batch: list[ReadableSpan | AgentStarted] = []
         control = None
         try:
             item = self._queue.get(timeout=self._wait_seconds())

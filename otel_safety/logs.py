@@ -50,8 +50,21 @@ class LogEvent:
 
     @property
     def weight(self) -> int:
-        """Rough size in bytes, for the trace buffer's memory budget."""
-        return 256 + len(repr(self.body)) + sum(len(repr(v)) for v in self.attributes.values())
+        """Rough size in bytes, for the trace buffer's memory budget: a fixed overhead plus
+        the length of its texts (what makes an event large: messages)."""
+        return 256 + _text_bytes(self.body) + sum(map(_text_bytes, self.attributes.values()))
+
+
+def _text_bytes(value: Any, depth: int = 0) -> int:
+    if isinstance(value, str | bytes):
+        return len(value)
+    if depth > 8:  # deeper nesting counted flat: a bound on the work, not on the estimate
+        return 8
+    if isinstance(value, Mapping):
+        return sum(len(str(k)) + _text_bytes(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_text_bytes(item, depth + 1) for item in value)
+    return 8
 
 
 def event_name(name: str | None, attributes: Mapping[str, Any] | None) -> str:
@@ -84,6 +97,6 @@ def genai_event(
         span_id=span_id,
         name=name,
         timestamp=timestamp or 0,
-        attributes=dict(attributes or {}),
+        attributes=attributes if attributes is not None else {},  # read, never changed
         body=body,
     )
