@@ -22,6 +22,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sidecar_support import HttpNextHop
 
 from otel_safety import create_processor
 from otel_safety import semconv as sc
@@ -29,6 +30,7 @@ from otel_safety.cli import main
 from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.engine import ExporterSink, SafetyEngine
 from otel_safety.logs import LogEvent
+from otel_safety.otlp import key_values
 from otel_safety.pipeline import Pipeline
 
 TESTS = Path(__file__).resolve().parent
@@ -76,9 +78,22 @@ def _flagged(db: Path) -> list[tuple[str, str, str]]:
 def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings):
     """Content capture to events only: the spans carry no messages, the log records do; the
     `rm -rf /` the model asked for must be blocked on the chat span that asked for it, and the
-    finding must come back as a log record on that span, with the response id."""
+    finding must come back as a log record on that span, with the response id, in memory and
+    through the standard OTLP exporter configure() adds for the endpoint variable."""
     capture = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY"}
-    db, records = _run_app(tmp_path, {**settings, **capture})
+    with HttpNextHop() as hop:
+        otlp = {"OTEL_EXPORTER_OTLP_ENDPOINT": hop.endpoint}
+        db, records = _run_app(tmp_path, {**settings, **capture, **otlp})
+        exported = [
+            (record.event_name, key_values(record.attributes).get(sc.GEN_AI_EVALUATION_NAME))
+            for request in hop.logs()
+            for resource in request.resource_logs
+            for scope in resource.scope_logs
+            for record in scope.log_records
+        ]
+        levels = {s.attributes.get(sc.OTEL_SAFETY_ESCALATION_LEVEL) for s in hop.spans()}
+    assert "HARD_STOP" in levels  # the annotated spans went out by the same endpoint
+    assert (sc.GEN_AI_EVALUATION_RESULT, "tool_guard") in exported, exported
     details = [r for r in records if r["event_name"] != sc.GEN_AI_EVALUATION_RESULT]
     assert details, "the instrumentation sent no GenAI log records"
     with duckdb.connect(str(db), read_only=True) as con:  # no content on the spans themselves
