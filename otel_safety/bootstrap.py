@@ -11,7 +11,6 @@ from typing import Any
 
 from opentelemetry import _logs, trace
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -26,6 +25,7 @@ from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink
 from otel_safety.log_processor import SafetyLogRecordProcessor
+from otel_safety.logs_setup import LoggerProviderCloser, own_logger_provider
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import Policy
@@ -252,8 +252,9 @@ def configure(
 ) -> TracerProvider:
     """Return (and by default install globally) a TracerProvider with otel-safety in it.
 
-    Takes the same options as `create_processor`. A `LoggerProvider` is set up beside it (and
-    installed globally too, unless one is passed as `logger_provider`): GenAI events that
+    Takes the same options as `create_processor`. A `LoggerProvider` is set up beside it and
+    installed globally too (unless one is passed as `logger_provider`, or, with `install`, an
+    SDK one is installed already: then that one is used): GenAI events that
     instrumentations send as log records are judged with their spans, findings go out as
     `gen_ai.evaluation.result` log records, and with `OTEL_EXPORTER_OTLP_[LOGS_]ENDPOINT` set
     the log records are exported over OTLP. `provider.shutdown()` shuts it down after the
@@ -263,67 +264,21 @@ def configure(
         resource = Resource.create({"service.name": service_name} if service_name else {})
     provider = TracerProvider(resource=resource)
     logger_provider = options.pop("logger_provider", None)
+    if logger_provider is None and install:  # the app set up logs already: join it
+        current = _logs.get_logger_provider()
+        logger_provider = current if isinstance(current, LoggerProvider) else None
     owned = logger_provider is None
-    if owned:  # shut down by the span processor, after its last findings, not at exit
-        logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        exporter = otlp_log_exporter_from_env()
-        if exporter is not None:
-            logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
-    processor = create_processor(db_path, logger_provider=logger_provider, **options)
     if owned:
-        processor.engine.sinks.append(_LoggerProviderCloser(logger_provider))
+        logger_provider = own_logger_provider(resource)
+    processor = create_processor(db_path, logger_provider=logger_provider, **options)
+    if owned:  # shut down by the span processor, after its last findings, not at exit
+        processor.engine.sinks.append(LoggerProviderCloser(logger_provider))
     provider.add_span_processor(processor)
     if install:
         trace.set_tracer_provider(provider)
         if owned:
             _logs.set_logger_provider(logger_provider)
     return provider
-
-
-class _LoggerProviderCloser:
-    """The last sink: shuts the LoggerProvider configure() made down after the engine's final
-    findings went out through it (an exit hook of its own could run first and lose them)."""
-
-    def __init__(self, provider: LoggerProvider) -> None:
-        self.provider = provider
-
-    def write(self, evaluations: Sequence) -> None:
-        pass
-
-    def tick(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.provider.force_flush(timeout_millis)
-
-    def shutdown(self) -> None:
-        self.provider.shutdown()
-
-
-def otlp_log_exporter_from_env() -> LogRecordExporter | None:
-    """The standard OTLP log exporter when `OTEL_EXPORTER_OTLP_[LOGS_]ENDPOINT` is set."""
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if not endpoint:
-        return None
-    protocol = (
-        os.environ.get("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-    elif protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-    else:  # http/json: there is no JSON log exporter to send them with
-        logger.warning(
-            "otel-safety: log records are not exported with OTLP protocol %r (grpc or "
-            "http/protobuf only); findings still go out as span events",
-            protocol,
-        )
-        return None
-    return OTLPLogExporter()
 
 
 def otlp_exporter_from_env(required: bool = False) -> SpanExporter | None:

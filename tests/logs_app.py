@@ -8,7 +8,9 @@ the app's LoggerProvider exported (our findings as `gen_ai.evaluation.result` lo
 and the instrumentation's own GenAI events) to a JSON file, so the parent can check both the
 store and the logs.
 
-    python logs_app.py DB OUT
+    python logs_app.py DB OUT [--own-logs]
+
+With `--own-logs` the app installs its own LoggerProvider before calling configure().
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ TOOL = {
 }
 
 
-def main(db: str, out: Path) -> None:
+def main(db: str, out: Path, own_logs: bool = False) -> None:
     import openai
     from fake_openai import FakeOpenAIServer, text_reply, tool_call_reply
     from opentelemetry import _logs
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import (
         InMemoryLogRecordExporter,
         SimpleLogRecordProcessor,
@@ -45,9 +48,16 @@ def main(db: str, out: Path) -> None:
 
     import otel_safety
 
-    provider = otel_safety.configure(db, service_name="logs-app")  # OTEL_SAFETY_DETECTION
     exported = InMemoryLogRecordExporter()
-    _logs.get_logger_provider().add_log_record_processor(SimpleLogRecordProcessor(exported))
+    if own_logs:  # the app set up logs before configure(), which must join them
+        app_logs = LoggerProvider()
+        app_logs.add_log_record_processor(SimpleLogRecordProcessor(exported))
+        _logs.set_logger_provider(app_logs)
+    provider = otel_safety.configure(db, service_name="logs-app")  # OTEL_SAFETY_DETECTION
+    if own_logs:
+        assert _logs.get_logger_provider() is app_logs
+    else:
+        _logs.get_logger_provider().add_log_record_processor(SimpleLogRecordProcessor(exported))
     OpenAIInstrumentor().instrument()  # the global providers configure() installed
     tracer = provider.get_tracer("tests.logs_app")
     replies = [tool_call_reply("run_shell", DANGEROUS, "call_1"), text_reply("Done.")]
@@ -79,6 +89,8 @@ def main(db: str, out: Path) -> None:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": "ok"})
             client.chat.completions.create(model="fake", messages=messages, tools=[TOOL])
     provider.shutdown()  # judges, writes the store, emits the findings, flushes the logs
+    if own_logs:
+        app_logs.force_flush()
     records = [
         {
             "event_name": item.log_record.event_name,
@@ -92,4 +104,4 @@ def main(db: str, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    main(sys.argv[1], Path(sys.argv[2]), own_logs="--own-logs" in sys.argv[3:])

@@ -37,13 +37,15 @@ TESTS = Path(__file__).resolve().parent
 _SETTING_PREFIXES = ("OTEL_", "OPENINFERENCE_", "TRACELOOP_")
 
 
-def _run_app(tmp_path: Path, settings: dict[str, str]) -> tuple[Path, list[dict[str, Any]]]:
+def _run_app(
+    tmp_path: Path, settings: dict[str, str], *args: str
+) -> tuple[Path, list[dict[str, Any]]]:
     """Run logs_app.py with only these instrumentation settings; its store and log records."""
     db, out = tmp_path / "app.duckdb", tmp_path / "logs.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SETTING_PREFIXES)}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
     done = subprocess.run(
-        [sys.executable, str(TESTS / "logs_app.py"), str(db), str(out)],
+        [sys.executable, str(TESTS / "logs_app.py"), str(db), str(out), *args],
         env={**env, **settings},
         capture_output=True,
         text=True,
@@ -63,19 +65,20 @@ def _flagged(db: Path) -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize(
-    "settings",
+    ("settings", "args"),
     [
-        pytest.param({"OTEL_SAFETY_DETECTION": "thread"}, id="defaults"),
-        pytest.param(  # judged in the worker process: log events travel with their spans
-            {
+        pytest.param({"OTEL_SAFETY_DETECTION": "thread"}, (), id="defaults"),
+        pytest.param(  # judged in the worker process: log events travel with their spans;
+            {  # and configure() joins the LoggerProvider the app installed first
                 "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
                 "OTEL_SAFETY_DETECTION": "process",
             },
+            ("--own-logs",),
             id="opt-in",
         ),
     ],
 )
-def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings):
+def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings, args):
     """Content capture to events only: the spans carry no messages, the log records do; the
     `rm -rf /` the model asked for must be blocked on the chat span that asked for it, and the
     finding must come back as a log record on that span, with the response id, in memory and
@@ -83,7 +86,7 @@ def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings):
     capture = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY"}
     with HttpNextHop() as hop:
         otlp = {"OTEL_EXPORTER_OTLP_ENDPOINT": hop.endpoint}
-        db, records = _run_app(tmp_path, {**settings, **capture, **otlp})
+        db, records = _run_app(tmp_path, {**settings, **capture, **otlp}, *args)
         exported = [
             (record.event_name, key_values(record.attributes).get(sc.GEN_AI_EVALUATION_NAME))
             for request in hop.logs()
@@ -93,7 +96,8 @@ def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings):
         ]
         levels = {s.attributes.get(sc.OTEL_SAFETY_ESCALATION_LEVEL) for s in hop.spans()}
     assert "HARD_STOP" in levels  # the annotated spans went out by the same endpoint
-    assert (sc.GEN_AI_EVALUATION_RESULT, "tool_guard") in exported, exported
+    if not args:  # with its own LoggerProvider, exporting logs is the app's business
+        assert (sc.GEN_AI_EVALUATION_RESULT, "tool_guard") in exported, exported
     details = [r for r in records if r["event_name"] != sc.GEN_AI_EVALUATION_RESULT]
     assert details, "the instrumentation sent no GenAI log records"
     with duckdb.connect(str(db), read_only=True) as con:  # no content on the spans themselves
