@@ -31,6 +31,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from otel_safety.config import Settings
 from otel_safety.guard.signing import key_for_children
+from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import with_log_events
 from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, TraceInput, finish
 
@@ -167,7 +168,10 @@ class ProcessPipeline:
             self._start_child()
 
     def evaluate(
-        self, spans: Sequence[ReadableSpan], reason: str = "root_ended", events: Sequence = ()
+        self,
+        spans: Sequence[ReadableSpan],
+        reason: str = "root_ended",
+        events: Sequence[LogEvent] = (),
     ) -> TraceEvaluation:
         return self.evaluate_many([(spans, reason, events)])[0]
 

@@ -78,10 +78,6 @@ class _Control:
     done: threading.Event
 
 
-def _dropped_counter(item: object) -> str:
-    return "markers_dropped" if isinstance(item, AgentStarted) else "spans_dropped"
-
-
 class SafetyEngine:
     def __init__(
         self,
@@ -141,7 +137,9 @@ class SafetyEngine:
             return True
         except queue.Full:
             with self._drop_lock:  # a refused agent-start marker is not a lost span
-                self.stats[_dropped_counter(span)] += 1
+                self.stats[
+                    "markers_dropped" if isinstance(span, AgentStarted) else "spans_dropped"
+                ] += 1
             now = time.monotonic()
             if now - self._last_drop_warning >= DROP_WARNING_INTERVAL:
                 self._last_drop_warning = now
@@ -179,7 +177,7 @@ class SafetyEngine:
         """Hold the log events submitted so far with their traces (under the lock)."""
         releases = []
         while self._events:
-            event = self._events.popleft()  # only this thread takes: never empty here
+            event = self._events.popleft()  # takers hold the lock: never empty here
             self.stats["log_events_received"] += 1
             releases.extend(self.buffer.add_event(event, now))
         return releases
