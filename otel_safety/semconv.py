@@ -137,7 +137,7 @@ OTEL_SAFETY_GUARD_TRUST = "otel_safety.guard.trust"
 # --------------------------------------------------------------------------------------------------
 # Event names
 
-# One safety finding, added by otel-safety as an event on the span it concerns.
+# One safety finding, emitted by otel-safety on the span it concerns.
 GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
 
 # --------------------------------------------------------------------------------------------------
