@@ -1,6 +1,7 @@
 """Group ended spans by trace and decide when a trace is ready to judge.
 
-A trace is released when its local root ends; when the agent runs whose starts were
+A trace is released when its local root ends (or `log_wait` after, where log records for
+its spans may still be on their way); when the agent runs whose starts were
 announced (in-process, from span starts) have all ended, so a long-lived root such as a
 chat session does not hold its runs back; when no span of it has arrived for the decision
 wait; or, when memory limits are reached, oldest first with what is known. Nothing is ever
@@ -43,6 +44,7 @@ class _Pending:
     events: list[LogEvent] = field(default_factory=list)
     last_seen: float = 0.0
     bytes: int = 0
+    root_ended: float | None = None  # when its local root ended, while `log_wait` runs
 
 
 SPAN_OVERHEAD = 512  # the span object, its context, resource and scope references
@@ -66,6 +68,11 @@ def _value_bytes(value: object) -> int:
     if isinstance(value, tuple | list):
         return sum(_value_bytes(item) for item in value)
     return 8
+
+
+def _deadline(pending: _Pending, decision_wait: float, log_wait: float) -> float:
+    idle = pending.last_seen + decision_wait
+    return idle if pending.root_ended is None else min(idle, pending.root_ended + log_wait)
 
 
 def roots_last(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
@@ -94,6 +101,10 @@ class TraceBuffer:
         self.max_spans = max_spans
         self.decision_wait = decision_wait
         self.max_bytes = max_bytes
+        # Seconds a trace whose root ended still waits for log records naming its spans;
+        # 0 releases it at once. A receiver sets it once log records arrive at all: spans and
+        # logs come in separate requests, in either order.
+        self.log_wait = 0.0
         self._bytes = 0
         self._pending: OrderedDict[int, _Pending] = OrderedDict()
         self._open_agents: OrderedDict[int, int] = OrderedDict()
@@ -125,7 +136,10 @@ class TraceBuffer:
         released = []
         if _is_local_root(span):
             self._open_agents.pop(trace_id, None)
-            released.append(self._pop(trace_id, ROOT_ENDED))
+            if self.log_wait > 0:
+                pending.root_ended = now
+            else:
+                released.append(self._pop(trace_id, ROOT_ENDED))
         elif trace_id in self._open_agents and is_agent_run(span.attributes):
             self._open_agents[trace_id] -= 1
             if self._open_agents[trace_id] <= 0:
@@ -154,14 +168,20 @@ class TraceBuffer:
             self._open_agents.popitem(last=False)
 
     def expired(self, now: float) -> list[Release]:
-        """Traces idle for the decision wait (their root may live in another process)."""
-        stale = [t for t, p in self._pending.items() if now - p.last_seen >= self.decision_wait]
-        return [self._pop(trace_id, DECISION_WAIT) for trace_id in stale]
+        """Traces idle for the decision wait (their root may live in another process), and
+        traces whose root ended `log_wait` ago."""
+        released = []
+        for trace_id, pending in list(self._pending.items()):
+            if pending.root_ended is not None and now - pending.root_ended >= self.log_wait:
+                released.append(self._pop(trace_id, ROOT_ENDED))
+            elif now - pending.last_seen >= self.decision_wait:
+                released.append(self._pop(trace_id, DECISION_WAIT))
+        return released
 
     def next_deadline(self) -> float | None:
         if not self._pending:
             return None
-        return min(p.last_seen for p in self._pending.values()) + self.decision_wait
+        return min(_deadline(p, self.decision_wait, self.log_wait) for p in self._pending.values())
 
     def drain(self) -> list[Release]:
         return [self._pop(trace_id, FLUSH) for trace_id in list(self._pending)]

@@ -58,6 +58,12 @@ class Settings(BaseModel):
         "through the Logs API, span events on the judged spans (for backends that read only "
         "spans), or both (OTEL_SAFETY_EVALUATION_EVENTS)",
     )
+    log_wait: float = Field(
+        2.0,
+        ge=0,
+        description="serve: seconds a trace whose root span ended still waits for log records "
+        "naming its spans, once log records arrive at all (OTEL_SAFETY_LOG_WAIT)",
+    )
     detection: Literal["process", "thread"] = Field(
         "process",
         description="in an application, judge in a worker process (its own GIL) or on the "

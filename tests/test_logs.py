@@ -26,6 +26,7 @@ from sidecar_support import HttpNextHop
 
 from otel_safety import create_processor
 from otel_safety import semconv as sc
+from otel_safety.buffer import TraceBuffer
 from otel_safety.cli import main
 from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.engine import ExporterSink, SafetyEngine
@@ -277,3 +278,21 @@ def test_a_full_queue_drops_log_events_without_blocking(span_factory):
     assert accepted == [True, True, False, False, False]
     assert engine.stats["log_events_dropped"] == 3
     assert engine.stats["spans_dropped"] == 0
+
+
+def test_log_wait_holds_a_trace_after_its_root_for_late_log_events(span_factory):
+    """Spans and logs reach a receiver in separate requests, in either order: with `log_wait`
+    a trace whose root ended still takes the events for its spans until the wait is over."""
+    buffer = TraceBuffer(decision_wait=30)
+    buffer.log_wait = 2.0
+    chat, root = span_factory.agent_run()
+    assert buffer.add(chat, now=10.0) == []
+    assert buffer.add(root, now=10.0) == []  # the root ended: held, not released
+    assert buffer.next_deadline() == 12.0
+    late = _event(chat.context.trace_id, chat.context.span_id, "late answer")
+    assert buffer.add_event(late, now=11.0) == []
+    assert buffer.expired(now=11.9) == []
+    (release,) = buffer.expired(now=12.0)
+    assert (release.reason, release.spans, release.events) == ("root_ended", [chat, root], [late])
+    buffer.log_wait = 0.0  # without it the root releases at once, as before
+    assert [r.reason for r in buffer.add(span_factory.agent_run()[1], now=13.0)] == ["root_ended"]

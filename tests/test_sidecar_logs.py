@@ -26,7 +26,11 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -55,13 +59,14 @@ OUTPUT = [
 INPUT = [{"role": "user", "parts": [{"type": "text", "content": "Tidy up my machine."}]}]
 
 
-def _sidecar(tmp_path, hop) -> Sidecar:
+def _sidecar(tmp_path, hop, log_wait: float | None = None) -> Sidecar:
     settings = Settings.resolve(
         environ={},
         db_path=str(tmp_path / "store.duckdb"),
         detectors=["tool_guard"],
         decision_wait=5.0,
         detection="thread",
+        log_wait=log_wait,
     )
     protocol = "grpc" if isinstance(hop, GrpcNextHop) else "http/protobuf"
     options = SidecarOptions(
@@ -102,7 +107,7 @@ def _app(spans: SpanExporter, logs: LogRecordExporter) -> tuple[int, int]:
     return ids
 
 
-def _check(sidecar: Sidecar, hop, ids: tuple[int, int]) -> None:
+def _check(sidecar: Sidecar, hop, ids: tuple[int, int], app_records: int = 0) -> None:
     with duckdb.connect(sidecar.settings.db_path, read_only=True) as con:
         flagged = con.execute(
             "SELECT f.detector, f.escalation_level, s.name FROM findings f "
@@ -121,7 +126,8 @@ def _check(sidecar: Sidecar, hop, ids: tuple[int, int]) -> None:
         for record in scope.log_records
     ]
     names = sorted(record.event_name for record in records)
-    assert names == ["gen_ai.client.inference.operation.details", sc.GEN_AI_EVALUATION_RESULT]
+    expected = ["gen_ai.client.inference.operation.details", sc.GEN_AI_EVALUATION_RESULT]
+    assert names == [""] * app_records + expected
     (result,) = [r for r in records if r.event_name == sc.GEN_AI_EVALUATION_RESULT]
     trace_id, span_id = ids
     assert result.trace_id == trace_id.to_bytes(16, "big")
@@ -246,3 +252,43 @@ def test_logs_need_the_token_and_valid_requests_on_both_transports(tmp_path):
                     export(payload, metadata=metadata, timeout=10)
                 assert refused.value.code() == expected
             export(body, metadata=token, timeout=10)  # accepted
+
+
+def test_logs_that_arrive_after_their_trace_are_still_read(tmp_path):
+    """Behind a Collector, spans and logs travel in separate pipelines: the spans may come
+    first. Once the receiver has seen log records, a trace waits `log_wait` after its root."""
+    with HttpNextHop() as hop:
+        sidecar = _sidecar(tmp_path, hop, log_wait=5.0)  # ample for the steps below
+        with sidecar:
+            url = sidecar.http_url
+            app_log = ExportLogsServiceRequest()  # the app's logs flow: an ordinary record
+            app_log.resource_logs.add().scope_logs.add().log_records.add().body.string_value = "hi"
+            protobuf = {"Content-Type": "application/x-protobuf"}
+            posted = httpx.post(
+                f"{url}/v1/logs", content=app_log.SerializeToString(), headers=protobuf
+            )
+            assert posted.status_code == 200
+            held = _HeldLogs()
+            ids = _app(HttpSpans(endpoint=f"{url}/v1/traces"), held)  # spans go out now
+            wait_for(lambda: sidecar.counts()["spans_received"] >= 2, what="the spans")
+            assert sidecar.counts()["traces_evaluated"] == 0  # waiting for its log records
+            HttpLogs(endpoint=f"{url}/v1/logs").export(held.batch)
+            wait_for(lambda: sidecar.counts()["traces_evaluated"] >= 1, what="the judged trace")
+        _check(sidecar, hop, ids, app_records=1)
+
+
+class _HeldLogs(LogRecordExporter):
+    """Keeps the app's log records instead of sending them, to send them after the spans."""
+
+    def __init__(self) -> None:
+        self.batch: list = []
+
+    def export(self, batch):
+        self.batch.extend(batch)
+        return LogRecordExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass

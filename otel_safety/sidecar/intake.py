@@ -97,6 +97,9 @@ class Intake:
         self.draining = False
         # Where received log records go on, besides the GenAI events read from them.
         self.forward_logs: Callable[[ExportLogsServiceRequest], None] | None = None
+        # Once log records arrive, traces wait this long after their root for the records
+        # naming their spans (traces and logs come in separate requests, in either order).
+        self.log_wait = 0.0
 
     def waiting(self) -> int:
         """Spans handed to the engine that its worker has not taken yet."""
@@ -248,6 +251,7 @@ class Intake:
         if self.draining:
             raise self.refuse(Refusal.DRAINING, "the receiver is shutting down", transport, peer, 0)
         events = log_events_from_request(request)
+        self.engine.buffer.log_wait = self.log_wait  # a float: read by the worker as it is
         submitted = sum(self.engine.submit(event) for event in events)
         if self.forward_logs is not None:
             self.forward_logs(request)

@@ -149,6 +149,7 @@ class Sidecar:
         )
         if self.log_forwarder is not None:
             self.intake.forward_logs = self.log_forwarder.forward
+        self.intake.log_wait = settings.log_wait
         self._grpc: grpc.Server | None = None
         self._http: OtlpHttpServer | None = None
         self._http_thread: threading.Thread | None = None
