@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_safety import semconv as sc
-
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 # The event forms whose content is read; everything else is not ours to judge.
 MESSAGE_EVENTS = frozenset(
@@ -85,10 +83,10 @@ def genai_event(
 ) -> LogEvent | None:
     """A `LogEvent` when the record is a GenAI event tied to a span, else None.
 
-    Our own `gen_ai.evaluation.result` records are never read back: they are results, and
-    reading them would judge our own output.
+    Only the message-bearing events are read: our own `gen_ai.evaluation.result` records,
+    which go out through the same LoggerProvider, are results, not input to judge.
     """
-    if name not in GENAI_EVENTS or name == sc.GEN_AI_EVALUATION_RESULT:
+    if name not in GENAI_EVENTS:
         return None
     if not trace_id or not span_id:  # not correlated to a span: nothing to attach it to
         return None
