@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -142,25 +143,33 @@ def test_openai_v2_without_content_capture_is_named_not_judged_safe(tmp_path, ca
 # -- the older per-message event form, through the SDK Logs API in this process ------------
 
 
-def _provider_pair(
-    evaluation_events: str,
-) -> tuple[TracerProvider, LoggerProvider, InMemorySpanExporter, InMemoryLogRecordExporter]:
+@dataclass
+class _App:
+    """Providers with otel-safety in them, and what they exported."""
+
+    provider: TracerProvider
+    logger_provider: LoggerProvider
+    spans: InMemorySpanExporter
+    logs: InMemoryLogRecordExporter
+    engine: SafetyEngine
+
+
+def _provider_pair(evaluation_events: str) -> _App:
     resource = Resource.create({"service.name": "logs-unit"})
     spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(
-        create_processor(
-            store=False,
-            exporters=[spans],
-            detection="thread",
-            detectors=["jailbreak_compliance", "tool_guard"],
-            evaluation_events=evaluation_events,
-            logger_provider=logger_provider,
-        )
+    processor = create_processor(
+        store=False,
+        exporters=[spans],
+        detection="thread",
+        detectors=["jailbreak_compliance", "tool_guard"],
+        evaluation_events=evaluation_events,
+        logger_provider=logger_provider,
     )
-    return provider, logger_provider, spans, logs
+    provider.add_span_processor(processor)
+    return _App(provider, logger_provider, spans, logs, processor.engine)
 
 
 def _message_events_run(provider: TracerProvider, logger_provider: LoggerProvider) -> None:
@@ -200,17 +209,17 @@ def _message_events_run(provider: TracerProvider, logger_provider: LoggerProvide
 
 
 def test_per_message_log_events_are_judged_and_findings_go_out_as_logs_only(tmp_path):
-    provider, logger_provider, spans, logs = _provider_pair("logs")
-    _message_events_run(provider, logger_provider)
-    provider.shutdown()
-    (chat,) = spans.get_finished_spans()
+    app = _provider_pair("logs")
+    _message_events_run(app.provider, app.logger_provider)
+    app.provider.shutdown()
+    (chat,) = app.spans.get_finished_spans()
     assert chat.attributes[sc.OTEL_SAFETY_MAPPING_DIALECT] == "genai_events"
     assert "jailbreak_compliance" in chat.attributes[sc.OTEL_SAFETY_DETECTORS_FIRED]
     assert not [e for e in chat.events if e.name == sc.GEN_AI_EVALUATION_RESULT]
     assert not chat.events  # the log events were read, not copied onto the exported span
     results = [
         r.log_record
-        for r in logs.get_finished_logs()
+        for r in app.logs.get_finished_logs()
         if r.log_record.event_name == sc.GEN_AI_EVALUATION_RESULT
     ]
     names = {r.attributes[sc.GEN_AI_EVALUATION_NAME] for r in results}
@@ -218,18 +227,20 @@ def test_per_message_log_events_are_judged_and_findings_go_out_as_logs_only(tmp_
     assert {(r.trace_id, r.span_id) for r in results} == {
         (chat.context.trace_id, chat.context.span_id)
     }
+    # the two message events were read; our own results, through the same provider, were not
+    assert app.engine.stats["log_events_received"] == 2
 
 
 def test_span_events_only_when_asked(tmp_path):
-    provider, logger_provider, spans, logs = _provider_pair("spans")
-    _message_events_run(provider, logger_provider)
-    provider.shutdown()
-    (chat,) = spans.get_finished_spans()
+    app = _provider_pair("spans")
+    _message_events_run(app.provider, app.logger_provider)
+    app.provider.shutdown()
+    (chat,) = app.spans.get_finished_spans()
     fired = [e for e in chat.events if e.name == sc.GEN_AI_EVALUATION_RESULT]
     assert "jailbreak_compliance" in {e.attributes[sc.GEN_AI_EVALUATION_NAME] for e in fired}
     assert not [
         r
-        for r in logs.get_finished_logs()
+        for r in app.logs.get_finished_logs()
         if r.log_record.event_name == sc.GEN_AI_EVALUATION_RESULT
     ]
 
