@@ -211,6 +211,7 @@ def _message_events_run(provider: TracerProvider, logger_provider: LoggerProvide
 def test_per_message_log_events_are_judged_and_findings_go_out_as_logs_only(tmp_path):
     app = _provider_pair("logs")
     _message_events_run(app.provider, app.logger_provider)
+    app.provider.force_flush()  # judged, findings emitted while the engine still takes input
     app.provider.shutdown()
     (chat,) = app.spans.get_finished_spans()
     assert chat.attributes[sc.OTEL_SAFETY_MAPPING_DIALECT] == "genai_events"
