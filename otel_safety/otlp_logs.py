@@ -93,9 +93,7 @@ def sdk_log_records(request: ExportLogsServiceRequest) -> list[ReadWriteLogRecor
                     observed_timestamp=record.observed_time_unix_nano or None,
                     context=_context(record),
                     severity_text=record.severity_text or None,
-                    severity_number=SeverityNumber(record.severity_number)
-                    if record.severity_number
-                    else None,
+                    severity_number=_severity(record.severity_number),
                     body=any_value(record.body) if record.HasField("body") else None,
                     attributes=key_values(record.attributes),
                     event_name=record.event_name or None,
@@ -105,6 +103,14 @@ def sdk_log_records(request: ExportLogsServiceRequest) -> list[ReadWriteLogRecor
             )
         )
     return records
+
+
+def _severity(number: int) -> SeverityNumber | None:
+    """The record's severity; an unset or unknown number (a newer or broken sender) is none."""
+    try:
+        return SeverityNumber(number) if number else None
+    except ValueError:
+        return None
 
 
 def _walk(

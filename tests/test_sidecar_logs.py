@@ -292,3 +292,31 @@ class _HeldLogs(LogRecordExporter):
 
     def shutdown(self) -> None:
         pass
+
+
+def test_odd_log_records_are_taken_and_forwarded(tmp_path):
+    """A severity this SDK does not know and a GenAI body nested deep: answered 200, the
+    record goes on, and the pipeline keeps going."""
+    with HttpNextHop() as hop:
+        sidecar = _sidecar(tmp_path, hop)
+        with sidecar:
+            request = ExportLogsServiceRequest()
+            record = request.resource_logs.add().scope_logs.add().log_records.add()
+            record.severity_number = 99
+            record.event_name = "gen_ai.choice"
+            record.trace_id, record.span_id = b"\x01" * 16, b"\x02" * 8
+            value = record.body
+            for _ in range(25):  # as deep as protobuf decodes (about 100 messages)
+                value = value.kvlist_value.values.add(key="message").value
+            value.string_value = "deep"
+            reply = httpx.post(
+                f"{sidecar.http_url}/v1/logs",
+                content=request.SerializeToString(),
+                headers={"Content-Type": "application/x-protobuf"},
+                timeout=10,
+            )
+            assert reply.status_code == 200, reply.text
+            wait_for(lambda: hop.logs(), what="the forwarded record")
+        forwarded = hop.logs()[0].resource_logs[0].scope_logs[0].log_records[0]
+        assert forwarded.event_name == "gen_ai.choice" and forwarded.severity_number == 0
+        assert sidecar.engine.stats["log_events_received"] == 1

@@ -254,7 +254,13 @@ class Intake:
         self.engine.buffer.log_wait = self.log_wait  # a float: read by the worker as it is
         submitted = sum(self.engine.submit(event) for event in events)
         if self.forward_logs is not None:
-            self.forward_logs(request)
+            try:
+                self.forward_logs(request)
+            except Exception as exc:  # what we could read is judged; the client is not failed
+                self.metrics.add("log_records_forward_failed", total)
+                self.problems.warning(
+                    "%s log request from %s: cannot forward its records: %s", transport, peer, exc
+                )
         self.metrics.add("log_requests", transport=transport, outcome="ok")
         self.metrics.add("log_records_received", total)
         self.metrics.add("log_events_accepted", submitted)
