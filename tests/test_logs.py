@@ -308,3 +308,23 @@ def test_log_wait_holds_a_trace_after_its_root_for_late_log_events(span_factory)
     assert (release.reason, release.spans, release.events) == ("root_ended", [chat, root], [late])
     buffer.log_wait = 0.0  # without it the root releases at once, as before
     assert [r.reason for r in buffer.add(span_factory.agent_run()[1], now=13.0)] == ["root_ended"]
+
+
+def test_unreadable_log_events_leave_the_span_judged_without_them(span_factory, caplog):
+    """A log record whose attributes cannot even be read costs only itself."""
+
+    class Unreadable(dict):
+        def items(self):
+            raise RuntimeError("unreadable attributes")
+
+    exporter = InMemorySpanExporter()
+    engine = SafetyEngine(
+        Pipeline(detectors=[KeywordDetector()]), [ExporterSink(exporter)], background=False
+    )
+    chat, root = span_factory.agent_run(answer="BAD answer")
+    bad = LogEvent(chat.context.trace_id, chat.context.span_id, "gen_ai.choice", 1, Unreadable())
+    engine.process([bad, chat, root])
+    assert engine.stats["pipeline_errors"] == 0
+    exported = {s.name: s for s in exporter.get_finished_spans()}
+    assert exported[root.name].attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] == ("keyword",)
+    assert "could not read the log events" in caplog.text

@@ -9,6 +9,7 @@ to its span when the span has none of its own.
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from otel_safety.annotate import rebuild_span
 from otel_safety.logs import DETAILS_KEYS, MESSAGE_EVENTS, OPERATION_DETAILS, LogEvent
 
 RESPONSE_ID = "gen_ai.response.id"
+logger = logging.getLogger(__name__)
 
 
 def with_log_events(
@@ -57,6 +59,18 @@ def matched(spans: Sequence[ReadableSpan], events: Sequence[LogEvent]) -> int:
 
 
 def _joined(span: ReadableSpan, events: list[LogEvent]) -> ReadableSpan:
+    """The span with its events, or the span alone if they cannot be read (never raises:
+    a malformed record must not cost the trace its judgement)."""
+    try:
+        return _with_events(span, events)
+    except Exception:
+        logger.exception(
+            "otel-safety could not read the log events of span %x", span.context.span_id
+        )
+        return span
+
+
+def _with_events(span: ReadableSpan, events: list[LogEvent]) -> ReadableSpan:
     attributes = dict(span.attributes or {})
     span_events = list(span.events)
     for event in sorted(events, key=lambda e: e.timestamp):
