@@ -37,14 +37,17 @@ def annotate(
     reason: str,
     dialects: Mapping[str, str],
     notes: Mapping[str, Sequence[str]],
+    span_events: bool = True,
 ) -> list[ReadableSpan]:
-    """Copies of `spans` carrying the safety attributes and one event per fired finding."""
+    """Copies of `spans` carrying the safety attributes and, with `span_events`, one
+    `gen_ai.evaluation.result` span event per fired finding (else those go out as log
+    records only: `exporters/evaluation_logs.py`)."""
     root = local_root(spans)
     root_id = span_id_hex(root.context.span_id) if root else None
     present = {span_id_hex(s.context.span_id) for s in spans}
     by_span: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
-        target = finding.span_id if finding.span_id in present else root_id
+        target = finding_target(finding, present, root_id)
         if target:
             by_span[target].append(finding)
 
@@ -57,6 +60,8 @@ def annotate(
         if notes.get(sid):
             extra[sc.OTEL_SAFETY_NOTES] = tuple(notes[sid])
         events = _finding_attributes(by_span.get(sid, []), extra, span.end_time or 0)
+        if not span_events:
+            events = []
         if sid == root_id:
             extra.update(_trace_attributes(findings, level, reason))
         annotated.append(copy_span(span, extra, events) if extra else span)
@@ -83,7 +88,17 @@ def _finding_attributes(
     return [_evaluation_event(f, timestamp) for f in fired]
 
 
+def finding_target(finding: Finding, present: set[str], root_id: str | None) -> str | None:
+    """The span a finding is written onto: its own when the trace has it, else the root."""
+    return finding.span_id if finding.span_id in present else root_id
+
+
 def _evaluation_event(finding: Finding, timestamp: int) -> Event:
+    return Event(sc.GEN_AI_EVALUATION_RESULT, evaluation_attributes(finding), timestamp)
+
+
+def evaluation_attributes(finding: Finding) -> dict[str, Any]:
+    """The attributes of one `gen_ai.evaluation.result` event, span event or log record."""
     attributes: dict[str, Any] = {
         sc.GEN_AI_EVALUATION_NAME: finding.detector,
         sc.GEN_AI_EVALUATION_SCORE_VALUE: finding.score,
@@ -96,7 +111,7 @@ def _evaluation_event(finding: Finding, timestamp: int) -> Event:
     }
     if finding.calibrated is not None:
         attributes[sc.OTEL_SAFETY_FINDING_CALIBRATED] = finding.calibrated
-    return Event(sc.GEN_AI_EVALUATION_RESULT, attributes, timestamp)
+    return attributes
 
 
 def _trace_attributes(

@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import _logs, trace
+from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -23,6 +24,9 @@ from otel_safety.detection_worker import ProcessPipeline
 from otel_safety.detectors.datafiles import DATA_DIR_ENV, data_dir_from_env
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.evaluation_logs import EvaluationLogSink
+from otel_safety.log_processor import SafetyLogRecordProcessor
+from otel_safety.logs_setup import LoggerProviderCloser, own_logger_provider
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import Policy
@@ -50,6 +54,8 @@ def create_processor(
     principals: str | None = None,
     monitor_modes: Mapping[str, str] | None = None,
     detection: str | None = None,
+    evaluation_events: str | None = None,
+    logger_provider: LoggerProvider | None = None,
 ) -> SafetySpanProcessor:
     """A SafetySpanProcessor for a provider you already have.
 
@@ -62,6 +68,11 @@ def create_processor(
     `detection` ("process", the default, or "thread"; OTEL_SAFETY_DETECTION) says where the
     detectors run: in a worker process, so that they never hold the application's GIL, or on
     the engine's thread in this process (always so with a `policy` object, which cannot move).
+    With a `logger_provider`, the GenAI events its loggers emit (messages sent as log records)
+    are judged with their spans, and findings are emitted through it as
+    `gen_ai.evaluation.result` log records; `evaluation_events` ("both", the default, "logs"
+    or "spans"; OTEL_SAFETY_EVALUATION_EVENTS) says whether they go as log records, as span
+    events, or both.
     """
     settings = Settings.resolve(
         db_path=db_path,
@@ -79,8 +90,11 @@ def create_processor(
         monitor_modes=dict(monitor_modes) if monitor_modes is not None else None,
         policy=None if policy is None or hasattr(policy, "decide") else os.fspath(policy),
         detection=detection,
+        evaluation_events=evaluation_events,
     )
     sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
+    if logger_provider is not None and settings.evaluation_events != "spans":
+        sinks.append(EvaluationLogSink(logger_provider))
     sinks.extend(ExporterSink(exporter) for exporter in exporters)
     if otlp or (otlp is None and not exporters):
         exporter = otlp_exporter_from_env(required=bool(otlp))
@@ -96,6 +110,8 @@ def create_processor(
         detection=settings.detection if policy_object is None else "thread",
         workers=1 if settings.workers is None else settings.workers,  # the app's cores
     )
+    if logger_provider is not None:
+        logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
     return SafetySpanProcessor(engine)
 
 
@@ -211,6 +227,7 @@ def build_pipeline(
         requester_keys=requester_keys,
         conversation_keys=_conversation_keys(settings),
         calibrated=calibrated,
+        span_events=settings.evaluation_events != "logs",
     )
 
 
@@ -263,14 +280,32 @@ def configure(
 ) -> TracerProvider:
     """Return (and by default install globally) a TracerProvider with otel-safety in it.
 
-    Takes the same options as `create_processor`.
+    Takes the same options as `create_processor`. A `LoggerProvider` is set up beside it and
+    installed globally too (unless one is passed as `logger_provider`, or, with `install`, an
+    SDK one is installed already: then that one is used): GenAI events that
+    instrumentations send as log records are judged with their spans, findings go out as
+    `gen_ai.evaluation.result` log records, and with `OTEL_EXPORTER_OTLP_[LOGS_]ENDPOINT` set
+    the log records are exported over OTLP. `provider.shutdown()` shuts it down after the
+    last findings are emitted.
     """
     if resource is None:
         resource = Resource.create({"service.name": service_name} if service_name else {})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(create_processor(db_path, **options))
+    logger_provider = options.pop("logger_provider", None)
+    if logger_provider is None and install:  # the app set up logs already: join it
+        current = _logs.get_logger_provider()
+        logger_provider = current if isinstance(current, LoggerProvider) else None
+    owned = logger_provider is None
+    if owned:
+        logger_provider = own_logger_provider(resource)
+    processor = create_processor(db_path, logger_provider=logger_provider, **options)
+    if owned:  # shut down by the span processor, after its last findings, not at exit
+        processor.engine.sinks.append(LoggerProviderCloser(logger_provider))
+    provider.add_span_processor(processor)
     if install:
         trace.set_tracer_provider(provider)
+        if owned:
+            _logs.set_logger_provider(logger_provider)
     return provider
 
 

@@ -1,6 +1,7 @@
 """Group ended spans by trace and decide when a trace is ready to judge.
 
-A trace is released when its local root ends; when the agent runs whose starts were
+A trace is released when its local root ends (or `log_wait` after, where log records for
+its spans may still be on their way); when the agent runs whose starts were
 announced (in-process, from span starts) have all ended, so a long-lived root such as a
 chat session does not hold its runs back; when no span of it has arrived for the decision
 wait; or, when memory limits are reached, oldest first with what is known. Nothing is ever
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_safety.logs import LogEvent
 from otel_safety.mapping import is_agent_run
 
 ROOT_ENDED = "root_ended"
@@ -27,18 +29,22 @@ FLUSH = "flush"
 
 @dataclass
 class Release:
-    """The spans of one trace handed to the pipeline, and why now."""
+    """The spans of one trace handed to the pipeline, and why now; with the GenAI events
+    that arrived as log records for it."""
 
     trace_id: int
     spans: list[ReadableSpan]
     reason: str
+    events: list[LogEvent] = field(default_factory=list)
 
 
 @dataclass
 class _Pending:
     spans: list[ReadableSpan] = field(default_factory=list)
+    events: list[LogEvent] = field(default_factory=list)
     last_seen: float = 0.0
     bytes: int = 0
+    root_ended: float | None = None  # when its local root ended, while `log_wait` runs
 
 
 SPAN_OVERHEAD = 512  # the span object, its context, resource and scope references
@@ -62,6 +68,11 @@ def _value_bytes(value: object) -> int:
     if isinstance(value, tuple | list):
         return sum(_value_bytes(item) for item in value)
     return 8
+
+
+def _deadline(pending: _Pending, decision_wait: float, log_wait: float) -> float:
+    idle = pending.last_seen + decision_wait
+    return idle if pending.root_ended is None else min(idle, pending.root_ended + log_wait)
 
 
 def roots_last(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
@@ -90,6 +101,10 @@ class TraceBuffer:
         self.max_spans = max_spans
         self.decision_wait = decision_wait
         self.max_bytes = max_bytes
+        # Seconds a trace whose root ended still waits for log records naming its spans;
+        # 0 releases it at once. A receiver sets it once log records arrive at all: spans and
+        # logs come in separate requests, in either order.
+        self.log_wait = 0.0
         self._bytes = 0
         self._pending: OrderedDict[int, _Pending] = OrderedDict()
         self._open_agents: OrderedDict[int, int] = OrderedDict()
@@ -121,7 +136,10 @@ class TraceBuffer:
         released = []
         if _is_local_root(span):
             self._open_agents.pop(trace_id, None)
-            released.append(self._pop(trace_id, ROOT_ENDED))
+            if self.log_wait > 0:
+                pending.root_ended = now
+            else:
+                released.append(self._pop(trace_id, ROOT_ENDED))
         elif trace_id in self._open_agents and is_agent_run(span.attributes):
             self._open_agents[trace_id] -= 1
             if self._open_agents[trace_id] <= 0:
@@ -130,6 +148,19 @@ class TraceBuffer:
         released.extend(self._shed())
         return released
 
+    def add_event(self, event: LogEvent, now: float) -> list[Release]:
+        """Hold a log event with its trace until the trace is released. Events never release
+        a trace themselves; they count towards the byte budget (and may shed the oldest)."""
+        pending = self._pending.get(event.trace_id)
+        if pending is None:
+            pending = self._pending[event.trace_id] = _Pending()
+        pending.events.append(event)
+        pending.last_seen = now
+        size = event.weight
+        pending.bytes += size
+        self._bytes += size
+        return self._shed()
+
     def agent_started(self, trace_id: int) -> None:
         """Announce an agent run; its end (with no other run open) releases the trace."""
         self._open_agents[trace_id] = self._open_agents.get(trace_id, 0) + 1
@@ -137,14 +168,20 @@ class TraceBuffer:
             self._open_agents.popitem(last=False)
 
     def expired(self, now: float) -> list[Release]:
-        """Traces idle for the decision wait (their root may live in another process)."""
-        stale = [t for t, p in self._pending.items() if now - p.last_seen >= self.decision_wait]
-        return [self._pop(trace_id, DECISION_WAIT) for trace_id in stale]
+        """Traces idle for the decision wait (their root may live in another process), and
+        traces whose root ended `log_wait` ago."""
+        released = []
+        for trace_id, pending in list(self._pending.items()):
+            if pending.root_ended is not None and now - pending.root_ended >= self.log_wait:
+                released.append(self._pop(trace_id, ROOT_ENDED))
+            elif now - pending.last_seen >= self.decision_wait:
+                released.append(self._pop(trace_id, DECISION_WAIT))
+        return released
 
     def next_deadline(self) -> float | None:
         if not self._pending:
             return None
-        return min(p.last_seen for p in self._pending.values()) + self.decision_wait
+        return min(_deadline(p, self.decision_wait, self.log_wait) for p in self._pending.values())
 
     def drain(self) -> list[Release]:
         return [self._pop(trace_id, FLUSH) for trace_id in list(self._pending)]
@@ -164,4 +201,4 @@ class TraceBuffer:
         pending = self._pending.pop(trace_id)
         self._span_count -= len(pending.spans)
         self._bytes -= pending.bytes
-        return Release(trace_id, pending.spans, reason)
+        return Release(trace_id, pending.spans, reason, pending.events)

@@ -58,6 +58,18 @@ class Settings(BaseModel):
         description="detection processes; 0 judges on the engine's thread. When unset: one "
         "per core in serve and ingest, one in an application (OTEL_SAFETY_WORKERS)",
     )
+    evaluation_events: Literal["both", "logs", "spans"] = Field(
+        "both",
+        description="where findings go as gen_ai.evaluation.result events: log records "
+        "through the Logs API, span events on the judged spans (for backends that read only "
+        "spans), or both (OTEL_SAFETY_EVALUATION_EVENTS)",
+    )
+    log_wait: float = Field(
+        2.0,
+        ge=0,
+        description="serve: seconds a trace whose root span ended still waits for log records "
+        "naming its spans, once log records arrive at all (OTEL_SAFETY_LOG_WAIT)",
+    )
     detection: Literal["process", "thread"] = Field(
         "process",
         description="in an application, judge in a worker process (its own GIL) or on the "

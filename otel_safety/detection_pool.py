@@ -22,12 +22,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.config import Settings
 from otel_safety.detection_worker import ProcessPipeline
+from otel_safety.logs import LogEvent
 from otel_safety.mapping import conversation_of
-from otel_safety.pipeline import Pipeline, TraceEvaluation
+from otel_safety.pipeline import Pipeline, TraceEvaluation, TraceInput
 
 __all__ = ["WorkerPool", "default_workers"]
 
-Batch = Sequence[tuple[Sequence[ReadableSpan], str]]
+Batch = Sequence[TraceInput]
 
 
 def default_workers() -> int:
@@ -76,9 +77,12 @@ class WorkerPool:
         return errors[0] if errors else None
 
     def evaluate(
-        self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
+        self,
+        spans: Sequence[ReadableSpan],
+        reason: str = "root_ended",
+        events: Sequence[LogEvent] = (),
     ) -> TraceEvaluation:
-        return self.evaluate_many([(spans, reason)])[0]
+        return self.evaluate_many([(spans, reason, events)])[0]
 
     def evaluate_many(self, traces: Batch) -> list[TraceEvaluation]:
         return self.start(traces)()
@@ -87,8 +91,8 @@ class WorkerPool:
         """Send each child its share now; the returned call collects the evaluations in
         the order of `traces`. It must be made: the children are held until then."""
         shares: dict[int, list[int]] = {}
-        for number, (spans, _) in enumerate(traces):
-            shares.setdefault(self.worker_of(spans), []).append(number)
+        for number, trace in enumerate(traces):
+            shares.setdefault(self.worker_of(trace[0]), []).append(number)
         started: list[tuple[list[int], Callable[[], list[TraceEvaluation]]]] = []
         try:
             for worker, numbers in shares.items():

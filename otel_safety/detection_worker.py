@@ -31,7 +31,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from otel_safety.config import Settings
 from otel_safety.guard.signing import key_for_children
-from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, finish
+from otel_safety.logs import LogEvent
+from otel_safety.mapping.log_events import with_log_events
+from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, TraceInput, finish
 
 logger = logging.getLogger(__name__)
 
@@ -168,18 +170,17 @@ class ProcessPipeline:
             self._start_child()
 
     def evaluate(
-        self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
+        self,
+        spans: Sequence[ReadableSpan],
+        reason: str = "root_ended",
+        events: Sequence[LogEvent] = (),
     ) -> TraceEvaluation:
-        return self.evaluate_many([(spans, reason)])[0]
+        return self.evaluate_many([(spans, reason, events)])[0]
 
-    def evaluate_many(
-        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
-    ) -> list[TraceEvaluation]:
+    def evaluate_many(self, traces: Sequence[TraceInput]) -> list[TraceEvaluation]:
         return self.start(traces)()
 
-    def start(
-        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
-    ) -> Callable[[], list[TraceEvaluation]]:
+    def start(self, traces: Sequence[TraceInput]) -> Callable[[], list[TraceEvaluation]]:
         """Send `traces` to the child now and return the call that collects their
         evaluations; several children judge at once when each is started before any is
         collected (`detection_pool`). The call must be made: the child is held until then."""
@@ -198,7 +199,10 @@ class ProcessPipeline:
             if judgements is None:
                 return self._fallback().evaluate_many(traces)
             pairs = zip(traces, judgements, strict=True)
-            return [finish(spans, judgement) for (spans, _), judgement in pairs]
+            return [
+                finish(trace[0], j, self._local.span_events, trace[2] if len(trace) > 2 else ())
+                for trace, j in pairs
+            ]
 
         return collect
 
@@ -249,13 +253,14 @@ class ProcessPipeline:
                 child.wait()
 
     # -- internals --------------------------------------------------------------------------
-    def _send_batch(self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]) -> bool:
+    def _send_batch(self, traces: Sequence[TraceInput]) -> bool:
         if not self._ensure_child():
             return False
         child = self._child
         assert child is not None and child.stdin is not None
         try:
-            _send(child.stdin, [([span_to_wire(s) for s in spans], r) for spans, r in traces])
+            # Log events travel inside the judging copies of their spans, as span events.
+            _send(child.stdin, [_trace_to_wire(trace) for trace in traces])
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
             return False
@@ -331,6 +336,11 @@ class ProcessPipeline:
 
     def _fallback(self) -> Pipeline:
         return self._local
+
+
+def _trace_to_wire(trace: TraceInput) -> tuple[list[Wire], str]:
+    spans, reason, *events = trace
+    return [span_to_wire(s) for s in with_log_events(spans, events[0] if events else ())], reason
 
 
 def _with_timeout(read: Callable[[], Any], seconds: float) -> Any:

@@ -11,7 +11,7 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety.buffer import TraceBuffer
+from otel_safety.logs import LogEvent
+from otel_safety.mapping.log_events import matched
 from otel_safety.pipeline import Pipeline, TraceEvaluation
 from otel_safety.redaction import redact_evaluation
 
@@ -109,6 +111,12 @@ class SafetyEngine:
         self._queue: queue.Queue[ReadableSpan | AgentStarted | _Control] = queue.Queue(
             maxsize=queue_size
         )
+        # GenAI log events wait apart, in a deque bounded by the same size: appending to it
+        # wakes no thread (a log record is emitted for every message), and the worker takes
+        # them before each batch of spans; an event is emitted before its span ends, so it is
+        # held when the span's end is processed.
+        self._events: deque[LogEvent] = deque()
+        self._max_events = queue_size
         self._lock = threading.Lock()
         self._drop_lock = threading.Lock()
         self._last_drop_warning = 0.0
@@ -119,9 +127,17 @@ class SafetyEngine:
             self._worker.start()
 
     # -- hot path -------------------------------------------------------------------------
-    def submit(self, span: ReadableSpan | AgentStarted) -> bool:
-        """Enqueue without blocking. A full queue drops the span, counts it and warns."""
+    def submit(self, span: ReadableSpan | AgentStarted | LogEvent) -> bool:
+        """Enqueue without blocking. A full queue drops the span (or the log event held
+        for one), counts it and warns."""
         if self._closed:
+            return False
+        if isinstance(span, LogEvent):
+            if len(self._events) < self._max_events:
+                self._events.append(span)
+                return True
+            with self._drop_lock:
+                self.stats["log_events_dropped"] += 1
             return False
         try:
             self._queue.put_nowait(span)
@@ -144,24 +160,39 @@ class SafetyEngine:
 
     # -- synchronous use (ingest) ---------------------------------------------------------
     def process(
-        self, spans: Iterable[ReadableSpan | AgentStarted], now: float | None = None
+        self, spans: Iterable[ReadableSpan | AgentStarted | LogEvent], now: float | None = None
     ) -> None:
-        """Add spans and evaluate whatever became ready, on the calling thread."""
+        """Add spans (and log events) and evaluate whatever became ready, on the calling
+        thread."""
         now = self._clock() if now is None else now
         with self._lock:
-            releases = []
+            releases = self._take_events(now)
             for span in spans:
                 if isinstance(span, AgentStarted):
                     self.buffer.agent_started(span.trace_id)
+                    continue
+                if isinstance(span, LogEvent):
+                    self.stats["log_events_received"] += 1
+                    releases.extend(self.buffer.add_event(span, now))
                     continue
                 self.stats["spans_received"] += 1
                 releases.extend(self.buffer.add(span, now))
             releases.extend(self.buffer.expired(now))
         self._dispatch(releases)
 
+    def _take_events(self, now: float) -> list:
+        """Hold the log events submitted so far with their traces (under the lock)."""
+        releases = []
+        while self._events:
+            event = self._events.popleft()  # takers hold the lock: never empty here
+            self.stats["log_events_received"] += 1
+            releases.extend(self.buffer.add_event(event, now))
+        return releases
+
     def drain(self) -> None:
         """Evaluate every buffered trace now, with what is known."""
         with self._lock:
+            self._take_events(self._clock())  # they never release a trace themselves
             releases = self.buffer.drain()
         self._dispatch(releases)
         self._settle()
@@ -272,7 +303,11 @@ class SafetyEngine:
         return min(1.0, max(0.01, deadline - self._clock()))
 
     def _dispatch(self, releases: Sequence) -> None:
-        batch = [(r.spans, r.reason) for r in releases]
+        for release in releases:  # log events whose span never came (or came first and
+            used = matched(release.spans, release.events)  # was judged without them)
+            self.stats["log_events_matched"] += used
+            self.stats["log_events_unmatched"] += len(release.events) - used
+        batch = [(r.spans, r.reason, r.events) for r in releases if r.spans]
         start = getattr(self.pipeline, "start", None) if self._overlap else None
         if start is None:
             if batch:
@@ -302,6 +337,7 @@ class SafetyEngine:
             self.stats["findings"] += len(evaluation.findings)
             self.stats["traces_flagged"] += evaluation.flagged
             self.stats["spans_with_notes"] += len(evaluation.notes)
+            self.stats["spans_without_content"] += len(evaluation.without_content)
             self.stats["pipeline_errors"] += evaluation.error is not None
         if self.redact_secrets:  # after judging: detectors see what came in
             for evaluation in evaluations:

@@ -267,6 +267,16 @@ def _key_values(pairs: Iterable[KeyValue]) -> dict[str, Any]:
     return result
 
 
+def key_values(pairs: Iterable[KeyValue]) -> dict[str, Any]:
+    """OTLP key-value pairs as plain Python values (for log records as for spans)."""
+    return _key_values(pairs)
+
+
+def any_value(value: AnyValue) -> Any:
+    """One OTLP AnyValue as a plain Python value; None when it holds nothing."""
+    return _any_value(value)
+
+
 def _any_value(value: AnyValue) -> Any:
     """Arrays become tuples, as the SDK stores every sequence; kvlists become dicts."""
     field = value.WhichOneof("value")

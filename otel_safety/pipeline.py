@@ -16,7 +16,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import trace_scope
 from otel_safety.annotate import annotate, local_root
+from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.detectors import Detector
+from otel_safety.logs import LogEvent
 from otel_safety.mapping import (
     CONVERSATION_KEYS,
     DEFAULT_REQUESTER_KEYS,
@@ -25,11 +27,19 @@ from otel_safety.mapping import (
     trace_id_hex,
 )
 from otel_safety.mapping.assemble import assemble
+from otel_safety.mapping.log_events import response_ids, with_log_events
+from otel_safety.mapping.types import MappedSpan
 from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.policies import SafeguardsPolicy
 from otel_safety.policy import Policy
 
 logger = logging.getLogger(__name__)
+
+# A trace as the engine hands it over: its spans, why now and, optionally, the GenAI events
+# that arrived as log records for its spans.
+TraceInput = (
+    tuple[Sequence[ReadableSpan], str] | tuple[Sequence[ReadableSpan], str, Sequence[LogEvent]]
+)
 
 
 @dataclass
@@ -45,6 +55,8 @@ class TraceEvaluation:
     notes: dict[str, list[str]] = field(default_factory=dict)
     detector_errors: list[str] = field(default_factory=list)
     error: str | None = None
+    without_content: list[str] = field(default_factory=list)  # GenAI spans with no content
+    response_ids: dict[str, str] = field(default_factory=dict)  # span id -> gen_ai.response.id
 
     @property
     def flagged(self) -> bool:
@@ -67,15 +79,25 @@ class Judgement:
     root_id: str | None = None
     detector_errors: list[str] = field(default_factory=list)
     error: str | None = None
+    without_content: list[str] = field(default_factory=list)
 
 
-def finish(spans: Sequence[ReadableSpan], judgement: Judgement) -> TraceEvaluation:
-    """The spans annotated with their judgement: what the sinks receive."""
+def finish(
+    spans: Sequence[ReadableSpan],
+    judgement: Judgement,
+    span_events: bool = True,
+    events: Sequence[LogEvent] = (),
+) -> TraceEvaluation:
+    """The spans annotated with their judgement: what the sinks receive. `span_events`:
+    findings also as `gen_ai.evaluation.result` span events (not only as log records);
+    `events`: the trace's GenAI log events (they may name a response the span does not)."""
     evaluation = TraceEvaluation(
         trace_id=judgement.trace_id,
         spans=list(spans),
         reason=judgement.reason,
         error=judgement.error,
+        without_content=list(judgement.without_content),
+        response_ids=response_ids(spans, events),
     )
     if not judgement.annotate:
         return evaluation
@@ -87,6 +109,7 @@ def finish(spans: Sequence[ReadableSpan], judgement: Judgement) -> TraceEvaluati
             judgement.reason,
             dialects=judgement.dialects,
             notes=_with_errors(judgement.notes, judgement.root_id, judgement.detector_errors),
+            span_events=span_events,
         )
     except Exception as exc:
         logger.exception("otel-safety could not annotate trace %s", judgement.trace_id)
@@ -110,10 +133,13 @@ class Pipeline:
         requester_keys: Sequence[str] = DEFAULT_REQUESTER_KEYS,
         conversation_keys: Sequence[str] = CONVERSATION_KEYS,
         calibrated: Mapping[str, bool] | None = None,
+        span_events: bool = True,
     ) -> None:
         """`detectors` may be a factory: then they are built on first use, so an app's
         start-up does not wait for their data to compile (the engine's worker warms them).
-        `calibrated` (from a calibration file) marks each finding calibrated or not."""
+        `calibrated` (from a calibration file) marks each finding calibrated or not.
+        `span_events`: write findings as span events too (backends that read only spans)."""
+        self.span_events = span_events
         if detectors is None:
             detectors = detector_registry.create
         if callable(detectors):
@@ -135,16 +161,19 @@ class Pipeline:
         return self._detectors
 
     def evaluate(
-        self, spans: Sequence[ReadableSpan], reason: str = "root_ended"
+        self,
+        spans: Sequence[ReadableSpan],
+        reason: str = "root_ended",
+        events: Sequence[LogEvent] = (),
     ) -> TraceEvaluation:
-        """Judge one trace. Never raises: on an internal error the spans go on unannotated."""
-        return finish(spans, self.judge(spans, reason))
+        """Judge one trace, reading `events` (GenAI log records) as part of their spans.
+        Never raises: on an internal error the spans go on unannotated."""
+        judgement = self.judge(with_log_events(spans, events), reason)
+        return finish(spans, judgement, self.span_events, events)
 
-    def evaluate_many(
-        self, traces: Sequence[tuple[Sequence[ReadableSpan], str]]
-    ) -> list[TraceEvaluation]:
-        """Judge several traces (spans, reason), in order."""
-        return [self.evaluate(spans, reason) for spans, reason in traces]
+    def evaluate_many(self, traces: Sequence[TraceInput]) -> list[TraceEvaluation]:
+        """Judge several traces (spans, reason[, log events]), in order."""
+        return [self.evaluate(*trace) for trace in traces]
 
     def in_force(self) -> list[tuple[str, str | None]]:
         """(key, monitor mode or None) for every detector: what a command announces."""
@@ -178,6 +207,7 @@ class Pipeline:
         ]
         if not mapped:  # not a GenAI trace: pass through untouched
             return Judgement(trace_id, reason)
+        without_content = _note_without_content(mapped)
         notes = {m.span_id: list(m.notes) for m in mapped if m.notes}
         root = local_root(spans)
         root_id = span_id_hex(root.context.span_id) if root else None
@@ -207,6 +237,7 @@ class Pipeline:
             dialects={m.span_id: m.dialect for m in mapped},
             root_id=root_id,
             detector_errors=errors,
+            without_content=without_content,
         )
 
     def _run_detectors(self, trajectory: Trajectory, errors: list[str]) -> list[Finding]:
@@ -225,6 +256,15 @@ class Pipeline:
                     finding.calibrated = self.calibrated.get(detector.key, False)
                 findings.append(finding)
         return findings
+
+
+def _note_without_content(mapped: Sequence[MappedSpan]) -> list[str]:
+    """Model and tool spans with no content are named: the user must learn that capture is
+    off, or a quiet trace reads as a safe one."""
+    empty = [m for m in mapped if m.role in ("llm", "tool") and not m.content_captured]
+    for m in empty:
+        m.notes.add(NO_CONTENT_NOTE)
+    return [m.span_id for m in empty]
 
 
 def _note_capped(findings: list[Finding], capped: list[str]) -> None:

@@ -169,7 +169,7 @@ OTEL_SAFETY_GUARD_TRUST = "otel_safety.guard.trust"
 # --------------------------------------------------------------------------------------------------
 # Event names
 
-# One safety finding, added by otel-safety as an event on the span it concerns.
+# One safety finding, emitted by otel-safety on the span it concerns.
 GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
 
 # One inline decision of the tool-call guard, added to the span of the tool call it judged (the

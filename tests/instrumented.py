@@ -58,6 +58,19 @@ OPENAI_INSTRUMENTATIONS: dict[str, dict[str, str]] = {
     "openllmetry": {"TRACELOOP_TRACE_CONTENT": "true"},
 }
 
+# The same instrumentations with content capture off, as `<name>:no_content`.
+CONTENT_OFF: dict[str, dict[str, str]] = {
+    "otel_genai": {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"},
+    "openinference": {
+        "OPENINFERENCE_HIDE_INPUTS": "true",
+        "OPENINFERENCE_HIDE_OUTPUTS": "true",
+        "OPENINFERENCE_HIDE_INPUT_MESSAGES": "true",
+        "OPENINFERENCE_HIDE_OUTPUT_MESSAGES": "true",
+    },
+    "openllmetry": {"TRACELOOP_TRACE_CONTENT": "false"},
+}
+NO_CONTENT = ":no_content"
+
 _SETTING_PREFIXES = ("OTEL_", "OPENINFERENCE_", "TRACELOOP_")
 _TOOL_SCHEMA = {
     "type": "function",
@@ -85,9 +98,11 @@ def run_openai_agent(instrumentation: str) -> list[ReadableSpan]:
     "openinference" (openinference-instrumentation-openai) or "openllmetry"
     (opentelemetry-instrumentation-openai from Traceloop); or DOUBLE: a pydantic-ai agent on
     an OpenAI model whose client openai-v2 also instruments, so every model call has two
-    chat spans, one from each instrumentation.
+    chat spans, one from each instrumentation. `<name>:no_content` runs it with content
+    capture off (`CONTENT_OFF`).
     """
-    if instrumentation not in OPENAI_INSTRUMENTATIONS and instrumentation != DOUBLE:
+    base = instrumentation.removesuffix(NO_CONTENT)
+    if base not in OPENAI_INSTRUMENTATIONS and instrumentation != DOUBLE:
         raise ValueError(f"unknown instrumentation {instrumentation!r}")
     with tempfile.TemporaryDirectory(prefix="otel-safety-instrumented-") as tmp:
         out = Path(tmp) / "spans.json"
@@ -205,13 +220,16 @@ def _instrumentor(instrumentation: str) -> Any:
 def _child(instrumentation: str, out: Path) -> None:
     """Body of the subprocess: instrument, run the loop, write OTLP/JSON to `out`."""
     double = instrumentation == DOUBLE
-    settings = OPENAI_INSTRUMENTATIONS["otel_genai" if double else instrumentation]
+    base = instrumentation.removesuffix(NO_CONTENT)
+    settings = OPENAI_INSTRUMENTATIONS["otel_genai" if double else base]
+    if instrumentation.endswith(NO_CONTENT):
+        settings = CONTENT_OFF[base]
     os.environ.update(settings)  # before any import reads it
     from fake_openai import FakeOpenAIServer, text_reply, tool_call_reply
 
     exporter = InMemorySpanExporter()
     provider = _provider(f"openai-{instrumentation}", exporter)
-    instrumentor = _instrumentor("otel_genai" if double else instrumentation)
+    instrumentor = _instrumentor("otel_genai" if double else base)
     instrumentor.instrument(tracer_provider=provider)
     try:
         import openai

@@ -30,6 +30,11 @@ from instrumented import (
 )
 from loopback import LoopbackServer, QuietHandler
 from needs import require
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -103,14 +108,32 @@ class _Recorder(trace_service_pb2_grpc.TraceServiceServicer):
         return ExportTraceServiceResponse()
 
 
+class _LogsRecorder(logs_service_pb2_grpc.LogsServiceServicer):
+    def __init__(self) -> None:
+        self.requests: list[ExportLogsServiceRequest] = []
+        self.lock = threading.Lock()
+
+    def Export(self, request: ExportLogsServiceRequest, context: Any) -> ExportLogsServiceResponse:
+        with self.lock:
+            self.requests.append(request)
+        return ExportLogsServiceResponse()
+
+
 class GrpcNextHop:
-    """A plain OTLP/gRPC receiver standing in for the collector after otel-safety."""
+    """A plain OTLP/gRPC receiver (traces and logs) standing in for the collector after
+    otel-safety."""
 
     def __init__(self) -> None:
         self._recorder = _Recorder()
+        self._logs = _LogsRecorder()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self._recorder, self._server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(self._logs, self._server)
         self.port = self._server.add_insecure_port("127.0.0.1:0")
+
+    def logs(self) -> list[ExportLogsServiceRequest]:
+        with self._logs.lock:
+            return list(self._logs.requests)
 
     @property
     def endpoint(self) -> str:
@@ -134,15 +157,20 @@ class HttpNextHop:
 
     def __init__(self) -> None:
         received: list[bytes] = []
+        logs: list[bytes] = []
         self._received = received
+        self._logs = logs
 
         class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append(body)
-                self.reply(
-                    ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf"
-                )
+                if self.path.startswith("/v1/logs"):
+                    logs.append(body)
+                    answer = ExportLogsServiceResponse().SerializeToString()
+                else:
+                    received.append(body)
+                    answer = ExportTraceServiceResponse().SerializeToString()
+                self.reply(answer, "application/x-protobuf")
 
         self._server = LoopbackServer(Handler)
 
@@ -156,6 +184,9 @@ class HttpNextHop:
             for body in list(self._received)
             for span in spans_from_request(ExportTraceServiceRequest.FromString(body))
         ]
+
+    def logs(self) -> list[ExportLogsServiceRequest]:
+        return [ExportLogsServiceRequest.FromString(body) for body in list(self._logs)]
 
     def __enter__(self) -> HttpNextHop:
         self._server.__enter__()

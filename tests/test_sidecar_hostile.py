@@ -230,8 +230,9 @@ def test_a_well_formed_chunked_body_is_accepted(sidecar, span_factory):
 
 def test_garbage_instead_of_http_and_unknown_paths(sidecar, good):
     assert status_of(raw(sidecar, b"\x16\x03\x01 not http at all\r\n\r\n")) == 400
-    assert httpx.get(f"{sidecar.http_url}/v1/logs").status_code == 404
+    assert httpx.get(f"{sidecar.http_url}/v1/metrics").status_code == 404
     assert httpx.get(f"{sidecar.http_url}/v1/traces").status_code == 405
+    assert httpx.get(f"{sidecar.http_url}/v1/logs").status_code == 405
     assert httpx.put(f"{sidecar.http_url}/v1/traces", content=b"").status_code == 501
     good(sidecar)
 

@@ -27,10 +27,13 @@ def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
     _add_principals(sub)
     status = sub.add_parser(
         "status",
-        help="summarise the guard's audit log: allowed, warned, blocked, average risk",
+        help="summarise the guard's audit log (allowed, warned, blocked, average risk) and "
+        "the GenAI spans that carried no content to judge",
         description="Totals of the tool-call decisions in the store's audit log (inline "
         "checks and calls judged on traces), overall and per verdict, with the most "
-        "frequent blocking rules. The rows themselves: `otel-safety query audit`.",
+        "frequent blocking rules. The rows themselves: `otel-safety query audit`. GenAI "
+        "spans that carried no content (content capture off in the instrumentation) are "
+        "counted per service and dialect.",
     )
     status.add_argument("--db", default=default_db, help=f"store file (default {default_db})")
     status.add_argument("--format", choices=("table", "json"), default="table")
@@ -301,22 +304,48 @@ GROUP BY rule ORDER BY blocks DESC, rule LIMIT 5
 """
 
 
+# GenAI spans that carried no content, per service and dialect (see content_capture.py).
+NO_CONTENT_SQL = """
+SELECT coalesce(service_name, '(no service)') AS service, coalesce(dialect, '?') AS dialect,
+    count(*) AS spans
+FROM spans
+WHERE EXISTS (SELECT 1 FROM unnest(CAST(notes AS VARCHAR[])) AS n(note) WHERE note LIKE ?)
+GROUP BY ALL ORDER BY spans DESC, service, dialect
+"""
+
+
 def cmd_status(args: argparse.Namespace) -> int:
+    from otel_safety.content_capture import NO_CONTENT_PATTERN
     from otel_safety.exporters.duckdb import open_store
 
     with open_store(args.db) as con:
-        has_audit = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'audit'"
-        ).fetchone()
-        if not has_audit or not has_audit[0]:
+        listed = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+        tables = {row[0] for row in listed}
+        empty = (
+            con.execute(NO_CONTENT_SQL, [NO_CONTENT_PATTERN]).fetchall()
+            if "spans" in tables
+            else []
+        )
+        if "audit" not in tables and not empty:
             raise ValueError(f"{args.db} has no audit log yet (written by otel-safety 0.2+)")
-        cursor = con.execute(STATUS_SQL)
-        names = [d[0] for d in cursor.description]
-        totals = dict(zip(names, cursor.fetchone(), strict=True))
-        top = con.execute(TOP_RULES_SQL).fetchall()
+        totals: dict[str, Any] = {"decisions": 0}
+        top: list[Any] = []
+        if "audit" in tables:
+            cursor = con.execute(STATUS_SQL)
+            names = [d[0] for d in cursor.description]
+            totals = dict(zip(names, cursor.fetchone(), strict=True))
+            top = con.execute(TOP_RULES_SQL).fetchall()
+    without_content = [{"service": s, "dialect": d, "spans": n} for s, d, n in empty]
     if args.format == "json":
-        print(json.dumps({**totals, "top_block_rules": dict(top)}, default=str, indent=2))
+        print(
+            json.dumps(
+                {**totals, "top_block_rules": dict(top), "spans_without_content": without_content},
+                default=str,
+                indent=2,
+            )
+        )
         return 0
+    _print_without_content(without_content)
     if not totals["decisions"]:
         print(f"{args.db}: no tool-call decisions recorded yet")
         return 0
@@ -331,3 +360,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     if top:
         print("most frequent blocking rules: " + ", ".join(f"{r} ({n})" for r, n in top))
     return 0
+
+
+def _print_without_content(rows: list[dict[str, Any]]) -> None:
+    """Name the spans nothing could be judged in, and say how to fix it."""
+    if not rows:
+        return
+    total = sum(row["spans"] for row in rows)
+    where = ", ".join(f"{r['service']} ({r['dialect']}) {r['spans']}" for r in rows)
+    print(
+        f"{total} GenAI spans carried no content, so nothing in them was judged: {where}; "
+        "turn the instrumentation's content capture on (README, 'Content capture')"
+    )

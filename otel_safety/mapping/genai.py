@@ -63,7 +63,7 @@ def map_current(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
             base.system_instructions.append(text(content, notes, SYSTEM_KEY))
     base.input_messages = _messages(attributes.get("gen_ai.input.messages"), notes, sid, "input")
     base.output_messages = _messages(attributes.get("gen_ai.output.messages"), notes, sid, "output")
-    base.content_captured = any(k in attributes for k in MESSAGE_KEYS)
+    base.content_captured = _has_content(base)
     if base.role == "tool":
         base.tool_call = _tool_call(span, attributes, notes, sid)
         base.content_captured = base.tool_call.arguments is not None
@@ -71,6 +71,15 @@ def map_current(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
         # pydantic-ai writes the run's answer here besides the GenAI messages.
         base.output_text = text(attributes["final_result"], notes, "final_result")
     return base
+
+
+def _has_content(base: MappedSpan) -> bool:
+    """Message keys can be present with their text left out (pydantic-ai's
+    `include_content=False` keeps the parts' types only): content is text or arguments."""
+    messages = [*base.input_messages, *base.output_messages]
+    return any(base.system_instructions) or any(
+        m.content or any(call.arguments is not None for call in m.tool_calls) for m in messages
+    )
 
 
 def map_events(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
@@ -94,7 +103,7 @@ def map_events(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
             base.output_messages.extend(
                 _legacy_messages(completion, notes, sid, "gen_ai.completion")
             )
-    base.content_captured = bool(base.input_messages or base.output_messages)
+    base.content_captured = _has_content(base)  # events without bodies when capture is off
     base.role = _role(span.attributes or {}, span.name)
     return base
 

@@ -20,6 +20,9 @@ ROLES: dict[str, SpanRole] = {
 }
 
 
+REDACTED = "__REDACTED__"  # what OpenInference writes in place of content it hides
+
+
 def applies(attributes: Mapping[str, Any]) -> bool:
     return "openinference.span.kind" in attributes
 
@@ -30,7 +33,9 @@ def role_of(attributes: Mapping[str, Any]) -> SpanRole | None:
 
 
 def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
-    attributes = span.attributes or {}
+    # Hidden values (OPENINFERENCE_HIDE_*) are written as a placeholder: read them as absent,
+    # or "__REDACTED__" would pass for the content and the span for a judged one.
+    attributes = {k: v for k, v in (span.attributes or {}).items() if v != REDACTED}
     notes = base.notes
     sid = base.span_id
     base.agent_name = _str(attributes.get("agent.name"))

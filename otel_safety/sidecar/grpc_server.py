@@ -1,4 +1,5 @@
-"""OTLP/gRPC: `opentelemetry.proto.collector.trace.v1.TraceService/Export` on grpcio.
+"""OTLP/gRPC: `opentelemetry.proto.collector.trace.v1.TraceService/Export` on grpcio, and
+`opentelemetry.proto.collector.logs.v1.LogsService/Export` for the GenAI events sent as logs.
 
 Statuses follow the OTLP specification: INVALID_ARGUMENT for bad data, UNAUTHENTICATED for
 a missing or wrong token, RESOURCE_EXHAUSTED with a `RetryInfo` detail when the pipeline is
@@ -20,6 +21,10 @@ import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceRequest,
@@ -29,6 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from otel_safety.sidecar.intake import Intake, Refusal, Refused, span_count
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 TRANSPORT = "grpc"
 
 _CODES = {
@@ -52,6 +58,13 @@ class _Undecodable:
 def _decode(data: bytes) -> ExportTraceServiceRequest | _Undecodable:
     try:
         return ExportTraceServiceRequest.FromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        return _Undecodable(str(exc) or type(exc).__name__, len(data))
+
+
+def _decode_logs(data: bytes) -> ExportLogsServiceRequest | _Undecodable:
+    try:
+        return ExportLogsServiceRequest.FromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
         return _Undecodable(str(exc) or type(exc).__name__, len(data))
 
@@ -139,6 +152,33 @@ class TraceService:
             )
         )
 
+    def export_logs(self, request: Any, context: grpc.ServicerContext) -> ExportLogsServiceResponse:
+        """LogsService/Export: the GenAI events go to the engine, every record on."""
+        peer = context.peer()
+        try:
+            self._authenticate(context, peer)
+            if getattr(_overload, "active", False):
+                raise self.intake.refuse(
+                    Refusal.SATURATED,
+                    "too many export requests in flight; retry after the delay",
+                    TRANSPORT,
+                    peer,
+                    0,
+                )
+            if isinstance(request, _Undecodable):
+                raise self.intake.refuse(
+                    Refusal.INVALID,
+                    f"not an ExportLogsServiceRequest ({request.size} bytes): {request.error}",
+                    TRANSPORT,
+                    peer,
+                    0,
+                )
+            self.intake.admit_logs(request, TRANSPORT, peer)
+        except Refused as refused:
+            self._abort(context, refused)
+            raise  # unreachable: abort raises
+        return ExportLogsServiceResponse()
+
     def _authenticate(self, context: grpc.ServicerContext, peer: str) -> None:
         if self.token is None:
             return
@@ -190,9 +230,19 @@ def build_server(
             )
         },
     )
+    logs = grpc.method_handlers_generic_handler(
+        LOGS_SERVICE,
+        {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                service.export_logs,
+                request_deserializer=_decode_logs,
+                response_serializer=ExportLogsServiceResponse.SerializeToString,
+            )
+        },
+    )
     server = grpc.server(
         _AdmittingExecutor(workers, max_in_flight=workers * 8),
-        handlers=(handler,),
+        handlers=(handler, logs),
         options=[
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.so_reuseport", 0),

@@ -1,4 +1,5 @@
-"""OTLP/HTTP: `POST /v1/traces` (protobuf or JSON, optionally gzip), `GET /health`, `GET /metrics`.
+"""OTLP/HTTP: `POST /v1/traces` and `POST /v1/logs` (protobuf or JSON, optionally gzip),
+`GET /health`, `GET /metrics`.
 
 Built on the standard library's `ThreadingHTTPServer` so the base install gains no web stack;
 the limits a public-facing receiver needs are enforced here:
@@ -36,6 +37,10 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceRequest,
@@ -43,9 +48,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_safety.otlp import OtlpDecodeError, request_from_json
+from otel_safety.otlp_logs import logs_request_from_json
 from otel_safety.sidecar.intake import Intake, Refusal, Refused
 
 TRACES_PATH = "/v1/traces"
+LOGS_PATH = "/v1/logs"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 TRANSPORT = "http"
@@ -280,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             body = self.server.metrics_text().encode()
             self._reply(HTTPStatus.OK, body, "text/plain; version=0.0.4; charset=utf-8")
-        elif path == TRACES_PATH:
+        elif path in (TRACES_PATH, LOGS_PATH):
             self._reply(
                 HTTPStatus.METHOD_NOT_ALLOWED, b"use POST\n", "text/plain", {"Allow": "POST"}
             )
@@ -291,17 +298,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(HTTPStatus.METHOD_NOT_ALLOWED, b"", "text/plain", {"Allow": "GET, POST"})
 
     def do_POST(self) -> None:
-        if self.path.partition("?")[0] != TRACES_PATH:
+        path = self.path.partition("?")[0]
+        if path not in (TRACES_PATH, LOGS_PATH):
             self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain", close=True)
             return
         self.server.begin()
         try:
-            self._export()
+            self._export(logs=path == LOGS_PATH)
         finally:
             self.server.end()
 
     # -- the export -------------------------------------------------------------------------
-    def _export(self) -> None:
+    def _export(self, logs: bool = False) -> None:
+        """One export request: traces, or (`logs`) log records for their GenAI events."""
         intake = self.server.intake
         peer = self.client_address[0]
         media = (self.headers.get("Content-Type") or "").partition(";")[0].strip().lower()
@@ -329,20 +338,22 @@ class _Handler(BaseHTTPRequestHandler):
                 raise intake.refuse(
                     Refusal.DRAINING, "the receiver is shutting down", TRANSPORT, peer, 0
                 )
-            if intake.waiting() >= intake.capacity:  # no need to read what we cannot take
+            if not logs and intake.waiting() >= intake.capacity:  # cannot take it: skip the body
                 raise intake.refuse(Refusal.SATURATED, "pipeline queue full", TRANSPORT, peer, 0)
             body = self._body(intake, peer)
             if body is None:
                 return
-            request = self._decode(
-                intake,
-                peer,
-                media,
-                _inflate(intake, peer, body, encoding, self.server.options.max_request_bytes),
-            )
-            admitted = intake.admit(request, TRANSPORT, peer)
+            data = _inflate(intake, peer, body, encoding, self.server.options.max_request_bytes)
+            if logs:
+                intake.admit_logs(self._decode_logs(intake, peer, media, data), TRANSPORT, peer)
+            else:
+                admitted = intake.admit(self._decode(intake, peer, media, data), TRANSPORT, peer)
         except Refused as refused:
             self._refused(refused, answer_as)
+            return
+        if logs:
+            answer = _encode(ExportLogsServiceResponse(), answer_as)
+            self._reply(HTTPStatus.OK, answer, answer_as, close=intake.draining)
             return
         response = ExportTraceServiceResponse()
         if admitted.message:
@@ -481,6 +492,22 @@ class _Handler(BaseHTTPRequestHandler):
             # json.JSONDecodeError, UnicodeDecodeError and OtlpDecodeError are ValueErrors.
             kind = (
                 "not an OTLP trace request" if isinstance(exc, OtlpDecodeError) else "invalid JSON"
+            )
+            problem = f"{kind}: {str(exc)[:300] or type(exc).__name__}"
+        raise intake.refuse(Refusal.INVALID, problem, TRANSPORT, peer, 0)
+
+    def _decode_logs(
+        self, intake: Intake, peer: str, media: str, body: bytes
+    ) -> ExportLogsServiceRequest:
+        try:
+            if media == PROTOBUF:
+                return ExportLogsServiceRequest.FromString(body)
+            return logs_request_from_json(json.loads(body))
+        except (DecodeError, RuntimeError) as exc:
+            problem = f"invalid protobuf ({len(body)} bytes): {exc}"
+        except (ValueError, RecursionError) as exc:
+            kind = (
+                "not an OTLP logs request" if isinstance(exc, OtlpDecodeError) else "invalid JSON"
             )
             problem = f"{kind}: {str(exc)[:300] or type(exc).__name__}"
         raise intake.refuse(Refusal.INVALID, problem, TRANSPORT, peer, 0)

@@ -22,6 +22,11 @@ from otel_safety.buffer import roots_last
 from otel_safety.engine import SafetyEngine
 from otel_safety.mapping import trace_id_hex
 from otel_safety.otlp import spans_from_request
+from otel_safety.otlp_logs import (
+    ExportLogsServiceRequest,
+    log_events_from_request,
+    log_record_count,
+)
 from otel_safety.sidecar.metrics import Metrics, ProblemLog
 from otel_safety.sidecar.spooling import Owed
 from otel_safety.spool import Record, SpoolFull
@@ -90,6 +95,11 @@ class Intake:
         self._lock = threading.Lock()
         self._submitted = 0
         self.draining = False
+        # Where received log records go on, besides the GenAI events read from them.
+        self.forward_logs: Callable[[ExportLogsServiceRequest], None] | None = None
+        # Once log records arrive, traces wait this long after their root for the records
+        # naming their spans (traces and logs come in separate requests, in either order).
+        self.log_wait = 0.0
 
     def waiting(self) -> int:
         """Spans handed to the engine that its worker has not taken yet."""
@@ -228,3 +238,31 @@ class Intake:
             message = "accepted with problems: " + "; ".join(problems[:MAX_MESSAGE_PROBLEMS])
             self.problems.warning("%s request from %s: %s", transport, peer, message)
         return Admitted(submitted, rejected, message)
+
+    def admit_logs(self, request: ExportLogsServiceRequest, transport: str, peer: str) -> int:
+        """Hand the request's GenAI events to the engine, to be read with their spans, and
+        pass every record on to the next hop; the records accepted.
+
+        Log records are never refused for a busy pipeline: an event the engine's queue has
+        no room for is dropped and counted (`log_events_dropped`), and the record still goes
+        on. Only a draining receiver refuses, so the client retries elsewhere.
+        """
+        total = log_record_count(request)
+        if self.draining:
+            raise self.refuse(Refusal.DRAINING, "the receiver is shutting down", transport, peer, 0)
+        events = log_events_from_request(request)
+        self.engine.buffer.log_wait = self.log_wait  # a float: read by the worker as it is
+        submitted = sum(self.engine.submit(event) for event in events)
+        if self.forward_logs is not None:
+            try:
+                self.forward_logs(request)
+            except Exception as exc:  # what we could read is judged; the client is not failed
+                self.metrics.add("log_records_forward_failed", total)
+                self.problems.warning(
+                    "%s log request from %s: cannot forward its records: %s", transport, peer, exc
+                )
+        self.metrics.add("log_requests", transport=transport, outcome="ok")
+        self.metrics.add("log_records_received", total)
+        self.metrics.add("log_events_accepted", submitted)
+        self.metrics.add("log_events_dropped", len(events) - submitted)
+        return total

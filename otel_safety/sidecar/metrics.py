@@ -29,6 +29,11 @@ ENGINE_COUNTERS = {
     "detector_errors": "detector failures (logged)",
     "pipeline_errors": "traces whose evaluation failed (logged; spans still exported)",
     "secrets_redacted": "secrets masked in stored and forwarded spans and trajectories",
+    "spans_without_content": "GenAI model and tool spans that carried no content (content "
+    "capture off in the instrumentation), so nothing in them could be judged",
+    "log_events_matched": "GenAI events from log records read with their span",
+    "log_events_unmatched": "GenAI events from log records whose span was not among the spans "
+    "of their trace when it was judged (it came later, or never)",
 }
 
 
@@ -81,6 +86,13 @@ HELP = {
     "spans_forward_retried": "annotated spans the next hop refused for now, kept on disk and "
     "sent again",
     "spans_replayed": "spans of requests an earlier run acknowledged, judged again at start",
+    "log_requests": "log export requests by transport and outcome",
+    "log_records_received": "log records in export requests",
+    "log_events_accepted": "GenAI events from log records handed to the pipeline",
+    "log_events_dropped": "GenAI events the pipeline queue had no room for (records still "
+    "forwarded)",
+    "log_records_forwarded": "log records (received ones and findings) the next hop acknowledged",
+    "log_records_forward_failed": "log records given up on for the next hop",
 }
 
 

@@ -18,6 +18,7 @@ from otel_safety.config import Settings
 from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.sidecar.forward import ForwardSink, otlp_exporter
+from otel_safety.sidecar.forward_logs import LogForwarder, otlp_log_exporter
 from otel_safety.sidecar.forward_spool import SpooledForwarder
 from otel_safety.sidecar.grpc_server import TraceService, build_server
 from otel_safety.sidecar.http_server import HttpOptions, OtlpHttpServer
@@ -116,6 +117,16 @@ class Sidecar:
                 )
             else:
                 sinks.append(ForwardSink(exporter, self.metrics))
+            self.log_forwarder: LogForwarder | None = LogForwarder(
+                otlp_log_exporter(
+                    options.forward_endpoint, options.forward_protocol, options.forward_headers
+                ),
+                self.metrics,
+                evaluations=settings.evaluation_events != "spans",
+            )
+            sinks.append(self.log_forwarder)
+        else:
+            self.log_forwarder = None
         sinks.append(FlagCounter(self.metrics))
         sinks.extend(extra_sinks)
         engine: SafetyEngine | None = None
@@ -141,6 +152,9 @@ class Sidecar:
             max_bytes=options.queue_max_bytes,
             store_backlogged=self._store_backlogged,
         )
+        if self.log_forwarder is not None:
+            self.intake.forward_logs = self.log_forwarder.forward
+        self.intake.log_wait = settings.log_wait
         self._grpc: grpc.Server | None = None
         self._http: OtlpHttpServer | None = None
         self._http_thread: threading.Thread | None = None
@@ -334,15 +348,25 @@ class Sidecar:
             "traces_flagged": stats["traces_flagged"],
             "spans_forwarded": self.metrics.total("spans_forwarded"),
             "spans_forward_failed": self.metrics.total("spans_forward_failed"),
+            # GenAI spans with nothing to judge: content capture is off in the instrumentation
+            "spans_without_content": stats["spans_without_content"],
+            "log_records_received": self.metrics.total("log_records_received"),
+            "log_events_matched": stats["log_events_matched"],
             # traces the store gave up on (it could not be written for too long) or refused
             "traces_store_dropped": getattr(self._store_sink, "dropped", 0),
             "traces_store_rejected": getattr(self._store_sink, "rejected", 0),
         }
 
     def summary(self) -> str:
-        return ", ".join(
-            f"{name.replace('_', ' ')} {value}" for name, value in self.counts().items()
-        )
+        counts = self.counts()
+        text = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in counts.items())
+        if counts["spans_without_content"]:
+            text += (
+                f"; {counts['spans_without_content']} GenAI spans carried no content, so "
+                "nothing in them was judged: turn the instrumentation's content capture on "
+                "(README, 'Content capture')"
+            )
+        return text
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         ok = not self.intake.draining

@@ -1,0 +1,90 @@
+"""Content capture off, with each real instrumentation: the model spans are named, not judged.
+
+The same scripted agent run (`instrumented.py`) under each instrumentation with its content
+capture off must leave a `no content captured` note on every model call; with it on (the
+settings the README gives), none.
+"""
+
+from __future__ import annotations
+
+import pytest
+from instrumented import (
+    FINAL_ANSWER,
+    NO_CONTENT,
+    SYSTEM_PROMPT,
+    TOOL_ARGUMENTS,
+    TOOL_NAME,
+    USER_REQUEST,
+    run_openai_agent,
+    run_pydantic_ai_agent,
+    run_shell,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_safety import semconv as sc
+from otel_safety.content_capture import NO_CONTENT_NOTE
+from otel_safety.pipeline import Pipeline
+
+
+def _without_content(spans: list[ReadableSpan]) -> list[str]:
+    """Names of the spans the pipeline noted as carrying no content."""
+    evaluation = Pipeline(detectors=[]).evaluate(spans)
+    assert len(evaluation.without_content) == sum(
+        NO_CONTENT_NOTE in (s.attributes or {}).get(sc.OTEL_SAFETY_NOTES, ())
+        for s in evaluation.spans
+    )
+    return sorted(
+        s.name
+        for s in evaluation.spans
+        if NO_CONTENT_NOTE in (s.attributes or {}).get(sc.OTEL_SAFETY_NOTES, ())
+    )
+
+
+@pytest.mark.parametrize(
+    ("instrumentation", "chat_span"),
+    [
+        ("otel_genai", "chat fake-model"),
+        ("openinference", "ChatCompletion"),
+        ("openllmetry", "openai.chat"),
+    ],
+)
+def test_openai_instrumentations_without_content_are_named(instrumentation, chat_span):
+    assert _without_content(run_openai_agent(instrumentation + NO_CONTENT)) == [chat_span] * 2
+    assert _without_content(run_openai_agent(instrumentation)) == []
+
+
+def _pydantic_ai_run(include_content: bool) -> list[ReadableSpan]:
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart(TOOL_NAME, dict(TOOL_ARGUMENTS), "c1")])
+        return ModelResponse(parts=[TextPart(FINAL_ANSWER)])
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "pydantic-ai"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    settings = InstrumentationSettings(tracer_provider=provider, include_content=include_content)
+    agent = Agent(
+        FunctionModel(play),
+        instructions=SYSTEM_PROMPT,
+        tools=[run_shell],
+        capabilities=[Instrumentation(settings)],
+    )
+    agent.run_sync(USER_REQUEST)
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def test_pydantic_ai_without_content_is_named():
+    named = _without_content(_pydantic_ai_run(include_content=False))
+    # Its message attributes stay, with the parts' types only: both model calls and the tool
+    assert named == ["chat function:play:", "chat function:play:", f"execute_tool {TOOL_NAME}"]
+    assert _without_content(run_pydantic_ai_agent()) == []
