@@ -145,3 +145,21 @@ def test_ingest_names_a_data_file_its_workers_cannot_compile_and_keeps_no_store(
 def test_workers_must_be_a_count(tmp_path):
     result, _ = _ingest(tmp_path, "--workers", "-1")
     assert result.returncode == 2 and "expected 0 or more, got -1" in result.stderr
+
+
+def test_serve_with_two_workers_judges_and_stores_every_run(tmp_path):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from sidecar_support import ServeProcess, run_agent
+
+    db = str(tmp_path / "agents.duckdb")
+    with ServeProcess("--db", db, "--workers", "2") as serve:
+        for number in range(4):
+            run_agent(OTLPSpanExporter(endpoint=f"{serve.http_url}/v1/traces"), f"app-{number}")
+        assert serve.stop() == 0, serve.output
+    with duckdb.connect(db, read_only=True) as con:
+        flagged = con.execute(
+            "SELECT s.service_name, f.escalation_level FROM findings f "
+            "JOIN spans s USING (trace_id, span_id) "
+            "WHERE f.detected AND f.detector = 'scope_escalation' ORDER BY 1"
+        ).fetchall()
+    assert flagged == [(f"app-{n}", "HARD_STOP") for n in range(4)]
