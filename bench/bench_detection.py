@@ -1,5 +1,7 @@
 """Benchmark: what judging costs, each figure beside an anchor measured in the same run.
 
+0. Start-up: CPU seconds a fresh process spends building every detector, against
+   importing the package.
 1. Throughput of the full detector suite on real AgentDojo traces (spans per CPU-second),
    against the pipeline with no detectors (mapping, assembly, annotation: the floor) and
    the goal of 20,000 spans/s per core.
@@ -193,6 +195,33 @@ def trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[
     return rows
 
 
+_BUILD = (
+    "import time; started = time.process_time(); "
+    "from otel_safety.bootstrap import build_pipeline; from otel_safety.config import Settings; "
+    "imported = time.process_time(); build_pipeline(Settings.resolve(environ={})).warm(); "
+    "print(imported - started, time.process_time() - imported)"
+)
+
+
+def start_up(repeats: int = 3) -> dict[str, Any]:
+    """CPU seconds a fresh process spends building every detector (what `serve`, `ingest`
+    and each detection process pay before the first trace), against importing the package."""
+    import subprocess
+
+    imports, builds = [], []
+    for _ in range(repeats):
+        done = subprocess.run(
+            [sys.executable, "-c", _BUILD], capture_output=True, text=True, check=True
+        )
+        imported, built = (float(x) for x in done.stdout.split())
+        imports.append(imported)
+        builds.append(built)
+    return {
+        "build_cpu_s": round(statistics.median(builds), 2),
+        "anchor_import_cpu_s": round(statistics.median(imports), 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -205,6 +234,7 @@ def main() -> None:
         parser.error(f"no agentdojo/ folder in {args.data}: pass --data /path/to/shared/data")
     print("throughput...", file=sys.stderr)
     results = {
+        "start_up": start_up(),
         "throughput": throughput(agentdojo_traces(args.data, args.traces)),
         "trajectory": trajectory_growth(args.data, args.runs, args.repeat_history),
         "repeat_history": args.repeat_history,
@@ -212,8 +242,13 @@ def main() -> None:
     if args.format == "json":
         print(json.dumps(results, indent=2))
         return
-    rate = results["throughput"]
+    rate, start = results["throughput"], results["start_up"]
     print("| figure | measured | anchor (same run) | ratio |\n|---|---|---|---|")
+    print(
+        f"| building every detector, fresh process | {start['build_cpu_s']} CPU-s | importing "
+        f"the package: {start['anchor_import_cpu_s']} CPU-s | "
+        f"{round(start['build_cpu_s'] / start['anchor_import_cpu_s'], 1)}x |"
+    )
     print(
         f"| full suite, {rate['traces']} AgentDojo traces | {rate['suite_spans_per_cpu_s']:,} "
         f"spans/CPU-s | no detectors: {rate['anchor_no_detectors_spans_per_cpu_s']:,} | "
