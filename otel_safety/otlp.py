@@ -298,7 +298,8 @@ def request_from_json(document: dict[str, Any]) -> ExportTraceServiceRequest:
         return json_format.ParseDict(
             prepared, ExportTraceServiceRequest(), ignore_unknown_fields=True
         )
-    except (json_format.ParseError, TypeError, ValueError, RecursionError) as exc:
+    except (json_format.ParseError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+        # OverflowError: an integer too large for a double (ParseDict lets it through).
         raise OtlpDecodeError(str(exc) or type(exc).__name__) from None
 
 
@@ -465,7 +466,7 @@ def _parses(data: bytes) -> bool:
     """A first line that is complete JSON on its own means the file is JSON Lines."""
     try:
         json.loads(_text(data))
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also a number too long to convert
         return False
     return True
 
@@ -486,15 +487,18 @@ def _line_batches(
 def _line_batch(text: str, source: str, line: int, size: int) -> Batch:
     try:
         document = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         return Batch(source, line, [], f"line {line}: invalid JSON: {_json_error(exc)}", size)
     except RecursionError:
         return Batch(source, line, [], f"line {line}: invalid JSON: nested too deeply", size)
     return _request_batch(document, source, line, size)
 
 
-def _json_error(exc: json.JSONDecodeError) -> str:
-    return f"{exc.msg} (column {exc.colno})"
+def _json_error(exc: ValueError) -> str:
+    """Where the parser stopped; a number too long for Python has no position, only a reason."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} (column {exc.colno})"
+    return str(exc).split(";")[0]
 
 
 def _request_batch(document: Any, source: str, line: int, size: int) -> Batch:
@@ -550,6 +554,10 @@ def _documents(text: str, source: str, size: int) -> tuple[list[Batch], bool]:
         except json.JSONDecodeError as exc:
             error = f"line {exc.lineno}: invalid JSON: {_json_error(exc)}"
             batches.append(Batch(source, exc.lineno, [], error, size))
+            return batches, True
+        except ValueError as exc:
+            error = f"line {line}: invalid JSON: {_json_error(exc)}"
+            batches.append(Batch(source, line, [], error, size))
             return batches, True
         except RecursionError:
             error = f"line {line}: invalid JSON: nested too deeply"
