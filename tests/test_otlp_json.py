@@ -746,3 +746,18 @@ def test_the_line_parser_fails_where_json_fails_with_its_message(text: str) -> N
         assert str(caught.value) == str(exc)
     else:
         assert canonical_value(otlp._parse_line(text)[0]) == canonical_value(want)
+
+
+@pytest.mark.parametrize(
+    ("depth", "error"),
+    [
+        (150, "not an OTLP trace request: it has no resourceSpans"),  # pydantic-core parses it
+        (400, "not an OTLP trace request: it has no resourceSpans"),  # only json parses it
+        (900, "not an OTLP trace request: document is nested too deeply"),  # too deep to copy
+        (3000, "invalid JSON: nested too deeply"),  # too deep to parse
+    ],
+)
+def test_a_deeply_nested_line_is_reported_not_raised(depth: int, error: str) -> None:
+    text = '{"resourceSpans": [], "unknown": ' + "[" * depth + "]" * depth + "}"
+    batch = otlp._line_batch(text, "deep.jsonl", 1, 0)
+    assert (batch.spans, batch.error) == ([], f"line 1: {error}")
