@@ -437,6 +437,45 @@ def test_non_utf8_bytes_inside_a_string_value(tmp_path: Path) -> None:
     assert batches[0].spans[0].attributes["prompt"] == "caf\ufffd\ufffd"
 
 
+def test_numbers_python_cannot_hold_cost_only_their_line(tmp_path: Path) -> None:
+    """A 5000-digit number, or an integer too large for a double, is one bad line, not a crash."""
+    huge = "1" * 5000
+    too_large_double = _request_json(
+        _span_json(
+            "big", "00f067aa0ba902b7", attributes=[{"key": "k", "value": {"doubleValue": 10**400}}]
+        )
+    )
+    path = tmp_path / "numbers.jsonl"
+    path.write_text(
+        _jsonl(_spans_document("first"))
+        + f'{{"resourceSpans": [], "n": {huge}}}\n'
+        + _jsonl(too_large_double, _spans_document("last")),
+        encoding="utf-8",
+    )
+    batches = list(read_otlp_json(path))
+    assert [(batch.line, _names(batch)) for batch in batches] == [
+        (1, ["first"]),
+        (2, []),
+        (3, []),
+        (4, ["last"]),
+    ]
+    assert (batches[1].error or "").startswith("line 2: invalid JSON: Exceeds the limit")
+    assert batches[2].error == (
+        "line 3: not an OTLP trace request: int too large to convert to float"
+    )
+
+
+def test_a_first_line_with_a_number_too_long_is_still_read_as_json_lines(tmp_path: Path) -> None:
+    path = tmp_path / "numbers.jsonl"
+    path.write_text(
+        '{"n": ' + "1" * 5000 + "}\n" + _jsonl(_spans_document("a"), _spans_document("b")),
+        encoding="utf-8",
+    )
+    batches = list(read_otlp_json(path))
+    assert [_names(batch) for batch in batches] == [[], ["a"], ["b"]]
+    assert (batches[0].error or "").startswith("line 1: invalid JSON: Exceeds the limit")
+
+
 def test_lone_surrogate_escape_is_replaced_not_fatal(tmp_path: Path) -> None:
     document = _request_json(
         _span_json(
