@@ -33,7 +33,14 @@ from otel_safety.config import Settings
 from otel_safety.guard.signing import key_for_children
 from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import with_log_events
-from otel_safety.pipeline import Judgement, Pipeline, TraceEvaluation, TraceInput, finish
+from otel_safety.pipeline import (
+    Judgement,
+    Pipeline,
+    PipelineClosed,
+    TraceEvaluation,
+    TraceInput,
+    finish,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +154,7 @@ class ProcessPipeline:
         self._ready = False  # the child said its detectors are built
         self._failed = False
         self._build_error: str | None = None  # the child's, when its data would not compile
+        self._closed = False  # no child is started once the engine has shut down
         self._in_force: list[tuple[str, str | None]] = []  # the child's detectors, when built
         self._lock = threading.Lock()
 
@@ -197,6 +205,8 @@ class ProcessPipeline:
             finally:
                 self._lock.release()
             if judgements is None:
+                if self._closed:  # the child was stopped by a shutdown past its deadline
+                    raise PipelineClosed(f"{len(traces)} traces were with the stopped child")
                 return self._fallback().evaluate_many(traces)
             pairs = zip(traces, judgements, strict=True)
             return [
@@ -222,6 +232,7 @@ class ProcessPipeline:
             return self._build_error
 
     def close(self) -> None:
+        self._closed = True
         idle = self._lock.acquire(blocking=False)
         try:
             child, self._child = self._child, None
@@ -303,7 +314,7 @@ class ProcessPipeline:
         return True
 
     def _start_child(self) -> bool:
-        if self._failed:
+        if self._failed or self._closed:
             return False
         if self._child is not None:
             if self._child.poll() is None:

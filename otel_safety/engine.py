@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from otel_safety.buffer import TraceBuffer
 from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import matched
-from otel_safety.pipeline import Pipeline, TraceEvaluation
+from otel_safety.pipeline import Pipeline, PipelineClosed, TraceEvaluation, TraceInput
 from otel_safety.redaction import redact_evaluation
 
 logger = logging.getLogger(__name__)
@@ -121,6 +121,7 @@ class SafetyEngine:
         self._drop_lock = threading.Lock()
         self._last_drop_warning = 0.0
         self._closed = False
+        self._abandoned = False  # set when shutdown stops waiting for the worker thread
         self._worker: threading.Thread | None = None
         if background:
             self._worker = threading.Thread(target=self._run, name="otel-safety", daemon=True)
@@ -211,6 +212,7 @@ class SafetyEngine:
         if self._worker is not None and self._worker.is_alive():
             self._control(stop=True, timeout_millis=timeout_millis)
             self._worker.join(timeout_millis / 1000)
+            self._abandoned = self._worker.is_alive()  # still judging: its results go nowhere
         else:
             self.drain()
             self._flush_sinks(timeout_millis)
@@ -308,6 +310,12 @@ class SafetyEngine:
             self.stats["log_events_matched"] += used
             self.stats["log_events_unmatched"] += len(release.events) - used
         batch = [(r.spans, r.reason, r.events) for r in releases if r.spans]
+        try:
+            self._judge(batch)
+        except PipelineClosed as closed:  # shutdown gave up on this batch: it was counted
+            logger.debug("otel-safety: %s", closed)
+
+    def _judge(self, batch: list[TraceInput]) -> None:
         start = getattr(self.pipeline, "start", None) if self._overlap else None
         if start is None:
             if batch:
@@ -323,11 +331,17 @@ class SafetyEngine:
     def _settle(self) -> None:
         """Collect and deliver the batch still being judged, if any."""
         previous, self._in_flight = self._in_flight, None
-        if previous is not None:
-            self._deliver(previous())
+        try:
+            if previous is not None:
+                self._deliver(previous())
+        except PipelineClosed as closed:
+            logger.debug("otel-safety: %s", closed)
 
     def _deliver(self, evaluations: Sequence[TraceEvaluation]) -> None:
-        """Count the evaluations and hand them to every sink."""
+        """Count the evaluations and hand them to every sink (unless a shutdown has given up
+        on this thread: its sinks are closed, and what they held is already accounted for)."""
+        if self._abandoned:
+            return
         for evaluation in evaluations:
             self.stats["traces_evaluated"] += 1
             self.stats["agent_traces"] += evaluation.trajectory is not None

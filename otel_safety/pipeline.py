@@ -42,6 +42,11 @@ TraceInput = (
 )
 
 
+class PipelineClosed(RuntimeError):
+    """Judging was asked of a pipeline already closed (a shutdown past its deadline): the
+    traces stay unjudged and are counted as such, never judged behind the caller's back."""
+
+
 @dataclass
 class TraceEvaluation:
     """Everything the pipeline learned about one trace, ready for the sinks."""

@@ -290,3 +290,34 @@ def test_the_trace_buffer_holds_bytes_not_only_spans(span_factory):
     assert buffer.bytes <= 20_000
     assert released and all(r.reason == "overflow" for r in released)
     assert len(buffer) + len(released) == 10
+
+
+class _SlowPipeline(Pipeline):
+    """Judges only once `gate` opens: a batch still being judged when shutdown gives up."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def evaluate_many(self, traces):
+        self.started.set()
+        self.gate.wait(10)
+        return super().evaluate_many(traces)
+
+
+def test_a_batch_judged_after_shutdown_gave_up_reaches_no_sink(span_factory):
+    """Its sinks are closed and serve's spool keeps the batch for the next start: a late
+    write would release spool records the next serve is already reading."""
+    exporter = InMemorySpanExporter()
+    pipeline = _SlowPipeline()
+    engine = SafetyEngine(pipeline, [ExporterSink(exporter)], decision_wait=30)
+    for span in span_factory.agent_run():
+        engine.submit(span)
+    assert pipeline.started.wait(10)
+    engine.shutdown(timeout_millis=100)
+    pipeline.gate.set()
+    engine._worker.join(10)
+    assert not engine._worker.is_alive()
+    assert exporter.get_finished_spans() == ()
+    assert engine.stats["traces_evaluated"] == 0
