@@ -180,6 +180,45 @@ def test_categories_follow_what_the_call_does(guard) -> None:
     assert category("frobnicate", {}) == "other"
 
 
+@pytest.mark.parametrize(
+    ("tool", "category"),
+    [
+        ("credential", "access_credentials"),
+        ("credentials", "access_credentials"),
+        ("secret", "access_credentials"),
+        ("token", "access_credentials"),
+        ("get_credentials", "access_credentials"),
+        ("get_credential", "access_credentials"),
+        ("read_secret", "access_credentials"),
+        ("read_secrets", "access_credentials"),
+        ("list_tokens", "access_credentials"),
+        ("listCredentials", "access_credentials"),
+        ("get_github_token", "access_credentials"),
+        ("refresh_token", "access_credentials"),
+        ("inbox", "read_message"),
+        ("read_inbox", "read_message"),
+        ("list_inbox", "read_message"),
+        ("check_inbox", "read_message"),
+        ("list_inbox_messages", "read_message"),
+        ("count_tokens", "read_data"),  # model tokens, not access tokens
+        ("token_count", "read_data"),
+        ("get_token_count", "read_data"),
+        ("send_to_inbox", "send_message"),
+    ],
+)
+def test_secret_and_inbox_tool_names_have_their_category(guard, tool: str, category: str) -> None:
+    """Bare or verb-led names of credential and inbox tools must not fall into `other`,
+    whose trust (2) is far below what reading credentials needs (4)."""
+    verdict = guard.check_tool_call(tool, {}, record=False, pace=False)
+    assert verdict.category == category
+
+
+def test_a_limited_writer_may_not_read_tokens_through_a_bare_tool_name() -> None:
+    guard = Guard(_directory())
+    verdict = guard.check_tool_call("tokens", {}, "vendor", record=False, pace=False)
+    assert verdict.blocked and "trust.insufficient" in verdict.rule_ids
+
+
 def test_hex_escapes_and_ansi_c_strings_are_decoded(guard) -> None:
     assert "destroy.recursive_root" in _rules(guard, "bash", {"command": "$'\\x72\\x6d' -rf ~"})
     hidden = "python3 -c \"exec(__import__('base64').b64decode('aW1wb3J0IG9z'))\""
