@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from otel_safety.evaluation.guard_bench import case_files, packaged_set, run_guard_bench
-from otel_safety.guard import Decision, Directory, Guard, Principal, PrincipalsError
+from otel_safety.guard import Decision, Directory, Guard, Principal, PrincipalsError, Verdict
 from otel_safety.guard.approval import ApprovalGate
 from otel_safety.guard.data import load_guard_data
 from otel_safety.guard.history import CallHistory
@@ -267,6 +267,29 @@ def test_trust_levels_gate_categories() -> None:
     unverified = check("bash", {"command": "ls"}, "vendor")
     assert "identity.unverified_high_risk" in unverified.rule_ids
     assert check("delete_file", {"path": "old.txt"}, "owner").decision is Decision.ALLOW
+
+
+def test_unverified_high_risk_requests_can_be_warned_instead_of_blocked() -> None:
+    """`block_high_risk_unverified` (default True) blocks a known but unverified sender's
+    high-risk request; False only warns it, so an approver can be asked, but a call that
+    is blocked for another reason stays blocked."""
+    contractor = Principal(id="kim", role="non_owner", trust=3, verified=False, uid="mail:k")
+    directory = Directory([contractor, *_directory().principals.values()])
+    shell = {"command": "ls"}
+
+    def check(guard: Guard, who: str, arguments: object = shell) -> Verdict:
+        return guard.check_tool_call("bash", arguments, who, record=False, pace=False)
+
+    strict = check(Guard(directory), "kim")
+    assert strict.blocked and strict.rule_ids == ["identity.unverified_high_risk"]
+    lenient = Guard(directory, block_high_risk_unverified=False)
+    warned = check(lenient, "kim")
+    assert warned.decision is Decision.WARN, warned.summary()
+    assert warned.rule_ids == ["identity.unverified_high_risk"]
+    assert check(lenient, "kim", {"command": "rm -rf ~"}).blocked  # dangerous in itself
+    assert check(lenient, "vendor").blocked  # trust 2 may not run a shell at all
+    approved = Guard(directory, block_high_risk_unverified=False, approver=lambda v: True)
+    assert check(approved, "kim").decision is Decision.ALLOW
 
 
 def test_a_display_name_without_the_uid_is_a_spoof() -> None:
