@@ -326,6 +326,24 @@ def test_principals_file_round_trip_and_errors(tmp_path: Path) -> None:
         Directory.load(tmp_path / "missing.json")
 
 
+def test_a_principal_given_a_uid_is_verified_with_trust_2(tmp_path: Path) -> None:
+    """A platform uid anchors the identity: verified, trust 2, unless stated otherwise."""
+    anchored = Principal(id="kim", uid="slack:U9")
+    assert (anchored.verified, anchored.trust) == (True, 2)
+    stated = Principal(id="lee", uid="slack:U8", verified=False, trust=0)
+    assert (stated.verified, stated.trust) == (False, 0)
+    assert Principal(id="ann", trust=1).verified is False
+    with pytest.raises(ValueError, match=r"trust \(0-4\) is needed for a principal without a uid"):
+        Principal(id="nobody")
+    path = tmp_path / "principals.json"
+    path.write_text('{"version": 1, "principals": [{"id": "kim", "uid": "slack:U9"}]}')
+    loaded = Directory.load(path).principals["kim"]
+    assert (loaded.verified, loaded.trust) == (True, 2)
+    path.write_text('{"version": 1, "principals": [{"id": "nobody"}]}')
+    with pytest.raises(PrincipalsError, match=r"principal #1: .*without a uid"):
+        Directory.load(path)
+
+
 def test_repeated_side_effects_and_rapid_fire_are_stopped() -> None:
     guard = Guard(Directory(), repeat_limit=5, rate_limit=10, rate_window=10)
     send = {"to": "a@b.example", "body": "ping"}
