@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from otel_safety.evaluation.guard_bench import case_files, packaged_set, run_guard_bench
-from otel_safety.guard import Decision, Directory, Guard, Principal, PrincipalsError
+from otel_safety.guard import Decision, Directory, Guard, Principal, PrincipalsError, Verdict
 from otel_safety.guard.approval import ApprovalGate
 from otel_safety.guard.data import load_guard_data
 from otel_safety.guard.history import CallHistory
@@ -180,6 +180,45 @@ def test_categories_follow_what_the_call_does(guard) -> None:
     assert category("frobnicate", {}) == "other"
 
 
+@pytest.mark.parametrize(
+    ("tool", "category"),
+    [
+        ("credential", "access_credentials"),
+        ("credentials", "access_credentials"),
+        ("secret", "access_credentials"),
+        ("token", "access_credentials"),
+        ("get_credentials", "access_credentials"),
+        ("get_credential", "access_credentials"),
+        ("read_secret", "access_credentials"),
+        ("read_secrets", "access_credentials"),
+        ("list_tokens", "access_credentials"),
+        ("listCredentials", "access_credentials"),
+        ("get_github_token", "access_credentials"),
+        ("refresh_token", "access_credentials"),
+        ("inbox", "read_message"),
+        ("read_inbox", "read_message"),
+        ("list_inbox", "read_message"),
+        ("check_inbox", "read_message"),
+        ("list_inbox_messages", "read_message"),
+        ("count_tokens", "read_data"),  # model tokens, not access tokens
+        ("token_count", "read_data"),
+        ("get_token_count", "read_data"),
+        ("send_to_inbox", "send_message"),
+    ],
+)
+def test_secret_and_inbox_tool_names_have_their_category(guard, tool: str, category: str) -> None:
+    """Bare or verb-led names of credential and inbox tools must not fall into `other`,
+    whose trust (2) is far below what reading credentials needs (4)."""
+    verdict = guard.check_tool_call(tool, {}, record=False, pace=False)
+    assert verdict.category == category
+
+
+def test_a_limited_writer_may_not_read_tokens_through_a_bare_tool_name() -> None:
+    guard = Guard(_directory())
+    verdict = guard.check_tool_call("tokens", {}, "vendor", record=False, pace=False)
+    assert verdict.blocked and "trust.insufficient" in verdict.rule_ids
+
+
 def test_hex_escapes_and_ansi_c_strings_are_decoded(guard) -> None:
     assert "destroy.recursive_root" in _rules(guard, "bash", {"command": "$'\\x72\\x6d' -rf ~"})
     hidden = "python3 -c \"exec(__import__('base64').b64decode('aW1wb3J0IG9z'))\""
@@ -230,6 +269,29 @@ def test_trust_levels_gate_categories() -> None:
     assert check("delete_file", {"path": "old.txt"}, "owner").decision is Decision.ALLOW
 
 
+def test_unverified_high_risk_requests_can_be_warned_instead_of_blocked() -> None:
+    """`block_high_risk_unverified` (default True) blocks a known but unverified sender's
+    high-risk request; False only warns it, so an approver can be asked, but a call that
+    is blocked for another reason stays blocked."""
+    contractor = Principal(id="kim", role="non_owner", trust=3, verified=False, uid="mail:k")
+    directory = Directory([contractor, *_directory().principals.values()])
+    shell = {"command": "ls"}
+
+    def check(guard: Guard, who: str, arguments: object = shell) -> Verdict:
+        return guard.check_tool_call("bash", arguments, who, record=False, pace=False)
+
+    strict = check(Guard(directory), "kim")
+    assert strict.blocked and strict.rule_ids == ["identity.unverified_high_risk"]
+    lenient = Guard(directory, block_high_risk_unverified=False)
+    warned = check(lenient, "kim")
+    assert warned.decision is Decision.WARN, warned.summary()
+    assert warned.rule_ids == ["identity.unverified_high_risk"]
+    assert check(lenient, "kim", {"command": "rm -rf ~"}).blocked  # dangerous in itself
+    assert check(lenient, "vendor").blocked  # trust 2 may not run a shell at all
+    approved = Guard(directory, block_high_risk_unverified=False, approver=lambda v: True)
+    assert check(approved, "kim").decision is Decision.ALLOW
+
+
 def test_a_display_name_without_the_uid_is_a_spoof() -> None:
     guard = Guard(_directory())
     spoof = guard.check_tool_call(
@@ -262,6 +324,24 @@ def test_principals_file_round_trip_and_errors(tmp_path: Path) -> None:
         Directory.load(path)
     with pytest.raises(PrincipalsError, match="no such principals file"):
         Directory.load(tmp_path / "missing.json")
+
+
+def test_a_principal_given_a_uid_is_verified_with_trust_2(tmp_path: Path) -> None:
+    """A platform uid anchors the identity: verified, trust 2, unless stated otherwise."""
+    anchored = Principal(id="kim", uid="slack:U9")
+    assert (anchored.verified, anchored.trust) == (True, 2)
+    stated = Principal(id="lee", uid="slack:U8", verified=False, trust=0)
+    assert (stated.verified, stated.trust) == (False, 0)
+    assert Principal(id="ann", trust=1).verified is False
+    with pytest.raises(ValueError, match=r"trust \(0-4\) is needed for a principal without a uid"):
+        Principal(id="nobody")
+    path = tmp_path / "principals.json"
+    path.write_text('{"version": 1, "principals": [{"id": "kim", "uid": "slack:U9"}]}')
+    loaded = Directory.load(path).principals["kim"]
+    assert (loaded.verified, loaded.trust) == (True, 2)
+    path.write_text('{"version": 1, "principals": [{"id": "nobody"}]}')
+    with pytest.raises(PrincipalsError, match=r"principal #1: .*without a uid"):
+        Directory.load(path)
 
 
 def test_repeated_side_effects_and_rapid_fire_are_stopped() -> None:

@@ -334,6 +334,20 @@ def test_principals_cli_edits_the_file(tmp_path: Path, capsys) -> None:
     assert list(Directory.load(path).principals) == ["bot"]
 
 
+def test_principals_cli_add_with_a_uid_is_verified_with_trust_2(tmp_path: Path, capsys) -> None:
+    path = str(tmp_path / "p.json")
+    assert main(["principals", "add", "--file", path, "kim", "--uid", "slack:U9"]) == 0
+    argv = ["principals", "add", "--file", path, "lee", "--uid", "slack:U8"]
+    assert main([*argv, "--no-verified", "--trust", "1"]) == 0
+    assert main(["principals", "add", "--file", path, "nobody"]) == 1
+    assert "needs --trust 0-4, or --uid" in capsys.readouterr().err
+    stored = {p["id"]: p for p in json.loads(Path(path).read_text())["principals"]}
+    assert (stored["kim"]["verified"], stored["kim"]["trust"]) == (True, 2)
+    assert (stored["lee"]["verified"], stored["lee"]["trust"]) == (False, 1)
+    verdict = Guard(path).check_tool_call("send_email", {"to": "a@b.example"}, "slack:U9")
+    assert verdict.decision.value == "ALLOW" and verdict.verified is True
+
+
 def test_guard_check_cli(capsys) -> None:
     assert main(["guard", "check", "run_shell", '{"command": "rm -rf /"}']) == 0
     assert capsys.readouterr().out.startswith("BLOCK  risk 95")

@@ -130,6 +130,53 @@ def test_a_bad_policy_file_names_the_file_and_cedars_reason(tmp_path) -> None:
         CedarPolicy(bad)
 
 
+FORBID_DENY = """@id("stop-jailbreak")
+@decision("deny")
+forbid (principal, action, resource)
+when { context.detected.contains("jailbreak_compliance") };
+"""
+
+
+def _scoped(effect: str, action: str) -> str:
+    """FORBID_DENY with another effect and action scope, its annotations kept."""
+    return FORBID_DENY.replace("forbid (principal, action,", f"{effect} (principal, {action},")
+
+
+@pytest.mark.parametrize(
+    ("policy", "wanted"),
+    [
+        (FORBID_DENY, "deny"),
+        (_scoped("forbid", 'action == Action::"deny"'), "deny"),
+        (FORBID_DENY.replace('"deny"', '"warn"'), "warn"),
+        (_scoped("permit", "action"), "deny"),  # would warn and deny alike
+        (_scoped("permit", 'action == Action::"warn"'), "deny"),
+        (FORBID_DENY.replace('"deny"', '"block"'), "deny"),
+    ],
+)
+def test_a_decision_annotation_that_would_do_nothing_is_refused(
+    tmp_path: Path, policy: str, wanted: str
+) -> None:
+    """A `@decision` annotation is not what decides; a policy it misdescribes (a forbid,
+    which only exempts) is refused at load with the way to write it."""
+    path = tmp_path / "audit.cedar"
+    path.write_text(policy)
+    with pytest.raises(PolicyError) as refused:
+        CedarPolicy(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: policy stop-jailbreak: @decision(")
+    assert f'permit (principal, action == Action::"{wanted}", resource)' in message
+
+
+def test_a_decision_annotation_that_says_what_the_policy_does_is_accepted(
+    span_factory, tmp_path: Path
+) -> None:
+    path = tmp_path / "audit.cedar"
+    path.write_text(_scoped("permit", 'action == Action::"deny"'))
+    levels = store_runs(span_factory, tmp_path / "cedar.duckdb", CedarPolicy(path, alone=True))
+    assert levels["jailbreak"][0] == "HARD_STOP"
+    assert levels["benign"][0] == "NONE"
+
+
 def test_the_runnable_example_prints_its_levels() -> None:
     out = subprocess.run(
         [sys.executable, str(EXAMPLES / "run_policy.py")],

@@ -10,6 +10,7 @@ from typing import Any
 
 from otel_safety.guard.principals import (
     PRINCIPALS_ENV,
+    UID_TRUST,
     Directory,
     Principal,
     PrincipalsError,
@@ -111,11 +112,23 @@ def _add_principals(sub: argparse._SubParsersAction) -> None:
         editing.add_argument("id", help="principal id (how audits name them)")
         editing.add_argument("--name", help="display name")
         editing.add_argument("--role", choices=[r.value for r in Role])
-        editing.add_argument("--trust", type=int, choices=range(5), metavar="0-4")
-        editing.add_argument("--uid", help="platform uid that anchors the identity")
+        editing.add_argument(
+            "--trust",
+            type=int,
+            choices=range(5),
+            metavar="0-4",
+            help=f"needed for a new principal without --uid (with one: {UID_TRUST})",
+        )
+        editing.add_argument(
+            "--uid",
+            help="platform uid that anchors the identity; a new principal given one is "
+            f"verified with trust {UID_TRUST} unless --no-verified / --trust say otherwise",
+        )
         editing.add_argument("--channel", help="where they talk to the agent (slack, email, ...)")
         editing.add_argument(
-            "--verified", action=argparse.BooleanOptionalAction, help="identity verified?"
+            "--verified",
+            action=argparse.BooleanOptionalAction,
+            help="identity verified? (a new principal: yes with --uid, else no)",
         )
         editing.add_argument(
             "--allow",
@@ -249,8 +262,10 @@ def cmd_principals_edit(args: argparse.Namespace) -> int:
             fields[name] = value
     if args.allow is not None:
         fields["allowed_categories"] = None if args.allow == "-" else _categories(args.allow)
-    if "trust" not in fields:
-        raise PrincipalsError(f"a new principal needs --trust 0-4 ({args.id!r})")
+    if "trust" not in fields and not fields.get("uid"):
+        raise PrincipalsError(
+            f"a new principal needs --trust 0-4, or --uid (then trust {UID_TRUST}) ({args.id!r})"
+        )
     try:
         principal = Principal.model_validate(fields)
     except ValueError as exc:

@@ -28,6 +28,7 @@ from otel_safety.mapping import GUARD_PREFIX
 logger = logging.getLogger(__name__)
 
 HIGH_RISK_TRUST = 3  # categories that need this much trust count as high-risk
+UNVERIFIED_RULE = "identity.unverified_high_risk"
 
 
 class Guard:
@@ -37,6 +38,9 @@ class Guard:
     `OTEL_SAFETY_PRINCIPALS` is read; with no file, trust is not checked and only what the
     call does is judged). `approver`, when given, is asked about calls that would be
     warned: approved ones are allowed, denied or unanswered ones blocked.
+    `block_high_risk_unverified=False` warns, instead of blocking, a known but unverified
+    principal asking for a high-risk action (so an approver can be asked), unless the
+    call is blocked for another reason too.
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class Guard:
         repeat_limit: int = 5,
         rate_limit: int = 10,
         rate_window: float = 10.0,
+        block_high_risk_unverified: bool = True,
         data: GuardData | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -61,6 +66,7 @@ class Guard:
         self.data = data or current_guard_data()
         self.repeat_limit = repeat_limit
         self.rate_limit = rate_limit
+        self.block_high_risk_unverified = block_high_risk_unverified
         self.history = CallHistory(rate_window=rate_window)
         self.approval = (
             ApprovalGate(approver, timeout=approval_timeout, ttl=approval_ttl) if approver else None
@@ -112,7 +118,7 @@ class Guard:
         if at is not None:
             hits.extend(self._pace_hits(view, identity, conversation, at))
         hits.sort(key=lambda h: -h.risk)
-        risk = _combined_risk(hits, self.data.extra_threat)
+        risk = self._risk(hits)
         if risk >= self.data.block_at:
             decision = Decision.BLOCK
         elif risk >= self.data.warn_at:
@@ -135,6 +141,16 @@ class Guard:
                 f"{h.rule_id}: {h.reason}" + (f" ({h.matched})" if h.matched else "") for h in hits
             ],
         )
+
+    def _risk(self, hits: list[RuleHit]) -> int:
+        """The call's risk; an unverified sender's high-risk request, when it is only to be
+        warned, adds no threat of its own and stays under the block line."""
+        if self.block_high_risk_unverified:
+            return _combined_risk(hits, self.data.extra_threat)
+        soft = [h for h in hits if h.rule_id == UNVERIFIED_RULE]
+        rest = [h for h in hits if h.rule_id != UNVERIFIED_RULE]
+        risk = _combined_risk(rest, self.data.extra_threat)
+        return max([risk, *(h.risk for h in soft)])
 
     def _steered_hit(self, view: CallView, passage: str) -> RuleHit:
         side_effect = any(c in self.data.side_effects for c in view.categories)
@@ -193,9 +209,11 @@ class Guard:
         if principal is not None and not identity.verified and dangerous:
             found.append(
                 RuleHit(
-                    rule_id="identity.unverified_high_risk",
+                    rule_id=UNVERIFIED_RULE,
                     threat="identity_spoofing",
-                    risk=75,
+                    risk=75
+                    if self.block_high_risk_unverified
+                    else max(self.data.warn_at, self.data.block_at - 1),
                     matched=who,
                     reason=f"{who} is not verified and asks for a high-risk action",
                 )

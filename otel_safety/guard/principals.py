@@ -14,10 +14,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 PRINCIPALS_ENV = "OTEL_SAFETY_PRINCIPALS"
 FILE_VERSION = 1
+UID_TRUST = 2  # a principal anchored on a platform uid: read + limited write, unless set
 
 
 class Role(StrEnum):
@@ -27,7 +28,9 @@ class Role(StrEnum):
 
 
 class Principal(BaseModel):
-    """A person or agent the deployment knows, with the trust it grants them."""
+    """A person or agent the deployment knows, with the trust it grants them. Given a
+    platform uid, it is verified with trust 2 unless `verified` or `trust` say otherwise;
+    without one, `trust` must be given and `verified` is False."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -43,6 +46,19 @@ class Principal(BaseModel):
     allowed_categories: list[str] | None = Field(
         default=None, description="narrows what the trust level allows; None = no narrowing"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _uid_defaults(cls, data: Any) -> Any:
+        """A uid the platform vouches for anchors the identity, so it stands for a verified
+        sender; explicit values, even False or None, are kept as given."""
+        if not isinstance(data, Mapping):
+            return data
+        if data.get("uid") in (None, ""):
+            if "trust" not in data:
+                raise ValueError("trust (0-4) is needed for a principal without a uid")
+            return data
+        return {"verified": True, "trust": UID_TRUST, **data}
 
 
 class Requester(BaseModel):

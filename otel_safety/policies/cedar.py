@@ -8,6 +8,7 @@ For every trace two authorization requests are asked (see docs/policies.md):
 A policy that permits `Action::"deny"` denies the trace (HARD_STOP); one that permits
 `Action::"warn"` warns (WARN); `Action::"allow"` is never asked: permitting it changes
 nothing (use `forbid` on deny/warn for exemptions, Cedar's forbid wins over permit).
+A `@decision` annotation must restate a permit's action; any other is refused at load.
 By default the Cedar decision only adds to the default policy's level (the stricter wins);
 with `alone=True` Cedar alone decides the trace's level. Needs the `policy` extra (cedarpy).
 """
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 ACTIONS = {"deny": EscalationLevel.HARD_STOP, "warn": EscalationLevel.WARN}
 KNOWN_ACTIONS = {*ACTIONS, "allow"}
+DECISION_ANNOTATION = "decision"
 
 
 class PolicyError(ValueError):
@@ -131,16 +133,37 @@ def _check_actions(policies_json: str, origin: str) -> None:
     if not every:
         raise PolicyError(f"{origin}: empty: it holds no Cedar policy to apply")
     for name, policy in every.items():
+        label = policy.get("annotations", {}).get("id", name)
         scope = policy.get("action", {})
         entities = scope.get("entities") or ([scope["entity"]] if "entity" in scope else [])
         for entity in entities:
             if entity.get("type") != "Action" or entity.get("id") not in KNOWN_ACTIONS:
-                label = policy.get("annotations", {}).get("id", name)
                 raise PolicyError(
                     f"{origin}: policy {label} names {entity.get('type')}::"
                     f'"{entity.get("id")}"; the actions are Action::"deny", '
                     f'Action::"warn" and Action::"allow"'
                 )
+        _check_decision(policy, f"{origin}: policy {label}")
+
+
+def _check_decision(policy: dict[str, Any], where: str) -> None:
+    """A `@decision` annotation is not what decides here, the action is: one that does not
+    say what the policy already does (a `forbid` marked `@decision("deny")` only exempts
+    traces from deny, the opposite) is refused rather than loaded to do nothing."""
+    decision = policy.get("annotations", {}).get(DECISION_ANNOTATION)
+    if decision is None:
+        return
+    scope = policy.get("action", {})
+    acted = scope.get("entity", {}).get("id") if scope.get("op") == "==" else None
+    if policy.get("effect") == "permit" and decision in ACTIONS and acted == decision:
+        return
+    wanted = decision if decision in ACTIONS else "deny"
+    raise PolicyError(
+        f'{where}: @{DECISION_ANNOTATION}("{decision}") is not read, the policy\'s effect '
+        f"and action decide (a forbid only exempts a trace from deny or warn); to "
+        f"{wanted} a trace when the condition holds, write it as "
+        f'`permit (principal, action == Action::"{wanted}", resource) when {{ ... }};`'
+    )
 
 
 def _read(source: str | os.PathLike[str]) -> tuple[str, str]:
