@@ -105,9 +105,15 @@ class WorkerPool:
 
         def collect() -> list[TraceEvaluation]:
             results: list[TraceEvaluation | None] = [None] * len(traces)
-            for numbers, collect_share in started:
-                for number, evaluation in zip(numbers, collect_share(), strict=True):
-                    results[number] = evaluation
+            failure: BaseException | None = None
+            for numbers, collect_share in started:  # each share, or its child stays held
+                try:
+                    for number, evaluation in zip(numbers, collect_share(), strict=True):
+                        results[number] = evaluation
+                except BaseException as exc:
+                    failure = failure or exc
+            if failure is not None:
+                raise failure
             return results  # type: ignore[return-value]  # every slot is filled above
 
         return collect
