@@ -482,32 +482,40 @@ class _Handler(BaseHTTPRequestHandler):
     def _decode(
         self, intake: Intake, peer: str, media: str, body: bytes
     ) -> ExportTraceServiceRequest:
+        return self._decode_as(
+            intake, peer, media, body, ExportTraceServiceRequest, request_from_json, "trace"
+        )
+
+    def _decode_logs(
+        self, intake: Intake, peer: str, media: str, body: bytes
+    ) -> ExportLogsServiceRequest:
+        return self._decode_as(
+            intake, peer, media, body, ExportLogsServiceRequest, logs_request_from_json, "logs"
+        )
+
+    def _decode_as(
+        self,
+        intake: Intake,
+        peer: str,
+        media: str,
+        body: bytes,
+        message: type[Any],
+        from_json: Callable[[Any], Any],
+        signal: str,
+    ) -> Any:
+        """The request in `body` (protobuf or OTLP/JSON), or a refusal naming what is wrong."""
         try:
             if media == PROTOBUF:
-                return ExportTraceServiceRequest.FromString(body)
-            return request_from_json(json.loads(body))
+                return message.FromString(body)
+            return from_json(json.loads(body))
         except (DecodeError, RuntimeError) as exc:
             problem = f"invalid protobuf ({len(body)} bytes): {exc}"
         except (ValueError, RecursionError) as exc:
             # json.JSONDecodeError, UnicodeDecodeError and OtlpDecodeError are ValueErrors.
             kind = (
-                "not an OTLP trace request" if isinstance(exc, OtlpDecodeError) else "invalid JSON"
-            )
-            problem = f"{kind}: {str(exc)[:300] or type(exc).__name__}"
-        raise intake.refuse(Refusal.INVALID, problem, TRANSPORT, peer, 0)
-
-    def _decode_logs(
-        self, intake: Intake, peer: str, media: str, body: bytes
-    ) -> ExportLogsServiceRequest:
-        try:
-            if media == PROTOBUF:
-                return ExportLogsServiceRequest.FromString(body)
-            return logs_request_from_json(json.loads(body))
-        except (DecodeError, RuntimeError) as exc:
-            problem = f"invalid protobuf ({len(body)} bytes): {exc}"
-        except (ValueError, RecursionError) as exc:
-            kind = (
-                "not an OTLP logs request" if isinstance(exc, OtlpDecodeError) else "invalid JSON"
+                f"not an OTLP {signal} request"
+                if isinstance(exc, OtlpDecodeError)
+                else "invalid JSON"
             )
             problem = f"{kind}: {str(exc)[:300] or type(exc).__name__}"
         raise intake.refuse(Refusal.INVALID, problem, TRANSPORT, peer, 0)
