@@ -341,6 +341,13 @@ class SafetyEngine:
         """Count the evaluations and hand them to every sink (unless a shutdown has given up
         on this thread: its sinks are closed, and what they held is already accounted for)."""
         if self._abandoned:
+            spans = sum(len(evaluation.spans) for evaluation in evaluations)
+            self.stats["spans_unwritten_after_shutdown"] += spans
+            logger.error(
+                "otel-safety: %d spans judged after shutdown stopped waiting were not written "
+                "(serve's spool keeps them for its next start)",
+                spans,
+            )
             return
         for evaluation in evaluations:
             self.stats["traces_evaluated"] += 1

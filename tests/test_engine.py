@@ -321,3 +321,4 @@ def test_a_batch_judged_after_shutdown_gave_up_reaches_no_sink(span_factory):
     assert not engine._worker.is_alive()
     assert exporter.get_finished_spans() == ()
     assert engine.stats["traces_evaluated"] == 0
+    assert engine.stats["spans_unwritten_after_shutdown"] == 2  # counted, never silent
