@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # The external labelled data (eval, README figures); tests read OTEL_SAFETY_EVAL_DATA.
 DATA ?= ../shared/data
 
-.PHONY: demo test lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
+.PHONY: demo test test-unit lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed system-packages lint
 	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest
+
+# The fast loop: tests that start no process, browser or database (`-m unit`).
+test-unit: $(VENV)/.test-installed
+	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest -m unit -q
 
 system-packages:
 	tools/install_system_packages.sh
