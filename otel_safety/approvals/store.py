@@ -22,6 +22,7 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict
 
+from otel_safety.approvals.request import DEFAULT_TIMEOUT
 from otel_safety.exporters.duckdb import StoreError, connect_store, ensure_schema
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "UnknownApproval",
 ]
 
-DEFAULT_TIMEOUT = 300.0  # seconds a request waits for a person (OTEL_SAFETY_APPROVAL_TIMEOUT)
 ID_PREFIX = "safety-"
 STATUSES = ("pending", "approved", "denied", "expired")
 _ID = re.compile(r"safety-[1-9][0-9]*")
