@@ -295,3 +295,27 @@ def test_serve_answers_approvals_over_http_behind_its_token(tmp_path):
         assert 'approval_requests_total{outcome="200"}' in text
         assert 'approval_requests_total{outcome="409"} 1' in text
     assert serve.returncode == 0
+
+
+def test_without_a_token_only_loopback_clients_answer_and_no_store_means_no_approvals(tmp_path):
+    from otel_safety.config import Settings
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+    from otel_safety.sidecar.http_server import _loopback
+
+    settings = Settings.resolve(
+        environ={}, db_path=str(tmp_path / "s.duckdb"), detectors=["tool_guard"], workers=0
+    )
+    with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
+        store = ApprovalStore(settings.db_path)
+        pending = store.create(tool="bash", category="execute_shell", risk=60, summary="s")
+        url = f"{sidecar.http_url}/approvals/{pending.id}/deny"
+        status, decided = _http("POST", url, None, b'{"note": "no"}')
+        assert status == 200 and decided["decided_by"] == "http 127.0.0.1"  # loopback: allowed
+    # Other hosts get 403 without a token; only loopback addresses count as local.
+    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("::ffff:127.0.0.1")
+    assert not _loopback("10.1.2.3") and not _loopback("192.168.0.7")
+
+    no_store = Settings.resolve(environ={}, store=False, detectors=["tool_guard"], workers=0)
+    with Sidecar(no_store, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
+        status, body = _http("GET", f"{sidecar.http_url}/approvals", None)
+        assert status == 404 and "--db" in body["error"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import json
 import math
 import socket
@@ -228,6 +229,16 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self.intake.problems.warning("OTLP/HTTP: connection from %s failed", client_address[0])
 
 
+def _loopback(address: str) -> bool:
+    """A client on this machine (an IPv4 one seen by a dual-stack server too)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
 def _hang_up(connection: Any) -> None:
     with contextlib.suppress(OSError):
         connection.shutdown(socket.SHUT_RDWR)
@@ -385,6 +396,12 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.dumps({"error": "no or wrong bearer token"}).encode()
             headers = {"WWW-Authenticate": 'Bearer realm="otel-safety"'}
             self._reply(HTTPStatus.UNAUTHORIZED, body, JSON, headers, close=True)
+            return
+        if token is None and not _loopback(self.client_address[0]):
+            self.server.intake.metrics.add("approval_requests", outcome="forbidden")
+            message = "approvals answer other hosts only behind a bearer token: start serve "
+            body = json.dumps({"error": message + "with --token-file"}).encode()
+            self._reply(HTTPStatus.FORBIDDEN, body, JSON, close=True)
             return
         data = b""
         if self.command == "POST":
