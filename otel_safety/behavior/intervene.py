@@ -154,7 +154,9 @@ class TurnMonitors:
     ) -> TurnResult:
         """Every monitor's finding on `turn`, the policy's level and the halt decision."""
         run = turn_trajectory(turn, conversation, context)
-        findings = [m.judge_turn(turn, conversation=conversation, context=run) for m in self.monitors]
+        findings = [
+            m.judge_turn(turn, conversation=conversation, context=run) for m in self.monitors
+        ]
         return decide_turn(
             findings,
             turn,
