@@ -23,6 +23,7 @@ from otel_safety.guard.rules import match_rules
 from otel_safety.guard.signing import sign
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, view_call
+from otel_safety.halts import HALT_RULE, Halt, HaltRegistry, default_halts
 from otel_safety.mapping import GUARD_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,8 @@ class Guard:
     warned: approved ones are allowed, denied or unanswered ones blocked.
     `block_high_risk_unverified=False` warns, instead of blocking, a known but unverified
     principal asking for a high-risk action (so an approver can be asked), unless the
-    call is blocked for another reason too.
+    call is blocked for another reason too. `halts` is the registry of halted conversations
+    (the process's when None): an inline call of a halted conversation is blocked.
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class Guard:
         block_high_risk_unverified: bool = True,
         data: GuardData | None = None,
         clock: Callable[[], float] = time.time,
+        halts: HaltRegistry | None = None,
     ) -> None:
         if isinstance(principals, Directory):
             self.directory = principals
@@ -72,6 +75,7 @@ class Guard:
             ApprovalGate(approver, timeout=approval_timeout, ttl=approval_ttl) if approver else None
         )
         self._clock = clock
+        self.halts = halts or default_halts()
 
     def check_tool_call(
         self,
@@ -90,11 +94,15 @@ class Guard:
         (the tool's span when called from an instrumented tool), so it shows on the trace.
         `pace=False` leaves the call out of loop and rate tracking (its time is unknown).
         `steered_by` quotes content (a tool result, a web page) whose embedded instruction
-        supplied the call's arguments: that content, not the requester, is then asking."""
+        supplied the call's arguments: that content, not the requester, is then asking.
+        An inline call (about to run) of a conversation the halt registry holds is blocked
+        with rule `halt.conversation` and the halt's reason; a call judged on a trace ran
+        already, so no halt applies to it."""
         identity = self.directory.resolve(requester)
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
-        verdict = self._judge(view, identity, conversation, when, steered_by)
+        halt = self.halts.get(conversation) if source == "inline" else None
+        verdict = self._judge(view, identity, conversation, when, steered_by, halt)
         verdict.source = source
         if self.approval is not None and verdict.decision is Decision.WARN:
             self._ask(verdict)
@@ -109,9 +117,12 @@ class Guard:
         conversation: str | None,
         at: float | None,
         steered_by: str | None = None,
+        halt: Halt | None = None,
     ) -> Verdict:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
+        if halt is not None:
+            hits.append(_halt_hit(halt))
         if steered_by:
             hits.append(self._steered_hit(view, steered_by))
         hits.extend(self._trust_hits(view, identity, hits))
@@ -271,6 +282,16 @@ class Guard:
     def close(self) -> None:
         if self.approval is not None:
             self.approval.close()
+
+
+def _halt_hit(halt: Halt) -> RuleHit:
+    return RuleHit(
+        rule_id=HALT_RULE,
+        threat="halted_conversation",
+        risk=100,
+        matched=", ".join(halt.detectors) or halt.conversation,
+        reason=f"the conversation is halted ({halt.source}): {halt.reason}",
+    )
 
 
 def _role(identity: Identity) -> str:
