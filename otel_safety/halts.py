@@ -146,7 +146,7 @@ class HaltSink:
     with no conversation id halts nothing (the app could not name it) and is counted."""
 
     def __init__(self, halts: HaltRegistry | None = None) -> None:
-        self.halts = halts or default_halts()
+        self.halts = halts if halts is not None else default_halts()
         self.stats: Counter[str] = Counter()
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:

@@ -83,7 +83,7 @@ def decide_turn(
         from otel_safety.policies.safeguards import SafeguardsPolicy
 
         policy = SafeguardsPolicy()
-    halts = halts or default_halts()
+    halts = halts if halts is not None else default_halts()
     trace_id = findings[0].trace_id if findings else uuid.uuid4().hex
     level = policy.decide(findings, Trajectory(trace_id=trace_id, conversation_id=conversation))
     halting = halting_findings(findings)
@@ -143,7 +143,7 @@ class TurnMonitors:
             raise ValueError("TurnMonitors needs at least one monitor")
         self.monitors = list(monitors)
         self.policy = policy
-        self.halts = halts or default_halts()
+        self.halts = halts if halts is not None else default_halts()
 
     def process(
         self,

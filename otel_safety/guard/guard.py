@@ -75,7 +75,7 @@ class Guard:
             ApprovalGate(approver, timeout=approval_timeout, ttl=approval_ttl) if approver else None
         )
         self._clock = clock
-        self.halts = halts or default_halts()
+        self.halts = halts if halts is not None else default_halts()
 
     def check_tool_call(
         self,
