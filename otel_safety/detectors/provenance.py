@@ -44,7 +44,6 @@ _OCCURRENCES = 3  # places per tool result a value is looked at; beyond, the fir
 # A run of characters `str.isalnum` accepts: the words a source's index is made of.
 _ALNUM_RUN = regex.compile(r"[\p{L}\p{N}]+")
 
-
 @dataclass
 class Source:
     """A tool result the agent had read: what it said, who produced it, and when."""

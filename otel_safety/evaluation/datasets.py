@@ -253,7 +253,8 @@ def sample(cases: list[Case], per_dataset: int) -> list[Case]:
 def _reached_a_tool(messages: list[dict[str, Any]]) -> bool:
     """The data marks its injections with <INFORMATION> tags (a label source, not a feature)."""
     return any(
-        m.get("role") == "tool" and "<INFORMATION>" in str(m.get("content") or "") for m in messages
+        m.get("role") == "tool" and "<INFORMATION>" in str(m.get("content") or "")
+        for m in messages
     )
 
 
