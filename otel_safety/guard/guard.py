@@ -41,8 +41,10 @@ class Guard:
     warned: approved ones are allowed, denied or unanswered ones blocked.
     `block_high_risk_unverified=False` warns, instead of blocking, a known but unverified
     principal asking for a high-risk action (so an approver can be asked), unless the
-    call is blocked for another reason too. `halts` is the registry of halted conversations
-    (the process's when None): an inline call of a halted conversation is blocked.
+    call is blocked for another reason too. It and `repeat_limit`, `rate_limit` and
+    `rate_window` default to the `[limits]` table of `guard.toml`. `halts` is the registry
+    of halted conversations (the process's when None): an inline call of a halted
+    conversation is blocked.
     """
 
     def __init__(
@@ -52,10 +54,10 @@ class Guard:
         approver: Approver | None = None,
         approval_timeout: float = 60.0,
         approval_ttl: float = 900.0,
-        repeat_limit: int = 5,
-        rate_limit: int = 10,
-        rate_window: float = 10.0,
-        block_high_risk_unverified: bool = True,
+        repeat_limit: int | None = None,
+        rate_limit: int | None = None,
+        rate_window: float | None = None,
+        block_high_risk_unverified: bool | None = None,
         data: GuardData | None = None,
         clock: Callable[[], float] = time.time,
         halts: HaltRegistry | None = None,
@@ -67,10 +69,16 @@ class Guard:
         else:
             self.directory = Directory.from_env()
         self.data = data or current_guard_data()
-        self.repeat_limit = repeat_limit
-        self.rate_limit = rate_limit
-        self.block_high_risk_unverified = block_high_risk_unverified
-        self.history = CallHistory(rate_window=rate_window)
+        self.limits = self.data.limits.updated(
+            repeat_limit=repeat_limit,
+            rate_limit=rate_limit,
+            rate_window=rate_window,
+            block_high_risk_unverified=block_high_risk_unverified,
+        )
+        self.repeat_limit = self.limits.repeat_limit
+        self.rate_limit = self.limits.rate_limit
+        self.block_high_risk_unverified = self.limits.block_high_risk_unverified
+        self.history = CallHistory(rate_window=self.limits.rate_window)
         self.approval = (
             ApprovalGate(approver, timeout=approval_timeout, ttl=approval_ttl) if approver else None
         )
