@@ -253,3 +253,11 @@ def test_a_halting_trace_without_a_conversation_is_counted_not_lost() -> None:
     sink.write([evaluation])
     assert evaluation.level is EscalationLevel.HARD_STOP
     assert len(halts) == 0 and sink.stats["halts_without_conversation"] == 1
+
+
+def test_what_a_turn_needs_is_compiled_when_the_monitors_are_built() -> None:
+    from otel_safety.analysis import secrets
+
+    secrets._families.cache_clear()
+    TurnMonitors([EthicsBoundary()], halts=HaltRegistry())
+    assert secrets._families.cache_info().currsize == 1  # not left to the agent's first turn

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from otel_safety.analysis.secrets import mask
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.halts import Halt, HaltRegistry, default_halts, halt_reason, halting_findings
 from otel_safety.model import EscalationLevel, Finding, Message, ToolCall, Trajectory
@@ -144,6 +145,7 @@ class TurnMonitors:
         self.monitors = list(monitors)
         self.policy = policy
         self.halts = halts if halts is not None else default_halts()
+        mask("")  # the secret patterns evidence is masked with: compiled now, not on a turn
 
     def process(
         self,
