@@ -82,8 +82,7 @@ def limits_from(values: Mapping[str, Any], where: str) -> GuardLimits:
         return GuardLimits.model_validate(dict(values))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}"
-            for e in exc.errors()
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}" for e in exc.errors()
         )
         raise ValueError(f"{where}: {problems}") from None
 
