@@ -115,7 +115,8 @@ def test_without_otlp_variables_only_the_store_is_written(tmp_path, monkeypatch)
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
     processor = otel_safety.create_processor(str(tmp_path / "s.duckdb"))
-    assert [type(s).__name__ for s in processor.engine.sinks] == ["DuckDBStore"]
+    # the halt sink sends nothing out: it hands active HARD_STOPs to this process's guard
+    assert [type(s).__name__ for s in processor.engine.sinks] == ["HaltSink", "DuckDBStore"]
     processor.shutdown()
     with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
         otel_safety.create_processor(str(tmp_path / "t.duckdb"), otlp=True)
