@@ -74,6 +74,7 @@ def _guard(path: Path, **channel: Any) -> Guard:
     return Guard(Directory(), approvals=ApprovalChannel(path, **options))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("verb", "decision"), [("approve", "ALLOW"), ("deny", "BLOCK")])
 def test_the_cli_in_another_process_answers_a_waiting_guard(tmp_path, verb, decision):
     path = tmp_path / "app.duckdb"
@@ -107,6 +108,7 @@ def test_the_cli_in_another_process_answers_a_waiting_guard(tmp_path, verb, deci
     assert "otel-safety approvals" in unknown.stderr  # says how to find the right id
 
 
+@pytest.mark.process
 def test_an_unanswered_request_expires_and_blocks_within_its_timeout(tmp_path):
     path = tmp_path / "app.duckdb"
     call = GuardCall(_guard(path, timeout=1.0))
@@ -250,6 +252,7 @@ def _http(method: str, url: str, token: str | None, body: bytes | None = None) -
         return error.code, json.loads(error.read())
 
 
+@pytest.mark.process
 def test_serve_answers_approvals_over_http_behind_its_token(tmp_path):
     path = tmp_path / "serve.duckdb"
     token_file = tmp_path / "token"

@@ -54,6 +54,7 @@ def _both(text: str, name: str, arguments: dict, call_id: str) -> dict:
     return {**tool_call_reply(name, arguments, call_id), "content": text}
 
 
+@pytest.mark.process
 def test_a_harmful_answer_stops_the_run_before_it_is_used(tmp_path: Path) -> None:
     halts = HaltRegistry()
     guard = Guard(Directory(), halts=halts)
@@ -91,6 +92,7 @@ def test_a_harmless_conversation_runs_to_the_end_with_its_tools(tmp_path: Path) 
     assert tools.ran == ["ls"] and len(halts) == 0
 
 
+@pytest.mark.process
 def test_the_pipelines_verdict_halts_the_conversations_next_run(tmp_path: Path) -> None:
     """In-process, with detection in its worker process as an app has it: the trace of the
     first run is judged after the run ended; from then on the conversation is halted."""
@@ -132,6 +134,7 @@ def test_the_pipelines_verdict_halts_the_conversations_next_run(tmp_path: Path) 
     assert level == "HARD_STOP" and trace_id == halt.trace_id
 
 
+@pytest.mark.process
 def test_a_halt_arriving_mid_run_blocks_the_next_tool_call_in_the_audit(tmp_path: Path) -> None:
     """Two tool calls in one answer; while the first runs, a verdict halts the conversation
     (written here by the first tool itself, as the engine's worker would): the guard refuses
