@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
@@ -24,6 +24,11 @@ from otel_safety.guard.signing import sign
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, view_call
 from otel_safety.mapping import GUARD_PREFIX
+from otel_safety.model import EscalationLevel, Finding, Scope, Severity, ToolCall, Trajectory
+from otel_safety.model import Principal as ModelPrincipal
+
+if TYPE_CHECKING:
+    from otel_safety.deep.settings import DeepConfig
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +61,10 @@ class Guard:
         block_high_risk_unverified: bool = True,
         data: GuardData | None = None,
         clock: Callable[[], float] = time.time,
+        deep: DeepConfig | None = None,
     ) -> None:
+        """`deep`: the model endpoint `check_tool_call(deep=True)` asks; when not given it
+        is read from the OTEL_SAFETY_DEEP_* settings at the first such call."""
         if isinstance(principals, Directory):
             self.directory = principals
         elif principals is not None:
@@ -72,6 +80,8 @@ class Guard:
             ApprovalGate(approver, timeout=approval_timeout, ttl=approval_ttl) if approver else None
         )
         self._clock = clock
+        self._deep_config = deep
+        self._deep_client: Any = None
 
     def check_tool_call(
         self,
@@ -85,17 +95,27 @@ class Guard:
         source: str = "inline",
         pace: bool = True,
         steered_by: str | None = None,
+        deep: bool = False,
+        task: str | None = None,
+        deep_timeout: float | None = None,
     ) -> Verdict:
         """The verdict for one call. With `record`, it is also written onto the current span
         (the tool's span when called from an instrumented tool), so it shows on the trace.
         `pace=False` leaves the call out of loop and rate tracking (its time is unknown).
         `steered_by` quotes content (a tool result, a web page) whose embedded instruction
-        supplied the call's arguments: that content, not the requester, is then asking."""
+        supplied the call's arguments: that content, not the requester, is then asking.
+        `deep=True` also asks the deep analysis model (see docs/deep-analysis.md) about the
+        call, with `task` (what the agent was asked to do) as context, waiting at most
+        `deep_timeout` seconds (OTEL_SAFETY_DEEP_TIMEOUT by default); it can only make the
+        verdict stricter. When it cannot answer, the rules' verdict stands (fail-open) or the
+        call is blocked (OTEL_SAFETY_DEEP_FAIL_CLOSED)."""
         identity = self.directory.resolve(requester)
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
         verdict = self._judge(view, identity, conversation, when, steered_by)
         verdict.source = source
+        if deep:
+            self._deepen(verdict, name, arguments, identity, task, conversation, deep_timeout)
         if self.approval is not None and verdict.decision is Decision.WARN:
             self._ask(verdict)
         if record:
@@ -257,6 +277,51 @@ class Guard:
             )
         return hits
 
+    def _deepen(
+        self,
+        verdict: Verdict,
+        name: str,
+        arguments: Any,
+        identity: Identity,
+        task: str | None,
+        conversation: str | None,
+        timeout: float | None,
+    ) -> None:
+        """Ask the deep analysis about this call and fold its answer into the verdict."""
+        client = self._deep()
+        config = client.config
+        trajectory = Trajectory(
+            trace_id=format(trace.get_current_span().get_span_context().trace_id, "032x"),
+            conversation_id=conversation,
+            requester=ModelPrincipal(id=identity.label) if identity.label else None,
+            scope=Scope(user_request=task or ""),
+            tool_calls=[ToolCall(name=name, arguments=_as_arguments(arguments))],
+            tool_events_available=True,
+        )
+        outcome = client.analyse(
+            trajectory,
+            _rule_findings(verdict, trajectory.trace_id),
+            timeout=config.timeout if timeout is None else timeout,
+            retries=0,
+        )
+        apply_deep(verdict, outcome, config)
+
+    def _deep(self) -> Any:
+        if self._deep_client is None:
+            from otel_safety.config import ConfigError, Settings
+            from otel_safety.deep.client import DeepClient
+            from otel_safety.deep.settings import deep_config
+
+            config = self._deep_config or deep_config(Settings.resolve())
+            if config is None:
+                raise ConfigError(
+                    "check_tool_call(deep=True) needs the deep analysis configured: set "
+                    "OTEL_SAFETY_DEEP=true, OTEL_SAFETY_DEEP_MODEL and "
+                    "OTEL_SAFETY_DEEP_BASE_URL (or pass Guard(deep=...))"
+                )
+            self._deep_client = DeepClient(config)
+        return self._deep_client
+
     def _ask(self, verdict: Verdict) -> None:
         assert self.approval is not None
         answer = self.approval.decide(verdict)
@@ -271,6 +336,77 @@ class Guard:
     def close(self) -> None:
         if self.approval is not None:
             self.approval.close()
+
+
+DEEP_RULE = "deep.analysis"
+_DEEP_DECISIONS = {
+    EscalationLevel.HARD_STOP: Decision.BLOCK,
+    EscalationLevel.SOFT_STOP: Decision.BLOCK,
+    EscalationLevel.HUMAN_REVIEW: Decision.WARN,
+    EscalationLevel.WARN: Decision.WARN,
+}
+_STRICTNESS = {Decision.ALLOW: 0, Decision.WARN: 1, Decision.BLOCK: 2}
+
+
+def apply_deep(verdict: Verdict, outcome: Any, config: Any) -> None:
+    """The deep answer on the verdict: an "unsafe" verdict raises the decision to what its
+    level calls for (SOFT_STOP and HARD_STOP block, WARN and HUMAN_REVIEW warn); never
+    lowers it. No answer: fail-open keeps the rules' decision, fail-closed blocks."""
+    reply = outcome.reply
+    record: dict[str, Any] = {
+        "model": config.model,
+        "prompt_version": config.prompt.version,
+        "latency_ms": round(outcome.seconds * 1000, 1),
+        "tokens": outcome.tokens,
+    }
+    if reply is None:
+        record["error"] = outcome.error
+        record["fail"] = "closed" if config.fail_closed else "open"
+        verdict.deep = record
+        if config.fail_closed:
+            verdict.decision = Decision.BLOCK
+            verdict.reasons.append(f"deep analysis unavailable, fail-closed: {outcome.error}")
+        else:
+            verdict.reasons.append(f"deep analysis unavailable, rules kept: {outcome.error}")
+        return
+    record.update(
+        verdict=reply.verdict,
+        level=reply.level.name,
+        risk=round(reply.risk, 3),
+        dimensions=reply.scores(),
+        summary=reply.summary,
+    )
+    verdict.deep = record
+    wanted = _DEEP_DECISIONS.get(reply.level, Decision.ALLOW)
+    if reply.verdict != "unsafe" or _STRICTNESS[wanted] <= _STRICTNESS[verdict.decision]:
+        return
+    verdict.decision = wanted
+    verdict.risk = max(verdict.risk, round(reply.risk * 100))
+    verdict.rule_ids.append(DEEP_RULE)
+    verdict.reasons.append(f"{DEEP_RULE}: {reply.summary or reply.level.name} ({config.model})")
+
+
+def _rule_findings(verdict: Verdict, trace_id: str) -> list[Finding]:
+    """The rules' verdict as a finding, so the model knows what they saw."""
+    if verdict.decision is Decision.ALLOW:
+        return []
+    return [
+        Finding(
+            detector="tool_guard",
+            trace_id=trace_id,
+            score=verdict.risk / 100,
+            threshold=0.4,
+            detected=True,
+            severity=Severity.HIGH if verdict.blocked else Severity.MEDIUM,
+            explanation="; ".join(verdict.reasons[:3]),
+        )
+    ]
+
+
+def _as_arguments(arguments: Any) -> dict[str, Any] | str | None:
+    if arguments is None or isinstance(arguments, dict | str):
+        return arguments
+    return json.dumps(arguments, default=str)
 
 
 def _role(identity: Identity) -> str:
