@@ -206,8 +206,8 @@ def write_deep_results(con: duckdb.DuckDBPyConnection, results: Sequence[DeepRes
         insert_rows(con, FINDINGS, findings, replace=True)
         insert_rows(con, DEEP_RUNS, runs)
         for result in results:
-            if result.raised:
-                _raise_trace(con, result)
+            if result.finding is not None:
+                _update_trace(con, result)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -236,13 +236,20 @@ def deep_run_row(result: DeepResult, now: datetime) -> dict[str, Any]:
     }
 
 
-def _raise_trace(con: duckdb.DuckDBPyConnection, result: DeepResult) -> None:
-    """The trace's level as the deep analysis left it, where it was lower."""
+def _update_trace(con: duckdb.DuckDBPyConnection, result: DeepResult) -> None:
+    """The trace's detectors fired with the deep finding's, and its level as the deep
+    analysis left it, where that is higher."""
+    con.execute(
+        "UPDATE traces SET detectors_fired = ?::JSON WHERE trace_id = ?",
+        [to_json(result.detectors_fired), result.trace_id],
+    )
+    if not result.raised:
+        return
     level, rank = result.level.name, int(result.level)
     con.execute(
-        "UPDATE traces SET escalation_level = ?, escalation_rank = ?, escalation_by_policy = ?, "
-        "detectors_fired = ?::JSON WHERE trace_id = ? AND escalation_rank < ?",
-        [level, rank, result.by_policy, to_json(result.detectors_fired), result.trace_id, rank],
+        "UPDATE traces SET escalation_level = ?, escalation_rank = ?, escalation_by_policy = ? "
+        "WHERE trace_id = ? AND escalation_rank < ?",
+        [level, rank, result.by_policy, result.trace_id, rank],
     )
     con.execute(
         "UPDATE spans SET trace_escalation_level = ?, trace_escalation_rank = ? "

@@ -1,0 +1,359 @@
+"""The deep analysis tier against a real local OpenAI-compatible server (tests/fake_openai.py):
+scripted dimension JSON, malformed JSON, slow replies and HTTP errors, through the same
+engine, store and log records as live traffic."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from fake_openai import FakeOpenAIServer, delayed, http_error, text_reply
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+from otel_safety import semconv as sc
+from otel_safety.bootstrap import build_engine
+from otel_safety.config import ConfigError, Settings
+from otel_safety.deep import DIMENSIONS, describe
+from otel_safety.deep.reply import ReplyError, parse_reply
+from otel_safety.engine import SafetyEngine
+from otel_safety.evaluation.cases import Case, SpanWriter
+from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.evaluation_logs import EvaluationLogSink
+from otel_safety.mapping import span_id_hex, trace_id_hex
+
+SECRET = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+
+
+def dimension_reply(
+    verdict: str = "unsafe", level: str = "HARD_STOP", top: float = 0.9
+) -> dict[str, Any]:
+    """An assistant turn with the JSON the prompt asks for."""
+    dimensions = {name: {"score": 0.05, "reason": f"no sign of {name}"} for name in DIMENSIONS}
+    dimensions["irreversible_action"] = {"score": top, "reason": "it deleted the backups"}
+    body = {"dimensions": dimensions, "verdict": verdict, "level": level, "summary": "deleted"}
+    return text_reply(json.dumps(body))
+
+
+def agent_case(number: int = 0, result: str = "done") -> Case:
+    """A run with one tool call whose result carries a secret and a long text."""
+    return Case(
+        case_id=f"deep:{number}",
+        dataset="deep",
+        system="You are the ops agent.",
+        messages=[
+            {"role": "user", "content": "Tidy the backup folder"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {
+                            "name": "list_files",
+                            "arguments": json.dumps({"path": "/backups"}),
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": f"key={SECRET} {result}"},
+            {"role": "assistant", "content": "The backup folder is tidy now."},
+        ],
+        labels={},
+    )
+
+
+class Harness:
+    """An engine with the deep tier on (every agent run a candidate), a real DuckDB file and
+    log records in memory."""
+
+    def __init__(self, tmp_path: Path, server: FakeOpenAIServer, **deep: Any) -> None:
+        self.db = str(tmp_path / "deep.duckdb")
+        self.logs = InMemoryLogRecordExporter()
+        provider = LoggerProvider()
+        provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
+        options = {
+            "deep": True,
+            "deep_model": "judge-1",
+            "deep_base_url": server.base_url,
+            "deep_levels": [level for level in ("NONE", "CLARIFY", "WARN", "SOFT_STOP")]
+            + ["HUMAN_REVIEW", "HARD_STOP"],
+            "deep_retries": 0,
+            "deep_timeout": 10.0,
+            **deep,
+        }
+        self.settings = Settings.resolve(environ={}, db_path=self.db, **options)
+        self.engine: SafetyEngine = build_engine(
+            self.settings,
+            [DuckDBStore(self.db), EvaluationLogSink(provider)],
+            background=False,
+        )
+        self.writer = SpanWriter()
+        self.roots: dict[str, str] = {}
+
+    def run(self, case: Case) -> str:
+        spans = self.writer.spans(case)
+        trace_id = trace_id_hex(spans[0].context.trace_id)
+        root = next(s for s in spans if s.parent is None)
+        self.roots[trace_id] = span_id_hex(root.context.span_id)
+        self.engine.process(spans)
+        self.engine.drain()
+        return trace_id
+
+    def close(self) -> None:
+        self.engine.shutdown()
+        self.writer.shutdown()
+
+    def query(self, sql: str, *params: Any) -> list[tuple]:
+        with duckdb.connect(self.db, read_only=True) as con:
+            return con.execute(sql, list(params)).fetchall()
+
+
+@pytest.fixture
+def environ_clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OTEL_SAFETY_DEEP"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+def test_off_by_default_and_never_guesses_an_endpoint(environ_clean: None) -> None:
+    settings = Settings.resolve(environ={"OPENAI_API_KEY": "sk-app-own"})
+    assert settings.deep is False
+    engine = build_engine(settings, [], background=False)
+    try:
+        assert engine.deep is None
+    finally:
+        engine.shutdown()
+    assert describe(settings).startswith("off")
+    on = Settings.resolve(environ={"OTEL_SAFETY_DEEP": "true", "OTEL_SAFETY_DEEP_MODEL": "m"})
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_DEEP_BASE_URL"):
+        build_engine(on, [], background=False)
+    assert describe(on).startswith("misconfigured")
+    named = Settings.resolve(
+        environ={"OTEL_SAFETY_DEEP": "1", "OTEL_SAFETY_DEEP_BASE_URL": "http://127.0.0.1:9/v1"}
+    )
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_DEEP_MODEL"):
+        build_engine(named, [], background=False)
+
+
+def test_settings_from_the_environment() -> None:
+    settings = Settings.resolve(
+        environ={
+            "OTEL_SAFETY_DEEP": "yes",
+            "OTEL_SAFETY_DEEP_LEVELS": "warn, hard_stop",
+            "OTEL_SAFETY_DEEP_DETECTORS": "injection,tool_guard",
+            "OTEL_SAFETY_DEEP_SAMPLE_RATE": "0.25",
+            "OTEL_SAFETY_DEEP_PER_MINUTE": "7",
+        }
+    )
+    assert settings.deep_levels == ["WARN", "HARD_STOP"]
+    assert settings.deep_detectors == ["injection", "tool_guard"]
+    assert (settings.deep_sample_rate, settings.deep_per_minute) == (0.25, 7)
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_DEEP_LEVELS"):
+        Settings.resolve(environ={"OTEL_SAFETY_DEEP_LEVELS": "PANIC"})
+
+
+def test_a_verdict_becomes_a_finding_a_raised_level_and_a_log_record(tmp_path: Path) -> None:
+    with FakeOpenAIServer([dimension_reply()]) as server:
+        harness = Harness(tmp_path, server)
+        trace_id = harness.run(agent_case(result="x" * 5000))
+        assert harness.engine.force_flush(10_000)
+        harness.close()
+    (request,) = server.requests
+    sent = request["messages"][1]["content"]
+    assert request["model"] == "judge-1"
+    assert 'list_files({"path": "/backups"})' in sent
+    assert "Tidy the backup folder" in sent and "The backup folder is tidy now." in sent
+    assert SECRET not in sent and "[REDACTED]" in sent
+    assert "more characters cut" in sent and "1 field(s) were cut" in sent
+
+    (finding,) = harness.query(
+        "SELECT span_id, detected, score, severity, escalation_level, details FROM findings "
+        "WHERE detector = 'deep_analysis' AND trace_id = ?",
+        trace_id,
+    )
+    span_id, detected, score, severity, level, details = finding
+    details = json.loads(details)
+    assert span_id == harness.roots[trace_id]
+    assert (detected, score, severity, level) == (True, 0.9, "critical", "HARD_STOP")
+    assert set(details["dimensions"]) == set(DIMENSIONS)
+    assert details["dimensions"]["irreversible_action"]["reason"] == "it deleted the backups"
+    assert details["model"] == "judge-1" and details["prompt_version"] == "deep-1"
+    assert details["latency_ms"] > 0 and details["tokens"] == 15
+
+    (trace,) = harness.query(
+        "SELECT escalation_level, detectors_fired FROM traces WHERE trace_id = ?", trace_id
+    )
+    assert trace[0] == "HARD_STOP" and "deep_analysis" in json.loads(trace[1])
+    assert harness.query(
+        "SELECT DISTINCT trace_escalation_level FROM spans WHERE trace_id = ?", trace_id
+    ) == [("HARD_STOP",)]
+    (run,) = harness.query(
+        "SELECT outcome, level_before, level_after, calls, prompt_tokens, completion_tokens "
+        "FROM deep_runs WHERE trace_id = ?",
+        trace_id,
+    )
+    assert run[0] == "ok" and run[2] == "HARD_STOP" and run[1] != "HARD_STOP"
+    assert run[3:] == (1, 10, 5)
+
+    records = [
+        r.log_record
+        for r in harness.logs.get_finished_logs()
+        if r.log_record.attributes.get(sc.GEN_AI_EVALUATION_NAME) == "deep_analysis"
+    ]
+    (record,) = records
+    assert record.event_name == sc.GEN_AI_EVALUATION_RESULT
+    assert format(record.trace_id, "032x") == trace_id
+    assert format(record.span_id, "016x") == harness.roots[trace_id]
+    assert record.attributes[sc.OTEL_SAFETY_DEEP_MODEL] == "judge-1"
+    assert record.attributes[sc.OTEL_SAFETY_DEEP_PROMPT_VERSION] == "deep-1"
+    assert record.attributes[sc.GEN_AI_EVALUATION_SCORE_LABEL] == "unsafe"
+    stats = harness.engine.stats
+    assert (stats["deep_queued"], stats["deep_analysed"], stats["deep_raised"]) == (1, 1, 1)
+
+
+def test_a_safe_verdict_never_lowers_the_level(tmp_path: Path) -> None:
+    with FakeOpenAIServer([dimension_reply("safe", "NONE", 0.1)]) as server:
+        harness = Harness(tmp_path, server)
+        trace_id = harness.run(agent_case())
+        harness.close()
+    before = harness.query(
+        "SELECT level_before, level_after FROM deep_runs WHERE trace_id = ?", trace_id
+    )
+    assert before[0][0] == before[0][1]
+    assert harness.query("SELECT detected FROM findings WHERE detector = 'deep_analysis'") == [
+        (False,)
+    ]
+    assert harness.engine.stats["deep_raised"] == 0
+
+
+def test_malformed_json_is_asked_again_once(tmp_path: Path) -> None:
+    with FakeOpenAIServer([text_reply("Sure! The run looks risky."), dimension_reply()]) as server:
+        harness = Harness(tmp_path, server)
+        harness.run(agent_case())
+        harness.close()
+    assert len(server.requests) == 2
+    retry = server.requests[1]["messages"]
+    assert retry[-2] == {"role": "assistant", "content": "Sure! The run looks risky."}
+    assert "not JSON" in retry[-1]["content"]
+    assert harness.query("SELECT outcome, calls FROM deep_runs") == [("ok", 2)]
+    assert harness.query("SELECT count(*) FROM findings WHERE detector = 'deep_analysis'") == [(1,)]
+
+
+def test_malformed_twice_is_an_error_never_a_verdict(tmp_path: Path) -> None:
+    missing = json.dumps({"verdict": "unsafe", "level": "HARD_STOP", "dimensions": {}})
+    with FakeOpenAIServer([text_reply("{not json"), text_reply(missing)]) as server:
+        harness = Harness(tmp_path, server)
+        trace_id = harness.run(agent_case())
+        harness.close()
+    (run,) = harness.query("SELECT outcome, error, calls, level_after FROM deep_runs")
+    assert run[0] == "error" and "unparseable reply, twice" in run[1]
+    assert "dimensions.authority_violation" in run[1] and run[2] == 2
+    assert harness.query("SELECT count(*) FROM findings WHERE detector = 'deep_analysis'") == [(0,)]
+    (level,) = harness.query("SELECT escalation_level FROM traces WHERE trace_id = ?", trace_id)
+    assert level[0] == run[3]  # untouched
+    assert harness.engine.stats["deep_errors"] == 1
+    assert harness.engine.stats["deep_analysed"] == 0
+
+
+def test_a_slow_model_times_out_and_is_recorded(tmp_path: Path) -> None:
+    with FakeOpenAIServer([delayed(3.0, dimension_reply())]) as server:
+        harness = Harness(tmp_path, server, deep_timeout=0.5)
+        harness.run(agent_case())
+        harness.close()
+    (run,) = harness.query("SELECT outcome, error, calls FROM deep_runs")
+    assert run[0] == "error" and "Timeout" in run[1] and run[2] == 0
+    assert harness.engine.stats["deep_errors"] == 1
+
+
+def test_server_errors_are_retried_with_backoff(tmp_path: Path) -> None:
+    replies = [http_error(503), http_error(500), dimension_reply()]
+    with FakeOpenAIServer(replies) as server:
+        harness = Harness(tmp_path, server, deep_retries=2)
+        harness.run(agent_case())
+        harness.close()
+    assert len(server.requests) == 3
+    assert harness.query("SELECT outcome FROM deep_runs") == [("ok",)]
+
+
+def test_errors_past_the_retries_are_recorded(tmp_path: Path) -> None:
+    with FakeOpenAIServer([http_error(500), http_error(500)]) as server:
+        harness = Harness(tmp_path, server, deep_retries=1)
+        harness.run(agent_case())
+        harness.close()
+    assert len(server.requests) == 2
+    (run,) = harness.query("SELECT outcome, error FROM deep_runs")
+    assert run[0] == "error" and "InternalServerError" in run[1]
+
+
+def test_the_queue_is_bounded_and_drops_are_counted(tmp_path: Path) -> None:
+    replies = [delayed(1.0, dimension_reply()) for _ in range(6)]
+    with FakeOpenAIServer(replies) as server:
+        harness = Harness(tmp_path, server, deep_queue_size=1, deep_concurrency=1)
+        for number in range(6):
+            harness.run(agent_case(number))  # never waits for the model
+        stats = harness.engine.stats
+        assert stats["deep_candidates"] == 6
+        assert stats["deep_dropped"] >= 3
+        assert stats["deep_queued"] + stats["deep_dropped"] == 6
+        harness.close()
+    analysed = harness.query("SELECT count(*) FROM deep_runs")[0][0]
+    assert analysed == stats["deep_queued"] == len(server.requests)
+
+
+def test_per_minute_budget_and_sampling(tmp_path: Path) -> None:
+    with FakeOpenAIServer([dimension_reply() for _ in range(4)]) as server:
+        harness = Harness(tmp_path, server, deep_per_minute=2)
+        for number in range(4):
+            harness.run(agent_case(number))
+        harness.close()
+    assert harness.engine.stats["deep_over_budget"] == 2
+    assert len(server.requests) == 2
+    with FakeOpenAIServer([]) as server:
+        harness = Harness(tmp_path / "sampled", server, deep_sample_rate=0.0)
+        harness.run(agent_case())
+        harness.close()
+    assert harness.engine.stats["deep_sampled_out"] == 1 and server.requests == []
+
+
+def test_token_budget(tmp_path: Path) -> None:
+    with FakeOpenAIServer([dimension_reply() for _ in range(3)]) as server:
+        harness = Harness(tmp_path, server, deep_tokens_per_minute=15, deep_concurrency=1)
+        harness.run(agent_case(0))
+        assert harness.engine.force_flush(10_000)  # its 15 tokens are spent now
+        harness.run(agent_case(1))
+        harness.close()
+    assert len(server.requests) == 1
+    assert harness.engine.stats["deep_over_token_budget"] == 1
+
+
+def test_only_candidates_are_sent(tmp_path: Path) -> None:
+    """With the default levels a quiet run is not a candidate: nothing is sent."""
+    with FakeOpenAIServer([]) as server:
+        harness = Harness(tmp_path, server, deep_levels=["HARD_STOP"], deep_uncertainty=0.0)
+        harness.run(agent_case())
+        harness.close()
+    assert server.requests == []
+    assert harness.engine.stats["deep_candidates"] == 0
+
+
+def test_parse_reply_accepts_a_fenced_object_and_refuses_the_rest() -> None:
+    body = json.loads(dimension_reply()["content"])
+    assert parse_reply(f"```json\n{json.dumps(body)}\n```").verdict == "unsafe"
+    for bad, problem in (
+        ("", "empty"),
+        ("[1]", "not an object"),
+        (json.dumps({**body, "verdict": "maybe"}), "verdict"),
+        (json.dumps({**body, "level": "PANIC"}), "level"),
+    ):
+        with pytest.raises(ReplyError, match=problem):
+            parse_reply(bad)
+    too_high = json.loads(json.dumps(body))
+    too_high["dimensions"]["resource_abuse"]["score"] = 1.5
+    with pytest.raises(ReplyError, match="resource_abuse"):
+        parse_reply(json.dumps(too_high))
