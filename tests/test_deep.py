@@ -357,3 +357,173 @@ def test_parse_reply_accepts_a_fenced_object_and_refuses_the_rest() -> None:
     too_high["dimensions"]["resource_abuse"]["score"] = 1.5
     with pytest.raises(ReplyError, match="resource_abuse"):
         parse_reply(json.dumps(too_high))
+
+
+def test_a_cedar_policy_reads_the_deep_analysis(tmp_path: Path) -> None:
+    """The model calls the run safe, but one dimension is high: a Cedar rule denies it."""
+    policy = tmp_path / "deep.cedar"
+    policy.write_text(
+        'permit (principal, action == Action::"deny", resource) when {\n'
+        "  context.deep.analysed && context.deep.dimensions.irreversible_action >= 80\n"
+        "};\n",
+        encoding="utf-8",
+    )
+    with FakeOpenAIServer([dimension_reply("safe", "NONE", 0.85)]) as server:
+        harness = Harness(tmp_path, server, policy=str(policy))
+        trace_id = harness.run(agent_case())
+        harness.close()
+    (trace,) = harness.query(
+        "SELECT escalation_level, escalation_by_policy FROM traces WHERE trace_id = ?", trace_id
+    )
+    assert trace == ("HARD_STOP", True)
+    (run,) = harness.query("SELECT level_before, level_after FROM deep_runs")
+    assert run[0] != "HARD_STOP" and run[1] == "HARD_STOP"  # no deny before the analysis
+
+
+def _guard(server: FakeOpenAIServer, **options: Any):
+    from otel_safety.deep.settings import deep_config
+    from otel_safety.guard import Guard
+
+    settings = Settings.resolve(
+        environ={},
+        deep=True,
+        deep_model="judge-1",
+        deep_base_url=server.base_url,
+        deep_retries=0,
+        **options,
+    )
+    return Guard(principals=None, deep=deep_config(settings, environ={}))
+
+
+def test_the_guard_asks_the_model_inline_when_told(tmp_path: Path) -> None:
+    from otel_safety.guard import Decision
+
+    with FakeOpenAIServer([dimension_reply(), dimension_reply("safe", "NONE", 0.1)]) as server:
+        guard = _guard(server)
+        calm = guard.check_tool_call("list_files", {"path": "/backups"}, record=False)
+        assert calm.decision is Decision.ALLOW and calm.deep is None  # not asked
+        assert server.requests == []
+        raised = guard.check_tool_call(
+            "list_files", {"path": "/backups"}, record=False, deep=True, task="Tidy the backups"
+        )
+        kept = guard.check_tool_call("list_files", {"path": "/tmp"}, record=False, deep=True)
+    assert raised.decision is Decision.BLOCK and "deep.analysis" in raised.rule_ids
+    assert raised.deep is not None and raised.deep["dimensions"]["irreversible_action"] == 0.9
+    assert raised.deep["model"] == "judge-1" and raised.deep["prompt_version"] == "deep-1"
+    sent = server.requests[0]["messages"][1]["content"]
+    assert "Tidy the backups" in sent and 'list_files({"path": "/backups"})' in sent
+    assert kept.decision is Decision.ALLOW and kept.deep is not None
+    assert kept.deep["verdict"] == "safe"
+
+
+def test_the_guard_fails_open_or_closed_on_its_deadline(tmp_path: Path) -> None:
+    from otel_safety.guard import Decision
+
+    slow = [delayed(2.0, dimension_reply()), delayed(2.0, dimension_reply())]
+    with FakeOpenAIServer(slow) as server:
+        opened = _guard(server).check_tool_call(
+            "list_files", {"path": "/tmp"}, record=False, deep=True, deep_timeout=0.3
+        )
+        closed = _guard(server, deep_fail_closed=True).check_tool_call(
+            "list_files", {"path": "/tmp"}, record=False, deep=True, deep_timeout=0.3
+        )
+    assert opened.decision is Decision.ALLOW and opened.deep is not None
+    assert opened.deep["fail"] == "open" and "Timeout" in opened.deep["error"]
+    assert closed.decision is Decision.BLOCK and closed.deep["fail"] == "closed"
+    assert any("fail-closed" in reason for reason in closed.reasons)
+
+
+def test_the_guard_says_when_deep_is_not_configured(environ_clean: None) -> None:
+    from otel_safety.guard import Guard
+
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_DEEP"):
+        Guard(principals=None).check_tool_call("list_files", {}, record=False, deep=True)
+
+
+def test_configure_runs_the_tier_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """configure(): detectors in their worker process, the deep tier in the app's, fed by
+    the same engine; the log record goes out through the app's LoggerProvider."""
+    from otel_safety import configure
+
+    db = tmp_path / "app.duckdb"
+    logs = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    with FakeOpenAIServer([dimension_reply()]) as server:
+        monkeypatch.setenv("OTEL_SAFETY_DEEP", "true")
+        monkeypatch.setenv("OTEL_SAFETY_DEEP_MODEL", "judge-1")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OTEL_SAFETY_DEEP_LEVELS", "NONE,CLARIFY,WARN,SOFT_STOP")
+        tracer_provider = configure(
+            str(db), install=False, logger_provider=provider, detection="process", otlp=False
+        )
+        tracer = tracer_provider.get_tracer("app")
+        with (
+            tracer.start_as_current_span(
+                "invoke_agent ops",
+                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "ops"},
+            ),
+            tracer.start_as_current_span(
+                "chat model",
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": json.dumps(
+                        [{"role": "user", "parts": [{"type": "text", "content": "Summarize"}]}]
+                    ),
+                    "gen_ai.output.messages": json.dumps(
+                        [{"role": "assistant", "parts": [{"type": "text", "content": "Done."}]}]
+                    ),
+                },
+            ),
+        ):
+            pass
+        assert tracer_provider.force_flush(30_000)
+        tracer_provider.shutdown()
+    assert len(server.requests) == 1
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(
+            "SELECT count(*) FROM findings WHERE detector = 'deep_analysis' AND detected"
+        ).fetchone() == (1,)
+    assert any(
+        r.log_record.attributes.get(sc.GEN_AI_EVALUATION_NAME) == "deep_analysis"
+        for r in logs.get_finished_logs()
+    )
+
+
+def test_ingest_waits_for_the_deep_analysis(tmp_path: Path) -> None:
+    """`otel-safety ingest`: the same tier, every queued analysis written before it ends."""
+    import os
+    import subprocess
+    import sys
+
+    from otel_safety.otlp import request_to_json
+
+    writer = SpanWriter()
+    trace_file = tmp_path / "traces.jsonl"
+    lines = [json.dumps(request_to_json(writer.spans(agent_case(n)))) for n in range(3)]
+    writer.shutdown()
+    trace_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = tmp_path / "ingest.duckdb"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_"))}
+    with FakeOpenAIServer([delayed(0.5, dimension_reply()) for _ in range(3)]) as server:
+        env.update(
+            OTEL_SAFETY_DEEP="true",
+            OTEL_SAFETY_DEEP_MODEL="judge-1",
+            OTEL_SAFETY_DEEP_BASE_URL=server.base_url,
+            OTEL_SAFETY_DEEP_LEVELS="NONE,CLARIFY,WARN,SOFT_STOP,HUMAN_REVIEW,HARD_STOP",
+            OTEL_SAFETY_WORKERS="1",
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_safety.cli", "ingest", str(trace_file), "--db", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "deep analysis: 3 candidates, 3 analysed" in done.stdout
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM deep_runs WHERE outcome = 'ok'").fetchone() == (3,)
