@@ -527,3 +527,53 @@ def test_ingest_waits_for_the_deep_analysis(tmp_path: Path) -> None:
     assert "deep analysis: 3 candidates, 3 analysed" in done.stdout
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM deep_runs WHERE outcome = 'ok'").fetchone() == (3,)
+
+
+def test_serve_runs_the_tier_and_counts_it_in_metrics(tmp_path: Path, span_factory) -> None:
+    """`serve`: the same tier behind the sidecar's engine; candidates, analyses and drops
+    of the bounded queue show at /metrics."""
+    import httpx
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from sidecar_support import wait_for
+
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+
+    replies = [delayed(1.0, dimension_reply()) for _ in range(4)]
+    with FakeOpenAIServer(replies) as server:
+        settings = Settings.resolve(
+            environ={},
+            db_path=str(tmp_path / "serve.duckdb"),
+            decision_wait=5.0,
+            deep=True,
+            deep_model="judge-1",
+            deep_base_url=server.base_url,
+            deep_levels=["NONE", "CLARIFY", "WARN", "SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"],
+            deep_queue_size=1,
+            deep_concurrency=1,
+        )
+        with Sidecar(settings, SidecarOptions(grpc_port=0, http_port=0)) as sidecar:
+            for number in range(4):
+                spans = span_factory.agent_run(f"answer {number}", f"task {number}")
+                httpx.post(
+                    f"{sidecar.http_url}/v1/traces",
+                    content=encode_spans(spans).SerializeToString(),
+                    headers={"Content-Type": "application/x-protobuf"},
+                )
+            stats = sidecar.engine.stats
+            wait_for(lambda: stats["deep_candidates"] == 4, what="four candidates")
+            wait_for(
+                lambda: (
+                    stats["deep_analysed"] == stats["deep_queued"]
+                    and sidecar.engine.deep
+                    and sidecar.engine.deep.pending == 0
+                ),
+                what="the queued analyses",
+            )
+            text = httpx.get(f"{sidecar.http_url}/metrics").text
+    series = dict(
+        line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+    dropped = int(series["otel_safety_sidecar_engine_deep_dropped_total"])
+    analysed = int(series["otel_safety_sidecar_engine_deep_analysed_total"])
+    assert dropped >= 1 and analysed >= 1 and dropped + analysed == 4
+    assert len(server.requests) == analysed

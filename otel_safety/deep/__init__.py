@@ -15,7 +15,7 @@ import importlib
 from typing import Any
 
 _HOMES = {
-    "COUNTERS": "tier",
+    "COUNTERS": "names",
     "DeepTier": "tier",
     "DETECTOR": "names",
     "DeepResult": "finding",

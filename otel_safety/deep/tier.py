@@ -32,23 +32,6 @@ from otel_safety.policy import Policy
 logger = logging.getLogger(__name__)
 WARNING_EVERY = 10.0
 
-# Counters the tier keeps in the engine's stats (serve's /metrics shows them all).
-COUNTERS = {
-    "deep_candidates": "traces whose first verdict asked for a deep analysis",
-    "deep_sampled_out": "candidates left out by the sampling rate",
-    "deep_over_budget": "candidates left out by the per-minute trace budget",
-    "deep_over_token_budget": "candidates left out by the per-minute token budget",
-    "deep_queued": "traces queued for deep analysis",
-    "deep_dropped": "candidates dropped because the deep analysis queue was full",
-    "deep_analysed": "traces the model judged (a deep_analysis finding was written)",
-    "deep_errors": "deep analyses that failed (request errors, unparseable replies)",
-    "deep_raised": "traces whose level the deep analysis raised",
-    "deep_calls": "requests the model answered",
-    "deep_tokens": "model tokens spent (prompt and completion)",
-    "deep_milliseconds": "time spent waiting for the model",
-    "deep_unfinished_at_shutdown": "queued traces still unanalysed when shutdown stopped waiting",
-}
-
 
 @dataclass
 class _Job:
