@@ -577,3 +577,31 @@ def test_serve_runs_the_tier_and_counts_it_in_metrics(tmp_path: Path, span_facto
     analysed = int(series["otel_safety_sidecar_engine_deep_analysed_total"])
     assert dropped >= 1 and analysed >= 1 and dropped + analysed == 4
     assert len(server.requests) == analysed
+
+
+def test_status_and_the_named_query_show_what_the_tier_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], environ_clean: None
+) -> None:
+    from otel_safety.cli import main
+
+    replies = [delayed(1.0, dimension_reply()), text_reply("no"), text_reply("still no")]
+    with FakeOpenAIServer(replies) as server:
+        harness = Harness(tmp_path, server, deep_queue_size=1, deep_concurrency=1)
+        for number in range(4):
+            harness.run(agent_case(number))
+        harness.close()
+    stats = harness.engine.stats
+    assert main(["status", "--db", harness.db]) == 0
+    out = capsys.readouterr().out
+    assert "deep analysis: off (OTEL_SAFETY_DEEP is not set)" in out  # this process's settings
+    assert f"in the store: {stats['deep_analysed']} analyses, {stats['deep_errors']} failed" in out
+    assert f"dropped {stats['deep_dropped']}" in out and stats["deep_dropped"] >= 1
+    assert main(["status", "--db", harness.db, "--format", "json"]) == 0
+    status = json.loads(capsys.readouterr().out)["deep_analysis"]
+    assert status["on"] is False and status["last_counters"]["deep_candidates"] == 4
+    assert main(["query", "deep_analyses", "--db", harness.db, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted(r["outcome"] for r in rows) == sorted(
+        ["ok"] * stats["deep_analysed"] + ["error"] * stats["deep_errors"]
+    )
+    assert all(r["summary"] == "deleted" for r in rows if r["outcome"] == "ok")

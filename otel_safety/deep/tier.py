@@ -22,6 +22,7 @@ from otel_safety.annotate import local_root
 from otel_safety.config import Settings
 from otel_safety.deep.client import DeepClient, Outcome
 from otel_safety.deep.finding import DeepResult, decide_with, deep_finding
+from otel_safety.deep.names import COUNTERS
 from otel_safety.deep.select import Selector
 from otel_safety.deep.settings import DeepConfig
 from otel_safety.mapping import span_id_hex
@@ -138,6 +139,7 @@ class DeepTier:
                 break
         for thread in self._threads:
             thread.join(0.1 if not finished else 5)
+        self._deliver([])  # the final counters (drops included) for `status`
 
     # -- synchronous use (the inline guard) ------------------------------------------------
     def analyse_now(
@@ -240,12 +242,21 @@ class DeepTier:
         self._count("deep_raised", int(result.raised))
         return result
 
+    def counters(self) -> dict[str, int]:
+        """The tier's counters now (every one, zeros included)."""
+        with self._lock:
+            return {name: self.stats[name] for name in COUNTERS}
+
     def _deliver(self, results: list[DeepResult]) -> None:
+        counters = self.counters()
         for sink in list(self.sinks):
             write = getattr(sink, "write_deep", None)
             if write is None:
                 continue
             try:
+                keep = getattr(sink, "write_deep_counters", None)
+                if keep is not None:  # first: written in the same pass as the results
+                    keep(counters)
                 write(results)
             except Exception:
                 self._count("deep_sink_errors")

@@ -77,6 +77,7 @@ class DuckDBStore(BatchingSink):
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._deep_pending: list[DeepResult] = []
+        self._deep_counters: dict[str, int] | None = None
         self.deep_dropped = 0
         con = self._open()
         ensure_schema(con, self.path)
@@ -94,9 +95,15 @@ class DuckDBStore(BatchingSink):
                 logger.error("otel-safety store %s: %d deep results dropped", self.path, overflow)
             self._write_deep_pending()
 
+    def write_deep_counters(self, counters: dict[str, int]) -> None:
+        """The deep tier's counters (drops included), kept in `otel_safety_meta` for
+        `otel-safety status`; written with the next deep results, or at the next flush."""
+        with self._lock:
+            self._deep_counters = dict(counters)
+
     def tick(self) -> None:
         super().tick()
-        if self._deep_pending:
+        if self._deep_pending or self._deep_counters is not None:
             with self._lock:
                 self._write_deep_pending()
 
@@ -108,7 +115,7 @@ class DuckDBStore(BatchingSink):
     def _write_deep_pending(self) -> bool:
         """Under the lock: the traces first (a deep result updates their rows), then the
         deep results; False, keeping them, while the file cannot be opened."""
-        if not self._deep_pending:
+        if not self._deep_pending and self._deep_counters is None:
             return True
         if not self._write_pending():
             return False
@@ -118,6 +125,12 @@ class DuckDBStore(BatchingSink):
             self._warn(exc)
             return False
         try:
+            if self._deep_counters is not None:
+                con.execute(
+                    "INSERT OR REPLACE INTO otel_safety_meta VALUES ('deep_counters', ?)",
+                    [json.dumps({**self._deep_counters, "updated_at": time.time()})],
+                )
+                self._deep_counters = None
             write_deep_results(con, self._deep_pending)
             self._deep_pending.clear()
         except Exception:
