@@ -17,7 +17,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.buffer import roots_last
 from otel_safety.config import Settings
-from otel_safety.engine import SafetyEngine
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.otlp import read_otlp_json
 
@@ -132,7 +131,7 @@ def ingest_files(
             meter.done(summary, engine.stats)
         if engine.deep is not None:  # every queued analysis is part of this ingest
             engine.drain()
-            _wait_for_deep(engine, progress)
+            engine.deep.wait(progress)
     finally:
         engine.shutdown()
     summary.stats = dict(engine.stats)
@@ -154,17 +153,6 @@ def deep_line(stats: dict[str, int]) -> str:
         f"(queue full), {skipped} skipped (sampling, budgets); "
         f"{stats.get('deep_calls', 0)} calls, {stats.get('deep_tokens', 0)} tokens"
     )
-
-
-def _wait_for_deep(engine: SafetyEngine, progress: TextIO | None) -> None:
-    """Wait for the deep analyses still queued, saying how many are left now and then."""
-    assert engine.deep is not None
-    last = time.monotonic()
-    while not engine.deep.flush(1000):
-        if progress is not None and time.monotonic() - last >= 5:
-            last = time.monotonic()
-            progress.write(f"deep analysis: {engine.deep.pending} traces still queued\n")
-            progress.flush()
 
 
 def _count(number: int, noun: str) -> str:

@@ -605,3 +605,92 @@ def test_status_and_the_named_query_show_what_the_tier_did(
         ["ok"] * stats["deep_analysed"] + ["error"] * stats["deep_errors"]
     )
     assert all(r["summary"] == "deleted" for r in rows if r["outcome"] == "ok")
+
+
+def test_eval_deep_runs_end_to_end_beside_the_rule_tier(shared_data: Path, tmp_path: Path) -> None:
+    """`eval --deep` on AgentDojo rows against the local server: the deep figures are the
+    scripted verdicts scored against the stored labels, on the same rows as the rules'."""
+    from otel_safety.evaluation import datasets
+    from otel_safety.evaluation.runner import run_eval
+
+    cases = datasets.sample(datasets.load(shared_data, ["agentdojo", "xstest"]), 9)
+    script = []
+    for number in range(8):
+        script.append(dimension_reply("unsafe" if number % 3 == 0 else "safe", "HARD_STOP"))
+    script += [text_reply("garbage"), text_reply("garbage again")]  # the ninth fails
+    db = str(tmp_path / "eval.duckdb")
+    with FakeOpenAIServer(script) as server:
+        report = run_eval(
+            cases,
+            db,
+            resamples=20,
+            deep={"deep_model": "judge-1", "deep_base_url": server.base_url, "deep_concurrency": 1},
+        )
+    assert report.deep is not None
+    sent = [r["messages"][1]["content"] for r in server.requests]
+    assert len(sent) == 10 and all("## Tool calls" in text for text in sent)  # agentdojo only
+    with duckdb.connect(db, read_only=True) as con:
+        pairs = con.execute(
+            "SELECT l.detector, l.label, r.verdict FROM labels l JOIN deep_runs r "
+            "USING (trace_id) WHERE l.source = 'external:agentdojo'"
+        ).fetchall()
+        assert con.execute("SELECT count(*) FROM deep_runs").fetchone() == (9,)
+    rows = {row.detector: row for row in report.deep.rows}
+    assert set(rows) == {d for d, _, _ in pairs} and rows
+    for detector, row in rows.items():
+        mine = [(label, verdict == "unsafe") for d, label, verdict in pairs if d == detector]
+        assert (row.deep.tp, row.deep.fp, row.deep.fn, row.deep.tn) == (
+            sum(1 for lab, said in mine if lab and said),
+            sum(1 for lab, said in mine if not lab and said),
+            sum(1 for lab, said in mine if lab and not said),
+            sum(1 for lab, said in mine if not lab and not said),
+        )
+        assert row.rule == report.row(detector, "agentdojo").counts
+        assert row.errors == 1 and row.rule.rows == 9
+        assert row.both.tp >= max(row.rule.tp, row.deep.tp)
+    cost = report.deep.cost
+    assert (cost.traces, cost.analysed, cost.errors) == (9, 8, 1)
+    assert (cost.calls, cost.tokens) == (10, 150)
+    assert cost.per_thousand()["calls"] == round(10 * 1000 / 9, 1)
+    document = report.as_dict()["deep"]
+    assert document["model"] == "judge-1" and document["cost"]["per_1000_traces"]["tokens"]
+    assert "Deep cost: 9 traces sent, 8 analysed, 1 failed" in report.deep.text()
+
+
+def test_eval_without_deep_prints_no_deep_section_whatever_the_environment(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_"))}
+    env.update(
+        OTEL_SAFETY_DEEP="true",
+        OTEL_SAFETY_DEEP_MODEL="judge-1",
+        OTEL_SAFETY_DEEP_BASE_URL="http://127.0.0.1:9/v1",  # nothing listens: never asked
+    )
+    base = [sys.executable, "-m", "otel_safety.cli", "eval", "--data", str(shared_data)]
+    done = subprocess.run(
+        [
+            *base,
+            *("--db", str(tmp_path / "e.duckdb"), "--sample", "3", "--resamples", "5"),
+            *("--datasets", "agentdojo", "--in-sample"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Deep analysis" not in done.stdout and "Deep cost" not in done.stdout
+    refused = subprocess.run(
+        [*base, "--db", str(tmp_path / "f.duckdb"), "--deep", "--datasets", "agentdojo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in env.items() if not k.startswith("OTEL_SAFETY_DEEP")},
+        check=False,
+    )
+    assert refused.returncode == 1 and "OTEL_SAFETY_DEEP_BASE_URL" in refused.stderr

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TextIO
 
 from otel_safety.annotate import local_root
 from otel_safety.config import Settings
@@ -140,6 +141,16 @@ class DeepTier:
         for thread in self._threads:
             thread.join(0.1 if not finished else 5)
         self._deliver([])  # the final counters (drops included) for `status`
+
+    def wait(self, progress: TextIO | None = None, label: str = "deep analysis") -> None:
+        """Wait for every queued analysis however long it takes (a command that reads a
+        whole set: `ingest`, `eval --deep`), saying now and then how many are left."""
+        last = time.monotonic()
+        while not self.flush(1000):
+            if progress is not None and time.monotonic() - last >= 5:
+                last = time.monotonic()
+                progress.write(f"{label}: {self.pending} traces still to analyse\n")
+                progress.flush()
 
     # -- synchronous use (the inline guard) ------------------------------------------------
     def analyse_now(
