@@ -37,8 +37,22 @@ WARNING_EVERY = 10.0
 
 @dataclass
 class _Job:
-    evaluation: TraceEvaluation
+    """What an analysis needs of a trace (not its spans: the queue holds only these)."""
+
+    trajectory: Trajectory
+    findings: list[Finding]
+    level: EscalationLevel
     why: str
+    root: tuple[int, int, int] | None  # trace id, span id, end time of the root span
+
+
+def _job(evaluation: TraceEvaluation, why: str) -> _Job:
+    assert evaluation.trajectory is not None
+    root = local_root(evaluation.spans)
+    ids = None
+    if root is not None:
+        ids = (root.context.trace_id, root.context.span_id, root.end_time or root.start_time or 0)
+    return _Job(evaluation.trajectory, list(evaluation.findings), evaluation.level, why, ids)
 
 
 class DeepTier:
@@ -78,8 +92,10 @@ class DeepTier:
         """Queue the candidates among these exported traces; how many were queued."""
         queued = 0
         for evaluation in evaluations:
+            if evaluation.trajectory is None or self._closed:
+                continue
             why = self._select(evaluation)
-            if why is None or self._closed:
+            if why is None:
                 continue
             self._count("deep_candidates")
             skipped = self.selector.admit()
@@ -88,7 +104,7 @@ class DeepTier:
                 continue
             self._start()
             try:
-                self._queue.put_nowait(_Job(evaluation, why))
+                self._queue.put_nowait(_job(evaluation, why))
             except queue.Full:
                 self._dropped()
                 continue
@@ -199,19 +215,12 @@ class DeepTier:
                     self._idle.notify_all()
 
     def _analyse(self, job: _Job) -> None:
-        evaluation = job.evaluation
-        assert evaluation.trajectory is not None
-        outcome = self.client.analyse(evaluation.trajectory, evaluation.findings)
+        outcome = self.client.analyse(job.trajectory, job.findings)
         self._account(outcome)
-        result = self._result(
-            evaluation.trajectory, evaluation.findings, evaluation.level, outcome, job.why
-        )
-        root = local_root(evaluation.spans)
-        if root is not None:
-            result.root_trace_id = root.context.trace_id
-            result.root_span_int = root.context.span_id
-            result.root_end_ns = root.end_time or root.start_time or 0
-            result.root_span_id = result.root_span_id or span_id_hex(root.context.span_id)
+        result = self._result(job.trajectory, job.findings, job.level, outcome, job.why)
+        if job.root is not None:
+            result.root_trace_id, result.root_span_int, result.root_end_ns = job.root
+            result.root_span_id = result.root_span_id or span_id_hex(job.root[1])
         self._deliver([result])
 
     def _result(
