@@ -694,3 +694,18 @@ def test_eval_without_deep_prints_no_deep_section_whatever_the_environment(
         check=False,
     )
     assert refused.returncode == 1 and "OTEL_SAFETY_DEEP_BASE_URL" in refused.stderr
+
+
+def test_shutdown_waits_only_so_long_and_counts_what_is_left(tmp_path: Path) -> None:
+    replies = [delayed(3.0, dimension_reply()) for _ in range(3)]
+    with FakeOpenAIServer(replies) as server:
+        harness = Harness(tmp_path, server, deep_concurrency=1)
+        for number in range(3):
+            harness.run(agent_case(number))
+        harness.engine.shutdown(timeout_millis=500)
+        harness.writer.shutdown()
+        stats = harness.engine.stats
+        assert stats["deep_queued"] == 3
+        assert stats["deep_unfinished_at_shutdown"] == 3  # one with the model, two queued
+    assert harness.query("SELECT count(*) FROM deep_runs") == [(0,)]
+    assert len(server.requests) == 1

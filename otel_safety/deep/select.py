@@ -77,6 +77,12 @@ class Selector:
             self._admitted.append(now)
         return None
 
+    def refund(self) -> None:
+        """Give back the last admission (its trace was dropped before the model saw it)."""
+        with self._lock:
+            if self._admitted:
+                self._admitted.pop()
+
     def spent(self, tokens: int) -> None:
         """Tokens a finished analysis used, charged to the current minute."""
         if tokens <= 0:

@@ -85,6 +85,7 @@ class DeepTier:
         self._busy = 0  # jobs taken and not yet delivered
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._abandoned = False  # shutdown stopped waiting: later results go nowhere
         self._last_drop_warning = 0.0
 
     # -- engine side: never blocks ---------------------------------------------------------
@@ -106,6 +107,7 @@ class DeepTier:
             try:
                 self._queue.put_nowait(_job(evaluation, why))
             except queue.Full:
+                self.selector.refund()  # the model will not be asked: no budget spent
                 self._dropped()
                 continue
             self._count("deep_queued")
@@ -143,6 +145,7 @@ class DeepTier:
                 if job is not None:
                     left += 1
                 self._queue.task_done()
+            self._abandoned = True  # the ones still with the model are not written either
             self._count("deep_unfinished_at_shutdown", left + self._busy)
             logger.error(
                 "otel-safety deep analysis: %d traces left unanalysed at shutdown (timeout %d ms)",
@@ -167,18 +170,6 @@ class DeepTier:
                 last = time.monotonic()
                 progress.write(f"{label}: {self.pending} traces still to analyse\n")
                 progress.flush()
-
-    # -- synchronous use (the inline guard) ------------------------------------------------
-    def analyse_now(
-        self,
-        trajectory: Trajectory,
-        findings: Sequence[Finding] = (),
-        timeout: float | None = None,
-    ) -> DeepResult:
-        """One analysis on the calling thread, with a deadline and no retries past it."""
-        outcome = self.client.analyse(trajectory, findings, timeout=timeout, retries=0)
-        self._account(outcome)
-        return self._result(trajectory, findings, EscalationLevel.NONE, outcome, "inline")
 
     # -- workers ----------------------------------------------------------------------------
     def _start(self) -> None:
@@ -268,6 +259,8 @@ class DeepTier:
             return {name: self.stats[name] for name in COUNTERS}
 
     def _deliver(self, results: list[DeepResult]) -> None:
+        if results and self._abandoned:  # counted as unfinished; the sinks are closed
+            return
         counters = self.counters()
         for sink in list(self.sinks):
             write = getattr(sink, "write_deep", None)
