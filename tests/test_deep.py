@@ -709,3 +709,48 @@ def test_shutdown_waits_only_so_long_and_counts_what_is_left(tmp_path: Path) -> 
         assert stats["deep_unfinished_at_shutdown"] == 3  # one with the model, two queued
     assert harness.query("SELECT count(*) FROM deep_runs") == [(0,)]
     assert len(server.requests) == 1
+
+
+def test_the_selector_picks_serious_and_uncertain_traces() -> None:
+    from otel_safety.deep.select import Selector
+    from otel_safety.model import EscalationLevel, Finding, Severity, Trajectory
+    from otel_safety.pipeline import TraceEvaluation
+
+    def evaluation(level: str, *findings: Finding) -> TraceEvaluation:
+        return TraceEvaluation(
+            trace_id="t" * 32,
+            spans=[],
+            reason="root_ended",
+            findings=list(findings),
+            level=EscalationLevel[level],
+            trajectory=Trajectory(trace_id="t" * 32),
+        )
+
+    def finding(detector: str, score: float, detected: bool, **details: Any) -> Finding:
+        return Finding(
+            detector=detector,
+            trace_id="t" * 32,
+            score=score,
+            threshold=0.5,
+            detected=detected,
+            severity=Severity.MEDIUM,
+            details=details or None,
+        )
+
+    selector = Selector(
+        Settings.resolve(environ={}, deep_detectors=["injection"], deep_uncertainty=0.1)
+    )
+    assert selector.why(evaluation("HUMAN_REVIEW")) == "level HUMAN_REVIEW"
+    assert selector.why(evaluation("WARN", finding("injection", 0.9, True))) == (
+        "detector injection"
+    )
+    assert selector.why(evaluation("NONE", finding("deception", 0.45, False))) == (
+        "uncertain deception"
+    )
+    assert selector.why(evaluation("NONE", finding("deception", 0.2, False))) is None
+    signalled = finding("drift", 0.1, False, signals={"uncertainty": 0.6})
+    assert selector.why(evaluation("NONE", signalled)) == "uncertain drift"
+    assert selector.why(evaluation("WARN", finding("deception", 0.95, True))) is None
+    no_run = evaluation("HARD_STOP")
+    no_run.trajectory = None
+    assert selector.why(no_run) is None

@@ -59,7 +59,8 @@ class Selector:
             near = abs(finding.score - finding.threshold) <= self.uncertainty
             if self.uncertainty and finding.score > 0 and near:
                 return f"uncertain {finding.detector}"
-            if finding_signals(finding).uncertainty >= UNCERTAIN_SIGNAL:
+            carries = finding.details is not None and "signals" in finding.details
+            if carries and finding_signals(finding).uncertainty >= UNCERTAIN_SIGNAL:
                 return f"uncertain {finding.detector}"
         return None
 

@@ -87,6 +87,7 @@ class DeepTier:
         self._closed = False
         self._abandoned = False  # shutdown stopped waiting: later results go nowhere
         self._last_drop_warning = 0.0
+        self._last_failure_warning = -WARNING_EVERY
 
     # -- engine side: never blocks ---------------------------------------------------------
     def offer(self, evaluations: Sequence[TraceEvaluation]) -> int:
@@ -236,9 +237,7 @@ class DeepTier:
         )
         if outcome.reply is None:
             self._count("deep_errors")
-            logger.warning(
-                "otel-safety deep analysis of trace %s failed: %s", result.trace_id, outcome.error
-            )
+            self._failed(result.trace_id, outcome.error)
             return result
         finding = deep_finding(
             outcome, trajectory, trajectory.root_span_id, result.model, result.prompt_version
@@ -285,6 +284,19 @@ class DeepTier:
         if value:
             with self._lock:
                 self.stats[name] += value
+
+    def _failed(self, trace_id: str, error: str | None) -> None:
+        """Say so at most every WARNING_EVERY seconds: a dead endpoint must not flood the log
+        (every failure is in `deep_runs` and counted)."""
+        now = time.monotonic()
+        if now - self._last_failure_warning >= WARNING_EVERY:
+            self._last_failure_warning = now
+            logger.warning(
+                "otel-safety deep analysis of trace %s failed: %s (%d failures so far)",
+                trace_id,
+                error,
+                self.stats["deep_errors"],
+            )
 
     def _dropped(self) -> None:
         self._count("deep_dropped")
