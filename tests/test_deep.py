@@ -651,6 +651,7 @@ def test_eval_deep_runs_end_to_end_beside_the_rule_tier(shared_data: Path, tmp_p
     cost = report.deep.cost
     assert (cost.traces, cost.analysed, cost.errors) == (9, 8, 1)
     assert (cost.calls, cost.tokens) == (10, 150)
+    assert 0 < cost.model_seconds and 0 < cost.wall_seconds < report.seconds
     assert cost.per_thousand()["calls"] == round(10 * 1000 / 9, 1)
     document = report.as_dict()["deep"]
     assert document["model"] == "judge-1" and document["cost"]["per_1000_traces"]["tokens"]

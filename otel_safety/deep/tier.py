@@ -86,6 +86,10 @@ class DeepTier:
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._abandoned = False  # shutdown stopped waiting: later results go nowhere
+        # When the first trace was queued and the last analysis delivered (monotonic): the
+        # elapsed time `eval --deep` reports.
+        self.first_queued: float | None = None
+        self.last_done: float | None = None
         self._last_drop_warning = 0.0
         self._last_failure_warning = -WARNING_EVERY
 
@@ -112,6 +116,8 @@ class DeepTier:
                 self._dropped()
                 continue
             self._count("deep_queued")
+            if self.first_queued is None:
+                self.first_queued = time.monotonic()
             queued += 1
         return queued
 
@@ -202,6 +208,7 @@ class DeepTier:
                 logger.exception("otel-safety deep analysis failed on a trace")
             finally:
                 with self._idle:
+                    self.last_done = time.monotonic()
                     self._busy -= 1
                     self._queue.task_done()
                     self._idle.notify_all()

@@ -79,7 +79,7 @@ class DeepCost:
     calls: int
     tokens: int
     model_seconds: float  # summed over calls
-    wall_seconds: float  # from the first analysis queued to the last one written
+    wall_seconds: float  # from the first trace queued to the last analysis delivered
 
     def per_thousand(self) -> dict[str, float]:
         scale = 1000 / self.traces if self.traces else 0.0

@@ -228,7 +228,6 @@ def run_eval(
         deep_select=lambda e: "eval" if _trajectory_row(case_of.get(e.trace_id)) else None,
     )
     writer = SpanWriter()
-    deep_started = time.monotonic()
     try:
         for number, case in enumerate(cases, start=1):
             spans = writer.spans(case)
@@ -241,7 +240,6 @@ def run_eval(
     finally:
         engine.shutdown()
         writer.shutdown()
-    deep_seconds = time.monotonic() - deep_started
     write_labels(
         db_path,
         [
@@ -283,7 +281,7 @@ def run_eval(
                 calls=stats["deep_calls"],
                 tokens=stats["deep_tokens"],
                 model_seconds=stats["deep_milliseconds"] / 1000,
-                wall_seconds=deep_seconds,
+                wall_seconds=_elapsed(engine.deep.first_queued, engine.deep.last_done),
             ),
             engine.deep.config.model,
             engine.deep.config.prompt.version,
@@ -359,6 +357,10 @@ def _every_trajectory(deep: Settings, cases: int) -> Settings:
             "deep_queue_size": max(1, cases),
         }
     )
+
+
+def _elapsed(start: float | None, end: float | None) -> float:
+    return 0.0 if start is None or end is None else max(0.0, end - start)
 
 
 def _trajectory_row(case: Case | None) -> bool:
