@@ -55,9 +55,9 @@ class Selector:
         fired = sorted({f.detector for f in evaluation.findings if f.detected} & self.detectors)
         if fired:
             return f"detector {fired[0]}"
+        band = self.uncertainty
         for finding in evaluation.findings:
-            near = abs(finding.score - finding.threshold) <= self.uncertainty
-            if self.uncertainty and finding.score > 0 and near:
+            if band and finding.score > 0 and abs(finding.score - finding.threshold) <= band:
                 return f"uncertain {finding.detector}"
             carries = finding.details is not None and "signals" in finding.details
             if carries and finding_signals(finding).uncertainty >= UNCERTAIN_SIGNAL:
