@@ -760,3 +760,48 @@ def test_the_selector_picks_serious_and_uncertain_traces() -> None:
     no_run = evaluation("HARD_STOP")
     no_run.trajectory = None
     assert selector.why(no_run) is None
+
+
+def test_an_inline_deep_verdict_reaches_the_audit_log(tmp_path: Path) -> None:
+    """guard.check_tool_call(deep=True) inside the tool's span: the model's reason is part
+    of the signed verdict on the span, and the audit row the trace gives carries it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    arguments = {"path": "/backups"}
+    with FakeOpenAIServer([dimension_reply()]) as server:
+        guard = _guard(server)
+        with (
+            tracer.start_as_current_span(
+                "invoke_agent ops", attributes={"gen_ai.operation.name": "invoke_agent"}
+            ),
+            tracer.start_as_current_span(
+                "execute_tool list_files",
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "list_files",
+                    "gen_ai.tool.call.arguments": json.dumps(arguments),
+                },
+            ),
+        ):
+            verdict = guard.check_tool_call("list_files", arguments, deep=True)
+    assert verdict.blocked
+    db = tmp_path / "audit.duckdb"
+    engine = build_engine(
+        Settings.resolve(environ={}, detectors=["tool_guard"]),
+        [DuckDBStore(str(db), hold=True)],
+        background=False,
+    )
+    engine.process(exporter.get_finished_spans())
+    engine.shutdown()
+    provider.shutdown()
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute("SELECT verdict, source, rule_ids, reasons FROM audit").fetchone()
+    assert row[:2] == ("BLOCK", "inline")
+    assert "deep.analysis" in json.loads(row[2])
+    assert any("deep.analysis: deleted (judge-1)" in reason for reason in json.loads(row[3]))
