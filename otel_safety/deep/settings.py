@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from otel_safety.config import ConfigError, Settings
@@ -26,7 +26,7 @@ class DeepConfig:
 
     base_url: str
     model: str
-    api_key: str
+    api_key: str = field(repr=False)
     timeout: float
     retries: int
     max_tokens: int
