@@ -19,6 +19,7 @@ from otel_safety import detectors as detector_registry
 from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
 from otel_safety.config import ConfigError, Settings
+from otel_safety.deep.settings import deep_config
 from otel_safety.detection_pool import WorkerPool, default_workers
 from otel_safety.detection_worker import ProcessPipeline
 from otel_safety.detectors.datafiles import DATA_DIR_ENV, data_dir_from_env
@@ -29,7 +30,7 @@ from otel_safety.halts import HaltRegistry, HaltSink
 from otel_safety.log_processor import SafetyLogRecordProcessor
 from otel_safety.logs_setup import LoggerProviderCloser, own_logger_provider
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
-from otel_safety.pipeline import Pipeline
+from otel_safety.pipeline import Pipeline, TraceEvaluation
 from otel_safety.policy import Policy
 from otel_safety.processor import SafetySpanProcessor
 
@@ -131,12 +132,14 @@ def build_engine(
     detection: str = "thread",
     workers: int = 1,
     overlap: bool = False,
+    deep_select: Callable[[TraceEvaluation], str | None] | None = None,
 ) -> SafetyEngine:
     """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar.
 
     `detection="process"` judges in `workers` worker processes (`detection_worker`,
     `detection_pool`), the pipeline built there from the same settings; the other arguments
-    are as for `build_pipeline`, and `overlap` as for `SafetyEngine`.
+    are as for `build_pipeline`, and `overlap` as for `SafetyEngine`. With `settings.deep`
+    the engine gets the deep analysis tier; `deep_select` then replaces its choice of traces.
     """
     # Built here in any case (lazily: nothing compiles yet), so bad settings fail now.
     pipeline: Pipeline | ProcessPipeline | WorkerPool = build_pipeline(
@@ -145,13 +148,15 @@ def build_engine(
         lazy=lazy or detection == "process",
         on_detector_error=on_detector_error,
     )
+    deep = deep_config(settings)  # checked now: a deep tier that cannot work fails at start
+    policy_here = pipeline.policy  # re-decides levels with deep findings, in this process
     if workers == 0:
         detection = "thread"
     if detection == "process" and workers > 1:
         pipeline = WorkerPool(settings, pipeline, workers)
     elif detection == "process":
         pipeline = ProcessPipeline(settings, fallback=pipeline)
-    return SafetyEngine(
+    engine = SafetyEngine(
         pipeline,
         sinks,
         max_traces=settings.max_traces,
@@ -163,6 +168,13 @@ def build_engine(
         max_buffer_bytes=settings.max_buffer_bytes,
         overlap=overlap,
     )
+    if deep is not None:
+        from otel_safety.deep import DeepTier
+
+        engine.deep = DeepTier(
+            settings, deep, engine.sinks, policy_here, engine.stats, select=deep_select
+        )
+    return engine
 
 
 def detectors_ready(engine: SafetyEngine) -> None:

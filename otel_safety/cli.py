@@ -179,6 +179,17 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="output format (default: table)",
     )
+    evaluate.add_argument(
+        "--deep",
+        action="store_true",
+        help="also send the agent-trajectory rows (agentdojo) to the deep analysis model "
+        "(OTEL_SAFETY_DEEP_BASE_URL or OPENAI_BASE_URL, OTEL_SAFETY_DEEP_MODEL) and print its "
+        "figures beside the rule tier's, with its cost per 1,000 traces; this sends those "
+        "rows' content to that endpoint",
+    )
+    evaluate.add_argument(
+        "--deep-model", help="model name for --deep (default: OTEL_SAFETY_DEEP_MODEL)"
+    )
     evaluate.set_defaults(handler=cmd_eval)
 
     listing = sub.add_parser(
@@ -290,6 +301,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    deep = None
+    if args.deep:
+        from otel_safety.deep.settings import deep_config
+
+        deep = {"deep_model": args.deep_model}
+        deep_config(Settings.resolve(deep=True, **deep))  # no endpoint: say so before any work
+    elif args.deep_model:
+        raise ValueError("--deep-model is for --deep")
     names = args.datasets.split(",") if args.datasets else None
     cases = datasets.load(Path(args.data), names)
     if args.sample:
@@ -306,6 +325,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         progress=sys.stderr,
         sampled=args.sample,
         held_out=None if args.in_sample else HeldOutJudges(Path(args.data), _stderr_line),
+        deep=deep,
     )
     mark_store(args.db, EVAL_MARK)
     if not report.rows:
@@ -325,6 +345,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(report.escalation.text())
         print("\nWhere a dataset has no label for a detector, how often it fires anyway:")
         print(report.firing_table())
+        if report.deep is not None:
+            print(f"\n{report.deep.heading()}")
+            print(report.deep.text())
         print(
             f"\n{report.cases} cases in {report.seconds:.0f}s; findings and labels in "
             f"{args.db}. Intervals: 95% bootstrap, {args.resamples} resamples, seed {args.seed}."

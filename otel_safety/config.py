@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from otel_safety.model import EscalationLevel
+
 ENV_PREFIX = "OTEL_SAFETY_"
 
 
@@ -98,6 +100,67 @@ class Settings(BaseModel):
         "engine's thread (OTEL_SAFETY_DETECTION)",
     )
 
+    # The model-backed deep analysis tier (otel_safety.deep): off unless asked for.
+    deep: bool = Field(
+        False,
+        description="send the traces that need it to a model for a deep analysis "
+        "(OTEL_SAFETY_DEEP); nothing leaves the process unless this is on and an endpoint is set",
+    )
+    deep_model: str | None = Field(
+        None, description="model name the deep analysis asks for (OTEL_SAFETY_DEEP_MODEL)"
+    )
+    deep_base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible endpoint, like http://127.0.0.1:8000/v1 "
+        "(OTEL_SAFETY_DEEP_BASE_URL, else OPENAI_BASE_URL); the key is read from "
+        "OTEL_SAFETY_DEEP_API_KEY, else OPENAI_API_KEY",
+    )
+    deep_levels: list[str] = Field(
+        default_factory=lambda: ["HUMAN_REVIEW", "HARD_STOP"],
+        description="first-verdict levels whose traces are analysed (OTEL_SAFETY_DEEP_LEVELS)",
+    )
+    deep_detectors: list[str] = Field(
+        default_factory=list,
+        description="detectors whose firing sends a trace to deep analysis, whatever its level "
+        "(OTEL_SAFETY_DEEP_DETECTORS)",
+    )
+    deep_uncertainty: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="a finding scored within this distance of its threshold is uncertain and "
+        "sends its trace to deep analysis; 0 turns this off (OTEL_SAFETY_DEEP_UNCERTAINTY)",
+    )
+    deep_sample_rate: float = Field(
+        1.0, ge=0, le=1, description="share of the candidate traces analysed"
+    )
+    deep_per_minute: int = Field(
+        60, ge=0, description="candidate traces queued per minute at most; 0: no limit"
+    )
+    deep_tokens_per_minute: int = Field(
+        200_000, ge=0, description="model tokens spent per minute at most; 0: no limit"
+    )
+    deep_queue_size: int = Field(1_000, ge=1, description="traces waiting for deep analysis")
+    deep_concurrency: int = Field(2, ge=1, le=64, description="model calls at once")
+    deep_timeout: float = Field(30.0, gt=0, description="seconds one model call may take")
+    deep_retries: int = Field(
+        2, ge=0, le=10, description="retries of a failed call (connection, 429, 5xx), backing off"
+    )
+    deep_max_tokens: int = Field(1_200, ge=64, description="most tokens the model may answer")
+    deep_field_chars: int = Field(
+        2_000, ge=100, description="characters kept of each field shown to the model"
+    )
+    deep_fail_closed: bool = Field(
+        False,
+        description="Guard.check_tool_call(deep=True): block when the deep analysis cannot "
+        "answer in time (else the rules' verdict stands) (OTEL_SAFETY_DEEP_FAIL_CLOSED)",
+    )
+
+    @field_validator("deep_levels")
+    @classmethod
+    def _known_levels(cls, levels: list[str]) -> list[str]:
+        return [EscalationLevel.parse(level).name for level in levels]
+
     @field_validator("thresholds")
     @classmethod
     def _thresholds_in_range(cls, thresholds: dict[str, float]) -> dict[str, float]:
@@ -140,7 +203,7 @@ def _env_name(field: str) -> str:
 
 
 def _parse_env(name: str, raw: str) -> Any:
-    if name == "detectors":
+    if name in ("detectors", "deep_levels", "deep_detectors"):
         return [key.strip() for key in raw.split(",") if key.strip()]
     if name in ("thresholds", "monitor_modes"):
         example = "scope_escalation=0.2" if name == "thresholds" else "sandbagging=active"
@@ -153,7 +216,7 @@ def _parse_env(name: str, raw: str) -> Any:
                 )
             pairs[key.strip()] = value.strip()
         return pairs
-    if name in ("store", "redact_secrets"):
+    if name in ("store", "redact_secrets", "deep", "deep_fail_closed"):
         lowered = raw.lower()
         if lowered not in {"true", "false", "1", "0", "yes", "no"}:
             raise ConfigError(f"{_env_name(name)}: expected true or false, got {raw!r}")

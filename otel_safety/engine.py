@@ -14,7 +14,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -24,6 +24,9 @@ from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import matched
 from otel_safety.pipeline import Pipeline, PipelineClosed, TraceEvaluation, TraceInput
 from otel_safety.redaction import redact_evaluation
+
+if TYPE_CHECKING:
+    from otel_safety.deep import DeepTier
 
 logger = logging.getLogger(__name__)
 DROP_WARNING_INTERVAL = 10.0
@@ -122,6 +125,9 @@ class SafetyEngine:
         self._last_drop_warning = 0.0
         self._closed = False
         self._abandoned = False  # set when shutdown stops waiting for the worker thread
+        # The optional deep analysis tier (otel_safety.deep), fed after the sinks: the first
+        # verdict is exported before a trace is even offered to it.
+        self.deep: DeepTier | None = None
         self._worker: threading.Thread | None = None
         if background:
             self._worker = threading.Thread(target=self._run, name="otel-safety", daemon=True)
@@ -200,10 +206,16 @@ class SafetyEngine:
 
     # -- lifecycle, like BatchSpanProcessor -----------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Judge and write everything held; with the deep tier, also wait for its queue."""
         if self._worker is None or not self._worker.is_alive():
             self.drain()
-            return self._flush_sinks(timeout_millis)
-        return self._control(stop=False, timeout_millis=timeout_millis)
+            ok = self._flush_sinks(timeout_millis)
+        else:
+            ok = self._control(stop=False, timeout_millis=timeout_millis)
+        if self.deep is not None:
+            ok = self.deep.flush(timeout_millis) and ok
+            ok = self._flush_sinks(timeout_millis) and ok
+        return ok
 
     def shutdown(self, timeout_millis: int = 30_000) -> None:
         if self._closed:
@@ -217,6 +229,11 @@ class SafetyEngine:
             self.drain()
             self._flush_sinks(timeout_millis)
         self._report_losses()
+        if self.deep is not None:  # its results go to the sinks: before they shut down
+            try:
+                self.deep.shutdown(timeout_millis)
+            except Exception:
+                logger.exception("otel-safety deep analysis failed to shut down")
         try:
             self.pipeline.close()
         except Exception:
@@ -371,6 +388,11 @@ class SafetyEngine:
                 logger.exception(
                     "otel-safety sink %r failed to write %d traces", sink, len(evaluations)
                 )
+        if self.deep is not None:  # only queues: the model is asked on the tier's threads
+            try:
+                self.deep.offer(evaluations)
+            except Exception:
+                logger.exception("otel-safety could not offer traces to the deep analysis")
 
     def _tick_sinks(self) -> None:
         for sink in self.sinks:

@@ -54,6 +54,8 @@ class IngestSummary:
             lines.append(f"traces the store refused: {self.quarantined} (not written; see the log)")
         if stats.get("detector_errors"):
             lines.append(f"detector errors: {stats['detector_errors']} (see the log)")
+        if stats.get("deep_candidates"):
+            lines.append(deep_line(stats))
         if self.bad_lines:
             lines.append(f"{_count(len(self.bad_lines), 'bad line')} skipped:")
             lines.extend(f"  {problem}" for problem in self.bad_lines[:20])
@@ -127,11 +129,30 @@ def ingest_files(
             engine.process(roots_last(pending), now=span_clock)
             pending = []
             meter.done(summary, engine.stats)
+        if engine.deep is not None:  # every queued analysis is part of this ingest
+            engine.drain()
+            engine.deep.wait(progress)
     finally:
         engine.shutdown()
     summary.stats = dict(engine.stats)
     summary.quarantined = store.rejected
     return summary
+
+
+def deep_line(stats: dict[str, int]) -> str:
+    """What the deep analysis did, in one line (ingest's summary, `status`)."""
+    skipped = (
+        stats.get("deep_sampled_out", 0)
+        + stats.get("deep_over_budget", 0)
+        + stats.get("deep_over_token_budget", 0)
+    )
+    return (
+        f"deep analysis: {stats.get('deep_candidates', 0)} candidates, "
+        f"{stats.get('deep_analysed', 0)} analysed, {stats.get('deep_raised', 0)} raised, "
+        f"{stats.get('deep_errors', 0)} errors, {stats.get('deep_dropped', 0)} dropped "
+        f"(queue full), {skipped} skipped (sampling, budgets); "
+        f"{stats.get('deep_calls', 0)} calls, {stats.get('deep_tokens', 0)} tokens"
+    )
 
 
 def _count(number: int, noun: str) -> str:

@@ -68,6 +68,20 @@ OTEL_SAFETY_DETECTORS_UNCALIBRATED = "otel_safety.detectors.uncalibrated"
 OTEL_SAFETY_FINDING_CALIBRATED = "otel_safety.finding.calibrated"
 
 # --------------------------------------------------------------------------------------------------
+# registry.otel_safety.deep
+# Which model and which prompt produced a `deep_analysis` evaluation, so a verdict can be traced to
+# the evaluator that gave it.
+
+# The model the deep analysis asked (its name as configured).
+OTEL_SAFETY_DEEP_MODEL = "otel_safety.deep.model"
+
+# The version of the deep analysis prompt that produced the verdict.
+OTEL_SAFETY_DEEP_PROMPT_VERSION = "otel_safety.deep.prompt_version"
+
+# The model's overall verdict on the agent run, `safe` or `unsafe`.
+OTEL_SAFETY_DEEP_VERDICT = "otel_safety.deep.verdict"
+
+# --------------------------------------------------------------------------------------------------
 # registry.otel_safety.eval
 # Provenance of the synthetic agent runs otel-safety builds from labelled evaluation data, so stored
 # findings can be joined back to the row they came from.
@@ -312,6 +326,9 @@ DEFINED_ATTRIBUTES = frozenset(
         GEN_AI_GUARDRAIL_TARGET_TYPE,
         GEN_AI_GUARDRAIL_VERDICT_REASON,
         GEN_AI_GUARDRAIL_VERDICT_TYPE,
+        OTEL_SAFETY_DEEP_MODEL,
+        OTEL_SAFETY_DEEP_PROMPT_VERSION,
+        OTEL_SAFETY_DEEP_VERDICT,
         OTEL_SAFETY_DETECTORS_FIRED,
         OTEL_SAFETY_DETECTORS_UNCALIBRATED,
         OTEL_SAFETY_ESCALATION_LEVEL,

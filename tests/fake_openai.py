@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import deque
@@ -30,8 +31,22 @@ def text_reply(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
+def delayed(seconds: float, reply: dict[str, Any]) -> dict[str, Any]:
+    """A scripted turn sent only after `seconds` (a slow model)."""
+    return {**reply, "_delay": seconds}
+
+
+def http_error(status: int, message: str = "scripted failure") -> dict[str, Any]:
+    """A scripted HTTP error instead of a turn (an overloaded or broken endpoint)."""
+    return {"_status": status, "_error": message}
+
+
 class FakeOpenAIServer(LoopbackServer):
-    """Serves `/v1/chat/completions`, answering each request with the next scripted turn."""
+    """Serves `/v1/chat/completions`, answering each request with the next scripted turn.
+
+    A turn made with `delayed` waits before answering; one made with `http_error` answers
+    with that HTTP status.
+    """
 
     def __init__(self, replies: list[dict[str, Any]]) -> None:
         self.replies: deque[dict[str, Any]] = deque(replies)
@@ -40,10 +55,20 @@ class FakeOpenAIServer(LoopbackServer):
 
         class Handler(QuietHandler):
             def do_POST(self) -> None:
+                # The client may stop waiting for a scripted slow reply: nothing to send then.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self._answer()
+
+            def _answer(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 request = json.loads(body or b"{}")
                 server.requests.append(request)
                 message = server.replies.popleft() if server.replies else text_reply("done")
+                time.sleep(message.pop("_delay", 0))
+                if "_status" in message:
+                    error = {"error": {"message": message["_error"], "type": "server_error"}}
+                    self.reply(json.dumps(error).encode(), "application/json", message["_status"])
+                    return
                 payload = {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",

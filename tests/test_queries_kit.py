@@ -38,7 +38,7 @@ from otel_safety.mapping import trace_id_hex
 CLI = [sys.executable, "-m", "otel_safety.cli"]
 QUERIES_DIR = Path(__file__).resolve().parents[1] / "queries"
 # Queries in queries/ that other parts of the project own and test.
-OWNED_ELSEWHERE = {"audit"}
+OWNED_ELSEWHERE = {"audit", "deep_analyses"}
 DETECTORS = ["deception", "injection", "scope_escalation", "tool_guard"]
 WINDOW = {"since": "2024-03-01", "until": "2024-03-10"}
 

@@ -134,6 +134,9 @@ def test_registry_defines_the_expected_attributes() -> None:
         "otel_safety.guard.signature",
         "otel_safety.finding.calibrated",
         "otel_safety.detectors.uncalibrated",
+        "otel_safety.deep.model",
+        "otel_safety.deep.prompt_version",
+        "otel_safety.deep.verdict",
     }
     assert set(_raw_attributes()) == expected
 

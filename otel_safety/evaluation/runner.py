@@ -16,6 +16,13 @@ from typing import Any, TextIO
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
 from otel_safety.evaluation.cases import Case, SpanWriter
+from otel_safety.evaluation.deep import (
+    DEEP_DATASETS,
+    DeepCost,
+    DeepFigures,
+    DeepVerdicts,
+    measure_deep,
+)
 from otel_safety.evaluation.escalation import HEADER, EscalationFigures, measure
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
@@ -63,11 +70,13 @@ class EvalReport:
     sampled: int | None = None
     unlabelled: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     escalation: EscalationFigures | None = None
+    deep: DeepFigures | None = None  # with `eval --deep` only
 
     def row(self, detector: str, dataset: str) -> Row | None:
         return next((r for r in self.rows if (r.detector, r.dataset) == (detector, dataset)), None)
 
     def as_dict(self) -> dict[str, Any]:
+        extra = {} if self.deep is None else {"deep": self.deep.as_dict()}
         return {
             "cases": self.cases,
             "seconds": round(self.seconds, 1),
@@ -80,6 +89,7 @@ class EvalReport:
                 {"detector": d, "dataset": ds, "rows": n, "fired": fired}
                 for (d, ds), (fired, n) in sorted(self.unlabelled.items())
             ],
+            **extra,
         }
 
     def firing_table(self) -> str:
@@ -107,6 +117,8 @@ class EvalReport:
         if self.escalation is not None:
             lines += ["", "The escalation ladder on AgentDojo runs:", "", *HEADER]
             lines += self.escalation.lines()
+        if self.deep is not None:
+            lines += ["", self.deep.heading(), "", *self.deep.markdown()]
         lines += [
             "",
             "Where a dataset has no label for a detector, how often it fires anyway:",
@@ -191,22 +203,40 @@ def run_eval(
     progress: TextIO | None = None,
     sampled: int | None = None,
     held_out: HeldOutJudges | None = None,
+    deep: dict[str, Any] | None = None,
 ) -> EvalReport:
     """Judge every case with the packaged judges (stored, the in-sample figures); with
     `held_out`, judge again each fold that a judge was fitted on, with judges fitted
-    without it, for the out-of-sample figures."""
+    without it, for the out-of-sample figures. With `deep` (deep settings over those of the
+    environment, `{}` for none), the agent-trajectory rows also go to the deep analysis
+    tier (`evaluation.deep`); without it the tier stays off whatever the environment says."""
     started = time.monotonic()
-    settings = Settings.resolve(db_path=db_path, detectors=list(detectors) if detectors else None)
+    keys = list(detectors) if detectors else None
+    settings = Settings.resolve(db_path=db_path, detectors=keys, deep=False)
     collector = _Collector()
-    engine = build_engine(settings, [DuckDBStore(db_path, hold=True), collector], background=False)
-    writer = SpanWriter()
+    verdicts = DeepVerdicts()
     case_of: dict[str, Case] = {}
+    engine = build_engine(
+        settings
+        if deep is None
+        else _every_trajectory(
+            Settings.resolve(db_path=db_path, detectors=keys, **{**deep, "deep": True}),
+            len(cases),
+        ),
+        [DuckDBStore(db_path, hold=True), collector, verdicts],
+        background=False,
+        deep_select=lambda e: "eval" if _trajectory_row(case_of.get(e.trace_id)) else None,
+    )
+    writer = SpanWriter()
     try:
         for number, case in enumerate(cases, start=1):
             spans = writer.spans(case)
             case_of[trace_id_hex(spans[0].context.trace_id)] = case
             engine.process(spans)
             _say(progress, number, len(cases), "cases judged")
+        if engine.deep is not None:
+            engine.drain()
+            engine.deep.wait(progress, "eval --deep")
     finally:
         engine.shutdown()
         writer.shutdown()
@@ -229,12 +259,35 @@ def run_eval(
     in_sample = _rows(case_of, collector.detected, active, resamples, seed)
     rows = in_sample
     levels = collector.levels
+    detected = collector.detected
     if held_out is not None:
         detected, levels = _judge_held_out(settings, case_of, collector, held_out, progress)
         rows = _rows(case_of, detected, active, resamples, seed)
         before = {(r.detector, r.dataset, r.source): r.counts for r in in_sample}
         for row in rows:
             row.in_sample = before.get((row.detector, row.dataset, row.source))
+    figures_deep = None
+    if engine.deep is not None:
+        stats = engine.stats
+        figures_deep = measure_deep(
+            case_of,
+            detected,
+            verdicts,
+            active,
+            DeepCost(
+                traces=stats["deep_queued"],
+                analysed=stats["deep_analysed"],
+                errors=stats["deep_errors"],
+                calls=stats["deep_calls"],
+                tokens=stats["deep_tokens"],
+                model_seconds=stats["deep_milliseconds"] / 1000,
+                wall_seconds=_elapsed(engine.deep.first_queued, engine.deep.last_done),
+            ),
+            engine.deep.config.model,
+            engine.deep.config.prompt.version,
+            resamples,
+            seed,
+        )
     return EvalReport(
         rows,
         len(cases),
@@ -249,6 +302,7 @@ def run_eval(
             {d.key for d in engine.pipeline.detectors if d.can_fire},
         ),
         escalation=measure(case_of, levels, resamples, seed),
+        deep=figures_deep,
     )
 
 
@@ -289,6 +343,28 @@ def _judge_held_out(
         engine.shutdown()
         writer.shutdown()
     return result, levels
+
+
+def _every_trajectory(deep: Settings, cases: int) -> Settings:
+    """The deep settings for an evaluation: every agent-trajectory row is analysed (no
+    sampling, no budget, a queue that holds them all)."""
+    return deep.model_copy(
+        update={
+            "deep": True,
+            "deep_sample_rate": 1.0,
+            "deep_per_minute": 0,
+            "deep_tokens_per_minute": 0,
+            "deep_queue_size": max(1, cases),
+        }
+    )
+
+
+def _elapsed(start: float | None, end: float | None) -> float:
+    return 0.0 if start is None or end is None else max(0.0, end - start)
+
+
+def _trajectory_row(case: Case | None) -> bool:
+    return case is not None and case.dataset in DEEP_DATASETS
 
 
 def _say(progress: TextIO | None, number: int, total: int | None, what: str) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from opentelemetry.sdk.trace import ReadableSpan
@@ -24,6 +24,7 @@ from otel_safety.annotate import local_root
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.schema import (
     AUDIT,
+    DEEP_RUNS,
     FINDINGS,
     LABELS,
     SCHEMA,
@@ -36,6 +37,9 @@ from otel_safety.exporters.schema import (
 )
 from otel_safety.mapping import span_id_hex, trace_id_hex
 from otel_safety.pipeline import TraceEvaluation
+
+if TYPE_CHECKING:
+    from otel_safety.deep import DeepResult
 from otel_safety.policy import raised_by_policy
 
 logger = logging.getLogger(__name__)
@@ -72,9 +76,70 @@ class DuckDBStore(BatchingSink):
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._deep_pending: list[DeepResult] = []
+        self._deep_counters: dict[str, int] | None = None
+        self.deep_dropped = 0
         con = self._open()
         ensure_schema(con, self.path)
         self._release(con)
+
+    def write_deep(self, results: Sequence[DeepResult]) -> None:
+        """Deep analyses (otel_safety.deep): written at once, after the traces they judge
+        (any still pending are written first); kept to retry while the file is held."""
+        with self._lock:
+            self._deep_pending.extend(results)
+            overflow = len(self._deep_pending) - self.max_pending
+            if overflow > 0:
+                del self._deep_pending[:overflow]
+                self.deep_dropped += overflow
+                logger.error("otel-safety store %s: %d deep results dropped", self.path, overflow)
+            self._write_deep_pending()
+
+    def write_deep_counters(self, counters: dict[str, int]) -> None:
+        """The deep tier's counters (drops included), kept in `otel_safety_meta` for
+        `otel-safety status`; written with the next deep results, or at the next flush."""
+        with self._lock:
+            self._deep_counters = dict(counters)
+
+    def tick(self) -> None:
+        super().tick()
+        if self._deep_pending or self._deep_counters is not None:
+            with self._lock:
+                self._write_deep_pending()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        ok = super().force_flush(timeout_millis)
+        with self._lock:
+            return self._write_deep_pending() and ok
+
+    def _write_deep_pending(self) -> bool:
+        """Under the lock: the traces first (a deep result updates their rows), then the
+        deep results; False, keeping them, while the file cannot be opened."""
+        if not self._deep_pending and self._deep_counters is None:
+            return True
+        if not self._write_pending():
+            return False
+        try:
+            con = self._open()
+        except StoreError as exc:
+            self._warn(exc)
+            return False
+        try:
+            if self._deep_counters is not None:
+                con.execute(
+                    "INSERT OR REPLACE INTO otel_safety_meta VALUES ('deep_counters', ?)",
+                    [json.dumps({**self._deep_counters, "updated_at": time.time()})],
+                )
+                self._deep_counters = None
+            write_deep_results(con, self._deep_pending)
+            self._deep_pending.clear()
+        except Exception:
+            self.rejected += len(self._deep_pending)
+            logger.exception("otel-safety store rejected %d deep results", len(self._deep_pending))
+            self._deep_pending.clear()
+        finally:
+            self._release(con)
+        return True
 
     def _store(self, evaluations: Sequence[TraceEvaluation]) -> None:
         con = self._open()  # StoreError while another process holds the file: retried
@@ -136,6 +201,92 @@ def rows_by_table(
         if evaluation.trajectory is not None or evaluation.error:
             traces.append(trace_row(evaluation, now))
     return [(SPANS, spans), (FINDINGS, findings), (TRACES, traces), (AUDIT, audit)]
+
+
+def write_deep_results(con: duckdb.DuckDBPyConnection, results: Sequence[DeepResult]) -> None:
+    """A deep analysis in the store: its finding, its run (cost, or the error) in
+    `deep_runs`, and, when it raised the trace's level, the trace's and its spans' level."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    findings, runs = [], []
+    for result in results:
+        runs.append(deep_run_row(result, now))
+        if result.finding is not None:
+            findings.extend(
+                finding_rows(_DeepTrace(result), now, trace_start=_deep_trace_start(con, result))
+            )
+    con.execute("BEGIN TRANSACTION")
+    try:
+        insert_rows(con, FINDINGS, findings, replace=True)
+        insert_rows(con, DEEP_RUNS, runs)
+        for result in results:
+            if result.finding is not None:
+                _update_trace(con, result)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def deep_run_row(result: DeepResult, now: datetime) -> dict[str, Any]:
+    outcome, finding = result.outcome, result.finding
+    return {
+        "trace_id": result.trace_id,
+        "root_span_id": result.root_span_id,
+        "requested_at": now,
+        "chosen_because": result.why,
+        "model": result.model,
+        "prompt_version": result.prompt_version,
+        "outcome": "error" if finding is None else "ok",
+        "error": clean(outcome.error),
+        "verdict": None if finding is None else (finding.details or {}).get("verdict"),
+        "score": None if finding is None else finding.score,
+        "level_before": result.level_before.name,
+        "level_after": result.level.name,
+        "calls": outcome.calls,
+        "prompt_tokens": outcome.prompt_tokens,
+        "completion_tokens": outcome.completion_tokens,
+        "latency_ms": round(outcome.seconds * 1000, 1),
+    }
+
+
+def _update_trace(con: duckdb.DuckDBPyConnection, result: DeepResult) -> None:
+    """The trace's detectors fired with the deep finding's, and its level as the deep
+    analysis left it, where that is higher."""
+    con.execute(
+        "UPDATE traces SET detectors_fired = ?::JSON WHERE trace_id = ?",
+        [to_json(result.detectors_fired), result.trace_id],
+    )
+    if not result.raised:
+        return
+    level, rank = result.level.name, int(result.level)
+    con.execute(
+        "UPDATE traces SET escalation_level = ?, escalation_rank = ?, escalation_by_policy = ? "
+        "WHERE trace_id = ? AND escalation_rank < ?",
+        [level, rank, result.by_policy, result.trace_id, rank],
+    )
+    con.execute(
+        "UPDATE spans SET trace_escalation_level = ?, trace_escalation_rank = ? "
+        "WHERE trace_id = ? AND trace_escalation_rank < ?",
+        [level, rank, result.trace_id, rank],
+    )
+
+
+def _deep_trace_start(con: duckdb.DuckDBPyConnection, result: DeepResult) -> datetime | None:
+    row = con.execute(
+        "SELECT min(trace_start) FROM traces WHERE trace_id = ?", [result.trace_id]
+    ).fetchone()
+    return row[0] if row else None
+
+
+class _DeepTrace:
+    """What `finding_rows` reads of an evaluation, for one deep finding."""
+
+    def __init__(self, result: DeepResult) -> None:
+        assert result.finding is not None
+        self.findings = [result.finding]
+        self.trajectory = result.trajectory
+        self.spans: list[ReadableSpan] = []
+        self.root = result.root_span_id or "0" * 16
 
 
 def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluation]) -> None:
@@ -314,13 +465,18 @@ def span_row(evaluation: TraceEvaluation, span: ReadableSpan, now: datetime) -> 
     }
 
 
-def finding_rows(evaluation: TraceEvaluation, now: datetime) -> list[dict[str, Any]]:
+def finding_rows(
+    evaluation: TraceEvaluation | _DeepTrace, now: datetime, trace_start: datetime | None = None
+) -> list[dict[str, Any]]:
     trajectory = evaluation.trajectory
-    start = _trace_start(evaluation)
+    if isinstance(evaluation, _DeepTrace):
+        start, root = trace_start, evaluation.root
+    else:
+        start, root = _trace_start(evaluation), None
     return [
         {
             "trace_id": f.trace_id,
-            "span_id": f.span_id or _root_id(evaluation),
+            "span_id": f.span_id or root or _root_id(evaluation),
             "detector": f.detector,
             "score": f.score,
             "threshold": f.threshold,

@@ -9,8 +9,9 @@ The records go to a `LoggerProvider`, whose own processors and exporters send th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, LogRecord
@@ -22,6 +23,9 @@ from otel_safety.annotate import evaluation_attributes, finding_target, local_ro
 from otel_safety.mapping import span_id_hex
 from otel_safety.mapping.log_events import RESPONSE_ID as GEN_AI_RESPONSE_ID
 from otel_safety.pipeline import TraceEvaluation
+
+if TYPE_CHECKING:
+    from otel_safety.deep import DeepResult
 
 SCOPE = "otel_safety"
 
@@ -40,6 +44,14 @@ class EvaluationLogSink:
                 self.logger.emit(record)
                 self.emitted += 1
 
+    def write_deep(self, results: Sequence[DeepResult]) -> None:
+        """One record per deep analysis that gave a verdict (errors give none)."""
+        for result in results:
+            record = deep_record(result)
+            if record is not None:
+                self.logger.emit(record)
+                self.emitted += 1
+
     def tick(self) -> None:
         pass
 
@@ -49,6 +61,34 @@ class EvaluationLogSink:
 
     def shutdown(self) -> None:
         """The provider belongs to whoever made it (configure() shuts its own down)."""
+
+
+def deep_record(result: DeepResult) -> LogRecord | None:
+    """The `gen_ai.evaluation.result` record of one deep analysis, on the trace's root span,
+    naming the evaluator (`deep_analysis`), its model and its prompt version."""
+    finding = result.finding
+    if finding is None or not result.root_trace_id or not result.root_span_int:
+        return None
+    details = finding.details or {}
+    attributes: dict[str, Any] = {
+        **evaluation_attributes(finding),
+        sc.GEN_AI_EVALUATION_SCORE_LABEL: details.get("verdict", "unknown"),
+        sc.OTEL_SAFETY_DEEP_VERDICT: details.get("verdict", "unknown"),
+        sc.OTEL_SAFETY_DEEP_MODEL: result.model,
+        sc.OTEL_SAFETY_DEEP_PROMPT_VERSION: result.prompt_version,
+    }
+    parent = SpanContext(
+        result.root_trace_id,
+        result.root_span_int,
+        is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return LogRecord(
+        timestamp=time.time_ns(),
+        context=trace.set_span_in_context(NonRecordingSpan(parent)),
+        event_name=sc.GEN_AI_EVALUATION_RESULT,
+        attributes=attributes,
+    )
 
 
 def evaluation_records(evaluation: TraceEvaluation) -> list[tuple[LogRecord, ReadableSpan]]:

@@ -204,8 +204,31 @@ APPROVALS = Table(
     required=("seq", "status", "created_at", "expires_at", "tool"),
 )
 
+DEEP_RUNS = Table(
+    "deep_runs",
+    _columns("""
+        trace_id VARCHAR
+        root_span_id VARCHAR
+        requested_at TIMESTAMP
+        chosen_because VARCHAR
+        model VARCHAR
+        prompt_version VARCHAR
+        outcome VARCHAR
+        error VARCHAR
+        verdict VARCHAR
+        score DOUBLE
+        level_before VARCHAR
+        level_after VARCHAR
+        calls INTEGER
+        prompt_tokens INTEGER
+        completion_tokens INTEGER
+        latency_ms DOUBLE
+    """),
+    required=("trace_id", "outcome"),
+)
+
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
-TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT)
+TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT, DEEP_RUNS)
 SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl()])
 
 

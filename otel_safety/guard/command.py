@@ -28,13 +28,15 @@ def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
     _add_principals(sub)
     status = sub.add_parser(
         "status",
-        help="summarise the guard's audit log (allowed, warned, blocked, average risk) and "
-        "the GenAI spans that carried no content to judge",
+        help="summarise the guard's audit log (allowed, warned, blocked, average risk), "
+        "the GenAI spans that carried no content to judge, and the deep analysis tier",
         description="Totals of the tool-call decisions in the store's audit log (inline "
         "checks and calls judged on traces), overall and per verdict, with the most "
         "frequent blocking rules. The rows themselves: `otel-safety query audit`. GenAI "
         "spans that carried no content (content capture off in the instrumentation) are "
-        "counted per service and dialect.",
+        "counted per service and dialect. The deep analysis tier: on or off (while off no "
+        "trace content is sent anywhere), how it chooses traces, the analyses in the store "
+        "and the counters (drops, skips) the last writing process left there.",
     )
     status.add_argument("--db", default=default_db, help=f"store file (default {default_db})")
     status.add_argument("--format", choices=("table", "json"), default="table")
@@ -330,10 +332,20 @@ GROUP BY ALL ORDER BY spans DESC, service, dialect
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from otel_safety.config import Settings
     from otel_safety.content_capture import NO_CONTENT_PATTERN
-    from otel_safety.exporters.duckdb import open_store
+    from otel_safety.deep.settings import describe
+    from otel_safety.deep.status import deep_status, status_lines
+    from otel_safety.exporters.duckdb import StoreError, open_store
 
-    with open_store(args.db) as con:
+    settings = Settings.resolve(db_path=args.db)
+    try:
+        con = open_store(args.db)
+    except StoreError:
+        if args.format == "table":  # what is on does not depend on a store
+            print(f"deep analysis: {describe(settings)}")
+        raise
+    with con:
         listed = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
         tables = {row[0] for row in listed}
         empty = (
@@ -350,17 +362,25 @@ def cmd_status(args: argparse.Namespace) -> int:
             names = [d[0] for d in cursor.description]
             totals = dict(zip(names, cursor.fetchone(), strict=True))
             top = con.execute(TOP_RULES_SQL).fetchall()
+        deep = deep_status(settings, con)
     without_content = [{"service": s, "dialect": d, "spans": n} for s, d, n in empty]
     if args.format == "json":
         print(
             json.dumps(
-                {**totals, "top_block_rules": dict(top), "spans_without_content": without_content},
+                {
+                    **totals,
+                    "top_block_rules": dict(top),
+                    "spans_without_content": without_content,
+                    "deep_analysis": deep,
+                },
                 default=str,
                 indent=2,
             )
         )
         return 0
     _print_without_content(without_content)
+    for line in status_lines(deep, settings):
+        print(line)
     if not totals["decisions"]:
         print(f"{args.db}: no tool-call decisions recorded yet")
         return 0

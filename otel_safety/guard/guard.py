@@ -18,6 +18,7 @@ from otel_safety.approvals.request import ApprovalRequest, approval_request
 from otel_safety.detectors.base import clip
 from otel_safety.guard.approval import ApprovalGate, Approver
 from otel_safety.guard.data import GuardData, current_guard_data
+from otel_safety.guard.deep_check import ask_deep, deep_client
 from otel_safety.guard.history import CallHistory
 from otel_safety.guard.principals import Directory, Identity, RequesterLike
 from otel_safety.guard.rules import match_rules
@@ -29,6 +30,7 @@ from otel_safety.mapping import GUARD_PREFIX
 
 if TYPE_CHECKING:
     from otel_safety.approvals.channel import ApprovalChannel
+    from otel_safety.deep.settings import DeepConfig
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +71,10 @@ class Guard:
         data: GuardData | None = None,
         clock: Callable[[], float] = time.time,
         halts: HaltRegistry | None = None,
+        deep: DeepConfig | None = None,
     ) -> None:
+        """`deep`: the model endpoint `check_tool_call(deep=True)` asks; when not given it
+        is read from the OTEL_SAFETY_DEEP_* settings at the first such call."""
         if isinstance(principals, Directory):
             self.directory = principals
         elif principals is not None:
@@ -90,6 +95,8 @@ class Guard:
         self.approval = approval_gate(approver, approvals, approval_timeout, approval_ttl)
         self._clock = clock
         self.halts = halts if halts is not None else default_halts()
+        self._deep_config = deep
+        self._deep_client: Any = None
 
     def check_tool_call(
         self,
@@ -103,6 +110,9 @@ class Guard:
         source: str = "inline",
         pace: bool = True,
         steered_by: str | None = None,
+        deep: bool = False,
+        task: str | None = None,
+        deep_timeout: float | None = None,
     ) -> Verdict:
         """The verdict for one call. With `record`, it is also written onto the current span
         (the tool's span when called from an instrumented tool), so it shows on the trace.
@@ -111,13 +121,20 @@ class Guard:
         supplied the call's arguments: that content, not the requester, is then asking.
         An inline call (about to run) of a conversation the halt registry holds is blocked
         with rule `halt.conversation` and the halt's reason; a call judged on a trace ran
-        already, so no halt applies to it."""
+        already, so no halt applies to it.
+        `deep=True` also asks the deep analysis model (see docs/deep-analysis.md) about the
+        call, with `task` (what the agent was asked to do) as context, waiting at most
+        `deep_timeout` seconds (OTEL_SAFETY_DEEP_TIMEOUT by default); it can only make the
+        verdict stricter. When it cannot answer, the rules' verdict stands (fail-open) or the
+        call is blocked (OTEL_SAFETY_DEEP_FAIL_CLOSED)."""
         identity = self.directory.resolve(requester)
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
         halt = self.halts.get(conversation) if source == "inline" else None
         verdict = self._judge(view, identity, conversation, when, steered_by, halt)
         verdict.source = source
+        if deep:
+            self._deepen(verdict, name, arguments, identity, task, conversation, deep_timeout)
         if self.approval is not None and verdict.decision is Decision.WARN:
             self._ask(verdict, approval_request(arguments, conversation))
         if record:
@@ -281,6 +298,21 @@ class Guard:
                 )
             )
         return hits
+
+    def _deepen(
+        self,
+        verdict: Verdict,
+        name: str,
+        arguments: Any,
+        identity: Identity,
+        task: str | None,
+        conversation: str | None,
+        timeout: float | None,
+    ) -> None:
+        """Ask the deep analysis about this call and fold its answer into the verdict."""
+        if self._deep_client is None:
+            self._deep_client = deep_client(self._deep_config)
+        ask_deep(self._deep_client, verdict, name, arguments, identity, task, conversation, timeout)
 
     def _ask(self, verdict: Verdict, request: ApprovalRequest) -> None:
         assert self.approval is not None

@@ -47,6 +47,11 @@ class Verdict(BaseModel):
         default=None, description="approved | denied | expired, when an approver was asked"
     )
     source: str = Field(default="inline", description="inline (before the call) or trace")
+    deep: dict[str, Any] | None = Field(
+        default=None,
+        description="the deep analysis asked for with check_tool_call(deep=True): its verdict, "
+        "level, dimensions, model and prompt version, or the error that stopped it",
+    )
 
     @property
     def blocked(self) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from otel_safety.deep.names import DETECTOR as DEEP_DETECTOR
+from otel_safety.deep.names import DIMENSIONS
 from otel_safety.model import EscalationLevel, Finding, Severity, Trajectory
 from otel_safety.policies.signals import Signals, combined_signals, finding_claims, finding_signals
 
@@ -55,6 +57,7 @@ def trace_context(findings: Sequence[Finding], base_level: EscalationLevel) -> d
         "signals": _signals(combined_signals(findings)),
         "claims": _claims(findings),
         "findings": [_finding(f) for f in findings],
+        "deep": _deep(findings),
     }
 
 
@@ -65,6 +68,32 @@ def principal_id(trajectory: Trajectory | None) -> str:
     if trajectory.agent_names:
         return trajectory.agent_names[0]
     return trajectory.service_name or "unknown"
+
+
+def _deep(findings: Sequence[Finding]) -> dict[str, Any]:
+    """The deep analysis of the trace, when there is one (`analysed` false, zeros, else):
+    its verdict, the level it asked for, and each of its eight dimensions as a percent."""
+    deep = next((f for f in findings if f.detector == DEEP_DETECTOR), None)
+    details = (deep.details or {}) if deep is not None else {}
+    dimensions = details.get("dimensions") if isinstance(details.get("dimensions"), dict) else {}
+    level = details.get("level") if isinstance(details.get("level"), str) else "NONE"
+    return {
+        "analysed": deep is not None,
+        "unsafe": bool(deep is not None and deep.detected),
+        "risk": percent(deep.score) if deep is not None else 0,
+        "level": level,
+        "rank": int(EscalationLevel.parse(level)) if level in EscalationLevel.__members__ else 0,
+        "dimensions": {
+            name: percent(_dimension_score(dimensions.get(name))) for name in DIMENSIONS
+        },
+    }
+
+
+def _dimension_score(entry: Any) -> float:
+    score = entry.get("score") if isinstance(entry, dict) else None
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        return 0.0
+    return float(score)
 
 
 def _signals(signals: Signals) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from otel_safety import semconv as sc
+from otel_safety.deep.names import COUNTERS as DEEP_COUNTERS
 from otel_safety.pipeline import TraceEvaluation
 
 logger = logging.getLogger("otel_safety.sidecar")
@@ -34,6 +35,7 @@ ENGINE_COUNTERS = {
     "log_events_matched": "GenAI events from log records read with their span",
     "log_events_unmatched": "GenAI events from log records whose span was not among the spans "
     "of their trace when it was judged (it came later, or never)",
+    **DEEP_COUNTERS,  # the deep analysis tier (all 0 while it is off)
 }
 
 
