@@ -158,6 +158,7 @@ def test_settings_from_the_environment() -> None:
         Settings.resolve(environ={"OTEL_SAFETY_DEEP_LEVELS": "PANIC"})
 
 
+@pytest.mark.process
 def test_a_verdict_becomes_a_finding_a_raised_level_and_a_log_record(tmp_path: Path) -> None:
     with FakeOpenAIServer([dimension_reply()]) as server:
         harness = Harness(tmp_path, server)
@@ -440,6 +441,7 @@ def test_the_guard_says_when_deep_is_not_configured(environ_clean: None) -> None
         Guard(principals=None).check_tool_call("list_files", {}, record=False, deep=True)
 
 
+@pytest.mark.process
 def test_configure_runs_the_tier_in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -497,6 +499,7 @@ def test_configure_runs_the_tier_in_process(
     )
 
 
+@pytest.mark.process
 def test_ingest_waits_for_the_deep_analysis(tmp_path: Path) -> None:
     """`otel-safety ingest`: the same tier, every queued analysis written before it ends."""
     import os
@@ -534,6 +537,7 @@ def test_ingest_waits_for_the_deep_analysis(tmp_path: Path) -> None:
         assert con.execute("SELECT count(*) FROM deep_runs WHERE outcome = 'ok'").fetchone() == (3,)
 
 
+@pytest.mark.process
 def test_serve_runs_the_tier_and_counts_it_in_metrics(tmp_path: Path, span_factory) -> None:
     """`serve`: the same tier behind the sidecar's engine; candidates, analyses and drops
     of the bounded queue show at /metrics."""
@@ -663,6 +667,7 @@ def test_eval_deep_runs_end_to_end_beside_the_rule_tier(shared_data: Path, tmp_p
     assert "Deep cost: 9 traces sent, 8 analysed, 1 failed" in report.deep.text()
 
 
+@pytest.mark.process
 def test_eval_without_deep_prints_no_deep_section_whatever_the_environment(
     shared_data: Path, tmp_path: Path
 ) -> None:

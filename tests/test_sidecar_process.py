@@ -28,6 +28,8 @@ from sidecar_support import (
 
 from otel_safety import semconv as sc
 
+pytestmark = pytest.mark.process  # every test here runs `serve` as a process
+
 
 def flagged(db: str) -> list[tuple]:
     with duckdb.connect(db, read_only=True) as con:
