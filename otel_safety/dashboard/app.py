@@ -244,6 +244,7 @@ class _Pages:
 
 # The report's look, plus what only a live page has: navigation, forms, buttons.
 DASHBOARD_STYLE = """
+section h2:first-child{margin-top:2px}
 header.top{display:flex;flex-wrap:wrap;align-items:baseline;gap:6px 18px}
 header.top h1 a{color:inherit;text-decoration:none}.actor{margin-left:auto}
 nav{margin-top:10px;display:flex;gap:14px}nav a{color:#1d4ed8}

@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = 8050
@@ -33,8 +34,9 @@ def add_dashboard_command(sub: argparse._SubParsersAction, default_db: str) -> N
     parser.set_defaults(handler=cmd_dashboard)
 
 
-def add_listen_options(parser: argparse.ArgumentParser, host: bool) -> None:
-    """--dashboard-port and friends; `serve` shares its own --host and token."""
+def add_listen_options(parser: Any, host: bool) -> None:
+    """Where and how the dashboard listens; `serve` has its own --host and token, and names
+    the rest --dashboard-refresh and --dashboard-reviewer."""
     if host:
         parser.add_argument(
             "--host",
@@ -53,14 +55,17 @@ def add_listen_options(parser: argparse.ArgumentParser, host: bool) -> None:
             help="require this bearer token, as `serve` does [OTEL_SAFETY_SERVE_TOKEN_FILE; or "
             "the token itself in OTEL_SAFETY_SERVE_TOKEN]",
         )
+    prefix = "" if host else "--dashboard-"
     parser.add_argument(
-        "--refresh",
+        f"{prefix or '--'}refresh",
+        dest="refresh",
         type=float,
         default=5.0,
         help="seconds between the panels' live refreshes (default 5)",
     )
     parser.add_argument(
-        "--reviewer",
+        f"{prefix or '--'}reviewer",
+        dest="reviewer",
         default=None,
         help="the name actions are recorded under until changed on the page "
         "(default: the user running the command)",

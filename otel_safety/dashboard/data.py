@@ -8,7 +8,6 @@ slips in between and waits out a lock for a moment when it lands on one.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,21 +30,12 @@ class StoreBusy(StoreError):
 
 def read(db_path: str | Path, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
     """Run `work` on a read-only connection opened for it alone."""
-    deadline = time.monotonic() + READ_WAIT
-    while True:
-        try:
-            con = open_store(db_path, wait=max(0.1, deadline - time.monotonic()))
-        except StoreError as exc:
-            raise StoreBusy(str(exc)) from exc
-        except duckdb.ConnectionException as exc:
-            # This process is writing the file at this moment (serve --dashboard, or an
-            # action of the dashboard itself) with another configuration: wait for it.
-            if time.monotonic() >= deadline:
-                raise StoreBusy(f"{db_path} is being written: {exc}") from exc
-            time.sleep(0.05)
-            continue
-        with con:
-            return work(con)
+    try:
+        con = open_store(db_path, wait=READ_WAIT)
+    except StoreError as exc:
+        raise StoreBusy(str(exc)) from exc
+    with con:
+        return work(con)
 
 
 def rows(con: duckdb.DuckDBPyConnection, name: str, **params: str | None) -> list[dict[str, Any]]:
@@ -144,6 +134,9 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
         "FROM resolutions WHERE trace_id = ? ORDER BY resolved_at DESC, resolved DESC",
         [trace_id],
     )
+    if trace:
+        for key in ("agent_names", "detectors_fired"):
+            trace[0][key] = _json_list(trace[0][key])
     fired = [f for f in findings if f["detected"]]
     open_detectors, resolved = open_alerts(fired, history)
     return TraceDetail(
@@ -234,6 +227,14 @@ def _dicts(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[
 
 def _column(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
     return [str(row[0]) for row in con.execute(sql).fetchall()]
+
+
+def _json_list(value: Any) -> list[str]:
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return [str(value)]
+    return [str(v) for v in parsed] if isinstance(parsed, list) else []
 
 
 def _evidence(value: Any) -> list[dict[str, Any]]:

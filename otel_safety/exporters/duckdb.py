@@ -176,8 +176,10 @@ def open_store(
     while True:
         try:
             return connect_store(path, read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            # Another process's lock, or this process holding the file open the other way
+            # (read-only against read-write, e.g. the dashboard beside `serve`): both pass.
+            if "lock" not in str(exc).lower() and "different configuration" not in str(exc):
                 raise StoreError(f"cannot open {path}: {exc}") from exc
             if time.monotonic() >= deadline:
                 raise StoreError(
