@@ -13,6 +13,7 @@ import duckdb
 
 from otel_safety import __version__, queries
 from otel_safety import detectors as detector_registry
+from otel_safety.approvals.command import add_commands as add_approval_commands
 from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
 from otel_safety.calibration.command import add_commands as add_calibration_commands
@@ -199,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_calibration_commands(sub)
     add_serve_command(sub)
     add_guard_commands(sub, DEFAULT_DB)
+    add_approval_commands(sub, DEFAULT_DB)
     add_resolve_command(sub, DEFAULT_DB)
     add_dashboard_command(sub, DEFAULT_DB)
     return parser

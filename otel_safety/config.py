@@ -70,6 +70,28 @@ class Settings(BaseModel):
         description="serve: seconds a trace whose root span ended still waits for log records "
         "naming its spans, once log records arrive at all (OTEL_SAFETY_LOG_WAIT)",
     )
+    approval_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="seconds a person has to answer the guard's approval request before it "
+        "expires and the call is blocked (OTEL_SAFETY_APPROVAL_TIMEOUT)",
+    )
+    approval_ttl: float = Field(
+        900.0,
+        ge=0,
+        description="seconds an approval answer holds for the same requester and a similar "
+        "call (same tool, category and arguments) (OTEL_SAFETY_APPROVAL_TTL)",
+    )
+    approval_webhook: str | None = Field(
+        None,
+        description="http(s) URL told about each approval request, as JSON "
+        "(OTEL_SAFETY_APPROVAL_WEBHOOK)",
+    )
+    approval_url: str | None = Field(
+        None,
+        description="address of `serve` (like http://host:4318), for the approve and deny "
+        "links in the webhook's message (OTEL_SAFETY_APPROVAL_URL)",
+    )
     detection: Literal["process", "thread"] = Field(
         "process",
         description="in an application, judge in a worker process (its own GIL) or on the "

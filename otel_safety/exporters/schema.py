@@ -190,9 +190,39 @@ RESOLUTIONS = Table(
 """A history, like labels: the latest row per (trace, detector) is in force; detector NULL
 stands for every alert of the trace. Reopening writes `resolved = false`."""
 
+# Human approvals the guard asks for (otel_safety.approvals): one row per request, answered
+# from the CLI, `serve`'s HTTP endpoint or the dashboard. Not part of TABLES: a DuckLake
+# holds what was judged, not this live queue.
+APPROVALS = Table(
+    "approvals",
+    _columns("""
+        id VARCHAR
+        seq BIGINT
+        status VARCHAR
+        created_at TIMESTAMP
+        expires_at TIMESTAMP
+        requester VARCHAR
+        tool VARCHAR
+        category VARCHAR
+        risk INTEGER
+        summary VARCHAR
+        reasons JSON
+        arguments VARCHAR
+        fingerprint VARCHAR
+        trace_id VARCHAR
+        span_id VARCHAR
+        conversation VARCHAR
+        decided_by VARCHAR
+        decided_at TIMESTAMP
+        note VARCHAR
+    """),
+    key=("id",),
+    required=("seq", "status", "created_at", "expires_at", "tool"),
+)
+
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
 TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT, RESOLUTIONS)
-SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES)])
+SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl()])
 
 
 def added_columns(table: Table, since: int) -> list[tuple[str, str]]:

@@ -8,12 +8,13 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
 from otel_safety import guardrail
 from otel_safety import semconv as sc
+from otel_safety.approvals.request import ApprovalRequest, approval_request
 from otel_safety.detectors.base import clip
 from otel_safety.guard.approval import ApprovalGate, Approver
 from otel_safety.guard.data import GuardData, current_guard_data
@@ -24,6 +25,9 @@ from otel_safety.guard.signing import sign
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, view_call
 from otel_safety.mapping import GUARD_PREFIX
+
+if TYPE_CHECKING:
+    from otel_safety.approvals.channel import ApprovalChannel
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +40,11 @@ class Guard:
 
     `principals` is a `Directory`, a path to a principals file, or None (then
     `OTEL_SAFETY_PRINCIPALS` is read; with no file, trust is not checked and only what the
-    call does is judged). `approver`, when given, is asked about calls that would be
-    warned: approved ones are allowed, denied or unanswered ones blocked.
+    call does is judged). Calls that would be warned go to a person when `approvals` (the
+    approvals channel: an `ApprovalChannel`, a store path, or True for `OTEL_SAFETY_DB`)
+    or `approver` (a callable) is given: approved ones are allowed, denied or unanswered
+    ones blocked. `approval_timeout` and `approval_ttl` default to the settings
+    (`OTEL_SAFETY_APPROVAL_TIMEOUT`, 5 minutes; `OTEL_SAFETY_APPROVAL_TTL`).
     `block_high_risk_unverified=False` warns, instead of blocking, a known but unverified
     principal asking for a high-risk action (so an approver can be asked), unless the
     call is blocked for another reason too.
@@ -48,8 +55,9 @@ class Guard:
         principals: Directory | str | Path | None = None,
         *,
         approver: Approver | None = None,
-        approval_timeout: float = 60.0,
-        approval_ttl: float = 900.0,
+        approvals: ApprovalChannel | str | Path | bool | None = None,
+        approval_timeout: float | None = None,
+        approval_ttl: float | None = None,
         repeat_limit: int = 5,
         rate_limit: int = 10,
         rate_window: float = 10.0,
@@ -68,9 +76,7 @@ class Guard:
         self.rate_limit = rate_limit
         self.block_high_risk_unverified = block_high_risk_unverified
         self.history = CallHistory(rate_window=rate_window)
-        self.approval = (
-            ApprovalGate(approver, timeout=approval_timeout, ttl=approval_ttl) if approver else None
-        )
+        self.approval = approval_gate(approver, approvals, approval_timeout, approval_ttl)
         self._clock = clock
 
     def check_tool_call(
@@ -97,7 +103,7 @@ class Guard:
         verdict = self._judge(view, identity, conversation, when, steered_by)
         verdict.source = source
         if self.approval is not None and verdict.decision is Decision.WARN:
-            self._ask(verdict)
+            self._ask(verdict, approval_request(arguments, conversation))
         if record:
             record_on_span(verdict)
         return verdict
@@ -257,9 +263,9 @@ class Guard:
             )
         return hits
 
-    def _ask(self, verdict: Verdict) -> None:
+    def _ask(self, verdict: Verdict, request: ApprovalRequest) -> None:
         assert self.approval is not None
-        answer = self.approval.decide(verdict)
+        answer = self.approval.decide(verdict, request)
         verdict.approval = answer
         if answer == "approved":
             verdict.decision = Decision.ALLOW
@@ -271,6 +277,40 @@ class Guard:
     def close(self) -> None:
         if self.approval is not None:
             self.approval.close()
+
+
+def approval_gate(
+    approver: Approver | None,
+    approvals: ApprovalChannel | str | Path | bool | None,
+    timeout: float | None,
+    ttl: float | None,
+) -> ApprovalGate | None:
+    """The gate asking a person, or None when neither a channel nor an approver is given;
+    unset timeout and ttl come from the settings."""
+    if approver is None and approvals in (None, False):
+        return None
+    if approver is not None and approvals not in (None, False):
+        raise ValueError("give the guard an approver callable or an approvals channel, not both")
+    from otel_safety.config import Settings
+
+    settings = Settings.resolve()
+    timeout = settings.approval_timeout if timeout is None else timeout
+    ttl = settings.approval_ttl if ttl is None else ttl
+    if approver is not None:
+        return ApprovalGate(approver, timeout=timeout, ttl=ttl)
+    from otel_safety.approvals.channel import ApprovalChannel
+
+    if isinstance(approvals, ApprovalChannel):
+        channel = approvals
+    else:
+        channel = ApprovalChannel(
+            settings.db_path if approvals is True else str(approvals),
+            timeout=timeout,
+            reuse_within=ttl,
+            webhook=settings.approval_webhook,
+            base_url=settings.approval_url,
+        )
+    return ApprovalGate(channel=channel, timeout=channel.timeout, ttl=ttl)
 
 
 def _role(identity: Identity) -> str:

@@ -1,0 +1,110 @@
+"""CLI for the approvals channel: `approvals` (list), `approve ID`, `deny ID`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+from typing import Any
+
+DB_ENV = "OTEL_SAFETY_DB"
+
+
+def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
+    """Register `approvals`, `approve` and `deny` on the `otel-safety` parser."""
+    db_default = os.environ.get(DB_ENV, "").strip() or default_db
+    db_help = f"store file the guard writes (default ${DB_ENV} if set, else {default_db})"
+    listing = sub.add_parser(
+        "approvals",
+        help="list the guard's approval requests waiting for an answer",
+        description="The tool calls the guard asked a person about: pending ones (oldest "
+        "first) by default, or the latest of any status with --recent. Answer one with "
+        "`otel-safety approve ID` or `otel-safety deny ID`.",
+    )
+    listing.add_argument("--db", default=db_default, help=db_help)
+    listing.add_argument(
+        "--recent",
+        type=_count,
+        metavar="N",
+        help="show the latest N requests of any status instead of the pending ones",
+    )
+    listing.add_argument("--format", choices=("table", "json"), default="table")
+    listing.set_defaults(handler=cmd_approvals)
+    for verb, approved in (("approve", True), ("deny", False)):
+        answer = sub.add_parser(
+            verb,
+            help=f"{verb} a pending approval request (the guard then "
+            f"{'allows' if approved else 'blocks'} the call)",
+            description=f"{verb.capitalize()} the pending approval request ID (like safety-3; "
+            "`otel-safety approvals` lists them). The guard waiting on it goes on at once; "
+            "the answer is recorded with who gave it and reused for the same requester and "
+            "a similar call until OTEL_SAFETY_APPROVAL_TTL runs out.",
+        )
+        answer.add_argument("id", metavar="ID", help="the request's id, like safety-3")
+        answer.add_argument("--note", help="why, for the audit trail")
+        answer.add_argument(
+            "--by", default=_os_user(), help="who answers (default: the OS user, %(default)s)"
+        )
+        answer.add_argument("--db", default=db_default, help=db_help)
+        answer.set_defaults(handler=cmd_decide, approved=approved)
+
+
+def cmd_approvals(args: argparse.Namespace) -> int:
+    from otel_safety.approvals.store import ApprovalStore
+
+    store = ApprovalStore(args.db, create=False)
+    approvals = store.recent(args.recent) if args.recent else store.pending()
+    if args.format == "json":
+        print(json.dumps([a.model_dump(mode="json") for a in approvals], indent=2))
+        return 0
+    if not approvals:
+        print(f"no {'approval requests' if args.recent else 'pending approvals'} in {args.db}")
+        return 0
+    from otel_safety.queries import render
+
+    columns = ["id", "status", "created", "expires", "requester", "tool", "risk", "summary"]
+    rows: list[tuple[Any, ...]] = [
+        (
+            a.id,
+            a.status + (f" by {a.decided_by}" if a.decided_by else ""),
+            f"{a.created_at:%Y-%m-%d %H:%M:%S}",
+            f"{a.expires_at:%H:%M:%S}",
+            a.requester or "",
+            a.tool,
+            a.risk,
+            a.summary,
+        )
+        for a in approvals
+    ]
+    print(render(columns, rows))
+    if not args.recent:
+        print("answer with: otel-safety approve ID [--note ...] | otel-safety deny ID")
+    return 0
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    from otel_safety.approvals.store import ApprovalStore
+
+    approval = ApprovalStore(args.db, create=False).decide(
+        args.id, args.approved, by=args.by, note=args.note
+    )
+    print(f"{approval.status} {approval.id} as {approval.decided_by}: {approval.summary}")
+    return 0
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        return f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

@@ -1,0 +1,390 @@
+"""Pending human approvals in the DuckDB store, so any process can answer them.
+
+The guard asks in one process; a person answers from another (`otel-safety approve`, the
+HTTP endpoint of `serve`, the dashboard). DuckDB lets one process open a file at a time,
+and every writer of the store opens it only for a moment (see `DuckDBStore`), so each
+operation here opens the file, does its work in one transaction and closes it again,
+waiting out another process's lock for up to `lock_wait` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from pydantic import BaseModel, ConfigDict
+
+from otel_safety.approvals.request import DEFAULT_TIMEOUT
+from otel_safety.exporters.duckdb import StoreError, connect_store, ensure_schema
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AlreadyDecided",
+    "Approval",
+    "ApprovalError",
+    "ApprovalStore",
+    "UnknownApproval",
+]
+
+ID_PREFIX = "safety-"
+STATUSES = ("pending", "approved", "denied", "expired")
+_ID = re.compile(r"safety-[1-9][0-9]*")
+_COLUMNS = (
+    "id, status, created_at, expires_at, requester, tool, category, risk, summary, reasons, "
+    "arguments, trace_id, span_id, conversation, decided_by, decided_at, note"
+)
+
+
+class ApprovalError(ValueError):
+    """An approval cannot be answered; the message says why and what to do."""
+
+
+class UnknownApproval(ApprovalError):
+    """No approval has this id in this store."""
+
+
+class AlreadyDecided(ApprovalError):
+    """The approval was answered already, or expired unanswered."""
+
+
+class Approval(BaseModel):
+    """One request for a person's yes or no on a tool call the guard would not decide alone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str  # "safety-N", N increasing per store
+    status: str  # pending | approved | denied | expired
+    created_at: datetime
+    expires_at: datetime
+    requester: str | None = None
+    tool: str
+    category: str
+    risk: int
+    summary: str  # one line: what is asked and why it needs approval
+    reasons: list[str] = []
+    arguments: str = ""  # the call's arguments, secrets masked, cut
+    trace_id: str | None = None
+    span_id: str | None = None
+    conversation: str | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    note: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+
+# Answers given in this process wake the waiters of this process at once; other processes'
+# answers are seen when a waiter next reads the store.
+_answered: dict[tuple[str, str], tuple[threading.Event, int]] = {}  # event, waiters
+_answered_lock = threading.Lock()
+# One operation at a time per store file within a process: DuckDB shares one database
+# between a process's connections, and two transactions updating one row conflict.
+_file_locks: dict[str, threading.Lock] = {}
+
+
+def _file_lock(path: str) -> threading.Lock:
+    with _answered_lock:
+        return _file_locks.setdefault(path, threading.Lock())
+
+
+class ApprovalStore:
+    """Create, list and answer approvals in the store file (spans and findings live there too).
+
+    `create=False` refuses to make a new store file (for commands answering approvals,
+    where a missing file is a wrong `--db`). `lock_wait` bounds how long an operation waits
+    for another process holding the file.
+    """
+
+    def __init__(
+        self, db_path: str | Path, *, create: bool = True, lock_wait: float = 10.0
+    ) -> None:
+        if str(db_path) == ":memory:":
+            raise ValueError("approvals need a store file other processes can open, not :memory:")
+        self.path = str(Path(db_path).expanduser())
+        self._key = str(Path(self.path).resolve())
+        self.create_file = create
+        self.lock_wait = lock_wait
+        self._schema_ready = False
+
+    # -- the contract ------------------------------------------------------------------------
+    def create(
+        self,
+        *,
+        tool: str,
+        category: str,
+        risk: int,
+        summary: str,
+        reasons: Sequence[str] = (),
+        arguments: str = "",
+        requester: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        conversation: str | None = None,
+        fingerprint: str = "",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> Approval:
+        """A new pending approval, expiring `timeout` seconds from now."""
+        if timeout <= 0:
+            raise ValueError(f"an approval's timeout must be positive, got {timeout}")
+        now = _now()
+        with self._transaction() as con:
+            row = con.execute("SELECT coalesce(max(seq), 0) + 1 FROM approvals").fetchone()
+            seq = int(row[0]) if row else 1
+            approval_id = f"{ID_PREFIX}{seq}"
+            con.execute(
+                "INSERT INTO approvals (id, seq, status, created_at, expires_at, requester, "
+                "tool, category, risk, summary, reasons, arguments, fingerprint, trace_id, "
+                "span_id, conversation) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?, ?)",
+                [
+                    approval_id,
+                    seq,
+                    _naive(now),
+                    _naive(now + timedelta(seconds=timeout)),
+                    requester,
+                    tool,
+                    category,
+                    int(risk),
+                    summary,
+                    json.dumps(list(reasons), ensure_ascii=False),
+                    arguments,
+                    fingerprint,
+                    trace_id,
+                    span_id,
+                    conversation,
+                ],
+            )
+            found = self._select(con, "WHERE id = ?", [approval_id])
+        return found[0]
+
+    def get(self, id: str) -> Approval | None:
+        """The approval, or None; a pending one past its expiry is marked expired first."""
+        if not _ID.fullmatch(id.strip()):
+            return None
+        with self._transaction() as con:
+            self._expire(con)
+            found = self._select(con, "WHERE id = ?", [id.strip()])
+        return found[0] if found else None
+
+    def pending(self) -> list[Approval]:
+        """Approvals waiting for an answer, oldest first (expired ones are marked so)."""
+        with self._transaction() as con:
+            self._expire(con)
+            return self._select(con, "WHERE status = 'pending' ORDER BY seq")
+
+    def recent(self, limit: int = 50) -> list[Approval]:
+        """The latest approvals of any status, newest first."""
+        with self._transaction() as con:
+            self._expire(con)
+            return self._select(con, "ORDER BY seq DESC LIMIT ?", [max(0, int(limit))])
+
+    def decide(self, id: str, approved: bool, by: str, note: str | None = None) -> Approval:
+        """Answer a pending approval; `UnknownApproval` or `AlreadyDecided` otherwise."""
+        id = id.strip()
+        if not _ID.fullmatch(id):
+            raise UnknownApproval(
+                f"{id!r} is not an approval id (they look like safety-12); "
+                "`otel-safety approvals` lists the pending ones"
+            )
+        if not by or not by.strip():
+            raise ValueError("say who decides (by), for the audit trail")
+        status = "approved" if approved else "denied"
+        with self._transaction() as con:
+            self._expire(con)
+            changed = con.execute(
+                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, note = ? "
+                "WHERE id = ? AND status = 'pending' RETURNING id",
+                [status, by.strip(), _naive(_now()), note, id],
+            ).fetchall()
+            found = self._select(con, "WHERE id = ?", [id])
+        if not found:
+            raise UnknownApproval(
+                f"no approval {id} in {self.path}; `otel-safety approvals --db {self.path}` "
+                "lists the pending ones (is this the store the application writes?)"
+            )
+        approval = found[0]
+        if not changed:
+            raise AlreadyDecided(_why_closed(approval))
+        _wake(self._key, id)
+        return approval
+
+    # -- for the guard's channel -------------------------------------------------------------
+    def similar(
+        self,
+        requester: str | None,
+        tool: str,
+        category: str,
+        fingerprint: str,
+        decided_within: float,
+    ) -> Approval | None:
+        """The newest approval for the same request by the same requester that is still
+        pending, or was approved or denied within `decided_within` seconds: asking again
+        would ask a person the same question twice."""
+        since = _naive(_now() - timedelta(seconds=max(0.0, decided_within)))
+        with self._transaction() as con:
+            self._expire(con)
+            found = self._select(
+                con,
+                "WHERE requester IS NOT DISTINCT FROM ? AND tool = ? AND category = ? "
+                "AND fingerprint = ? AND (status = 'pending' OR (status IN ('approved', "
+                "'denied') AND decided_at >= ?)) ORDER BY seq DESC LIMIT 1",
+                [requester, tool, category, fingerprint, since],
+            )
+        return found[0] if found else None
+
+    def wait(self, id: str, until: float, poll: float = 1.0) -> Approval | None:
+        """Wait until the approval is answered or expired, or the monotonic time `until`;
+        the approval as last read (None when it vanished). An answer given in this process
+        ends the wait at once; others are read from the store every `poll` seconds."""
+        event = _waiter(self._key, id)
+        try:
+            while True:
+                try:
+                    approval = self.get(id)
+                except StoreError:  # held by another process for long: try again later
+                    approval = None
+                    if time.monotonic() >= until:
+                        raise
+                else:
+                    if approval is None or not approval.pending:
+                        return approval
+                left = until - time.monotonic()
+                if left <= 0:
+                    return approval
+                event.wait(min(poll, left))
+        finally:
+            _unwait(self._key, id)
+
+    def expire(self, id: str) -> Approval | None:
+        """Mark a pending approval expired now (its waiter gave up); the approval."""
+        with self._transaction() as con:
+            con.execute(
+                "UPDATE approvals SET status = 'expired', expires_at = least(expires_at, ?) "
+                "WHERE id = ? AND status = 'pending'",
+                [_naive(_now()), id],
+            )
+            found = self._select(con, "WHERE id = ?", [id])
+        return found[0] if found else None
+
+    # -- plumbing ----------------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with _file_lock(self._key):
+            con = self._connect()
+            try:
+                if not self._schema_ready:
+                    ensure_schema(con, self.path)
+                    self._schema_ready = True
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+            finally:
+                con.close()
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        if not self.create_file and not Path(self.path).is_file():
+            raise StoreError(
+                f"no store at {self.path}; give the store the application writes with --db "
+                "(or OTEL_SAFETY_DB)"
+            )
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                return connect_store(self.path)
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise StoreError(f"cannot open {self.path}: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"{self.path} is held by another process ({exc}); an app using "
+                        "configure() and `serve` release it between writes, `ingest` only "
+                        "when done: try again then"
+                    ) from exc
+                time.sleep(0.05)
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot open {self.path}: {exc}") from exc
+
+    @staticmethod
+    def _expire(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(
+            "UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at <= ?",
+            [_naive(_now())],
+        )
+
+    @staticmethod
+    def _select(
+        con: duckdb.DuckDBPyConnection, where: str, params: Sequence[Any] = ()
+    ) -> list[Approval]:
+        cursor = con.execute(f"SELECT {_COLUMNS} FROM approvals {where}", list(params))
+        names = [d[0] for d in cursor.description]
+        return [_approval(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+
+
+def _approval(row: dict[str, Any]) -> Approval:
+    for name in ("created_at", "expires_at", "decided_at"):
+        if row[name] is not None:
+            row[name] = row[name].replace(tzinfo=UTC)
+    row["reasons"] = json.loads(row["reasons"]) if row["reasons"] else []
+    row["arguments"] = row["arguments"] or ""
+    row["summary"] = row["summary"] or ""
+    return Approval.model_validate(row)
+
+
+def _why_closed(approval: Approval) -> str:
+    if approval.status == "expired":
+        return (
+            f"{approval.id} expired unanswered at {_shown(approval.expires_at)}, so the call "
+            "was blocked; nothing changed (the agent asks again if it retries the call)"
+        )
+    return (
+        f"{approval.id} was already {approval.status} by {approval.decided_by or 'someone'} "
+        f"at {_shown(approval.decided_at)}; nothing changed"
+    )
+
+
+def _shown(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "an unknown time"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _naive(moment: datetime) -> datetime:
+    """UTC without a zone, as every TIMESTAMP of the store."""
+    return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def _waiter(path: str, id: str) -> threading.Event:
+    with _answered_lock:
+        event, waiters = _answered.get((path, id), (threading.Event(), 0))
+        _answered[(path, id)] = (event, waiters + 1)
+        return event
+
+
+def _unwait(path: str, id: str) -> None:
+    with _answered_lock:
+        event, waiters = _answered.pop((path, id), (None, 0))
+        if event is not None and waiters > 1:
+            _answered[(path, id)] = (event, waiters - 1)
+
+
+def _wake(path: str, id: str) -> None:
+    with _answered_lock:
+        entry = _answered.get((path, id))
+    if entry is not None:
+        entry[0].set()
