@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from otel_safety import __version__
 from otel_safety.dashboard import approvals, data
 from otel_safety.dashboard.auth import TokenAuth
+from otel_safety.exporters.duckdb import StoreError
 from otel_safety.report.page import STYLE as REPORT_STYLE
 from otel_safety.report.svg import LEVEL_COLOURS
 from otel_safety.resolutions.store import ResolutionError, resolve
@@ -116,8 +118,19 @@ class _Pages:
         self.db = options.db_path
         self.approvals_db = options.approvals_db or options.db_path
 
+        # One store operation at a time in this process: a read-only connection and a
+        # read-write one (an action) may not be open on one file in the same process.
+        self._lock = threading.Lock()
+
+    async def _run(self, work: Any, *args: Any, **kwargs: Any) -> Any:
+        def locked() -> Any:
+            with self._lock:
+                return work(*args, **kwargs)
+
+        return await asyncio.to_thread(locked)
+
     async def _read(self, work: Any) -> Any:
-        return await asyncio.to_thread(data.read, self.db, work)
+        return await self._run(data.read, self.db, work)
 
     def _page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A whole page: the header shows the store, the refresh and who is acting."""
@@ -131,7 +144,7 @@ class _Pages:
         )
 
     async def index(self, request: Request) -> Response:
-        return self._page("index.html", approvals=approvals.AVAILABLE)
+        return self._page("index.html")
 
     async def escalations(self, request: Request) -> Response:
         try:
@@ -169,16 +182,12 @@ class _Pages:
         return _html("behaviour.html", rows=found)
 
     async def approvals(self, request: Request, message: str | None = None) -> Response:
-        if not approvals.AVAILABLE:
-            return _html("approvals.html", available=False, pending=[], recent=[])
         try:
-            waiting = await asyncio.to_thread(approvals.pending, self.approvals_db)
-            decided = await asyncio.to_thread(approvals.recent, self.approvals_db)
-        except Exception as exc:  # a locked or missing store: the next refresh retries
+            waiting = await self._run(approvals.pending, self.approvals_db)
+            decided = await self._run(approvals.recent, self.approvals_db)
+        except StoreError as exc:  # locked for long, or no store yet: the next refresh retries
             return _busy(exc)
-        return _html(
-            "approvals.html", available=True, pending=waiting, recent=decided, message=message
-        )
+        return _html("approvals.html", pending=waiting, recent=decided, message=message)
 
     async def trace(self, request: Request) -> Response:
         trace_id = request.path_params["trace_id"].lower()
@@ -200,7 +209,7 @@ class _Pages:
         form = await _form(request)
         detector = form.get("detector") or None
         try:
-            await asyncio.to_thread(
+            await self._run(
                 resolve,
                 self.db,
                 trace_id,
@@ -229,7 +238,7 @@ class _Pages:
         if not by:
             return await self.approvals(request, message="say who decides: fill in 'acting as'")
         try:
-            await asyncio.to_thread(
+            await self._run(
                 approvals.decide,
                 self.approvals_db,
                 request.path_params["approval_id"],
@@ -239,6 +248,8 @@ class _Pages:
             )
         except approvals.ApprovalError as exc:  # decided elsewhere, expired, unknown
             return await self.approvals(request, message=str(exc))
+        except StoreError as exc:
+            return await self.approvals(request, message=f"not recorded, try again: {exc}")
         return await self.approvals(request)
 
 

@@ -1,35 +1,34 @@
-"""Pending approvals for the dashboard: read them and decide them through the approvals store.
+"""Pending approvals for the dashboard: listed and decided through the approvals store.
 
-The dashboard only lists and decides; the guard that asked waits on the stored approval and
-goes on when it is decided (or expires). Without the approvals module the panel says so.
+The dashboard only lists and answers; the guard that asked waits on the stored approval and
+goes on as soon as it is answered (or blocks the call when it expires).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-try:
-    from otel_safety.approvals.store import ApprovalError, ApprovalStore
-except ImportError:  # an install without the approvals store: the panel is hidden
-    ApprovalStore = None  # type: ignore[assignment,misc]
-    ApprovalError = ValueError  # type: ignore[assignment,misc]
+from otel_safety.approvals.store import Approval, ApprovalError, ApprovalStore
 
-AVAILABLE = ApprovalStore is not None
+__all__ = ["ApprovalError", "decide", "pending", "recent"]
+LOCK_WAIT = 5.0
 
 
-def pending(db_path: str | Path) -> list[Any]:
-    return list(ApprovalStore(db_path).pending()) if AVAILABLE else []
+def _store(db_path: str | Path) -> ApprovalStore:
+    return ApprovalStore(db_path, create=False, lock_wait=LOCK_WAIT)
 
 
-def recent(db_path: str | Path, limit: int = 20) -> list[Any]:
-    if not AVAILABLE:
-        return []
-    return [a for a in ApprovalStore(db_path).recent(limit=limit) if a.status != "pending"]
+def pending(db_path: str | Path) -> list[Approval]:
+    return _store(db_path).pending()
 
 
-def decide(db_path: str | Path, approval_id: str, approved: bool, by: str, note: str | None):
-    """Decide one approval; ApprovalError (unknown, already decided) says why not."""
-    if not AVAILABLE:
-        raise ApprovalError("this install has no approvals store")
-    return ApprovalStore(db_path).decide(approval_id, approved, by=by, note=note)
+def recent(db_path: str | Path, limit: int = 20) -> list[Approval]:
+    """The latest answered or expired approvals, newest first."""
+    return [a for a in _store(db_path).recent(limit=limit) if not a.pending]
+
+
+def decide(
+    db_path: str | Path, approval_id: str, approved: bool, by: str, note: str | None
+) -> Approval:
+    """Answer one approval; ApprovalError (unknown, already answered, expired) says why not."""
+    return _store(db_path).decide(approval_id, approved, by=by, note=note)
