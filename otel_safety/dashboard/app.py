@@ -12,6 +12,7 @@ import functools
 import re
 import threading
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -93,9 +94,12 @@ def _templates() -> Environment:
 
 
 def _when(value: Any) -> str:
+    """A moment as UTC to the second, whether the store gave it with a zone or without."""
     if value is None:
         return ""
-    if hasattr(value, "isoformat"):
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return value.isoformat(sep=" ", timespec="seconds")
     return str(value)
 
@@ -144,7 +148,11 @@ class _Pages:
         )
 
     async def index(self, request: Request) -> Response:
-        return self._page("index.html")
+        try:
+            choices = await self._read(data.audit_choices)
+        except data.StoreBusy:  # the filters offer "all" only; the panels still refresh
+            choices = {"requesters": [], "tools": []}
+        return self._page("index.html", flagged_limits=data.FLAGGED_LIMITS, **choices)
 
     async def escalations(self, request: Request) -> Response:
         try:
@@ -155,11 +163,13 @@ class _Pages:
 
     async def flagged(self, request: Request) -> Response:
         include = request.query_params.get("resolved") in ("1", "true", "on")
+        asked = request.query_params.get("limit", "")
+        limit = int(asked) if asked.isdigit() and int(asked) in data.FLAGGED_LIMITS else 50
         try:
-            found = await self._read(lambda con: data.flagged_traces(con, include))
+            found = await self._read(lambda con: data.flagged_traces(con, include, limit))
         except data.StoreBusy as exc:
             return _busy(exc)
-        return _html("flagged.html", rows=found, include_resolved=include)
+        return _html("flagged.html", rows=found, include_resolved=include, shown=limit)
 
     async def audit(self, request: Request) -> Response:
         params = request.query_params
@@ -270,7 +280,7 @@ td.blocked{color:#b91c1c;font-weight:700}
 .status-denied{background:#b91c1c}.status-expired{background:#6b7280}
 button{font:inherit;font-weight:600;border:0;border-radius:6px;padding:4px 12px;cursor:pointer;
 color:#fff}button.approve{background:#15803d}button.deny{background:#b91c1c}
-td.actions{white-space:nowrap}tr.resolved{color:#6b7280}
+td.actions,td.nowrap,#flagged-table td:nth-child(2){white-space:nowrap}tr.resolved{color:#6b7280}
 blockquote.evidence{margin:6px 0;padding:6px 10px;background:#fef2f2;border-left:3px solid
 #ef4444;overflow-wrap:anywhere;white-space:pre-wrap}
 .finding{border-top:1px solid #e5e7eb;padding:6px 0}.finding h3{margin:6px 0;font-size:15px}

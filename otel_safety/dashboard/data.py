@@ -60,8 +60,11 @@ def escalations(con: duckdb.DuckDBPyConnection) -> Escalations:
     return Escalations(store_totals(con), bucket, chart, open_traces)
 
 
+FLAGGED_LIMITS = (50, 200, 1000)  # rows the flagged-traces panel offers to show
+
+
 def flagged_traces(
-    con: duckdb.DuckDBPyConnection, include_resolved: bool, limit: int = 100
+    con: duckdb.DuckDBPyConnection, include_resolved: bool, limit: int = FLAGGED_LIMITS[0]
 ) -> list[dict[str, Any]]:
     return rows(
         con,
@@ -208,6 +211,12 @@ def audit_log(
         ),
         "by_requester": rows(con, "audit_by", per="requester", limit_rows="20"),
         "by_tool": rows(con, "audit_by", per="tool", limit_rows="20"),
+    }
+
+
+def audit_choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """The requesters and tools the audit filter offers (as of the page's loading)."""
+    return {
         "requesters": _column(con, "SELECT DISTINCT requester FROM audit WHERE requester "
                               "IS NOT NULL ORDER BY 1 LIMIT 500"),
         "tools": _column(con, "SELECT DISTINCT tool FROM audit WHERE tool IS NOT NULL "
