@@ -198,7 +198,7 @@ def audit_log(
     requester: str | None,
     tool: str | None,
     verdict: str | None,
-    limit: int = 100,
+    limit: int = 30,
 ) -> dict[str, Any]:
     return {
         "rows": rows(
