@@ -15,7 +15,7 @@ from test_queries_kit import DETECTORS, RUNS, agent_run
 from otel_safety import queries
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
-from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.duckdb import SCHEMA_VERSION, DuckDBStore
 from otel_safety.mapping import trace_id_hex
 from otel_safety.resolutions.store import ResolutionError, resolve
 
@@ -144,3 +144,23 @@ def test_a_note_is_required_and_a_missing_store_is_named(tmp_path):
     assert done.returncode == 1 and "no store at" in done.stderr
     with pytest.raises(ResolutionError, match="at most 4000"):
         resolve(tmp_path / "none.duckdb", "a" * 32, by="x", note="n" * 4001)
+
+
+def test_a_store_from_before_resolutions_is_queried_and_then_upgraded(store):
+    db, traces = store
+    with duckdb.connect(str(db)) as con:  # as an older otel-safety left it
+        con.execute("DROP TABLE resolutions")
+        con.execute("UPDATE otel_safety_meta SET value = '4' WHERE key = 'schema_version'")
+    done = cli("query", "flagged_traces", "--db", str(db), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert traces["r1"] in done.stdout
+    with duckdb.connect(str(db), read_only=True) as con:  # the reader changed nothing
+        assert not con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'resolutions'"
+        ).fetchone()[0]
+    resolve(db, traces["r1"], by="dana", note="old store")
+    assert traces["r1"] not in open_traces(db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(
+            "SELECT value FROM otel_safety_meta WHERE key = 'schema_version'"
+        ).fetchone() == (str(SCHEMA_VERSION),)
