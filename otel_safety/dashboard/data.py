@@ -170,8 +170,9 @@ def open_alerts(
 
 
 def span_tree(spans: list[dict[str, Any]], findings: list[dict[str, Any]]) -> list[SpanNode]:
-    """Spans in depth-first order with their depth; a span whose parent is not in the store
-    (a trace cut by the buffer, a remote parent) is shown as a root."""
+    """Spans in depth-first order with their depth. A span whose parent is not in the store
+    (a trace cut by the buffer, a remote parent) is shown as a root, and so is a span caught
+    in a parent cycle (hostile input): every span is shown once."""
     known = {s["span_id"] for s in spans}
     children: dict[str | None, list[dict[str, Any]]] = {}
     for span in spans:
@@ -181,15 +182,21 @@ def span_tree(spans: list[dict[str, Any]], findings: list[dict[str, Any]]) -> li
     for finding in findings:
         by_span.setdefault(finding["span_id"], []).append(finding)
     ordered: list[SpanNode] = []
-    stack = [(span, 0) for span in reversed(children.get(None, []))]
     seen: set[str] = set()
-    while stack:
-        span, depth = stack.pop()
-        if span["span_id"] in seen:  # a cycle in hostile input: show each span once
+    roots = children.get(None, [])
+    for root in [*roots, *spans]:  # then whatever no root led to
+        if root["span_id"] in seen:
             continue
-        seen.add(span["span_id"])
-        ordered.append(SpanNode(span, depth, by_span.get(span["span_id"], [])))
-        stack.extend((child, depth + 1) for child in reversed(children.get(span["span_id"], [])))
+        stack = [(root, 0)]
+        while stack:
+            span, depth = stack.pop()
+            if span["span_id"] in seen:
+                continue
+            seen.add(span["span_id"])
+            ordered.append(SpanNode(span, depth, by_span.get(span["span_id"], [])))
+            stack.extend(
+                (child, depth + 1) for child in reversed(children.get(span["span_id"], []))
+            )
     return ordered
 
 
