@@ -259,6 +259,19 @@ def test_actions_refuse_requests_another_site_could_make(dashboard, store):
         assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
 
 
+def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard, store):
+    db, traces = store
+    htmx = {"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"}
+    target = f"{dashboard.url}/trace/{traces['r3']}/resolve"
+    nameless = httpx.post(target, data={"by": " ", "note": "x"}, headers=htmx)
+    assert nameless.status_code == 200 and "say who resolves it" in nameless.text
+    assert 'id="resolve-form"' in nameless.text  # the form stays to try again
+    wrong = httpx.post(target, data={"by": "dana", "detector": "deception"}, headers=htmx)
+    assert "detector &#39;deception&#39; did not fire on trace" in wrong.text
+    with open_store(db, wait=20) as con:
+        assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
+
+
 # --- the pages in the browser -------------------------------------------------------------
 
 

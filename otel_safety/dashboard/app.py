@@ -50,7 +50,6 @@ class DashboardOptions:
     token: str | None = None
     refresh_seconds: float = 5.0
     loopback_only: bool = True  # bound to 127.0.0.1: refuse other Host names (DNS rebinding)
-    approvals_db: str | None = None  # default: the store itself
     actor: str = "reviewer"  # the name in the "acting as" field until the user changes it
 
 
@@ -120,7 +119,7 @@ class _Pages:
     def __init__(self, options: DashboardOptions) -> None:
         self.options = options
         self.db = options.db_path
-        self.approvals_db = options.approvals_db or options.db_path
+        self.approvals_db = options.db_path  # approvals live in the store file
 
         # One store operation at a time in this process: a read-only connection and a
         # read-write one (an action) may not be open on one file in the same process.
@@ -217,7 +216,7 @@ class _Pages:
             return refused
         trace_id = request.path_params["trace_id"].lower()
         form = await _form(request)
-        detector = form.get("detector") or None
+        message = None
         try:
             await self._run(
                 resolve,
@@ -225,16 +224,18 @@ class _Pages:
                 trace_id,
                 by=form.get("by", ""),
                 note=form.get("note") or None,
-                detector=detector,
+                detector=form.get("detector") or None,
                 resolved=form.get("action", "resolve") != "reopen",
             )
+        except ResolutionError as exc:  # shown above the form, which stays
+            message = str(exc)
+        except StoreError as exc:
+            message = f"not recorded, try again: {exc}"
+        try:
             detail = await self._read(lambda con: data.trace_detail(con, trace_id))
-        except ResolutionError as exc:  # shown in the form's place, the form kept
-            detail = await self._read(lambda con: data.trace_detail(con, trace_id))
-            return _html("trace_resolution.html", detail=detail, message=str(exc))
         except data.StoreBusy as exc:
-            return _busy(exc)
-        return _html("trace_resolution.html", detail=detail)
+            return _html("message.html", message=message or f"recorded; {exc}")
+        return _html("trace_resolution.html", detail=detail, message=message)
 
     async def decide(self, request: Request) -> Response:
         refused = _refuse_cross_site(request)
