@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # The external labelled data (eval, README figures); tests read OTEL_SAFETY_EVAL_DATA.
 DATA ?= ../shared/data
 
-.PHONY: demo test lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
+.PHONY: demo test test-unit lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed system-packages lint
 	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest
+
+# The fast loop: tests that start no process, browser or database (`-m unit`).
+test-unit: $(VENV)/.test-installed
+	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest -m unit -q
 
 system-packages:
 	tools/install_system_packages.sh
@@ -54,6 +58,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_otlp_json.py --data $(DATA)
 	$(BIN)/python bench/bench_guard.py
 	$(BIN)/python bench/bench_monitors.py
+	$(BIN)/python bench/bench_turns.py
 
 readme-bench: $(VENV)/.test-installed
 	$(BIN)/python tools/readme_bench.py --data $(DATA)

@@ -25,6 +25,7 @@ from otel_safety.detectors.datafiles import DATA_DIR_ENV, data_dir_from_env
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink
+from otel_safety.halts import HaltRegistry, HaltSink
 from otel_safety.log_processor import SafetyLogRecordProcessor
 from otel_safety.logs_setup import LoggerProviderCloser, own_logger_provider
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
@@ -56,6 +57,7 @@ def create_processor(
     detection: str | None = None,
     evaluation_events: str | None = None,
     logger_provider: LoggerProvider | None = None,
+    halts: HaltRegistry | None = None,
 ) -> SafetySpanProcessor:
     """A SafetySpanProcessor for a provider you already have.
 
@@ -72,7 +74,8 @@ def create_processor(
     are judged with their spans, and findings are emitted through it as
     `gen_ai.evaluation.result` log records; `evaluation_events` ("both", the default, "logs"
     or "spans"; OTEL_SAFETY_EVALUATION_EVENTS) says whether they go as log records, as span
-    events, or both.
+    events, or both. A trace an `active` behaviour monitor takes to HARD_STOP halts its
+    conversation in `halts` (the process's registry when None), which the guard reads.
     """
     settings = Settings.resolve(
         db_path=db_path,
@@ -92,7 +95,9 @@ def create_processor(
         detection=detection,
         evaluation_events=evaluation_events,
     )
-    sinks: list[Sink] = [DuckDBStore(settings.db_path)] if settings.store else []
+    sinks: list[Sink] = [HaltSink(halts)]  # first: the halt is in force before the writes
+    if settings.store:
+        sinks.append(DuckDBStore(settings.db_path))
     if logger_provider is not None and settings.evaluation_events != "spans":
         sinks.append(EvaluationLogSink(logger_provider))
     sinks.extend(ExporterSink(exporter) for exporter in exporters)

@@ -81,6 +81,15 @@ class ExpiringStore(Generic[State]):
                 return None
             return entry[1]
 
+    def pop(self, key: str) -> State | None:
+        """Forget one entry now; its live state, or None when there was none."""
+        with self.lock:
+            entry = self._entries.pop(key, None)
+            self.bytes -= self._weights.pop(key, 0)
+            if entry is None or self._clock() - entry[0] > self.ttl:
+                return None
+            return entry[1]
+
     def _evict(self, now: float) -> None:
         while len(self._entries) > self.max_entries:
             self._drop_oldest()

@@ -17,6 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_safety.detectors.base import Detector
 from otel_safety.model import Evidence, Severity, Trajectory
 
+pytest_plugins = ["kinds", "pytester"]  # test-kind markers; pytester for their test
+
 
 class KeywordDetector(Detector):
     """A tiny test detector: fires when the final answer contains a keyword."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from instrumented import run_openai_agent, run_pydantic_ai_agent
 
 from otel_safety import semconv as sc
@@ -27,6 +28,7 @@ def _runs():
     return [bad, [broken if s is chat else s for s in bad], run_openai_agent("openinference")]
 
 
+@pytest.mark.process
 def test_every_emitted_attribute_and_event_is_defined_in_the_registry():
     pipeline = Pipeline()
     seen: set[str] = set()

@@ -114,6 +114,7 @@ def test_similar_finds_pending_and_recent_answers_of_the_same_request(tmp_path):
     assert store.similar("alice", "run_shell", "shell", "f1", 0.1) is None  # answer too old
 
 
+@pytest.mark.process
 def test_a_store_held_by_another_process_is_waited_for_then_named(tmp_path):
     path = tmp_path / "s.duckdb"
     store = ApprovalStore(path, lock_wait=0.5)

@@ -414,6 +414,7 @@ def _scenario(tmp_path: Path, answers: list[str], conversation: str) -> list[tup
         ).fetchall()
 
 
+@pytest.mark.process
 def test_scenario_an_agent_contradicting_its_first_turn_is_caught(tmp_path: Path):
     answers = [
         "The Eiffel Tower is 330 metres tall.",
@@ -430,6 +431,7 @@ def test_scenario_an_agent_contradicting_its_first_turn_is_caught(tmp_path: Path
     assert "330" in top["text"] and "300" in top["text"]
 
 
+@pytest.mark.process
 def test_scenario_a_consistent_agent_is_not_flagged(tmp_path: Path):
     answers = [
         "The Eiffel Tower is 330 metres tall.",

@@ -389,6 +389,7 @@ def _converse(tmp_path: Path, answers: list[tuple[str, str]], conversation: str)
         ).fetchall()
 
 
+@pytest.mark.process
 def test_scenario_an_agent_that_turns_curt_is_flagged(tmp_path):
     rows = _converse(tmp_path, HELPFUL[:5] + CURT, "turns-curt")
     assert len(rows) == 10 and {row[0] for row in rows} == {"turns-curt"}
@@ -399,6 +400,7 @@ def test_scenario_an_agent_that_turns_curt_is_flagged(tmp_path):
     assert "turns 6-10 against baseline turns 1-5" in evidence and "refusal" in evidence
 
 
+@pytest.mark.process
 def test_scenario_a_steady_agent_over_ten_topics_is_not_flagged(tmp_path):
     rows = _converse(tmp_path, HELPFUL, "steady")
     assert len(rows) == 10 and {row[0] for row in rows} == {"steady"}
@@ -406,6 +408,7 @@ def test_scenario_a_steady_agent_over_ten_topics_is_not_flagged(tmp_path):
     assert all(EscalationLevel.parse(row[5]) == EscalationLevel.NONE for row in rows)
 
 
+@pytest.mark.process
 def test_scenario_learning_mode_never_fires(tmp_path, monkeypatch):
     data = tmp_path / "data"
     data.mkdir()

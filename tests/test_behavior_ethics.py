@@ -312,6 +312,7 @@ def test_the_hit_is_attributed_to_the_agent_that_gave_the_answer():
 
 
 # -- scenario: a real pydantic-ai agent, configured pipeline, DuckDB ----------------------------
+@pytest.mark.process
 def test_scenario_a_scripted_agent_disclosing_a_card_is_recorded(tmp_path: Path):
     import otel_safety.behavior.ethics_boundary  # noqa: F401  (registers the detector)
 

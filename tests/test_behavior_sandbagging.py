@@ -189,6 +189,7 @@ def _converse(db: Path, answers: list[str], **settings) -> list[tuple]:
     return _levels(db, "sandbagging")
 
 
+@pytest.mark.process
 def test_scenario_a_sandbagging_agent_is_flagged(tmp_path: Path) -> None:
     rows = _converse(tmp_path / "s.duckdb", FULL + DEGRADED)
     assert len(rows) == 6
@@ -197,6 +198,7 @@ def test_scenario_a_sandbagging_agent_is_flagged(tmp_path: Path) -> None:
     assert rows[-1][1] == "WARN"  # passive: annotates, never a stop
 
 
+@pytest.mark.process
 def test_scenario_a_learning_monitor_emits_no_alerts(tmp_path: Path) -> None:
     rows = _converse(
         tmp_path / "l.duckdb", FULL + DEGRADED, monitor_modes={"sandbagging": "learning"}

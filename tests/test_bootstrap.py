@@ -56,6 +56,7 @@ def _destructive_agent(provider) -> Agent:
     )
 
 
+@pytest.mark.process
 def test_configure_stores_and_exports_annotated_spans_over_otlp(tmp_path, monkeypatch):
     db = tmp_path / "app.duckdb"
     with OtlpHttpReceiver() as receiver:
@@ -80,6 +81,7 @@ def test_configure_stores_and_exports_annotated_spans_over_otlp(tmp_path, monkey
         ]
 
 
+@pytest.mark.process
 def test_http_json_is_sent_as_json(tmp_path, monkeypatch):
     """OTEL_EXPORTER_OTLP_PROTOCOL=http/json means the OTLP/JSON encoding on the wire."""
     from otel_safety.otlp import request_from_json
@@ -108,11 +110,13 @@ def test_http_json_is_sent_as_json(tmp_path, monkeypatch):
     assert tool.attributes[sc.OTEL_SAFETY_ESCALATION_LEVEL] == "HARD_STOP"
 
 
+@pytest.mark.process
 def test_without_otlp_variables_only_the_store_is_written(tmp_path, monkeypatch):
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
     processor = otel_safety.create_processor(str(tmp_path / "s.duckdb"))
-    assert [type(s).__name__ for s in processor.engine.sinks] == ["DuckDBStore"]
+    # the halt sink sends nothing out: it hands active HARD_STOPs to this process's guard
+    assert [type(s).__name__ for s in processor.engine.sinks] == ["HaltSink", "DuckDBStore"]
     processor.shutdown()
     with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
         otel_safety.create_processor(str(tmp_path / "t.duckdb"), otlp=True)
@@ -158,6 +162,7 @@ def test_thresholds_given_as_arguments_are_checked_too():
     }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("threshold", "detected"), [(None, False), ("0.3", True)])
 def test_threshold_setting_changes_the_verdict(tmp_path, monkeypatch, threshold, detected):
     # intent_risk scores this run 0.3, under its default threshold of 0.35.
@@ -175,6 +180,7 @@ def test_threshold_setting_changes_the_verdict(tmp_path, monkeypatch, threshold,
     assert rows == [(float(threshold or 0.35), 0.3, detected)]
 
 
+@pytest.mark.process
 def test_broken_detector_data_never_reaches_the_app(tmp_path, monkeypatch, caplog):
     """In-process, detectors are built by the worker: a bad data file is logged, the app
     starts, and the other detectors still judge its spans."""
@@ -202,6 +208,7 @@ def test_a_misspelt_data_folder_is_refused_by_configure(tmp_path, monkeypatch):
         otel_safety.configure(str(tmp_path / "s.duckdb"), install=False, otlp=False)
 
 
+@pytest.mark.process
 def test_broken_detector_data_stops_ingest_before_it_writes(tmp_path, monkeypatch):
     from otel_safety.ingest import ingest_files
 

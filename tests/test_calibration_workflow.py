@@ -70,6 +70,7 @@ def _in_force(db: Path) -> list[tuple[str, str, bool, str]]:
         ).fetchall()
 
 
+@pytest.mark.process
 def test_calibrate_writes_thresholds_figures_verdicts_provenance_and_a_timestamp(
     eval_store, calibrated
 ):
@@ -152,6 +153,7 @@ def test_the_threshold_is_the_best_f1_of_the_sql_sweep(eval_store, calibrated):
         assert entry["threshold"] == best.get((key, kind)), key
 
 
+@pytest.mark.process
 def test_the_same_seed_gives_the_same_file_and_another_seed_other_folds(eval_store, calibrated):
     _, document, _ = calibrated
     again = eval_store.parent / "again.json"
@@ -303,6 +305,7 @@ def test_uncalibrated_detectors_keep_running_and_are_marked_in_the_annotations(
             assert sc.OTEL_SAFETY_FINDING_CALIBRATED not in (event.attributes or {})
 
 
+@pytest.mark.process
 def test_ingest_reads_the_calibration_from_the_environment(shared_data, eval_store, calibrated):
     path, document, _ = calibrated
     key = next(k for k, e in document["detectors"].items() if e["calibrated"])
@@ -343,6 +346,7 @@ def test_configure_refuses_a_bad_calibration_file_at_start(tmp_path):
         otel_safety.configure(str(tmp_path / "s.duckdb"), calibration=str(bad), install=False)
 
 
+@pytest.mark.process
 def test_human_labels_are_real_and_the_latest_label_is_the_one_in_force(eval_store, tmp_path):
     db = tmp_path / "relabelled.duckdb"
     shutil.copy(eval_store, db)
@@ -376,6 +380,7 @@ def test_human_labels_are_real_and_the_latest_label_is_the_one_in_force(eval_sto
     assert list(entry["real"]["cross_validated"]["by_source"]) == ["human"]
 
 
+@pytest.mark.process
 def test_calibrate_errors_are_clear(eval_store, tmp_path):
     missing = run_cli("calibrate", "--db", str(tmp_path / "none.duckdb"))
     assert missing.returncode == 1 and "no store at" in missing.stderr

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pytest
 from instrumented import run_pydantic_ai_agent
 
 from otel_safety import ingest
@@ -20,6 +21,8 @@ from otel_safety.config import Settings
 from otel_safety.otlp import request_to_json
 
 CLI = [sys.executable, "-m", "otel_safety.cli"]
+
+pytestmark = pytest.mark.process  # every test here runs the command as a process
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -43,6 +43,7 @@ def _without_content(spans: list[ReadableSpan]) -> list[str]:
     )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("instrumentation", "chat_span"),
     [

@@ -16,6 +16,7 @@ from otel_safety import create_processor
 from otel_safety import semconv as sc
 from otel_safety.config import ConfigError
 from otel_safety.detection_worker import ProcessPipeline, span_from_wire, span_to_wire
+from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import SeverityPolicy
 
@@ -100,7 +101,7 @@ def test_traces_are_judged_in_a_child_process_and_stored(in_process):
     found = flagged(exporter)
     assert ("rm -rf /", "tool_guard") in found
     assert not any(command == "ls docs" for command, _ in found)
-    store = engine.sinks[0]
+    store = next(sink for sink in engine.sinks if isinstance(sink, DuckDBStore))
     provider.shutdown()
     with duckdb.connect(store.path, read_only=True) as connection:
         fired = connection.execute("SELECT DISTINCT detector FROM findings WHERE detected")

@@ -124,6 +124,7 @@ def test_query_lake_without_the_extension_suggests_only_pins_the_extra_has(duckd
         assert "9.9.9" in done.stderr  # says what this environment has
 
 
+@pytest.mark.postgres
 def test_two_sidecars_write_one_lake_on_postgres_and_one_client_reads_both(tmp_path):
     require_lake()
     require(postgres_bin() is not None, "PostgreSQL (Debian package postgresql)")

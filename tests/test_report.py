@@ -37,6 +37,8 @@ COLOURS = {
     "calibrated threshold mark": (0x16, 0xA3, 0x4A),
 }
 
+pytestmark = pytest.mark.process  # the report is written by the command, a process
+
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -134,6 +136,7 @@ def _dom(report) -> str:
     return done.stdout
 
 
+@pytest.mark.browser
 def test_the_browser_renders_every_section_from_the_store(report):
     _, db, calibration, _ = report
     dom = _dom(report)
@@ -160,6 +163,7 @@ def test_the_browser_renders_every_section_from_the_store(report):
     assert dom.count('class="bar level-HARD_STOP"') >= 1
 
 
+@pytest.mark.browser
 def test_a_screenshot_shows_the_key_elements(report):
     tmp, _, _, page = report
     shot = tmp / "report.png"
@@ -198,6 +202,7 @@ document.getElementById("page").addEventListener("load", () => {
 </script></body></html>"""
 
 
+@pytest.mark.browser
 def test_the_flagged_spans_table_fits_a_1280_pixel_window(report):
     """Measured by the browser: the table is no wider than the section it sits in, so no
     column (the ids at its right edge) is cut off or needs sideways scrolling."""

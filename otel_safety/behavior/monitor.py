@@ -19,12 +19,15 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from otel_safety.behavior.indicators import Indicator
+from otel_safety.behavior.intervene import TurnResult, decide_turn, turn_trajectory
 from otel_safety.behavior.modes import MonitorMode, alert_threshold, mode_severity
 from otel_safety.behavior.turns import AgentTurn, agent_turns
 from otel_safety.conversation import ExpiringStore, conversation_key
 from otel_safety.detectors.base import Detector
 from otel_safety.detectors.datafiles import data_dir_from_env, load_data, read_toml
+from otel_safety.halts import HaltRegistry
 from otel_safety.model import Finding, Severity, Trajectory
+from otel_safety.policy import Policy
 
 __all__ = ["AgentState", "BehaviorMonitor", "MonitorParams"]
 
@@ -158,16 +161,63 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         judged: dict[str, AgentState[Memory]] = {}
         trace = self.read_trace(trajectory)
         for turn in self._new_turns(agent_turns(trajectory), conversation):
-            state = self._agent(conversation, turn.agent)
-            for indicator in self.observe(turn, state, trace):
-                indicator.agent = indicator.agent or turn.agent
-                indicator.span_id = indicator.span_id or turn.span_id
-                indicators.append(indicator)
-            state.turns += 1
-            judged[turn.agent] = state
+            found, judged[turn.agent] = self._take_turn(conversation, turn, trace)
+            indicators.extend(found)
         if not judged:
             return None
         return self._trace_finding(trajectory, indicators, judged)
+
+    def _take_turn(
+        self, conversation: ConversationState[Memory], turn: AgentTurn, trace: Any
+    ) -> tuple[list[Indicator], AgentState[Memory]]:
+        """One new turn through its agent's memory: the step a trace and `process` share."""
+        state = self._agent(conversation, turn.agent)
+        found = []
+        for indicator in self.observe(turn, state, trace):
+            indicator.agent = indicator.agent or turn.agent
+            indicator.span_id = indicator.span_id or turn.span_id
+            found.append(indicator)
+        state.turns += 1
+        return found, state
+
+    # -- per turn ------------------------------------------------------------------------
+    def judge_turn(
+        self,
+        turn: AgentTurn,
+        *,
+        conversation: str | None = None,
+        context: Trajectory | None = None,
+    ) -> Finding:
+        """This monitor's finding on one new turn, judged now with the conversation's
+        memory (the same state a trace of that conversation builds). `context` is the run
+        the turn belongs to (its tool results, inputs and time); without it the turn alone."""
+        run = turn_trajectory(turn, conversation, context)
+        conversation_state = self.state.get(conversation_key(run), ConversationState)
+        with self.state.lock:
+            conversation_state.seen[turn.digest] = None  # a trace replaying it later skips it
+            while len(conversation_state.seen) > self.params.max_turns:
+                conversation_state.seen.popitem(last=False)
+            found, state = self._take_turn(conversation_state, turn, self.read_trace(run))
+            return self._trace_finding(run, found, {turn.agent: state})
+
+    def process(
+        self,
+        turn: AgentTurn,
+        *,
+        conversation: str | None = None,
+        context: Trajectory | None = None,
+        policy: Policy | None = None,
+        halts: HaltRegistry | None = None,
+    ) -> TurnResult:
+        """Judge one turn synchronously and say whether the agent must stop (`should_halt`:
+        active mode and HARD_STOP under `policy`, the default safeguards policy when None).
+        A halt is written to `halts` (the process's registry when None), where the guard
+        finds it before the conversation's next tool call."""
+        run = turn_trajectory(turn, conversation, context)
+        finding = self.judge_turn(turn, conversation=conversation, context=run)
+        return decide_turn(
+            [finding], turn, conversation=run.conversation_id, policy=policy, halts=halts
+        )
 
     def _new_turns(
         self, turns: list[AgentTurn], conversation: ConversationState[Memory]

@@ -41,9 +41,26 @@ class ToolGuardDetector(PerSpanDetector):
         "from 0.7."
     )
 
-    def __init__(self, threshold: float | None = None, principals: str | None = None) -> None:
+    def __init__(
+        self,
+        threshold: float | None = None,
+        principals: str | None = None,
+        *,
+        repeat_limit: int | None = None,
+        rate_limit: int | None = None,
+        rate_window: float | None = None,
+        block_high_risk_unverified: bool | None = None,
+    ) -> None:
+        """The limits default to the `[limits]` table of `guard.toml` (packaged, then
+        `$OTEL_SAFETY_DATA_DIR/guard.toml`), as for the inline `Guard`; arguments win."""
         super().__init__(threshold)
-        self.guard = Guard(principals)
+        self.guard = Guard(
+            principals,
+            repeat_limit=repeat_limit,
+            rate_limit=rate_limit,
+            rate_window=rate_window,
+            block_high_risk_unverified=block_high_risk_unverified,
+        )
 
     def evaluate_all(self, trajectory: Trajectory) -> list[Finding]:
         requester = _requester(trajectory)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import regex
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from otel_safety.analysis.prefilter import RelaxedFamily, relaxed_family
 from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
@@ -58,6 +59,34 @@ class Rule:
         return frozenset(kind for kind, pattern in self.patterns.items() if pattern is not None)
 
 
+class GuardLimits(BaseModel):
+    """The `[limits]` table: loop and rate limits and how an unverified principal's high-risk
+    request is treated. Constructor arguments of `Guard` and `ToolGuardDetector` override it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    repeat_limit: int = Field(5, ge=1)
+    rate_limit: int = Field(10, ge=1)
+    rate_window: float = Field(10.0, gt=0)
+    block_high_risk_unverified: bool = True
+
+    def updated(self, **given: Any) -> GuardLimits:
+        """These limits with the given non-None values replacing them, checked."""
+        values = {k: v for k, v in given.items() if v is not None}
+        return limits_from({**self.model_dump(), **values}, "guard setting")
+
+
+def limits_from(values: Mapping[str, Any], where: str) -> GuardLimits:
+    """`GuardLimits` from a table or arguments, as a ValueError naming each bad value."""
+    try:
+        return GuardLimits.model_validate(dict(values))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}" for e in exc.errors()
+        )
+        raise ValueError(f"{where}: {problems}") from None
+
+
 @dataclass(frozen=True)
 class GuardData:
     block_at: int
@@ -73,6 +102,7 @@ class GuardData:
     database_writes: tuple[Pattern, ...]
     trusted_domains: tuple[str, ...]
     prefilters: Mapping[str, KindFilter | bool]  # per kind: may any rule's pattern match?
+    limits: GuardLimits = field(default_factory=GuardLimits)
     name_memo: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     def needed_trust(self, category: str) -> int:
@@ -129,6 +159,7 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
             regex.compile(name_pattern(e)) for e in data["database_tools"]["writes"]
         ),
         prefilters={kind: _prefilter(rules, kind) for kind in RULE_KINDS},
+        limits=limits_from(data.get("limits", {}), "[limits]"),
     )
 
 

@@ -24,6 +24,7 @@ from otel_safety.guard.rules import match_rules
 from otel_safety.guard.signing import sign
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, view_call
+from otel_safety.halts import HALT_RULE, Halt, HaltRegistry, default_halts
 from otel_safety.mapping import GUARD_PREFIX
 
 if TYPE_CHECKING:
@@ -47,7 +48,10 @@ class Guard:
     (`OTEL_SAFETY_APPROVAL_TIMEOUT`, 5 minutes; `OTEL_SAFETY_APPROVAL_TTL`).
     `block_high_risk_unverified=False` warns, instead of blocking, a known but unverified
     principal asking for a high-risk action (so an approver can be asked), unless the
-    call is blocked for another reason too.
+    call is blocked for another reason too. It and `repeat_limit`, `rate_limit` and
+    `rate_window` default to the `[limits]` table of `guard.toml`. `halts` is the registry
+    of halted conversations (the process's when None): an inline call of a halted
+    conversation is blocked.
     """
 
     def __init__(
@@ -58,12 +62,13 @@ class Guard:
         approvals: ApprovalChannel | str | Path | bool | None = None,
         approval_timeout: float | None = None,
         approval_ttl: float | None = None,
-        repeat_limit: int = 5,
-        rate_limit: int = 10,
-        rate_window: float = 10.0,
-        block_high_risk_unverified: bool = True,
+        repeat_limit: int | None = None,
+        rate_limit: int | None = None,
+        rate_window: float | None = None,
+        block_high_risk_unverified: bool | None = None,
         data: GuardData | None = None,
         clock: Callable[[], float] = time.time,
+        halts: HaltRegistry | None = None,
     ) -> None:
         if isinstance(principals, Directory):
             self.directory = principals
@@ -72,12 +77,19 @@ class Guard:
         else:
             self.directory = Directory.from_env()
         self.data = data or current_guard_data()
-        self.repeat_limit = repeat_limit
-        self.rate_limit = rate_limit
-        self.block_high_risk_unverified = block_high_risk_unverified
-        self.history = CallHistory(rate_window=rate_window)
+        self.limits = self.data.limits.updated(
+            repeat_limit=repeat_limit,
+            rate_limit=rate_limit,
+            rate_window=rate_window,
+            block_high_risk_unverified=block_high_risk_unverified,
+        )
+        self.repeat_limit = self.limits.repeat_limit
+        self.rate_limit = self.limits.rate_limit
+        self.block_high_risk_unverified = self.limits.block_high_risk_unverified
+        self.history = CallHistory(rate_window=self.limits.rate_window)
         self.approval = approval_gate(approver, approvals, approval_timeout, approval_ttl)
         self._clock = clock
+        self.halts = halts if halts is not None else default_halts()
 
     def check_tool_call(
         self,
@@ -96,11 +108,15 @@ class Guard:
         (the tool's span when called from an instrumented tool), so it shows on the trace.
         `pace=False` leaves the call out of loop and rate tracking (its time is unknown).
         `steered_by` quotes content (a tool result, a web page) whose embedded instruction
-        supplied the call's arguments: that content, not the requester, is then asking."""
+        supplied the call's arguments: that content, not the requester, is then asking.
+        An inline call (about to run) of a conversation the halt registry holds is blocked
+        with rule `halt.conversation` and the halt's reason; a call judged on a trace ran
+        already, so no halt applies to it."""
         identity = self.directory.resolve(requester)
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
-        verdict = self._judge(view, identity, conversation, when, steered_by)
+        halt = self.halts.get(conversation) if source == "inline" else None
+        verdict = self._judge(view, identity, conversation, when, steered_by, halt)
         verdict.source = source
         if self.approval is not None and verdict.decision is Decision.WARN:
             self._ask(verdict, approval_request(arguments, conversation))
@@ -115,9 +131,12 @@ class Guard:
         conversation: str | None,
         at: float | None,
         steered_by: str | None = None,
+        halt: Halt | None = None,
     ) -> Verdict:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
+        if halt is not None:
+            hits.append(_halt_hit(halt))
         if steered_by:
             hits.append(self._steered_hit(view, steered_by))
         hits.extend(self._trust_hits(view, identity, hits))
@@ -311,6 +330,16 @@ def approval_gate(
             base_url=settings.approval_url,
         )
     return ApprovalGate(channel=channel, timeout=channel.timeout, ttl=ttl)
+
+
+def _halt_hit(halt: Halt) -> RuleHit:
+    return RuleHit(
+        rule_id=HALT_RULE,
+        threat="halted_conversation",
+        risk=100,
+        matched=", ".join(halt.detectors) or halt.conversation,
+        reason=f"the conversation is halted ({halt.source}): {halt.reason}",
+    )
 
 
 def _role(identity: Identity) -> str:

@@ -1,12 +1,16 @@
-"""pydantic-ai: instrument an agent with a given TracerProvider, and guard its tool calls."""
+"""pydantic-ai: instrument an agent with a given TracerProvider, guard its tool calls, and
+stop its run when a monitor halts its conversation."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from typing import Any
 
 from opentelemetry.trace import TracerProvider
+
+logger = logging.getLogger(__name__)
 
 
 def instrumentation(tracer_provider: TracerProvider) -> dict[str, Any]:
@@ -34,12 +38,34 @@ class ToolCallBlocked(RuntimeError):
         self.verdict = verdict
 
 
+class AgentHalted(RuntimeError):
+    """Raised by the guard capability to stop a run whose conversation is halted: an
+    `active` monitor took one of its turns (now, or an earlier trace) to HARD_STOP.
+    `reason` says which monitor and why; `result` is the turn's `TurnResult` when the halt
+    came from this turn, `verdict` the guard's block when it came at a tool call."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        conversation: str | None,
+        result: Any = None,
+        verdict: Any = None,
+    ) -> None:
+        super().__init__(f"otel-safety halted conversation {conversation}: {reason}")
+        self.reason = reason
+        self.conversation = conversation
+        self.result = result
+        self.verdict = verdict
+
+
 def guard_capability(
     guard: Any,
     requester: Any = None,
     *,
     conversation: str | None = None,
     on_block: str = "return",
+    monitors: Any = None,
 ) -> Any:
     """A pydantic-ai capability that checks every tool call with `guard` before it runs.
 
@@ -48,6 +74,13 @@ def guard_capability(
     stops with `ToolCallBlocked`. The verdict is written on the tool's span either way.
     `requester` is a principal id, a `{"uid": ..., "name": ...}` mapping or a callable
     taking the run context and returning one (for per-run identities).
+
+    Halts: a run whose conversation is halted (in `guard.halts`) stops with `AgentHalted`
+    before its next model request or tool call. With `monitors` (a `TurnMonitors`, or one
+    `BehaviorMonitor`), every answer the model gives is judged as it arrives; when the
+    result says `should_halt`, the run stops with `AgentHalted` before the answer is used
+    and before any tool call it asks for. A monitor that fails is logged and the run goes
+    on (fail open).
     """
     if on_block not in ("return", "raise"):
         raise ValueError("on_block must be 'return' or 'raise'")
@@ -55,21 +88,44 @@ def guard_capability(
         from pydantic_ai.capabilities import AbstractCapability
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise ImportError("the guard capability needs pydantic-ai 2 (pydantic-ai-slim)") from exc
+    from otel_safety.halts import HALT_RULE
+
+    def conversation_of(ctx: Any) -> str | None:
+        return conversation or _conversation_of(ctx)
+
+    def stop_if_halted(ctx: Any) -> None:
+        named = conversation_of(ctx)
+        halt = guard.halts.get(named)
+        if halt is not None:
+            raise AgentHalted(halt.reason, conversation=named)
 
     class SafetyGuard(AbstractCapability):
+        async def before_model_request(self, ctx, request_context):
+            stop_if_halted(ctx)
+            return request_context
+
+        async def after_model_request(self, ctx, *, request_context, response):
+            if monitors is not None:
+                named = conversation_of(ctx)
+                result = await asyncio.to_thread(_judge_answer, monitors, ctx, response, named)
+                if result is not None and result.should_halt:
+                    raise AgentHalted(result.reason, conversation=named, result=result)
+            return response
+
         async def wrap_tool_execute(self, ctx, *, call, tool_def, args, handler):
             asked = requester(ctx) if callable(requester) else requester
             arguments = args if isinstance(args, dict) else call.args_as_dict()
+            named = conversation_of(ctx)
             check = functools.partial(
-                guard.check_tool_call,
-                call.tool_name,
-                arguments,
-                asked,
-                conversation=conversation or _conversation_of(ctx),
+                guard.check_tool_call, call.tool_name, arguments, asked, conversation=named
             )
             verdict = await (asyncio.to_thread(check) if guard.approval else _now(check))
             if not verdict.blocked:
                 return await handler(args)
+            if HALT_RULE in verdict.rule_ids:
+                halt = guard.halts.get(named)
+                reason = halt.reason if halt is not None else verdict.summary()
+                raise AgentHalted(reason, conversation=named, verdict=verdict)
             if on_block == "raise":
                 raise ToolCallBlocked(verdict)
             return f"Tool call blocked by otel-safety: {verdict.summary()}"
@@ -84,3 +140,19 @@ async def _now(check: Any) -> Any:
 def _conversation_of(ctx: Any) -> str | None:
     value = getattr(ctx, "conversation_id", None) or getattr(ctx, "run_id", None)
     return None if value is None else str(value)
+
+
+def _judge_answer(monitors: Any, ctx: Any, response: Any, conversation: str | None) -> Any:
+    """The monitors' result on the answer in `response`, or None (no text, or a monitor
+    failed: logged, and the run goes on)."""
+    from otel_safety.integrations.pydantic_ai_turns import answer_turn, run_trajectory
+
+    try:
+        turn = answer_turn(ctx, response)
+        if turn is None:
+            return None
+        context = run_trajectory(ctx, conversation)
+        return monitors.process(turn, conversation=conversation, context=context)
+    except Exception:
+        logger.exception("otel-safety monitors failed on a turn; the run goes on")
+        return None

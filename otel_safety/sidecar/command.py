@@ -38,9 +38,10 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         "settings (OTEL_SAFETY_DETECTORS, OTEL_SAFETY_DECISION_WAIT, OTEL_SAFETY_QUEUE_SIZE, ...).",
         epilog="Endpoints: OTLP/gRPC TraceService/Export on --grpc-port; POST /v1/traces "
         "(application/x-protobuf or application/json, gzip allowed), GET /health and GET "
-        "/metrics (Prometheus) on --http-port. SIGTERM or Ctrl-C stops taking requests, "
-        "finishes those in progress, judges every buffered trace and flushes store and "
-        "forwarder before exiting.",
+        "/metrics (Prometheus), GET /approvals and POST /approvals/ID/approve|deny (the "
+        "guard's approval requests, behind the bearer token) on --http-port. SIGTERM or "
+        "Ctrl-C stops taking requests, finishes those in progress, judges every buffered "
+        "trace and flushes store and forwarder before exiting.",
     )
     listen = serve.add_argument_group("listening")
     listen.add_argument(
@@ -337,6 +338,8 @@ def _announce(sidecar: Sidecar, settings: Settings, options: SidecarOptions) -> 
     if sidecar.http_url:
         url = sidecar.http_url
         lines.append(f"OTLP/HTTP on {url}/v1/traces (health {url}/health, metrics {url}/metrics)")
+        if settings.store and not options.lake:
+            lines.append(f"approvals on {url}/approvals")
     if not settings.store:
         lines.append("store: off")
     elif options.lake:

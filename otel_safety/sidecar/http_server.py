@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import json
 import math
 import socket
@@ -47,6 +48,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from otel_safety.approvals import http as approvals_http
+from otel_safety.approvals.store import ApprovalStore
 from otel_safety.otlp import OtlpDecodeError, request_from_json
 from otel_safety.otlp_logs import logs_request_from_json
 from otel_safety.sidecar.intake import Intake, Refusal, Refused
@@ -101,7 +104,9 @@ class OtlpHttpServer(ThreadingHTTPServer):
         health: Callable[[], tuple[bool, dict[str, Any]]],
         metrics_text: Callable[[], str],
         ssl_context: ssl.SSLContext | None = None,
+        approvals: ApprovalStore | None = None,
     ) -> None:
+        self.approvals = approvals  # answers /approvals (None: no DuckDB store to keep them)
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.intake = intake
         self.options = options
@@ -224,6 +229,16 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self.intake.problems.warning("OTLP/HTTP: connection from %s failed", client_address[0])
 
 
+def _loopback(address: str) -> bool:
+    """A client on this machine (an IPv4 one seen by a dual-stack server too)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
 def _hang_up(connection: Any) -> None:
     with contextlib.suppress(OSError):
         connection.shutdown(socket.SHUT_RDWR)
@@ -291,6 +306,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(
                 HTTPStatus.METHOD_NOT_ALLOWED, b"use POST\n", "text/plain", {"Allow": "POST"}
             )
+        elif approvals_http.handles(path):
+            self._approvals()
         else:
             self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
 
@@ -299,6 +316,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.partition("?")[0]
+        if approvals_http.handles(path):
+            self._approvals()
+            return
         if path not in (TRACES_PATH, LOGS_PATH):
             self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain", close=True)
             return
@@ -363,6 +383,48 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             )
         self._reply(HTTPStatus.OK, _encode(response, answer_as), answer_as, close=intake.draining)
+
+    # -- approvals ----------------------------------------------------------------------------
+    def _approvals(self) -> None:
+        """List or answer the guard's approval requests (otel_safety.approvals.http)."""
+        token = self.server.options.token
+        given = self.headers.get("Authorization") or ""
+        if token is not None and not hmac.compare_digest(
+            given.encode(), f"Bearer {token}".encode()
+        ):
+            self.server.intake.metrics.add("approval_requests", outcome="unauthenticated")
+            body = json.dumps({"error": "no or wrong bearer token"}).encode()
+            headers = {"WWW-Authenticate": 'Bearer realm="otel-safety"'}
+            self._reply(HTTPStatus.UNAUTHORIZED, body, JSON, headers, close=True)
+            return
+        if token is None and not _loopback(self.client_address[0]):
+            self.server.intake.metrics.add("approval_requests", outcome="forbidden")
+            message = "approvals answer other hosts only behind a bearer token: start serve "
+            body = json.dumps({"error": message + "with --token-file"}).encode()
+            self._reply(HTTPStatus.FORBIDDEN, body, JSON, close=True)
+            return
+        data = b""
+        if self.command == "POST":
+            declared = self.headers.get("Content-Length") or "0"
+            if not declared.isdigit() or int(declared) > approvals_http.MAX_BODY_BYTES:
+                body = json.dumps({"error": "give a Content-Length of at most 16 KiB"}).encode()
+                self._reply(HTTPStatus.BAD_REQUEST, body, JSON, close=True)
+                return
+            deadline = time.monotonic() + self.server.options.body_timeout
+            try:
+                data = self._read(int(declared), deadline)
+            except (_Timeout, _ClientGone):
+                self.close_connection = True
+                return
+        self.server.begin()
+        try:
+            status, document = approvals_http.answer(
+                self.server.approvals, self.command, self.path, data, self.client_address[0]
+            )
+        finally:
+            self.server.end()
+        self.server.intake.metrics.add("approval_requests", outcome=str(status.value))
+        self._reply(status, json.dumps(document).encode(), JSON)
 
     def _authenticate(self, intake: Intake, peer: str) -> None:
         token = self.server.options.token

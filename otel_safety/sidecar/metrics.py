@@ -93,6 +93,7 @@ HELP = {
     "forwarded)",
     "log_records_forwarded": "log records (received ones and findings) the next hop acknowledged",
     "log_records_forward_failed": "log records given up on for the next hop",
+    "approval_requests": "requests to the /approvals endpoint, by HTTP status",
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from otel_safety.approvals.store import ApprovalStore
 from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.config import Settings
 from otel_safety.engine import SafetyEngine, Sink
@@ -254,6 +255,7 @@ class Sidecar:
                         self.health,
                         self.metrics_text,
                         ssl_context,
+                        self._approvals(),
                     )
                 except OSError as exc:
                     raise OSError(
@@ -272,6 +274,12 @@ class Sidecar:
                 self._discard_new_store()
             raise
         return self
+
+    def _approvals(self) -> ApprovalStore | None:
+        """The guard's approval requests live in the DuckDB store file, when there is one."""
+        if not self.settings.store or self.options.lake or self.settings.db_path == ":memory:":
+            return None
+        return ApprovalStore(self.settings.db_path, lock_wait=5.0)
 
     def _discard_new_store(self) -> None:
         """Remove the store this serve created, and its empty spool folders, when it could

@@ -1,0 +1,185 @@
+"""Halted conversations: where a stop verdict waits for the agent's next step.
+
+A behaviour monitor in `active` mode whose finding reaches HARD_STOP halts its
+conversation. The verdict comes from the per-turn API (`BehaviorMonitor.process`,
+`TurnMonitors.process`) as the turn is judged, or from the trace pipeline once a trace has
+ended (`HaltSink`, on the engine's worker). Both write here; the guard reads it before every
+inline tool call and refuses a halted conversation's calls, and the pydantic-ai capability
+stops the run. Keyed by the conversation id the app and its spans share
+(`gen_ai.conversation.id`); bounded and expiring, like the monitors' own state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from otel_safety.conversation import ExpiringStore
+from otel_safety.model import EscalationLevel, Finding
+
+if TYPE_CHECKING:
+    from otel_safety.pipeline import TraceEvaluation
+
+__all__ = [
+    "HALT_RULE",
+    "Halt",
+    "HaltRegistry",
+    "HaltSink",
+    "default_halts",
+    "halt_reason",
+    "halting_findings",
+]
+
+logger = logging.getLogger(__name__)
+
+HALT_RULE = "halt.conversation"  # the rule id of a tool call refused because of a halt
+ACTIVE = "active"  # MonitorMode.ACTIVE, named here so the guard need not import the monitors
+HALT_TTL = 86_400.0  # a day: a stop must outlive the monitors' one-hour memory of the turns
+MAX_REASON = 500
+
+
+class Halt(BaseModel):
+    """Why a conversation was halted, and by what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conversation: str
+    reason: str
+    detectors: list[str] = Field(default_factory=list)
+    source: Literal["turn", "trace"] = Field(
+        description="turn: the per-turn API, as the turn was judged; trace: the pipeline, "
+        "after the trace ended"
+    )
+    trace_id: str | None = None
+    at: float = Field(default_factory=time.time, description="unix seconds")
+
+
+def halting_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that halt a conversation: fired, from a monitor in active mode, and set
+    at HARD_STOP by the policy (so a policy that pins a monitor lower also keeps it going)."""
+    return [
+        f
+        for f in findings
+        if f.detected
+        and f.escalation >= EscalationLevel.HARD_STOP
+        and (f.details or {}).get("mode") == ACTIVE
+    ]
+
+
+def halt_reason(findings: Sequence[Finding]) -> str:
+    """One line naming the halting findings, strongest first, for verdicts and exceptions."""
+    ranked = sorted(findings, key=lambda f: -f.score)
+    parts = [
+        f"{f.detector} ({f.score:.2f}): {f.explanation}"
+        + (f" Evidence: {f.evidence[0].text[:160]}" if f.evidence else "")
+        for f in ranked
+    ]
+    text = "HARD_STOP by " + "; ".join(parts)
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
+class HaltRegistry:
+    """Halted conversations, the `max_conversations` most recent, each for `ttl` seconds.
+
+    The first halt of a conversation is kept (later ones add nothing the block needs); a
+    person lifts it with `release`. Thread-safe: the engine's worker writes while the app's
+    threads read.
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl: float = HALT_TTL,
+        max_conversations: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._halts: ExpiringStore[Halt] = ExpiringStore(
+            ttl=ttl, max_entries=max_conversations, clock=clock
+        )
+        self.stats: Counter[str] = Counter()
+
+    def halt(self, halt: Halt) -> Halt:
+        """Record `halt` unless its conversation is halted already; the halt in force."""
+        with self._halts.lock:
+            current = self._halts.peek(halt.conversation)
+            if current is not None:
+                return current
+            self.stats["halted"] += 1
+            return self._halts.get(halt.conversation, lambda: halt)
+
+    def get(self, conversation: str | None) -> Halt | None:
+        """The halt in force for `conversation`, or None."""
+        if not conversation:
+            return None
+        return self._halts.peek(conversation)
+
+    def release(self, conversation: str) -> Halt | None:
+        """Lift a halt (a person reviewed the conversation); the halt lifted, or None."""
+        released = self._halts.pop(conversation)
+        self.stats["released"] += released is not None
+        return released
+
+    def __len__(self) -> int:
+        return len(self._halts)
+
+
+_DEFAULT = HaltRegistry()
+
+
+def default_halts() -> HaltRegistry:
+    """The process's registry: `configure()`'s engine and the per-turn API write to it, and
+    every `Guard` reads it unless given another."""
+    return _DEFAULT
+
+
+class HaltSink:
+    """An engine sink that halts the conversation of every judged trace with halting
+    findings: the pipeline's verdicts reach the guard of the same process.
+
+    Runs on the engine's worker after the trace ended, so the halt applies from the next
+    tool call or model request of that conversation, not to the run that was judged. A trace
+    with no conversation id halts nothing (the app could not name it) and is counted."""
+
+    def __init__(self, halts: HaltRegistry | None = None) -> None:
+        self.halts = halts if halts is not None else default_halts()
+        self.stats: Counter[str] = Counter()
+
+    def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
+        for evaluation in evaluations:
+            halting = halting_findings(evaluation.findings)
+            if not halting:
+                continue
+            trajectory = evaluation.trajectory
+            conversation = trajectory.conversation_id if trajectory else None
+            if not conversation:
+                self.stats["halts_without_conversation"] += 1
+                logger.warning(
+                    "otel-safety: trace %s reached HARD_STOP in active mode but names no "
+                    "conversation (gen_ai.conversation.id): nothing to halt",
+                    evaluation.trace_id,
+                )
+                continue
+            self.halts.halt(
+                Halt(
+                    conversation=conversation,
+                    reason=halt_reason(halting),
+                    detectors=sorted({f.detector for f in halting}),
+                    source="trace",
+                    trace_id=evaluation.trace_id,
+                )
+            )
+            self.stats["halts"] += 1
+
+    def tick(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
