@@ -44,6 +44,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+pytestmark = pytest.mark.process  # the dashboard (and serve) run as the commands, processes
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "s3cret-dashboard-token"
 PAYLOAD = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
@@ -275,6 +277,7 @@ def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard,
 # --- the pages in the browser -------------------------------------------------------------
 
 
+@pytest.mark.browser
 def test_every_panel_shows_the_store_and_nothing_the_agents_sent_runs(dashboard, store, browser):
     db, traces = store
     open_dashboard(browser, dashboard)
@@ -303,6 +306,7 @@ def test_every_panel_shows_the_store_and_nothing_the_agents_sent_runs(dashboard,
     assert has_colour(image, HARD_STOP), "no HARD_STOP bar or badge on the page"
 
 
+@pytest.mark.browser
 def test_the_audit_panel_filters_by_requester_and_tool(dashboard, store, browser):
     open_dashboard(browser, dashboard)
     wait(browser).until(ec.presence_of_element_located((By.ID, "audit-table")))
@@ -321,6 +325,7 @@ def audit_rows(driver: Any) -> list[tuple[str, ...]]:
     return [(c[1], c[3], c[4]) for c in cells(driver, "#audit-table tbody tr") if len(c) > 4]
 
 
+@pytest.mark.browser
 def test_a_trace_shows_its_evidence_and_span_tree_and_resolve_records_who(
     dashboard, store, browser
 ):
@@ -382,6 +387,7 @@ def _ask_in_thread(guard: Guard, command: str, results: dict[str, Any]) -> threa
     return thread
 
 
+@pytest.mark.browser
 def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, browser):
     db, _ = store
     guard = Guard(Directory(), approvals=str(db), approval_timeout=120)

@@ -59,6 +59,7 @@ def open_traces(db: Path, **params: str) -> set[str]:
     return {r["trace_id"] for r in kit(db, "flagged_traces", **params)}
 
 
+@pytest.mark.process
 def test_resolve_records_who_when_and_why_and_the_queries_leave_it_out(store):
     db, traces = store
     shell = traces["r1"]  # rm -rf build while asked to summarise: scope escalation
@@ -85,6 +86,7 @@ def test_resolve_records_who_when_and_why_and_the_queries_leave_it_out(store):
     assert stored == [(shell, None, True, "dana", "build dir, expected", True)]
 
 
+@pytest.mark.process
 def test_a_detector_resolution_covers_that_detector_and_reopen_undoes_it(store):
     db, traces = store
     stolen = traces["r7"]  # reads ~/.ssh/id_rsa and posts it away: more than one detector
@@ -128,6 +130,7 @@ def test_resolving_the_whole_trace_wins_over_open_detectors(store):
         (["{r1}", "--note", "x", "--by", " "], "say who resolves it"),
     ],
 )  # fmt: skip
+@pytest.mark.process
 def test_bad_resolutions_are_clear_errors_and_write_nothing(store, args, says):
     db, traces = store
     done = cli("resolve", *[a.format(**traces) for a in args], "--db", str(db))
@@ -137,6 +140,7 @@ def test_bad_resolutions_are_clear_errors_and_write_nothing(store, args, says):
         assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
 
 
+@pytest.mark.process
 def test_a_note_is_required_and_a_missing_store_is_named(tmp_path):
     done = cli("resolve", "a" * 32, "--db", str(tmp_path / "none.duckdb"))
     assert done.returncode == 2 and "--note" in done.stderr
@@ -146,6 +150,7 @@ def test_a_note_is_required_and_a_missing_store_is_named(tmp_path):
         resolve(tmp_path / "none.duckdb", "a" * 32, by="x", note="n" * 4001)
 
 
+@pytest.mark.process
 def test_a_store_from_before_resolutions_is_queried_and_then_upgraded(store):
     db, traces = store
     with duckdb.connect(str(db)) as con:  # as an older otel-safety left it
