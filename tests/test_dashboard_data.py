@@ -51,3 +51,25 @@ def _resolution(detector: str | None, resolved: bool) -> dict:
 def test_open_alerts_follow_the_latest_resolution(history, still_open, resolved):
     fired = [{"detector": "injection"}, {"detector": "deception"}, {"detector": "injection"}]
     assert open_alerts(fired, history) == (still_open, resolved)
+
+
+def test_reads_in_the_writing_process_leave_the_writer_its_file(tmp_path):
+    """In `serve --dashboard` the store's writer opens the file about once a second while
+    pages are read: a read-only connection would refuse it; one like the writer's shares."""
+    import duckdb
+
+    from otel_safety.dashboard.data import read
+    from otel_safety.exporters.duckdb import DuckDBStore, connect_store
+
+    db = tmp_path / "s.duckdb"
+    DuckDBStore(db).shutdown()
+
+    def write_meanwhile(con):
+        writer = connect_store(db)  # as DuckDBStore opens it for a batch
+        writer.execute("INSERT INTO labels (trace_id, detector, label) VALUES ('t', 'd', true)")
+        writer.close()
+        return con.execute("SELECT count(*) FROM labels").fetchone()[0]
+
+    assert read(db, write_meanwhile, beside_writer=True) == 1
+    with pytest.raises(duckdb.ConnectionException, match="different configuration"):
+        read(db, write_meanwhile)  # a standalone dashboard reads read-only: not in `serve`

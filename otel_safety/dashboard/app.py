@@ -51,6 +51,7 @@ class DashboardOptions:
     refresh_seconds: float = 5.0
     loopback_only: bool = True  # bound to 127.0.0.1: refuse other Host names (DNS rebinding)
     actor: str = "reviewer"  # the name in the "acting as" field until the user changes it
+    beside_writer: bool = False  # in `serve`'s process, which writes the store
 
 
 def create_app(options: DashboardOptions) -> Starlette:
@@ -133,7 +134,7 @@ class _Pages:
         return await asyncio.to_thread(locked)
 
     async def _read(self, work: Any) -> Any:
-        return await self._run(data.read, self.db, work)
+        return await self._run(data.read, self.db, work, beside_writer=self.options.beside_writer)
 
     def _page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A whole page: the header shows the store, the refresh and who is acting."""

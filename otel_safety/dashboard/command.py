@@ -72,7 +72,14 @@ def add_listen_options(parser: Any, host: bool) -> None:
     )
 
 
-def dashboard_options(db: str, token: str | None, host: str, refresh: float, reviewer: str | None):
+def dashboard_options(
+    db: str,
+    token: str | None,
+    host: str,
+    refresh: float,
+    reviewer: str | None,
+    beside_writer: bool = False,
+):
     """Check what the dashboard needs before anything listens; errors say what to do."""
     try:
         import jinja2  # noqa: F401
@@ -94,6 +101,7 @@ def dashboard_options(db: str, token: str | None, host: str, refresh: float, rev
         refresh_seconds=refresh,
         loopback_only=host in LOOPBACK,
         actor=reviewer or default_resolver(),
+        beside_writer=beside_writer,
     )
 
 

@@ -28,10 +28,17 @@ class StoreBusy(StoreError):
     """The store stayed locked for longer than a page should wait; the next refresh retries."""
 
 
-def read(db_path: str | Path, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-    """Run `work` on a read-only connection opened for it alone."""
+def read(
+    db_path: str | Path,
+    work: Callable[[duckdb.DuckDBPyConnection], T],
+    *,
+    beside_writer: bool = False,
+) -> T:
+    """Run `work` on a connection opened for it alone: read-only, or, in the process that
+    writes the store (`serve --dashboard`), one like the writer's, so the two share the
+    file instead of refusing each other (DuckDB lets a process open a file one way only)."""
     try:
-        con = open_store(db_path, wait=READ_WAIT)
+        con = open_store(db_path, read_only=not beside_writer, wait=READ_WAIT)
     except StoreError as exc:
         raise StoreBusy(str(exc)) from exc
     with con:

@@ -300,7 +300,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not 0 <= args.dashboard_port <= 65535:
             raise ValueError(f"--dashboard-port is 0 to 65535, got {args.dashboard_port}")
         web = dashboard_options(
-            settings.db_path, options.token, options.host, args.refresh, args.reviewer
+            settings.db_path,
+            options.token,
+            options.host,
+            args.refresh,
+            args.reviewer,
+            beside_writer=True,
         )
     stop = threading.Event()  # set before building: a stop while detectors load is orderly
     for signum in (signal.SIGTERM, signal.SIGINT):
