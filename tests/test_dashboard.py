@@ -296,6 +296,10 @@ def test_every_panel_shows_the_store_and_nothing_the_agents_sent_runs(dashboard,
     assert browser.title == "otel-safety dashboard"  # the payload did not run
     assert not browser.find_elements(By.CSS_SELECTOR, "main img")
     assert any("<b>docs</b>-assistant" in t for t in texts(browser, "#flagged-table td"))
+    [still_open] = [t for t in texts(browser, "#totals .total") if "open flagged traces" in t]
+    assert int(still_open.split()[0].replace(",", "")) == len(
+        kit(db, "flagged_traces", limit_rows="100000")
+    )
     mallory = next(c for c in cells(browser, "#audit-by-requester tbody tr") if c[0] == "mallory")
     assert mallory[4] == "2", mallory  # blocked
     behaviour = cells(browser, "#behaviour-table tbody tr")
@@ -423,7 +427,10 @@ def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, bro
         assert verdict.approval == "denied" and verdict.blocked
         answered = f'#decided-table tr[data-approval="{second}"]'
         wait(browser).until(lambda d: texts(d, answered))
+        assert not attrs(browser, pending, "data-approval")  # answered, so no longer pending
         assert "denied" in texts(browser, answered)[0] and "lee" in texts(browser, answered)[0]
+        browser.execute_script("document.getElementById('approvals').scrollIntoView()")
+        screenshot(browser, db.parent / "approvals-answered.png")
         again = httpx.post(
             f"{dashboard.url}/approvals/{first}/deny",
             data={"by": "someone"},

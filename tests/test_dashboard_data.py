@@ -1,12 +1,13 @@
-"""The dashboard's data layer without a browser: the span tree on hostile input, and the
-resolution rule it shares with the `flagged_traces` query."""
+"""The dashboard without a browser: the span tree on hostile input, the resolution rule it
+shares with the `flagged_traces` query, reads beside the writer, the missing extra."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-pytest.importorskip("starlette")
-
+from otel_safety.cli import main
 from otel_safety.dashboard.data import open_alerts, span_tree
 
 
@@ -73,3 +74,15 @@ def test_reads_in_the_writing_process_leave_the_writer_its_file(tmp_path):
     assert read(db, write_meanwhile, beside_writer=True) == 1
     with pytest.raises(duckdb.ConnectionException, match="different configuration"):
         read(db, write_meanwhile)  # a standalone dashboard reads read-only: not in `serve`
+
+
+def test_without_the_dashboard_extra_the_command_says_what_to_install(
+    tmp_path, monkeypatch, capsys
+):
+    from otel_safety.exporters.duckdb import DuckDBStore
+
+    db = tmp_path / "s.duckdb"
+    DuckDBStore(db).shutdown()
+    monkeypatch.setitem(sys.modules, "starlette", None)  # as if not installed
+    assert main(["dashboard", "--db", str(db), "--port", "0"]) == 1
+    assert "pip install 'otel-safety[dashboard]'" in capsys.readouterr().err

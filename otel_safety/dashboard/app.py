@@ -193,8 +193,7 @@ class _Pages:
 
     async def approvals(self, request: Request, message: str | None = None) -> Response:
         try:
-            waiting = await self._run(approvals.pending, self.approvals_db)
-            decided = await self._run(approvals.recent, self.approvals_db)
+            waiting, decided = await self._run(approvals.panel, self.approvals_db)
         except StoreError as exc:  # locked for long, or no store yet: the next refresh retries
             return _busy(exc)
         return _html("approvals.html", pending=waiting, recent=decided, message=message)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from otel_safety.approvals.store import Approval, ApprovalError, ApprovalStore
 
-__all__ = ["ApprovalError", "decide", "pending", "recent"]
+__all__ = ["ApprovalError", "decide", "panel"]
 LOCK_WAIT = 5.0
 
 
@@ -18,13 +18,14 @@ def _store(db_path: str | Path) -> ApprovalStore:
     return ApprovalStore(db_path, create=False, lock_wait=LOCK_WAIT)
 
 
-def pending(db_path: str | Path) -> list[Approval]:
-    return _store(db_path).pending()
-
-
-def recent(db_path: str | Path, limit: int = 20) -> list[Approval]:
-    """The latest answered or expired approvals, newest first."""
-    return [a for a in _store(db_path).recent(limit=limit) if not a.pending]
+def panel(db_path: str | Path, limit: int = 20) -> tuple[list[Approval], list[Approval]]:
+    """(pending oldest first, answered or expired newest first). Read one after the other,
+    so an answer given in between is shown as answered only, never as both."""
+    store = _store(db_path)
+    waiting = store.pending()
+    closed = [a for a in store.recent(limit=limit) if not a.pending]
+    answered = {a.id for a in closed}
+    return [a for a in waiting if a.id not in answered], closed
 
 
 def decide(

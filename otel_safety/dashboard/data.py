@@ -52,6 +52,16 @@ def rows(con: duckdb.DuckDBPyConnection, name: str, **params: str | None) -> lis
     return [dict(zip(columns, row, strict=True)) for row in found]
 
 
+def count(con: duckdb.DuckDBPyConnection, name: str, **params: str) -> int:
+    """How many rows a named query has, without fetching them (no row limit)."""
+    sql = queries.resolve_sql(name).rstrip().removesuffix(";")
+    given = (
+        {"limit_rows": str(2**62), **params} if "limit_rows" in queries.parameters(sql) else params
+    )
+    _, found = queries.run(con, f"SELECT count(*) FROM ({sql})", given)
+    return int(found[0][0])
+
+
 @dataclass
 class Escalations:
     totals: dict[str, int]
@@ -63,7 +73,7 @@ class Escalations:
 def escalations(con: duckdb.DuckDBPyConnection) -> Escalations:
     bucket, series = timeline(con)
     chart = stacked_bars(series, bucket) if series else ""
-    open_traces = len(rows(con, "flagged_traces", limit_rows="100000"))
+    open_traces = count(con, "flagged_traces")
     return Escalations(store_totals(con), bucket, chart, open_traces)
 
 
