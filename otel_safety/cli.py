@@ -18,9 +18,11 @@ from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
 from otel_safety.calibration.command import add_commands as add_calibration_commands
 from otel_safety.config import ConfigError, Settings
+from otel_safety.dashboard.command import add_dashboard_command
 from otel_safety.detectors.datafiles import data_dir_from_env, stray_data_files
 from otel_safety.exporters.duckdb import StoreError, mark_store, open_store
 from otel_safety.guard.command import add_commands as add_guard_commands
+from otel_safety.resolutions.command import add_resolve_command
 from otel_safety.sidecar.command import add_command as add_serve_command
 from otel_safety.sidecar.command import workers_count
 
@@ -210,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_command(sub)
     add_guard_commands(sub, DEFAULT_DB)
     add_approval_commands(sub, DEFAULT_DB)
+    add_resolve_command(sub, DEFAULT_DB)
+    add_dashboard_command(sub, DEFAULT_DB)
     return parser
 
 

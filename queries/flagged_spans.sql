@@ -1,12 +1,29 @@
 -- flagged_spans: which spans did a detector flag, strictest first, and what did it see?
--- Tables: findings, spans.
+-- Tables: findings, spans, resolutions (alerts marked resolved with `otel-safety resolve`).
 -- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
 --             `--param name=value` with `otel-safety query`):
 --   min_level   lowest escalation level shown, by name: CLARIFY, WARN, SOFT_STOP,
 --               HUMAN_REVIEW, HARD_STOP (default CLARIFY)
 --   min_rank    the same as a number, 0 NONE .. 5 HARD_STOP (used when min_level is unset)
 --   detector    only this detector key (default: all)
+--   include_resolved  true: also findings whose trace or detector was resolved (default false)
 --   limit_rows  at most this many rows (default 100)
+WITH params AS (
+    SELECT CASE
+        WHEN getvariable('include_resolved') IS NULL THEN FALSE
+        WHEN lower(CAST(getvariable('include_resolved') AS VARCHAR)) IN ('true', 'false')
+        THEN lower(CAST(getvariable('include_resolved') AS VARCHAR)) = 'true'
+        ELSE error('include_resolved must be true or false, got '
+                   || CAST(getvariable('include_resolved') AS VARCHAR)) END AS include_resolved
+),
+-- The resolution in force per trace and detector is the latest; NULL detector: the whole trace.
+resolved AS (
+    SELECT trace_id, detector
+    FROM resolutions
+    QUALIFY row_number() OVER (
+        PARTITION BY trace_id, detector ORDER BY resolved_at DESC, resolved DESC) = 1
+        AND resolved
+)
 SELECT
     f.escalation_level,
     f.detector,
@@ -18,8 +35,12 @@ SELECT
     f.span_id,
     date_trunc('second', f.trace_start) AS trace_start
 FROM findings AS f
+CROSS JOIN params AS p
 LEFT JOIN spans AS s USING (trace_id, span_id)
 WHERE f.detected
+  AND (p.include_resolved OR NOT EXISTS (
+        SELECT 1 FROM resolved AS r
+        WHERE r.trace_id = f.trace_id AND (r.detector IS NULL OR r.detector = f.detector)))
   AND (CAST(getvariable('min_level') AS VARCHAR) IS NULL
        OR list_position(
             ['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW', 'HARD_STOP'],

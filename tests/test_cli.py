@@ -249,7 +249,8 @@ def test_query_parameters_are_checked_and_levels_named(tmp_path):
     missing = run_cli("query", str(tmp_path / "nosuch.sql"), "--db", db)
     assert missing.returncode == 1 and "no such SQL file" in missing.stderr
     listing = run_cli("query", "--list")
-    assert "parameters: min_level, min_rank, detector, limit_rows" in listing.stdout
+    params = "parameters: include_resolved, min_level, min_rank, detector, limit_rows"
+    assert params in listing.stdout
 
 
 def test_query_says_when_it_stopped_at_its_row_limit(tmp_path):

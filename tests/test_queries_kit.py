@@ -433,7 +433,62 @@ def check_behavior_indicators(db: Path, traces: dict[str, str]) -> None:
     assert run(db, "behavior_indicators", since="2100-01-01") == []
 
 
+def check_flagged_traces(db: Path, traces: dict[str, str]) -> None:
+    """No resolutions in the kit: every escalated trace, with the detectors that fired."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        escalated = dict(
+            con.execute(
+                "SELECT trace_id, escalation_rank FROM traces WHERE escalation_rank >= 1"
+            ).fetchall()
+        )
+        fired: dict[str, set[str]] = defaultdict(set)
+        for trace_id, detector in con.execute(
+            "SELECT trace_id, detector FROM findings WHERE detected"
+        ).fetchall():
+            fired[trace_id].add(detector)
+    rows = run(db, "flagged_traces", limit_rows=100_000)
+    assert {r["trace_id"] for r in rows} == set(escalated)
+    assert all(r["detectors"] == sorted(fired[r["trace_id"]]) for r in rows)
+    assert all(r["open"] == r["detectors"] and not r["resolved"] for r in rows if r["detectors"])
+    ranks = [escalated[r["trace_id"]] for r in rows]
+    assert ranks == sorted(ranks, reverse=True)
+    shell = by(rows, "trace_id")[traces["r1"]]
+    assert (shell["escalation_level"], shell["agent"], shell["requester"]) == (
+        "HARD_STOP",
+        "docs-assistant",
+        "alice",
+    )
+    assert "scope_escalation" in shell["detectors"] and shell["resolved_by"] is None
+    assert traces["r2"] not in {r["trace_id"] for r in rows}  # read the README: no escalation
+    hard = run(db, "flagged_traces", min_level="HARD_STOP", limit_rows=100_000)
+    assert {r["trace_id"] for r in hard} == {t for t, rank in escalated.items() if rank == 5}
+    assert run(db, "flagged_traces", include_resolved="true", limit_rows=100_000) == rows
+    assert len(run(db, "flagged_traces", limit_rows=2)) == 2
+
+
+def check_audit_by(db: Path, traces: dict[str, str]) -> None:
+    """Recount the audit log per requester and per tool in Python and compare."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        audit = con.execute("SELECT requester, tool, verdict, risk FROM audit").fetchall()
+    for per, index in (("requester", 0), ("tool", 1)):
+        expected: dict[str, Counter[str]] = defaultdict(Counter)
+        for row in audit:
+            expected[row[index] or "(unknown)"][row[2]] += 1
+        rows = run(db, "audit_by", per=per, limit_rows=1000)
+        assert {
+            r["key"]: (r["decisions"], r["allowed"], r["warned"], r["blocked"]) for r in rows
+        } == {
+            key: (sum(c.values()), c["ALLOW"], c["WARN"], c["BLOCK"]) for key, c in expected.items()
+        }
+        assert [r["blocked"] for r in rows] == sorted((r["blocked"] for r in rows), reverse=True)
+    mallory = by(run(db, "audit_by"), "key")["mallory"]
+    assert (mallory["blocked"], mallory["decisions"]) == (2, 2)
+    assert run(db, "audit_by", since="2100-01-01") == []
+
+
 CHECKS = {
+    "audit_by": check_audit_by,
+    "flagged_traces": check_flagged_traces,
     "behavior_indicators": check_behavior_indicators,
     "top_blocked_requesters": check_top_blocked_requesters,
     "flagged_spans": check_flagged_spans,
@@ -495,6 +550,10 @@ def test_query_file_is_documented_and_runs_as_a_duckdb_script(kit_store, name):
         ("top_blocked_requesters", {"source": "email"}, "source must be inline or trace"),
         ("top_blocked_requesters", {"min_blocked": "few"}, "min_blocked must be a whole number"),
         ("behavior_indicators", {"fired": "maybe"}, "fired must be true or false, got maybe"),
+        ("flagged_traces", {"include_resolved": "yes"}, "include_resolved must be true or false"),
+        ("flagged_traces", {"min_level": "LOUD"}, "min_level must be one of CLARIFY"),
+        ("flagged_spans", {"include_resolved": "1"}, "include_resolved must be true or false"),
+        ("audit_by", {"per": "agent"}, "per must be requester or tool, got agent"),
     ],
 )
 def test_bad_parameter_values_are_clear_errors(kit_store, name, params, message):

@@ -326,9 +326,14 @@ def open_store(
     deadline = time.monotonic() + wait
     while True:
         try:
-            return connect_store(path, read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+            con = connect_store(path, read_only=read_only)
+            if read_only:
+                _stand_in_for_missing_tables(con)
+            return con
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            # Another process's lock, or this process holding the file open the other way
+            # (read-only against read-write, e.g. the dashboard beside `serve`): both pass.
+            if "lock" not in str(exc).lower() and "different configuration" not in str(exc):
                 raise StoreError(f"cannot open {path}: {exc}") from exc
             if time.monotonic() >= deadline:
                 raise StoreError(
@@ -336,6 +341,22 @@ def open_store(
                     "releases it between writes, `ingest` only when done"
                 ) from exc
             time.sleep(0.1)
+
+
+def _stand_in_for_missing_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """A store from an older version lacks the newer tables (its writer adds them on its
+    next write); a read-only reader gets empty temporary ones, so every query runs."""
+    present = {
+        row[0]
+        for row in con.execute(
+            "SELECT table_name FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND schema_name = 'main'"
+        ).fetchall()
+    }
+    for table in TABLES:
+        if table.name not in present:
+            ddl = table.ddl(primary_key=False)
+            con.execute(ddl.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
 
 
 def write_labels(path: str, labels: Sequence[dict[str, Any]]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Columns added after a table was first released: (version, table, column). Stores of an
 # older version get them with ALTER TABLE when opened; tables themselves are created as needed.
 ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (
@@ -174,6 +174,22 @@ AUDIT = Table(
     required=("verdict", "risk"),
 )
 
+RESOLUTIONS = Table(
+    "resolutions",
+    _columns("""
+        trace_id VARCHAR
+        detector VARCHAR
+        resolved BOOLEAN
+        resolved_by VARCHAR
+        resolved_at TIMESTAMP
+        resolution_notes VARCHAR
+    """),
+    required=("trace_id", "resolved"),
+    defaults={"resolved_at": "current_timestamp"},
+)
+"""A history, like labels: the latest row per (trace, detector) is in force; detector NULL
+stands for every alert of the trace. Reopening writes `resolved = false`."""
+
 # Human approvals the guard asks for (otel_safety.approvals): one row per request, answered
 # from the CLI, `serve`'s HTTP endpoint or the dashboard. Not part of TABLES: a DuckLake
 # holds what was judged, not this live queue.
@@ -228,7 +244,7 @@ DEEP_RUNS = Table(
 )
 
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
-TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT, DEEP_RUNS)
+TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT, DEEP_RUNS, RESOLUTIONS)
 SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl()])
 
 

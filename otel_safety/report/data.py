@@ -72,18 +72,9 @@ def gather(
     db_path: str | Path, calibration: str | Path | None = None, limit: int = 200
 ) -> ReportData:
     with open_store(db_path) as con:
-        totals = {
-            "traces": _scalar(con, "SELECT count(*) FROM traces"),
-            "escalated traces": _scalar(
-                con, "SELECT count(*) FROM traces WHERE escalation_rank >= 1"
-            ),
-            "spans": _scalar(con, "SELECT count(*) FROM spans"),
-            "findings": _scalar(con, "SELECT count(*) FROM findings"),
-            "fired findings": _scalar(con, "SELECT count(*) FROM findings WHERE detected"),
-            "labels": _scalar(con, "SELECT count(*) FROM labels"),
-        }
-        columns, rows = _kit(con, "flagged_spans", limit_rows=str(limit))
-        bucket, timeline = _timeline(con)
+        totals = store_totals(con)
+        columns, rows = _kit(con, "flagged_spans", limit_rows=str(limit), include_resolved="true")
+        bucket, series = timeline(con)
         curves = _curves(con)
         confusion_columns, confusion_rows = _kit(con, "confusion_matrix")
         confusion = [dict(zip(confusion_columns, r, strict=True)) for r in confusion_rows]
@@ -102,7 +93,7 @@ def gather(
         flagged_rows=rows,
         flagged_limit=limit,
         bucket=bucket,
-        timeline=timeline,
+        timeline=series,
         curves=curves,
         confusion=confusion,
         store_thresholds=store_thresholds,
@@ -115,11 +106,23 @@ def _kit(con: duckdb.DuckDBPyConnection, name: str, **params: str):
     return queries.run(con, queries.resolve_sql(name), params)
 
 
+def store_totals(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """The headline counts of a store (the report's and the dashboard's)."""
+    return {
+        "traces": _scalar(con, "SELECT count(*) FROM traces"),
+        "escalated traces": _scalar(con, "SELECT count(*) FROM traces WHERE escalation_rank >= 1"),
+        "spans": _scalar(con, "SELECT count(*) FROM spans"),
+        "findings": _scalar(con, "SELECT count(*) FROM findings"),
+        "fired findings": _scalar(con, "SELECT count(*) FROM findings WHERE detected"),
+        "labels": _scalar(con, "SELECT count(*) FROM labels"),
+    }
+
+
 def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(con.execute(sql).fetchone()[0])
 
 
-def _timeline(con: duckdb.DuckDBPyConnection) -> tuple[str, list[tuple[datetime, dict[str, int]]]]:
+def timeline(con: duckdb.DuckDBPyConnection) -> tuple[str, list[tuple[datetime, dict[str, int]]]]:
     """Traces per escalation level per time bucket; the bucket fits the time covered."""
     first, last = con.execute("SELECT min(trace_start), max(trace_start) FROM traces").fetchone()
     if first is None:

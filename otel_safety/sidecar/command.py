@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_safety.config import Settings
+from otel_safety.dashboard.command import add_listen_options, dashboard_options
 from otel_safety.sidecar.forward import PROTOCOLS, check_endpoint
 from otel_safety.sidecar.server import Sidecar, SidecarOptions
 from otel_safety.sidecar.store_claim import claim_store
@@ -173,6 +174,21 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         help="store and forward span attributes as they came; by default serve masks secrets "
         "(keys, tokens, passwords, card numbers) after judging [OTEL_SAFETY_REDACT_SECRETS=false]",
     )
+    web = serve.add_argument_group("dashboard")
+    web.add_argument(
+        "--dashboard",
+        action="store_true",
+        default=_env("OTEL_SAFETY_SERVE_DASHBOARD", "").lower() in ("1", "true", "yes"),
+        help="also serve the web dashboard over the store, on --host with the same token "
+        "(needs otel-safety[dashboard]) [OTEL_SAFETY_SERVE_DASHBOARD=true]",
+    )
+    web.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=int(_env("OTEL_SAFETY_DASHBOARD_PORT", "8050")),
+        help="the dashboard's port; 0 picks a free one (default 8050) [OTEL_SAFETY_DASHBOARD_PORT]",
+    )
+    add_listen_options(web, host=False)
     serve.add_argument(
         "--log-level",
         default=_env("OTEL_SAFETY_LOG_LEVEL", "INFO"),
@@ -276,17 +292,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+    web = None
+    if args.dashboard:
+        if not settings.store or options.lake:
+            raise ValueError("--dashboard reads the DuckDB store: it needs --db, not --no-store "
+                             "or --lake")  # fmt: skip
+        if not 0 <= args.dashboard_port <= 65535:
+            raise ValueError(f"--dashboard-port is 0 to 65535, got {args.dashboard_port}")
+        web = dashboard_options(
+            settings.db_path,
+            options.token,
+            options.host,
+            args.refresh,
+            args.reviewer,
+            beside_writer=True,
+        )
     stop = threading.Event()  # set before building: a stop while detectors load is orderly
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
         sidecar = Sidecar(settings, options)
         sidecar.start()
+        dashboard = None
         try:
+            if web is not None:
+                from otel_safety.dashboard.server import DashboardServer
+
+                dashboard = DashboardServer(web, host=options.host, port=args.dashboard_port)
+                dashboard.start()
             _announce(sidecar, settings, options)
+            if dashboard is not None:
+                print(f"otel-safety serve: dashboard on {dashboard.url}/", flush=True)
             stop.wait()
             print("otel-safety serve: stopping: draining requests and flushing ...", flush=True)
         finally:
+            if dashboard is not None:
+                dashboard.stop()
             sidecar.stop()
     finally:
         if claim is not None:

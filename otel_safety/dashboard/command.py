@@ -1,0 +1,143 @@
+"""`otel-safety dashboard`: the live web page over a store; `serve --dashboard` shares it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_PORT = 8050
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(name, "").strip() or default
+
+
+def add_dashboard_command(sub: argparse._SubParsersAction, default_db: str) -> None:
+    parser = sub.add_parser(
+        "dashboard",
+        help="serve a live web dashboard over a store (needs otel-safety[dashboard])",
+        description="A web page over the store, refreshed live: escalations over time, "
+        "flagged traces with their evidence and span tree, the guard's decisions by requester "
+        "and tool, behaviour indicators per agent, and pending approvals to approve or deny. "
+        "It only reads the store, except to resolve alerts and decide approvals. The same "
+        "pages run inside `serve` with --dashboard.",
+        epilog="With a token, open the printed address with ?token=<token> once; the browser "
+        "then keeps a session cookie.",
+    )
+    parser.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_listen_options(parser, host=True)
+    parser.set_defaults(handler=cmd_dashboard)
+
+
+def add_listen_options(parser: Any, host: bool) -> None:
+    """Where and how the dashboard listens; `serve` has its own --host and token, and names
+    the rest --dashboard-refresh and --dashboard-reviewer."""
+    if host:
+        parser.add_argument(
+            "--host",
+            default=_env("OTEL_SAFETY_DASHBOARD_HOST", "127.0.0.1"),
+            help="address to bind (default 127.0.0.1) [OTEL_SAFETY_DASHBOARD_HOST]",
+        )
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=int(_env("OTEL_SAFETY_DASHBOARD_PORT", str(DEFAULT_PORT)) or DEFAULT_PORT),
+            help=f"port; 0 picks a free one (default {DEFAULT_PORT}) [OTEL_SAFETY_DASHBOARD_PORT]",
+        )
+        parser.add_argument(
+            "--token-file",
+            default=_env("OTEL_SAFETY_SERVE_TOKEN_FILE"),
+            help="require this bearer token, as `serve` does [OTEL_SAFETY_SERVE_TOKEN_FILE; or "
+            "the token itself in OTEL_SAFETY_SERVE_TOKEN]",
+        )
+    prefix = "" if host else "--dashboard-"
+    parser.add_argument(
+        f"{prefix or '--'}refresh",
+        dest="refresh",
+        type=float,
+        default=5.0,
+        help="seconds between the panels' live refreshes (default 5)",
+    )
+    parser.add_argument(
+        f"{prefix or '--'}reviewer",
+        dest="reviewer",
+        default=None,
+        help="the name actions are recorded under until changed on the page "
+        "(default: the user running the command)",
+    )
+
+
+def dashboard_options(
+    db: str,
+    token: str | None,
+    host: str,
+    refresh: float,
+    reviewer: str | None,
+    beside_writer: bool = False,
+):
+    """Check what the dashboard needs before anything listens; errors say what to do."""
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ValueError(
+            f"the dashboard needs the dashboard extra ({exc.name} is missing): "
+            "pip install 'otel-safety[dashboard]'"
+        ) from None
+    from otel_safety.dashboard.app import DashboardOptions
+    from otel_safety.resolutions.store import default_resolver
+
+    if refresh < 0.5:
+        raise ValueError(f"--refresh must be at least 0.5 seconds, got {refresh}")
+    return DashboardOptions(
+        db_path=db,
+        token=token,
+        refresh_seconds=refresh,
+        loopback_only=host in LOOPBACK,
+        actor=reviewer or default_resolver(),
+        beside_writer=beside_writer,
+    )
+
+
+def read_token(token_file: str | None) -> str | None:
+    token = _env("OTEL_SAFETY_SERVE_TOKEN")
+    if token_file:
+        token = Path(token_file).read_text(encoding="utf-8").strip()
+        if not token:
+            raise ValueError(f"the token file {token_file} is empty")
+    return token
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    if not Path(args.db).is_file():
+        raise ValueError(f"no store at {args.db}; make one with `serve`, `ingest` or `demo`")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port is a number from 0 to 65535, got {args.port}")
+    token = read_token(args.token_file)
+    options = dashboard_options(args.db, token, args.host, args.refresh, args.reviewer)
+    from otel_safety.dashboard.server import DashboardServer
+
+    server = DashboardServer(options, host=args.host, port=args.port)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server.start()
+    print(f"otel-safety dashboard: {server.url}/ over {Path(args.db).resolve()}", flush=True)
+    if token:
+        print(
+            "otel-safety dashboard: bearer token required; open it with ?token=<token>", flush=True
+        )
+    if args.host not in LOOPBACK:
+        print(f"otel-safety dashboard: warning: listening on {args.host}, not only this machine",
+              flush=True)  # fmt: skip
+    print("otel-safety dashboard: ready; Ctrl-C stops", flush=True)
+    stop.wait()
+    server.stop()
+    print("otel-safety dashboard: stopped", flush=True)
+    return 0

@@ -1,0 +1,1 @@
+"""Alerts marked resolved: who looked, when, and what they concluded."""

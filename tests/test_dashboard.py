@@ -1,0 +1,491 @@
+"""`otel-safety dashboard` as users run it: a process over a store from real pipeline runs,
+driven in headless Debian Chromium through WebDriver (selenium + chromedriver).
+
+Screenshots are read back for the key colours and kept in the test's folder (copied to
+$OTEL_SAFETY_SCREENSHOTS when set, to look at). Buttons are clicked for real: a resolution
+lands in the store, and an approval reaches a guard waiting for it in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from needs import require
+from PIL import Image
+from sidecar_support import ServeProcess, wait_for
+from test_queries_kit import agent_run, kit_store  # noqa: F401  (the fixture)
+
+from otel_safety import queries
+from otel_safety.bootstrap import build_engine
+from otel_safety.config import Settings
+from otel_safety.exporters.duckdb import DuckDBStore, open_store
+from otel_safety.guard.guard import Guard
+from otel_safety.guard.principals import Directory
+from otel_safety.mapping import trace_id_hex
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+pytestmark = pytest.mark.process  # the dashboard (and serve) run as the commands, processes
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "s3cret-dashboard-token"
+PAYLOAD = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
+HARD_STOP = (0x7F, 0x1D, 0x1D)
+APPROVE_GREEN = (0x15, 0x80, 0x3D)
+URL_LINE = re.compile(r"otel-safety (?:dashboard: |serve: dashboard on )(http://\S+?)/?(?: |$)")
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+
+
+class DashboardProcess:
+    """`otel-safety dashboard` in a child process on a free port, read from its output."""
+
+    def __init__(self, *args: str) -> None:
+        command = [sys.executable, "-m", "otel_safety.cli", "dashboard", "--port", "0", *args]
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        try:
+            wait_for(
+                lambda: (
+                    any("ready" in line for line in self.lines) or self.process.poll() is not None
+                ),
+                timeout=60,
+                what="the dashboard to start",
+            )
+            assert self.process.poll() is None, "\n".join(self.lines)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = next(m.group(1) for line in self.lines if (m := URL_LINE.search(line)))
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        return self.process.returncode
+
+
+@pytest.fixture(scope="module")
+def store(kit_store, tmp_path_factory):  # noqa: F811
+    """The SQL kit's store (an eval sample and scripted runs), copied so actions may write,
+    plus one run whose tool call carries HTML as an attacker would send it."""
+    source, traces = kit_store
+    db = tmp_path_factory.mktemp("dashboard") / "store.duckdb"
+    shutil.copy(source, db)
+    engine = build_engine(
+        Settings.resolve(db_path=str(db), detectors=["scope_escalation"]),
+        [DuckDBStore(db, hold=True)],
+        background=False,
+    )
+    spans = agent_run(
+        "docs-svc", "<b>docs</b>-assistant", "mallory", "Summarize the README", "run_shell",
+        {"command": f"rm -rf build {PAYLOAD}"}, "removed", "Done.", "2024-03-03T10:00:00",
+    )  # fmt: skip
+    engine.process(spans)
+    engine.shutdown()
+    return db, {**traces, "html": trace_id_hex(spans[0].context.trace_id)}
+
+
+@pytest.fixture(scope="module")
+def dashboard(store):
+    db, _ = store
+    token_file = db.parent / "token"
+    token_file.write_text(TOKEN + "\n")
+    server = DashboardProcess(
+        "--db", str(db), "--token-file", str(token_file), "--refresh", "1", "--reviewer", "tester"
+    )
+    yield server
+    assert server.stop() == 0, "\n".join(server.lines)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    require(chromium is not None, "chromium (Debian package chromium)")
+    require(driver_path is not None, "chromedriver (Debian package chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for argument in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--hide-scrollbars", "--window-size=1280,2200",
+        f"--user-data-dir={tmp_path_factory.mktemp('profile')}",
+    ):  # fmt: skip
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=str(driver_path)), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def wait(driver: Any, timeout: float = 30.0) -> WebDriverWait:
+    return WebDriverWait(driver, timeout)
+
+
+# The panels are replaced by every live refresh, so the page is read in one script each time
+# (no element handle to go stale) and a click finds its element afresh until it lands.
+def texts(driver: Any, css: str) -> list[str]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), e => e.innerText)", css
+    )
+
+
+def attrs(driver: Any, css: str, name: str) -> list[str | None]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), "
+        "e => e.getAttribute(arguments[1]))",
+        css,
+        name,
+    )
+
+
+def cells(driver: Any, rows_css: str) -> list[list[str]]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), "
+        "r => Array.from(r.querySelectorAll('td'), c => c.innerText.trim()))",
+        rows_css,
+    )
+
+
+def click(driver: Any, css: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            driver.find_element(By.CSS_SELECTOR, css).click()
+            return
+        except (StaleElementReferenceException, NoSuchElementException):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def kit(db: Path, name: str, **params: str) -> list[dict[str, Any]]:
+    with open_store(db, wait=20) as con:  # the dashboard holds it for moments: wait them out
+        columns, rows = queries.run(con, queries.resolve_sql(name), params)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def screenshot(driver: Any, path: Path) -> Image.Image:
+    driver.save_screenshot(str(path))
+    shots = os.environ.get("OTEL_SAFETY_SCREENSHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(shots) / path.name)
+    return Image.open(path).convert("RGB")
+
+
+def has_colour(image: Image.Image, colour: tuple[int, int, int], at_least: int = 50) -> bool:
+    found = sum(
+        n
+        for n, pixel in image.getcolors(maxcolors=1 << 24) or []
+        if all(abs(a - b) <= 8 for a, b in zip(pixel, colour, strict=True))
+    )
+    return found >= at_least
+
+
+def open_dashboard(browser: Any, dashboard: DashboardProcess) -> None:
+    browser.get(f"{dashboard.url}/?token={TOKEN}")
+    wait(browser).until(ec.presence_of_element_located((By.ID, "escalation-chart")))
+
+
+# --- the HTTP surface ---------------------------------------------------------------------
+
+
+def test_the_token_is_required_and_a_browser_gets_a_session_cookie(dashboard):
+    url = dashboard.url
+    refused = httpx.get(f"{url}/")
+    assert refused.status_code == 401 and "?token=" in refused.text
+    assert httpx.get(f"{url}/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.get(f"{url}/panel/flagged?token=wrong").status_code == 401
+    page = httpx.get(f"{url}/", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert page.status_code == 200 and 'id="flagged-panel"' in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    login = httpx.get(f"{url}/panel/flagged?token={TOKEN}&resolved=1")
+    assert login.status_code == 303
+    assert login.headers["location"] == "/panel/flagged?resolved=1"  # the token left behind
+    cookie = login.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
+    session = cookie.split(";")[0]
+    assert httpx.get(f"{url}/panel/flagged", headers={"Cookie": session}).status_code == 200
+    rebound = httpx.get(
+        f"{url}/", headers={"Authorization": f"Bearer {TOKEN}", "Host": "evil.test"}
+    )
+    assert rebound.status_code == 400  # a rebound DNS name is not this dashboard
+
+
+def test_actions_refuse_requests_another_site_could_make(dashboard, store):
+    db, traces = store
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    target = f"{dashboard.url}/trace/{traces['r3']}/resolve"
+    form = {"by": "mallory", "note": "forged"}
+    assert httpx.post(target, data=form, headers=bearer).status_code == 403  # a plain form
+    cross = {**bearer, "HX-Request": "true", "Origin": "http://evil.test"}
+    assert httpx.post(target, data=form, headers=cross).status_code == 403
+    assert httpx.post(f"{dashboard.url}/approvals/safety-1/approve", data=form).status_code == 401
+    with open_store(db, wait=20) as con:
+        assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
+
+
+def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard, store):
+    db, traces = store
+    htmx = {"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"}
+    target = f"{dashboard.url}/trace/{traces['r3']}/resolve"
+    nameless = httpx.post(target, data={"by": " ", "note": "x"}, headers=htmx)
+    assert nameless.status_code == 200 and "say who resolves it" in nameless.text
+    assert 'id="resolve-form"' in nameless.text  # the form stays to try again
+    wrong = httpx.post(target, data={"by": "dana", "detector": "deception"}, headers=htmx)
+    assert "detector &#39;deception&#39; did not fire on trace" in wrong.text
+    with open_store(db, wait=20) as con:
+        assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
+
+
+# --- the pages in the browser -------------------------------------------------------------
+
+
+@pytest.mark.browser
+def test_every_panel_shows_the_store_and_nothing_the_agents_sent_runs(dashboard, store, browser):
+    db, traces = store
+    open_dashboard(browser, dashboard)
+    for table in ("flagged-table", "audit-by-requester", "audit-by-tool", "behaviour-table"):
+        wait(browser).until(ec.presence_of_element_located((By.ID, table)))
+    shown = attrs(browser, "#flagged-table tbody tr", "data-trace")
+    assert shown == [r["trace_id"] for r in kit(db, "flagged_traces", limit_rows="50")]
+    Select(browser.find_element(By.ID, "flagged-limit")).select_by_value("1000")
+    everything = {r["trace_id"] for r in kit(db, "flagged_traces", limit_rows="1000")}
+    assert len(everything) > 50
+    wait(browser).until(
+        lambda d: set(attrs(d, "#flagged-table tbody tr", "data-trace")) == everything
+    )
+    assert traces["r1"] in everything and traces["html"] in everything
+    assert traces["r2"] not in everything
+    assert browser.title == "otel-safety dashboard"  # the payload did not run
+    assert not browser.find_elements(By.CSS_SELECTOR, "main img")
+    assert any("<b>docs</b>-assistant" in t for t in texts(browser, "#flagged-table td"))
+    [still_open] = [t for t in texts(browser, "#totals .total") if "open flagged traces" in t]
+    assert int(still_open.split()[0].replace(",", "")) == len(
+        kit(db, "flagged_traces", limit_rows="100000")
+    )
+    mallory = next(c for c in cells(browser, "#audit-by-requester tbody tr") if c[0] == "mallory")
+    assert mallory[4] == "2", mallory  # blocked
+    behaviour = cells(browser, "#behaviour-table tbody tr")
+    assert len(behaviour) == len(kit(db, "behavior_indicators")) > 0
+    bars = browser.find_elements(By.CSS_SELECTOR, "#escalation-chart rect.bar.level-HARD_STOP")
+    assert bars
+    image = screenshot(browser, db.parent / "dashboard.png")
+    assert has_colour(image, HARD_STOP), "no HARD_STOP bar or badge on the page"
+
+
+@pytest.mark.browser
+def test_the_audit_panel_filters_by_requester_and_tool(dashboard, store, browser):
+    open_dashboard(browser, dashboard)
+    wait(browser).until(ec.presence_of_element_located((By.ID, "audit-table")))
+    Select(browser.find_element(By.NAME, "requester")).select_by_value("mallory")
+    wait(browser).until(
+        lambda d: (rows := audit_rows(d)) and {requester for *_, requester in rows} == {"mallory"}
+    )
+    Select(browser.find_element(By.NAME, "tool")).select_by_value("run_sql")
+    wait(browser).until(lambda d: audit_rows(d) == [("BLOCK", "run_sql", "mallory")])
+    time.sleep(2.5)  # two live refreshes later the filter still holds
+    assert audit_rows(browser) == [("BLOCK", "run_sql", "mallory")]
+
+
+def audit_rows(driver: Any) -> list[tuple[str, ...]]:
+    """(verdict, tool, requester) of each row of the decisions table."""
+    return [(c[1], c[3], c[4]) for c in cells(driver, "#audit-table tbody tr") if len(c) > 4]
+
+
+@pytest.mark.browser
+def test_a_trace_shows_its_evidence_and_span_tree_and_resolve_records_who(
+    dashboard, store, browser
+):
+    db, traces = store
+    shell = traces["r1"]
+    open_dashboard(browser, dashboard)
+    Select(browser.find_element(By.ID, "flagged-limit")).select_by_value("1000")
+    wait(browser).until(lambda d: attrs(d, f'a[href="/trace/{shell}"]', "href"))
+    click(browser, f'#flagged-table a[href="/trace/{shell}"]')
+    wait(browser).until(ec.presence_of_element_located((By.ID, "span-table")))
+    evidence = browser.find_elements(By.CSS_SELECTOR, "#findings blockquote.evidence")
+    assert any("rm -rf build" in e.text for e in evidence)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#span-table tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text.split(" ")[0] for r in rows][:1] == [
+        "invoke_agent"
+    ]
+    flagged = browser.find_elements(By.CSS_SELECTOR, "#span-table tr.flagged")
+    assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in flagged] == ["run_shell"]
+    root_pad = rows[0].find_element(By.TAG_NAME, "td").value_of_css_property("padding-left")
+    child_pad = flagged[0].find_element(By.TAG_NAME, "td").value_of_css_property("padding-left")
+    assert float(child_pad.rstrip("px")) > float(root_pad.rstrip("px"))  # drawn as a tree
+    assert "open" in browser.find_element(By.ID, "resolution-status").text
+
+    actor = browser.find_element(By.ID, "actor")
+    actor.clear()
+    actor.send_keys("dana")
+    browser.find_element(By.NAME, "note").send_keys("the build folder; expected")
+    browser.find_element(By.ID, "resolve-button").click()
+    wait(browser).until(
+        ec.text_to_be_present_in_element((By.ID, "resolution-status"), "resolved by dana")
+    )
+    screenshot(browser, db.parent / "trace.png")
+    with open_store(db, wait=20) as con:
+        stored = con.execute(
+            "SELECT detector, resolved, resolved_by, resolution_notes FROM resolutions "
+            "WHERE trace_id = ?",
+            [shell],
+        ).fetchall()
+    assert stored == [(None, True, "dana", "the build folder; expected")]
+
+    open_dashboard(browser, dashboard)
+    Select(browser.find_element(By.ID, "flagged-limit")).select_by_value("1000")
+    wait(browser).until(lambda d: traces["r3"] in attrs(d, "#flagged-table tbody tr", "data-trace"))
+    assert shell not in attrs(browser, "#flagged-table tbody tr", "data-trace")
+    click(browser, "#show-resolved")
+    resolved_row = f'#flagged-table tr.resolved[data-trace="{shell}"]'
+    wait(browser).until(lambda d: texts(d, resolved_row))
+    assert "resolved by dana" in texts(browser, resolved_row)[0]
+
+
+def _ask_in_thread(guard: Guard, command: str, results: dict[str, Any]) -> threading.Thread:
+    def ask() -> None:
+        results[command] = guard.check_tool_call(
+            "run_shell", {"command": command}, "alice", record=False, pace=False
+        )
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.browser
+def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, browser):
+    db, _ = store
+    guard = Guard(Directory(), approvals=str(db), approval_timeout=120)
+    results: dict[str, Any] = {}
+    try:
+        approved = _ask_in_thread(guard, "chmod 777 build.sh", results)
+        open_dashboard(browser, dashboard)
+        pending = "#pending-table tr[data-approval]"
+        wait(browser, 60).until(lambda d: attrs(d, pending, "data-approval"))
+        [first] = attrs(browser, pending, "data-approval")
+        [text] = texts(browser, pending)
+        assert "chmod 777 build.sh" in text and "alice" in text
+        assert approved.is_alive()  # the guard is still waiting for a person
+        image = screenshot(browser, db.parent / "approvals.png")
+        assert has_colour(image, APPROVE_GREEN), "no Approve button on the page"
+        actor = browser.find_element(By.ID, "actor")  # the header is never replaced
+        actor.clear()
+        actor.send_keys("lee")
+        click(browser, f'tr[data-approval="{first}"] button.approve')
+        approved.join(30)
+        assert not approved.is_alive(), "the guard did not hear the approval"
+        verdict = results["chmod 777 build.sh"]
+        assert (verdict.approval, verdict.decision.value) == ("approved", "ALLOW")
+        wait(browser).until(ec.presence_of_element_located((By.ID, "decided-table")))
+
+        denied = _ask_in_thread(guard, "chmod 777 deploy.sh", results)
+        wait(browser, 60).until(lambda d: any("deploy.sh" in t for t in texts(d, pending)))
+        [second] = attrs(browser, pending, "data-approval")
+        click(browser, f'tr[data-approval="{second}"] button.deny')
+        denied.join(30)
+        assert not denied.is_alive(), "the guard did not hear the denial"
+        verdict = results["chmod 777 deploy.sh"]
+        assert verdict.approval == "denied" and verdict.blocked
+        answered = f'#decided-table tr[data-approval="{second}"]'
+        wait(browser).until(lambda d: texts(d, answered))
+        assert not attrs(browser, pending, "data-approval")  # answered, so no longer pending
+        assert "denied" in texts(browser, answered)[0] and "lee" in texts(browser, answered)[0]
+        browser.execute_script("document.getElementById('approvals').scrollIntoView()")
+        screenshot(browser, db.parent / "approvals-answered.png")
+        again = httpx.post(
+            f"{dashboard.url}/approvals/{first}/deny",
+            data={"by": "someone"},
+            headers={"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"},
+        )
+        assert again.status_code == 200 and f"{first} was already approved by lee" in again.text
+    finally:
+        guard.close()
+    with open_store(db, wait=20) as con:
+        answers = con.execute(
+            "SELECT id, status, decided_by FROM approvals WHERE id IN (?, ?) ORDER BY seq",
+            [first, second],
+        ).fetchall()
+    assert answers == [(first, "approved", "lee"), (second, "denied", "lee")]
+
+
+# --- beside serve -------------------------------------------------------------------------
+
+
+def test_serve_dashboard_shows_what_serve_stores_with_the_same_token(tmp_path):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from sidecar_support import run_agent
+
+    db = tmp_path / "served.duckdb"
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    args = ("--db", str(db), "--decision-wait", "1", "--token-file", str(token_file),
+            "--dashboard", "--dashboard-port", "0", "--workers", "0")  # fmt: skip
+    with ServeProcess(*args) as serve:
+        url = next(m.group(1) for line in serve.lines if (m := URL_LINE.search(line)))
+        assert httpx.get(f"{url}/panel/flagged").status_code == 401
+        exporter = OTLPSpanExporter(
+            endpoint=f"{serve.http_url}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        run_agent(exporter, "served-app")
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        page = wait_for(
+            lambda: (
+                (panel := httpx.get(f"{url}/panel/flagged", headers=bearer, timeout=30)).status_code
+                == 200
+                and "repo-assistant" in panel.text
+                and panel.text
+            ),
+            timeout=60,
+            what="the served trace on the dashboard",
+        )
+        assert "HARD_STOP" in page
+        trace_id = re.search(r'data-trace="([0-9a-f]{32})"', page).group(1)
+        resolved = httpx.post(
+            f"{url}/trace/{trace_id}/resolve",
+            data={"by": "ops", "note": "seen"},
+            headers={**bearer, "HX-Request": "true"},
+            timeout=30,
+        )
+        assert resolved.status_code == 200 and "resolved</span> by ops at" in resolved.text
+        assert serve.stop() == 0, serve.output
+    assert kit(db, "flagged_traces") == []
+    assert len(kit(db, "flagged_traces", include_resolved="true")) == 1

@@ -1,0 +1,88 @@
+"""The dashboard without a browser: the span tree on hostile input, the resolution rule it
+shares with the `flagged_traces` query, reads beside the writer, the missing extra."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from otel_safety.cli import main
+from otel_safety.dashboard.data import open_alerts, span_tree
+
+
+def _span(span_id: str, parent: str | None) -> dict:
+    return {"span_id": span_id, "parent_span_id": parent, "name": span_id}
+
+
+def test_the_span_tree_is_depth_first_and_shows_every_span_once():
+    spans = [
+        _span("root", None),
+        _span("a", "root"),
+        _span("a1", "a"),
+        _span("b", "root"),
+        _span("orphan", "gone"),  # its parent never reached the store
+        _span("x", "y"),  # a parent cycle: no root leads here
+        _span("y", "x"),
+    ]
+    tree = span_tree(spans, [{"span_id": "a1", "detector": "injection"}])
+    assert [(n.span["span_id"], n.depth) for n in tree[:5]] == [
+        ("root", 0), ("a", 1), ("a1", 2), ("b", 1), ("orphan", 0),
+    ]  # fmt: skip
+    assert sorted(n.span["span_id"] for n in tree) == sorted(s["span_id"] for s in spans)
+    assert [f["detector"] for n in tree for f in n.findings] == ["injection"]
+
+
+def _resolution(detector: str | None, resolved: bool) -> dict:
+    return {"detector": detector, "resolved": resolved}
+
+
+@pytest.mark.parametrize(
+    ("history", "still_open", "resolved"),
+    [
+        ([], ["deception", "injection"], False),
+        ([_resolution("injection", True)], ["deception"], False),
+        ([_resolution("injection", True), _resolution("deception", True)], [], True),
+        ([_resolution("injection", False), _resolution("injection", True)],
+         ["deception", "injection"], False),  # newest first: reopened after resolving
+        ([_resolution(None, True)], [], True),
+        ([_resolution(None, False), _resolution(None, True)], ["deception", "injection"], False),
+    ],
+)  # fmt: skip
+def test_open_alerts_follow_the_latest_resolution(history, still_open, resolved):
+    fired = [{"detector": "injection"}, {"detector": "deception"}, {"detector": "injection"}]
+    assert open_alerts(fired, history) == (still_open, resolved)
+
+
+def test_reads_in_the_writing_process_leave_the_writer_its_file(tmp_path):
+    """In `serve --dashboard` the store's writer opens the file about once a second while
+    pages are read: a read-only connection would refuse it; one like the writer's shares."""
+    import duckdb
+
+    from otel_safety.dashboard.data import read
+    from otel_safety.exporters.duckdb import DuckDBStore, connect_store
+
+    db = tmp_path / "s.duckdb"
+    DuckDBStore(db).shutdown()
+
+    def write_meanwhile(con):
+        writer = connect_store(db)  # as DuckDBStore opens it for a batch
+        writer.execute("INSERT INTO labels (trace_id, detector, label) VALUES ('t', 'd', true)")
+        writer.close()
+        return con.execute("SELECT count(*) FROM labels").fetchone()[0]
+
+    assert read(db, write_meanwhile, beside_writer=True) == 1
+    with pytest.raises(duckdb.ConnectionException, match="different configuration"):
+        read(db, write_meanwhile)  # a standalone dashboard reads read-only: not in `serve`
+
+
+def test_without_the_dashboard_extra_the_command_says_what_to_install(
+    tmp_path, monkeypatch, capsys
+):
+    from otel_safety.exporters.duckdb import DuckDBStore
+
+    db = tmp_path / "s.duckdb"
+    DuckDBStore(db).shutdown()
+    monkeypatch.setitem(sys.modules, "starlette", None)  # as if not installed
+    assert main(["dashboard", "--db", str(db), "--port", "0"]) == 1
+    assert "pip install 'otel-safety[dashboard]'" in capsys.readouterr().err
