@@ -61,6 +61,7 @@ def judged(spans: list, workers: int) -> tuple[dict[tuple[int, int], tuple], obj
     return verdicts, pipeline
 
 
+@pytest.mark.process
 def test_a_pool_of_two_judges_every_trace_as_the_engine_thread_does():
     spans = recorded_runs(conversations=8)
     alone, _ = judged(spans, workers=0)
@@ -117,6 +118,7 @@ def _ingest(tmp_path: Path, *args: str, env: dict[str, str] | None = None):
     return result, db
 
 
+@pytest.mark.process
 def test_ingest_with_workers_stores_what_ingest_in_one_process_stores(tmp_path):
     in_process, one_db = _ingest(tmp_path, "--workers", "0")
     pooled, pool_db = _ingest(tmp_path, "--workers", "2")
@@ -130,6 +132,7 @@ def test_ingest_with_workers_stores_what_ingest_in_one_process_stores(tmp_path):
         assert expected and pool.execute(query).fetchall() == expected
 
 
+@pytest.mark.process
 def test_ingest_names_a_data_file_its_workers_cannot_compile_and_keeps_no_store(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -142,11 +145,13 @@ def test_ingest_names_a_data_file_its_workers_cannot_compile_and_keeps_no_store(
     assert not db.exists()
 
 
+@pytest.mark.process
 def test_workers_must_be_a_count(tmp_path):
     result, _ = _ingest(tmp_path, "--workers", "-1")
     assert result.returncode == 2 and "expected 0 or more, got -1" in result.stderr
 
 
+@pytest.mark.process
 def test_serve_with_two_workers_judges_and_stores_every_run(tmp_path):
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from sidecar_support import ServeProcess, run_agent

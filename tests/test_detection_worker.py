@@ -89,6 +89,7 @@ def test_spans_travel_to_the_worker_and_back_unchanged(span_factory):
         assert copy.status.status_code == original.status.status_code
 
 
+@pytest.mark.process
 def test_traces_are_judged_in_a_child_process_and_stored(in_process):
     provider, engine, exporter = in_process
     assert isinstance(engine.pipeline, ProcessPipeline)
@@ -108,6 +109,7 @@ def test_traces_are_judged_in_a_child_process_and_stored(in_process):
         assert ("tool_guard",) in fired.fetchall()
 
 
+@pytest.mark.process
 def test_the_child_stops_with_the_engine(tmp_path):
     processor = create_processor(str(tmp_path / "s.duckdb"), otlp=False, detection="process")
     provider = TracerProvider()
@@ -120,6 +122,7 @@ def test_the_child_stops_with_the_engine(tmp_path):
     assert child.wait(timeout=30) is not None
 
 
+@pytest.mark.process
 def test_starting_the_child_does_not_wait_for_its_detectors(tmp_path):
     """Start-up only launches the child; the first batch waits for it to be ready, so a
     shutdown with nothing judged never waits for the detectors to compile."""
@@ -135,6 +138,7 @@ def test_starting_the_child_does_not_wait_for_its_detectors(tmp_path):
     assert not pipeline.in_process  # closing is not a failure
 
 
+@pytest.mark.process
 def test_a_killed_child_falls_back_to_judging_here_without_losing_traces(in_process, caplog):
     provider, engine, exporter = in_process
     agent_run(provider, "ls")

@@ -103,6 +103,7 @@ def test_a_missing_extension_build_is_a_clear_error(monkeypatch):
     assert f"installs duckdb {ducklake.lake_pins()['duckdb']}" in str(raised.value)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("duckdb_version", ["installed", "9.9.9"])
 def test_query_lake_without_the_extension_suggests_only_pins_the_extra_has(duckdb_version):
     pins = ducklake.lake_pins()

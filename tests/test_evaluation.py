@@ -162,6 +162,7 @@ def test_eval_stores_findings_and_labels_and_reports_them(shared_data, tmp_path)
     assert report.row("scope_escalation", "all external").counts == row.counts
 
 
+@pytest.mark.process
 def test_eval_command_json_output(shared_data, tmp_path):
     done = subprocess.run(
         [
@@ -192,6 +193,7 @@ def test_eval_command_json_output(shared_data, tmp_path):
     assert {r["dataset"] for r in report["rows"]} >= {"bipia", "direct_injection"}
 
 
+@pytest.mark.process
 def test_eval_scores_each_group_with_judges_fitted_without_it(shared_data, tmp_path):
     done = subprocess.run(
         [
@@ -234,6 +236,7 @@ def test_detectors_that_only_annotate_get_no_firing_rate(shared_data):
     assert set(report.unlabelled) == {("injection", "xstest")}
 
 
+@pytest.mark.process
 def test_readme_figures_are_a_fresh_eval_run(shared_data):
     """The README's table is command output: a detector change must regenerate it."""
     from pathlib import Path
@@ -248,6 +251,7 @@ def test_readme_figures_are_a_fresh_eval_run(shared_data):
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.process
 def test_eval_replaces_its_own_store_and_checks_its_arguments(shared_data, tmp_path):
     db = tmp_path / "e.duckdb"
     command = [

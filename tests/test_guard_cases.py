@@ -427,6 +427,7 @@ def _readme_snippets() -> list[tuple[str, str]]:
     return list(zip(scripts, shown, strict=True))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("index", range(len(SETS)))
 def test_readme_counts_are_what_its_command_prints(index):
     """The README's figures come from its own snippets; a data change must refresh them."""

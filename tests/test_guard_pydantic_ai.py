@@ -61,6 +61,7 @@ def _agent(provider, shell: Shell, steps, capability) -> Agent:
     return Agent(scripted_model(steps), name="ops-agent", tools=[shell.run_shell], **kwargs)
 
 
+@pytest.mark.process
 def test_rm_rf_is_blocked_before_the_tool_runs_and_shows_on_the_trace(
     tmp_path: Path, home: Path
 ) -> None:
@@ -100,6 +101,7 @@ def test_rm_rf_is_blocked_before_the_tool_runs_and_shows_on_the_trace(
     assert fired == (True, "HARD_STOP")
 
 
+@pytest.mark.process
 def test_guard_decisions_carry_the_genai_guardrail_convention(tmp_path: Path, home: Path) -> None:
     db = tmp_path / "conv.duckdb"
     provider = configure(str(db), install=False, otlp=False, decision_wait=0.5)
@@ -169,6 +171,7 @@ def test_an_approved_call_records_the_warn_verdict_and_the_allow_action() -> Non
     )
 
 
+@pytest.mark.process
 def test_on_block_raise_stops_the_run(tmp_path: Path, home: Path) -> None:
     shell = Shell(home)
     provider = configure(str(tmp_path / "s.duckdb"), install=False, otlp=False, store=False)
@@ -181,6 +184,7 @@ def test_on_block_raise_stops_the_run(tmp_path: Path, home: Path) -> None:
     assert shell.ran == []
 
 
+@pytest.mark.process
 def test_approver_allows_a_warned_call_and_its_answer_is_cached(tmp_path: Path, home: Path) -> None:
     asked: list[str] = []
 
@@ -221,6 +225,7 @@ def test_unanswered_approval_expires_and_counts_as_denied() -> None:
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.process
 def test_spoofed_owner_name_is_blocked_inline(tmp_path: Path, home: Path) -> None:
     guard = Guard(principals())
     shell = Shell(home)
@@ -236,6 +241,7 @@ def test_spoofed_owner_name_is_blocked_inline(tmp_path: Path, home: Path) -> Non
     assert owner.decision.value == "ALLOW"
 
 
+@pytest.mark.process
 def test_guarded_agent_example_runs_and_records_the_block(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[1] / "examples" / "guarded_agent.py"
     db = tmp_path / "example.duckdb"

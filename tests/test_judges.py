@@ -144,6 +144,7 @@ def test_the_model_card_is_the_training_run_that_wrote_the_judge():
     assert float(cells[6]) == pytest.approx(figures["f1"], abs=6e-4)
 
 
+@pytest.mark.process
 def test_the_training_script_says_when_its_data_is_missing(tmp_path, shared_data):
     done = subprocess.run(
         [

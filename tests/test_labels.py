@@ -156,6 +156,7 @@ def test_unknown_traces_are_kept_only_when_asked(store, tmp_path):
     assert labels.import_labels(db, path, allow_unknown_traces=True).added == 1
 
 
+@pytest.mark.process
 def test_label_command_records_a_hand_label_and_the_latest_is_in_force(store, tmp_path):
     db, (t1, t2, _), _ = store
     first = run_cli("label", t1, "over_refusal", "true", "--db", str(db), "--note", "refused")
@@ -187,6 +188,7 @@ def test_label_command_records_a_hand_label_and_the_latest_is_in_force(store, tm
     assert len(_labels(db)) == 5
 
 
+@pytest.mark.process
 def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path):
     db, (t1, t2, t3), _ = store
     good = tmp_path / "good.csv"

@@ -66,6 +66,7 @@ def _flagged(db: Path) -> list[tuple[str, str, str]]:
         ).fetchall()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("settings", "args"),
     [
@@ -118,6 +119,7 @@ def test_openai_v2_content_sent_as_log_records_is_judged(tmp_path, settings, arg
     assert guard[0]["attributes"][sc.OTEL_SAFETY_FINDING_ESCALATION_LEVEL] == "HARD_STOP"
 
 
+@pytest.mark.process
 def test_openai_v2_without_content_capture_is_named_not_judged_safe(tmp_path, capsys):
     """At the instrumentation's defaults nothing carries content: the chat spans say so in
     the store's notes and in `status` instead of passing as judged and clean."""

@@ -53,6 +53,7 @@ def _converse(tmp_path: Path, turns: list[str], conversation: str) -> list[tuple
         ).fetchall()
 
 
+@pytest.mark.process
 def test_gradual_pivot_escalates_by_the_end(tmp_path: Path) -> None:
     rows = _converse(tmp_path, PIVOT, "pivot-1")
     assert len(rows) == len(PIVOT)
@@ -66,6 +67,7 @@ def test_gradual_pivot_escalates_by_the_end(tmp_path: Path) -> None:
     assert EscalationLevel.parse(rows[-1][1]) >= EscalationLevel.SOFT_STOP
 
 
+@pytest.mark.process
 def test_natural_topic_change_stays_at_warn_or_below(tmp_path: Path) -> None:
     rows = _converse(tmp_path, TRIP, "trip-1")
     assert len(rows) == len(TRIP)
@@ -74,6 +76,7 @@ def test_natural_topic_change_stays_at_warn_or_below(tmp_path: Path) -> None:
     assert all(EscalationLevel.parse(row[1]) <= EscalationLevel.WARN for row in rows)
 
 
+@pytest.mark.process
 def test_the_same_turns_in_separate_conversations_never_accumulate(tmp_path: Path) -> None:
     db = tmp_path / "apart.duckdb"
     provider = configure(str(db), install=False, otlp=False, decision_wait=0.5)

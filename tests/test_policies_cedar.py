@@ -177,6 +177,7 @@ def test_a_decision_annotation_that_says_what_the_policy_does_is_accepted(
     assert levels["benign"][0] == "NONE"
 
 
+@pytest.mark.process
 def test_the_runnable_example_prints_its_levels() -> None:
     out = subprocess.run(
         [sys.executable, str(EXAMPLES / "run_policy.py")],
@@ -207,6 +208,7 @@ def eval_levels(shared_data: Path, db: Path, policy: Path | None) -> dict[str, s
     return levels
 
 
+@pytest.mark.process
 def test_policies_in_the_default_engine_give_identical_levels_on_the_eval_store(
     shared_data, tmp_path
 ) -> None:

@@ -562,6 +562,7 @@ def test_bad_parameter_values_are_clear_errors(kit_store, name, params, message)
         run(db, name, **params)
 
 
+@pytest.mark.process
 def test_kit_queries_run_through_the_cli(kit_store):
     db, _ = kit_store
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}

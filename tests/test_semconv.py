@@ -52,6 +52,7 @@ def _raw_attributes() -> dict[str, dict]:
     }
 
 
+@pytest.mark.process
 def test_generated_files_are_up_to_date() -> None:
     result = subprocess.run(
         [sys.executable, str(GENERATOR), "--check"],

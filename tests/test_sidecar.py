@@ -82,6 +82,7 @@ def assert_stored_run(sidecar) -> int:
     return len(spans)
 
 
+@pytest.mark.process
 def test_grpc_exporter_spans_land_annotated_in_duckdb_and_at_the_next_hop(tmp_path):
     with GrpcNextHop() as hop:
         sidecar = make_sidecar(tmp_path, forward_endpoint=hop.endpoint, forward_protocol="grpc")
@@ -98,6 +99,7 @@ def test_grpc_exporter_spans_land_annotated_in_duckdb_and_at_the_next_hop(tmp_pa
         assert counts["spans_flagged"] >= 1 and counts["spans_rejected"] == 0
 
 
+@pytest.mark.process
 def test_http_exporter_with_gzip_lands_annotated_and_forwards_over_http(tmp_path):
     with HttpNextHop() as hop:
         sidecar = make_sidecar(
@@ -116,6 +118,7 @@ def test_http_exporter_with_gzip_lands_annotated_and_forwards_over_http(tmp_path
         assert len(forwarded) == stored == sidecar.counts()["spans_forwarded"]
 
 
+@pytest.mark.process
 def test_otlp_json_with_gzip_is_answered_in_json(tmp_path, span_factory):
     spans = span_factory.agent_run(answer="fine")
     body = gzip.compress(json.dumps(request_to_json(spans)).encode())
@@ -132,6 +135,7 @@ def test_otlp_json_with_gzip_is_answered_in_json(tmp_path, span_factory):
     assert stored == sorted((format(s.context.span_id, "016x"),) for s in spans)
 
 
+@pytest.mark.process
 def test_spans_with_unusable_ids_are_rejected_as_partial_success(tmp_path, span_factory):
     good = span_factory.plain("GET /ok")
     bad = span_factory.plain("GET /bad")
@@ -177,6 +181,7 @@ class Gate:
         self.opened.set()
 
 
+@pytest.mark.process
 def test_a_saturated_pipeline_pushes_back_and_the_exporters_retry(tmp_path, span_factory):
     gate = Gate()
     sidecar = make_sidecar(tmp_path, queue_size=4, retry_after=1.0, extra_sinks=[gate])
@@ -223,6 +228,7 @@ def test_a_saturated_pipeline_pushes_back_and_the_exporters_retry(tmp_path, span
     assert sidecar.metrics.get("requests", transport="grpc", outcome="saturated") == 1
 
 
+@pytest.mark.process
 def test_stop_drains_buffered_traces_to_the_store_and_the_next_hop(tmp_path, span_factory):
     child, _root = span_factory.agent_run()  # the root never arrives: only a flush releases it
     with GrpcNextHop() as hop:
@@ -240,6 +246,7 @@ def test_stop_drains_buffered_traces_to_the_store_and_the_next_hop(tmp_path, spa
         assert [span.name for span in hop.spans()] == ["chat model"]
 
 
+@pytest.mark.process
 def test_draining_refuses_new_work_with_retryable_statuses(tmp_path, span_factory):
     with make_sidecar(tmp_path) as sidecar:
         assert httpx.get(f"{sidecar.http_url}/health").json()["status"] == "ok"
@@ -262,6 +269,7 @@ def test_draining_refuses_new_work_with_retryable_statuses(tmp_path, span_factor
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+@pytest.mark.process
 def test_metrics_endpoint_counts_in_prometheus_text(tmp_path, span_factory):
     with make_sidecar(tmp_path) as sidecar:
         for _ in range(2):
@@ -288,6 +296,7 @@ def test_metrics_endpoint_counts_in_prometheus_text(tmp_path, span_factory):
     assert series["otel_safety_sidecar_engine_traces_evaluated_total"] == "2"
 
 
+@pytest.mark.process
 def test_bearer_token_is_required_on_both_transports(tmp_path, span_factory):
     with make_sidecar(tmp_path, token=TOKEN) as sidecar:
         auth = {"authorization": f"Bearer {TOKEN}"}
@@ -321,6 +330,7 @@ def test_bearer_token_is_required_on_both_transports(tmp_path, span_factory):
     assert names == {"http ok", "grpc ok"}
 
 
+@pytest.mark.process
 def test_tls_on_both_transports(tmp_path, span_factory, monkeypatch):
     require(shutil.which("openssl") is not None, "openssl (Debian package openssl)")
     # requests lets these variables override the exporter's own certificate_file.

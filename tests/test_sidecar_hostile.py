@@ -237,6 +237,7 @@ def test_garbage_instead_of_http_and_unknown_paths(sidecar, good):
     good(sidecar)
 
 
+@pytest.mark.process
 def test_too_many_connections_get_503_and_the_slots_come_back(tmp_path, span_factory):
     settings = Settings.resolve(
         environ={}, db_path=str(tmp_path / "s.duckdb"), detectors=["scope_escalation"]
@@ -336,6 +337,7 @@ def test_missing_or_wrong_token_is_refused_on_both_transports(guarded, span_fact
     assert httpx.get(f"{guarded.http_url}/health").status_code == 200
 
 
+@pytest.mark.process
 def test_slow_loris_heads_give_way_to_real_clients(tmp_path, span_factory):
     """Every slot held by a client trickling its request head: a real exporter still gets
     through (it takes the place of the longest-waiting head), and the listen backlog is real."""
@@ -366,6 +368,7 @@ def test_slow_loris_heads_give_way_to_real_clients(tmp_path, span_factory):
         assert small.counts()["spans_accepted"] == 6
 
 
+@pytest.mark.process
 def test_grpc_clients_past_the_in_flight_limit_are_told_to_retry(tmp_path, span_factory):
     """More concurrent exports than the workers hold: the extra ones get RESOURCE_EXHAUSTED
     with RetryInfo (retryable, as the OTLP spec asks), never a bare one the Collector drops."""

@@ -226,6 +226,7 @@ def _encode(spans) -> bytes:
     return encode_spans(spans).SerializeToString()
 
 
+@pytest.mark.process
 def test_logs_need_the_token_and_valid_requests_on_both_transports(tmp_path):
     settings = Settings.resolve(environ={}, db_path=str(tmp_path / "s.duckdb"))
     options = SidecarOptions(grpc_port=0, http_port=0, token="s3cret")

@@ -102,6 +102,7 @@ def _stored(db: str) -> set[tuple[str, str]]:
         return set(con.execute("SELECT trace_id, span_id FROM spans").fetchall())
 
 
+@pytest.mark.process
 def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
     db = str(tmp_path / "agents.duckdb")
     spans = _spans(traces=60, per_trace=5, rootless=20)
@@ -128,6 +129,7 @@ def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
     assert segments(tmp_path / "agents.duckdb.spool") == []  # all written, all released
 
 
+@pytest.mark.process
 def test_a_store_held_by_another_process_drops_nothing(tmp_path, span_factory):
     """While another process holds the store, traces wait in memory up to what the store may
     hold; beyond it the receiver refuses new requests (retryably) instead of dropping any,
@@ -189,6 +191,7 @@ def test_a_store_held_by_another_process_drops_nothing(tmp_path, span_factory):
     assert stored == {f"{run[0].context.trace_id:032x}" for run in runs}
 
 
+@pytest.mark.process
 def test_a_next_hop_that_is_down_gets_every_span_when_it_returns(tmp_path, span_factory):
     """The hop refuses connections for a while: annotated spans wait on disk (counted), and
     all arrive once it listens; nothing waits on it but the sender."""
@@ -266,6 +269,7 @@ def test_a_next_hop_that_is_down_gets_every_span_when_it_returns(tmp_path, span_
     assert sidecar.metrics.total("spans_forward_failed") == 0
 
 
+@pytest.mark.process
 def test_a_drain_cut_short_by_its_timeout_is_finished_at_the_next_start(
     tmp_path, span_factory, caplog
 ):
