@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 from pydantic_ai import Agent
 
 from otel_safety.bootstrap import configure
