@@ -75,8 +75,9 @@ def create_processor(
     are judged with their spans, and findings are emitted through it as
     `gen_ai.evaluation.result` log records; `evaluation_events` ("both", the default, "logs"
     or "spans"; OTEL_SAFETY_EVALUATION_EVENTS) says whether they go as log records, as span
-    events, or both. A trace an `active` behaviour monitor takes to HARD_STOP halts its
-    conversation in `halts` (the process's registry when None), which the guard reads.
+    events, or both. A trace an `active` behaviour monitor takes to HARD_STOP (any HARD_STOP
+    finding with OTEL_SAFETY_HALT_ON=hard_stop) halts its conversation in `halts` (the
+    process's registry when None), which the guard reads.
     """
     settings = Settings.resolve(
         db_path=db_path,
@@ -96,7 +97,8 @@ def create_processor(
         detection=detection,
         evaluation_events=evaluation_events,
     )
-    sinks: list[Sink] = [HaltSink(halts)]  # first: the halt is in force before the writes
+    # First: the halt is in force before the writes.
+    sinks: list[Sink] = [HaltSink(halts, on=settings.halt_on)]
     if settings.store:
         sinks.append(DuckDBStore(settings.db_path))
     if logger_provider is not None and settings.evaluation_events != "spans":

@@ -72,6 +72,13 @@ class Settings(BaseModel):
         description="serve: seconds a trace whose root span ended still waits for log records "
         "naming its spans, once log records arrive at all (OTEL_SAFETY_LOG_WAIT)",
     )
+    halt_on: Literal["active", "hard_stop", "off"] = Field(
+        "active",
+        description="which judged traces halt their conversation for the guard and the "
+        "pydantic-ai capability: a HARD_STOP by a behaviour monitor in active mode, any "
+        "HARD_STOP finding (tool_guard, scope_escalation, a policy), or none "
+        "(OTEL_SAFETY_HALT_ON)",
+    )
     approval_timeout: float = Field(
         300.0,
         gt=0,

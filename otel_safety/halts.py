@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HALT_RULE",
     "Halt",
+    "HaltOn",
     "HaltRegistry",
     "HaltSink",
     "default_halts",
@@ -59,15 +60,22 @@ class Halt(BaseModel):
     at: float = Field(default_factory=time.time, description="unix seconds")
 
 
-def halting_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that halt a conversation: fired, from a monitor in active mode, and set
-    at HARD_STOP by the policy (so a policy that pins a monitor lower also keeps it going)."""
+HaltOn = Literal["active", "hard_stop", "off"]
+
+
+def halting_findings(findings: Iterable[Finding], on: HaltOn = ACTIVE) -> list[Finding]:
+    """The findings that halt a conversation: fired and set at HARD_STOP by the policy (so a
+    policy that pins a detector lower also keeps the agent going); with `on="active"` (the
+    default) only a behaviour monitor's in active mode, with "hard_stop" any detector's,
+    with "off" none."""
+    if on == "off":
+        return []
     return [
         f
         for f in findings
         if f.detected
         and f.escalation >= EscalationLevel.HARD_STOP
-        and (f.details or {}).get("mode") == ACTIVE
+        and (on == "hard_stop" or (f.details or {}).get("mode") == ACTIVE)
     ]
 
 
@@ -145,13 +153,14 @@ class HaltSink:
     tool call or model request of that conversation, not to the run that was judged. A trace
     with no conversation id halts nothing (the app could not name it) and is counted."""
 
-    def __init__(self, halts: HaltRegistry | None = None) -> None:
+    def __init__(self, halts: HaltRegistry | None = None, *, on: HaltOn = ACTIVE) -> None:
         self.halts = halts if halts is not None else default_halts()
+        self.on = on
         self.stats: Counter[str] = Counter()
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
         for evaluation in evaluations:
-            halting = halting_findings(evaluation.findings)
+            halting = halting_findings(evaluation.findings, self.on)
             if not halting:
                 continue
             trajectory = evaluation.trajectory
@@ -159,7 +168,7 @@ class HaltSink:
             if not conversation:
                 self.stats["halts_without_conversation"] += 1
                 logger.warning(
-                    "otel-safety: trace %s reached HARD_STOP in active mode but names no "
+                    "otel-safety: trace %s reached a halting HARD_STOP but names no "
                     "conversation (gen_ai.conversation.id): nothing to halt",
                     evaluation.trace_id,
                 )

@@ -261,3 +261,57 @@ def test_what_a_turn_needs_is_compiled_when_the_monitors_are_built() -> None:
     secrets._families.cache_clear()
     TurnMonitors([EthicsBoundary()], halts=HaltRegistry())
     assert secrets._families.cache_info().currsize == 1  # not left to the agent's first turn
+
+
+def _shell_spans(conversation: str, command: str) -> list:
+    """A real agent trace with one shell tool call."""
+    import json
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    agent = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "ops",
+        "gen_ai.conversation.id": conversation,
+    }
+    with tracer.start_as_current_span("invoke_agent ops", attributes=agent):
+        tool = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "run_shell",
+            "gen_ai.tool.call.arguments": json.dumps({"command": command}),
+        }
+        with tracer.start_as_current_span("execute_tool run_shell", attributes=tool):
+            pass
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+@pytest.mark.parametrize(("on", "halted"), [("hard_stop", True), ("active", False), ("off", False)])
+def test_halt_on_hard_stop_halts_for_any_detectors_hard_stop(on: str, halted: bool) -> None:
+    from otel_safety.detectors.tool_guard import ToolGuardDetector
+
+    halts = HaltRegistry()
+    sink = HaltSink(halts, on=on)
+    evaluation = Pipeline([ToolGuardDetector()]).evaluate(_shell_spans("conv-rm", "rm -rf /"))
+    sink.write([evaluation])
+    assert evaluation.level is EscalationLevel.HARD_STOP  # the verdict is the same either way
+    halt = halts.get("conv-rm")
+    assert (halt is not None) is halted
+    if halt is not None:
+        assert halt.detectors == ["tool_guard"] and "tool_guard" in halt.reason
+        verdict = Guard(Directory(), halts=halts).check_tool_call(
+            "read_file", {"path": "notes.txt"}, conversation="conv-rm"
+        )
+        assert verdict.blocked and verdict.rule_ids[0] == HALT_RULE
+
+
+def test_halt_on_is_a_setting_read_from_the_environment(monkeypatch, tmp_path) -> None:
+    from otel_safety.config import ConfigError, Settings
+
+    monkeypatch.setenv("OTEL_SAFETY_HALT_ON", "hard_stop")
+    assert Settings.resolve().halt_on == "hard_stop"
+    monkeypatch.setenv("OTEL_SAFETY_HALT_ON", "always")
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_HALT_ON"):
+        Settings.resolve()
