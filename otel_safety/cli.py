@@ -17,7 +17,7 @@ from otel_safety.approvals.command import add_commands as add_approval_commands
 from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
 from otel_safety.calibration.command import add_commands as add_calibration_commands
-from otel_safety.config import ConfigError, Settings
+from otel_safety.config import ConfigError, Settings, default_db_path
 from otel_safety.dashboard.command import add_dashboard_command
 from otel_safety.detectors.datafiles import data_dir_from_env, stray_data_files
 from otel_safety.exporters.duckdb import StoreError, mark_store, open_store
@@ -26,7 +26,7 @@ from otel_safety.resolutions.command import add_resolve_command
 from otel_safety.sidecar.command import add_command as add_serve_command
 from otel_safety.sidecar.command import workers_count
 
-DEFAULT_DB = "otel-safety.duckdb"
+DEFAULT_DB = default_db_path()  # OTEL_SAFETY_DB, as for configure() and serve
 DEMO_DB = "otel-safety-demo.duckdb"
 EVAL_DB = "otel-safety-eval.duckdb"
 EVAL_MARK = "otel-safety eval"

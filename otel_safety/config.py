@@ -205,6 +205,13 @@ class Settings(BaseModel):
             raise ConfigError(f"invalid otel-safety setting: {problems}") from None
 
 
+def default_db_path(environ: Mapping[str, str] | None = None) -> str:
+    """The store file a command reads when `--db` is not given: `OTEL_SAFETY_DB`, as for
+    `configure()` and `serve`, else the default."""
+    environ = os.environ if environ is None else environ
+    return environ.get(_env_name("db_path"), "").strip() or Settings.model_fields["db_path"].default
+
+
 def _env_name(field: str) -> str:
     return ENV_PREFIX + ("DB" if field == "db_path" else field.upper())
 

@@ -25,8 +25,11 @@ CLI = [sys.executable, "-m", "otel_safety.cli"]
 pytestmark = pytest.mark.process  # every test here runs the command as a process
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(env_extra or {})
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env
     )
@@ -61,6 +64,24 @@ def test_ingest_flags_a_destructive_call_under_a_summarize_task(tmp_path):
             "WHERE f.detector = 'scope_escalation'"
         ).fetchone()
         assert tool_span == ("execute_tool run_shell",)
+
+
+def test_otel_safety_db_is_the_store_of_every_command_without_db(tmp_path):
+    trace_file = tmp_path / "traces.jsonl"
+    _write_run(trace_file)
+    db = tmp_path / "from-env.duckdb"
+    env = {"OTEL_SAFETY_DB": str(db)}
+    done = run_cli("ingest", str(trace_file), cwd=tmp_path, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    assert db.exists() and not (tmp_path / "otel-safety.duckdb").exists()
+    for command, seen in (
+        (["query", "flagged_spans", "--format", "json"], "scope_escalation"),
+        (["status"], "1 tool-call decisions"),
+    ):
+        done = run_cli(*command, cwd=tmp_path, env_extra=env)
+        assert done.returncode == 0, done.stderr
+        assert seen in done.stdout, done.stdout
+    assert not (tmp_path / "otel-safety.duckdb").exists()
 
 
 def test_ingest_reports_the_bad_line_and_keeps_the_rest(tmp_path):

@@ -15,9 +15,9 @@ from otel_safety.calibration.file import (
     write_calibration,
 )
 from otel_safety.calibration.gate import Gate
-from otel_safety.config import Settings
+from otel_safety.config import default_db_path
 
-DEFAULT_DB = Settings.model_fields["db_path"].default
+DEFAULT_DB = default_db_path()  # OTEL_SAFETY_DB, as for configure() and serve
 EVAL_DB = "otel-safety-eval.duckdb"
 
 
