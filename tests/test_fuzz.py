@@ -188,6 +188,7 @@ def test_the_processor_stores_every_span_whatever_its_attributes(tmp_path):
     assert _stored_spans(db) == made
 
 
+@pytest.mark.process
 def test_ingest_stores_every_span_or_counts_it(tmp_path):
     requests: list[ExportTraceServiceRequest] = []
     rng = random.Random(7)  # hypothesis reseeds `random` itself, not this one
@@ -210,6 +211,7 @@ def test_ingest_stores_every_span_or_counts_it(tmp_path):
     assert _stored_spans(db) == summary.spans
 
 
+@pytest.mark.process
 def test_serve_stores_every_acknowledged_span_or_counts_it(tmp_path):
     rng = random.Random(11)
     settings_ = Settings.resolve(

@@ -213,6 +213,7 @@ def test_pydantic_ai_instrumentation_reads_the_same() -> None:
     assert_same_for_real_spans(run_pydantic_ai_agent())
 
 
+@pytest.mark.process
 def test_openai_v2_instrumentation_reads_the_same() -> None:
     from instrumented import run_openai_agent
 

@@ -79,6 +79,7 @@ def _post(sidecar, spans) -> None:
     assert reply.status_code == 200
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("redact", [True, False])
 def test_serve_masks_secrets_in_what_it_stores_after_judging(tmp_path, span_factory, redact):
     settings = Settings.resolve(
