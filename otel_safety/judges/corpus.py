@@ -4,18 +4,29 @@ Every example carries the group it was produced in (one model's answers, one dat
 requests) and its dataset, so figures can be computed on groups a judge never saw. Rows
 follow the data folder's README: XSTest's human labels say whether a completion refused;
 JailbreakBench's `jailbroken` says whether a response gave the harmful help; the request
-sets are harmful or benign by construction.
+sets are harmful or benign by construction; an AgentDojo tool result carries an injection
+where the benchmark put one (between its `<INFORMATION>` tags), a BIPIA context where an
+attack was inserted, a user prompt where it is a jailbreak prompt.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from otel_safety.evaluation.datasets import DataError, agentdojo, jailbreakbench, xstest
+from otel_safety.evaluation.datasets import (
+    DataError,
+    agentdojo,
+    bipia,
+    direct_injection,
+    jailbreakbench,
+    xstest,
+)
+from otel_safety.judges.definitions import INJECTION_PASSAGE, injection_fields, passages
 
 __all__ = ["CORPORA", "Example", "examples"]
 
@@ -121,10 +132,81 @@ def harmful_answer(root: Path) -> Iterator[Example]:
         )
 
 
+_MARKS = ("<INFORMATION>", "</INFORMATION>")
+
+
+def injection(root: Path) -> Iterator[Example]:
+    """Texts an agent read: AgentDojo tool results (injected where the benchmark put its
+    attack) and user prompts, BIPIA contexts clean and attacked (both splits), jailbreak
+    prompts against benign requests. A text longer than a passage is cut as the detector
+    cuts it, and each passage is labelled by whether the attack lies in it.
+
+    AgentDojo's `<INFORMATION>` tags mark where its attack sits: they label the rows and are
+    then removed, so that a judge learns what the attack says, not the benchmark's marker.
+    Texts repeat across the runs of one model, so each is kept once per group."""
+    for path in sorted((root / "agentdojo").glob("*.jsonl.gz")):
+        model = path.name.removeprefix("agentdojo-").removesuffix(".jsonl.gz")
+        group, seen = f"agentdojo:{model}", set()
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            next(handle, None)  # header line
+            for line in handle:
+                for message in json.loads(line).get("messages") or []:
+                    role, text = message.get("role"), _text(message.get("content") or "")
+                    if role not in ("tool", "user") or not text.strip() or text in seen:
+                        continue
+                    seen.add(text)
+                    source = "data" if role == "tool" else "input"
+                    yield from _located(text, source, group, "agentdojo", f"{group}:{len(seen)}")
+    for split in ("test", "train"):
+        for case in bipia(root, split=split):
+            text = case.messages[-1]["content"]
+            task = case.meta["task"]
+            label = case.labels["injection"]
+            for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
+                yield Example(
+                    injection_fields(passage, "data"),
+                    label,  # an attack may straddle a cut: each side still carries part of it
+                    f"bipia:{task}",
+                    "bipia",
+                    f"{case.case_id}:{number}",
+                )
+    for case in direct_injection(root):
+        text = case.messages[0]["content"]
+        group = "direct_injection:" + case.case_id.split(":")[1]
+        for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
+            yield Example(
+                injection_fields(passage, "input"),
+                case.labels["injection"],
+                group,
+                "direct_injection",
+                f"{case.case_id}:{number}",
+            )
+
+
+def _located(text: str, source: str, group: str, dataset: str, row_id: str) -> Iterator[Example]:
+    """The passages of an AgentDojo text, positive where its marked attack lies."""
+    start = text.find(_MARKS[0])
+    if start < 0:
+        for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
+            row = f"{row_id}:{number}"
+            yield Example(injection_fields(passage, source), False, group, dataset, row)
+        return
+    end = text.find(_MARKS[1], start)
+    end = len(text) if end < 0 else end + len(_MARKS[1])
+    offset = 0
+    for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
+        attacked = offset < end and start < offset + len(passage)
+        offset += len(passage)
+        clean = passage.replace(_MARKS[0], "").replace(_MARKS[1], "")
+        fields = injection_fields(clean, source)
+        yield Example(fields, attacked, group, dataset, f"{row_id}:{number}")
+
+
 CORPORA: dict[str, Callable[[Path], Iterator[Example]]] = {
     "refusal": refusal,
     "harmful_request": harmful_request,
     "harmful_answer": harmful_answer,
+    "injection": injection,
 }
 
 

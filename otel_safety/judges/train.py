@@ -19,11 +19,21 @@ from otel_safety.judges.corpus import Example
 from otel_safety.judges.definitions import JudgeDefinition
 from otel_safety.judges.model import LinearJudge
 
-__all__ = ["VARIANTS", "Fold", "cross_validate", "design", "fit", "holdout_key", "pooled"]
+__all__ = [
+    "RULES_AS_WRITTEN",
+    "VARIANTS",
+    "Fold",
+    "cross_validate",
+    "design",
+    "fit",
+    "holdout_key",
+    "pooled",
+]
 
 C = 0.5  # L2 strength, fixed before any figure was seen
 VERSION = "1"
 VARIANTS = ("rules", "words", "words+rules")
+RULES_AS_WRITTEN = "rules as written"
 
 
 def _sklearn():
@@ -123,16 +133,30 @@ def cross_validate(
     rows: Sequence[Example],
     variants: Sequence[str] = VARIANTS,
     progress: Callable[[str], None] | None = None,
+    *,
+    within: str | None = None,
+    worked_out: _Design | None = None,
 ) -> list[Fold]:
-    """Leave-one-out over the definition's held-out units, for each variant."""
-    d = design(definition, rows)
-    keys = sorted({holdout_key(definition, row) for row in rows})
+    """Leave-one-out over the definition's held-out units, for each variant; with `within`
+    (a dataset), over that dataset's groups instead, each judge fitted on every other row."""
+
+    def unit(row: Example) -> str | None:
+        if within is None:
+            return holdout_key(definition, row)
+        return row.group if row.dataset == within else None
+
+    d = worked_out or design(definition, rows)
+    keys = sorted({k for row in rows if (k := unit(row)) is not None})
     folds = []
     for key in keys:
-        scored = [i for i, row in enumerate(rows) if holdout_key(definition, row) == key]
-        fitted = [i for i, row in enumerate(rows) if holdout_key(definition, row) != key]
+        scored = [i for i, row in enumerate(rows) if unit(row) == key]
+        fitted = [i for i, row in enumerate(rows) if unit(row) != key]
         if len({rows[i].label for i in fitted}) < 2:
             continue  # nothing to learn from without this unit
+        if definition.rule_verdict:  # the detector's rules as written: nothing fitted
+            rule = definition.rule_verdict
+            pairs = [(rows[i].label, d.rules[i].get(rule, 0.0) >= 0.5) for i in scored]
+            folds.append(Fold(RULES_AS_WRITTEN, key, count(pairs)))
         for variant in variants:
             model = _fit_model(d, rows, fitted, variant)
             predicted = model.predict_proba(_matrix(d, scored, variant))[:, 1] >= 0.5
