@@ -139,24 +139,30 @@ def injection(root: Path) -> Iterator[Example]:
     """Texts an agent read: AgentDojo tool results (injected where the benchmark put its
     attack) and user prompts, BIPIA contexts clean and attacked (both splits), jailbreak
     prompts against benign requests. A text longer than a passage is cut as the detector
-    cuts it, and each passage is labelled by whether the attack lies in it.
+    cuts it, and each passage is labelled by whether an attack lies in it.
 
-    AgentDojo's `<INFORMATION>` tags mark where its attack sits: they label the rows and are
-    then removed, so that a judge learns what the attack says, not the benchmark's marker.
-    Texts repeat across the runs of one model, so each is kept once per group."""
+    AgentDojo's `<INFORMATION>` tags mark where its attacks sit: they label the rows and are
+    then removed, so that a judge learns what an attack says, not the benchmark's marker. An
+    attack's text met again untagged later in the run (an email the agent forwarded) is an
+    attack too. Texts repeat across the runs of one model, so each is kept once per group."""
     for path in sorted((root / "agentdojo").glob("*.jsonl.gz")):
         model = path.name.removeprefix("agentdojo-").removesuffix(".jsonl.gz")
         group, seen = f"agentdojo:{model}", set()
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             next(handle, None)  # header line
             for line in handle:
+                attacks: list[str] = []
                 for message in json.loads(line).get("messages") or []:
                     role, text = message.get("role"), _text(message.get("content") or "")
-                    if role not in ("tool", "user") or not text.strip() or text in seen:
+                    if role not in ("tool", "user") or not text.strip():
+                        continue
+                    spans = _marked(text, attacks)
+                    if text in seen:
                         continue
                     seen.add(text)
                     source = "data" if role == "tool" else "input"
-                    yield from _located(text, source, group, "agentdojo", f"{group}:{len(seen)}")
+                    row_id = f"{group}:{len(seen)}"
+                    yield from _located(text, spans, source, group, "agentdojo", row_id)
     for split in ("test", "train"):
         for case in bipia(root, split=split):
             text = case.messages[-1]["content"]
@@ -183,19 +189,33 @@ def injection(root: Path) -> Iterator[Example]:
             )
 
 
-def _located(text: str, source: str, group: str, dataset: str, row_id: str) -> Iterator[Example]:
-    """The passages of an AgentDojo text, positive where its marked attack lies."""
-    start = text.find(_MARKS[0])
-    if start < 0:
-        for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
-            row = f"{row_id}:{number}"
-            yield Example(injection_fields(passage, source), False, group, dataset, row)
-        return
-    end = text.find(_MARKS[1], start)
-    end = len(text) if end < 0 else end + len(_MARKS[1])
+def _marked(text: str, attacks: list[str]) -> list[tuple[int, int]]:
+    """Where attacks sit in `text`: between the benchmark's tags (each attack's opening is
+    added to `attacks`), or where the opening of an attack met earlier in the run recurs."""
+    spans, start = [], text.find(_MARKS[0])
+    while start >= 0:
+        end = text.find(_MARKS[1], start)
+        end = len(text) if end < 0 else end + len(_MARKS[1])
+        opening = text[start + len(_MARKS[0]) : end].strip().split("\n")[0].strip()
+        if len(opening) >= 30 and opening not in attacks:
+            attacks.append(opening)
+        spans.append((start, end))
+        start = text.find(_MARKS[0], end)
+    for opening in attacks:
+        found = text.find(opening)
+        while found >= 0:
+            spans.append((found, found + len(opening)))
+            found = text.find(opening, found + len(opening))
+    return spans
+
+
+def _located(
+    text: str, spans: list[tuple[int, int]], source: str, group: str, dataset: str, row_id: str
+) -> Iterator[Example]:
+    """The passages of an AgentDojo text, positive where an attack lies, tags removed."""
     offset = 0
     for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
-        attacked = offset < end and start < offset + len(passage)
+        attacked = any(offset < end and start < offset + len(passage) for start, end in spans)
         offset += len(passage)
         clean = passage.replace(_MARKS[0], "").replace(_MARKS[1], "")
         fields = injection_fields(clean, source)

@@ -123,6 +123,10 @@ class JudgeDefinition:
     # The rule score a detector fires on by itself (at 0.5) without a judge, measured beside
     # the fitted variants as the detector's rules as written.
     rule_verdict: str | None = None
+    # "classes": positives and negatives weigh the same; "datasets": so does every dataset,
+    # and each label within it, where the datasets differ so much in kind that a judge
+    # would otherwise learn which dataset a text came from instead of what it says.
+    balance: Literal["classes", "datasets"] = "classes"
 
 
 DEFINITIONS: dict[str, JudgeDefinition] = {
@@ -158,6 +162,7 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
             "dataset",
             groups_within="agentdojo",
             rule_verdict="injection_rule",
+            balance="datasets",
         ),
     )
 }

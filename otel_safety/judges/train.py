@@ -84,11 +84,29 @@ def _matrix(d: _Design, picked: Sequence[int], variant: str):
     return csr_matrix((data, columns, pointers), shape=(len(picked), d.size + len(d.rule_names)))
 
 
-def _fit_model(d: _Design, rows: Sequence[Example], picked: Sequence[int], variant: str):
+def _fit_model(
+    d: _Design, rows: Sequence[Example], picked: Sequence[int], variant: str, balance: str
+):
     _, LogisticRegression = _sklearn()
-    model = LogisticRegression(C=C, class_weight="balanced", max_iter=2_000)
-    model.fit(_matrix(d, picked, variant), [rows[i].label for i in picked])
+    labels = [rows[i].label for i in picked]
+    if balance == "datasets":
+        model = LogisticRegression(C=C, max_iter=2_000)
+        model.fit(_matrix(d, picked, variant), labels, sample_weight=_dataset_weights(rows, picked))
+    else:
+        model = LogisticRegression(C=C, class_weight="balanced", max_iter=2_000)
+        model.fit(_matrix(d, picked, variant), labels)
     return model
+
+
+def _dataset_weights(rows: Sequence[Example], picked: Sequence[int]) -> list[float]:
+    """Weights giving every dataset, and within it each label, the same total weight, so
+    that nothing that only says which dataset a row came from predicts its label."""
+    cells: dict[tuple[str, bool], int] = {}
+    for i in picked:
+        key = (rows[i].dataset, rows[i].label)
+        cells[key] = cells.get(key, 0) + 1
+    scale = len(picked) / len(cells)
+    return [scale / cells[(rows[i].dataset, rows[i].label)] for i in picked]
 
 
 def fit(
@@ -102,7 +120,8 @@ def fit(
     """The judge (words and rules) fitted on the rows given (or the `picked` ones of them;
     `worked_out` is their `design`, when it is already known)."""
     d = worked_out or design(definition, rows)
-    model = _fit_model(d, rows, range(len(rows)) if picked is None else picked, "words+rules")
+    chosen = range(len(rows)) if picked is None else picked
+    model = _fit_model(d, rows, chosen, "words+rules", definition.balance)
     coefficients = model.coef_[0]
     return LinearJudge(
         name=definition.name,
@@ -158,7 +177,7 @@ def cross_validate(
             pairs = [(rows[i].label, d.rules[i].get(rule, 0.0) >= 0.5) for i in scored]
             folds.append(Fold(RULES_AS_WRITTEN, key, count(pairs)))
         for variant in variants:
-            model = _fit_model(d, rows, fitted, variant)
+            model = _fit_model(d, rows, fitted, variant, definition.balance)
             predicted = model.predict_proba(_matrix(d, scored, variant))[:, 1] >= 0.5
             pairs = [(rows[i].label, bool(p)) for i, p in zip(scored, predicted, strict=True)]
             folds.append(Fold(variant, key, count(pairs)))
