@@ -54,6 +54,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_otlp_json.py --data $(DATA)
 	$(BIN)/python bench/bench_guard.py
 	$(BIN)/python bench/bench_monitors.py
+	$(BIN)/python bench/bench_injection_judge.py
 
 readme-bench: $(VENV)/.test-installed
 	$(BIN)/python tools/readme_bench.py --data $(DATA)

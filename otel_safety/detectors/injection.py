@@ -225,5 +225,5 @@ def _explain(
     where = place.label + (f" (span {place.span_id})" if place.span_id else "")
     more = f"; {len(firing) - 1} more location(s)" if len(firing) > 1 else ""
     kinds = ", ".join(evidence.detail["categories"]) or "no rule matched"
-    judged = f"; {evidence.detail['judge']} judge {score:.2f}" if "judge" in evidence.detail else ""
+    judged = f"; judge {evidence.detail['judge']} {score:.2f}" if "judge" in evidence.detail else ""
     return f"{checked}; injection in the {where}: {kinds}{judged}{more}."
