@@ -15,12 +15,13 @@ result or prompt before it reaches the model. This detector only says that an in
 present; whether the agent obeyed it is another detector's call, so a run that refused is
 still flagged here.
 
-Whether a text carries an injection is decided by the learned `injection` judge when it is
-installed (the default, see `judges` and docs/model-card.md): it reads the text a passage
-at a time (words, character n-grams that survive odd spacing and casing, and the rules'
-hits as features) and the text's score is its most suspicious passage's probability. The
-rules stay the explanation: the evidence quotes the sentence that pushed the judge furthest
-and names the rule categories that matched. Without the judge the rules decide alone.
+Whether a text carries an injection is decided by a learned `injection` judge when one is
+installed (none is packaged: out-of-sample it does not beat the rules, see `judges` and
+docs/model-card.md). It reads the text a passage at a time (words, character n-grams
+that survive odd spacing and casing, and the rules' hits as features), and the text's
+score is its most suspicious passage's probability. The rules stay the explanation: the
+evidence quotes the sentence that pushed the judge furthest and names the rule categories
+that matched. Without a judge the rules decide alone.
 """
 
 from __future__ import annotations
@@ -155,8 +156,8 @@ def _places(trajectory: Trajectory) -> list[_Place]:
 
 
 def _judged(learned: LinearJudge, place: _Place) -> Verdict:
-    """The judge's probability for the place's most suspicious passage, and that passage's
-    sentence that pushed it furthest towards an injection (its opening one when none did)."""
+    """The judge's probability for the place's most suspicious passage and, when it says
+    injection, that passage's sentence that pushed it furthest that way."""
     rules = DEFINITIONS["injection"].rules
     best, best_fields = -1.0, injection_fields("", place.source)
     for passage in passages(place.text, INJECTION_PASSAGE):
