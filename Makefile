@@ -59,6 +59,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_guard.py
 	$(BIN)/python bench/bench_monitors.py
 	$(BIN)/python bench/bench_turns.py
+	$(BIN)/python bench/bench_injection_judge.py
 
 readme-bench: $(VENV)/.test-installed
 	$(BIN)/python tools/readme_bench.py --data $(DATA)

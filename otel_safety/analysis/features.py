@@ -4,8 +4,10 @@ One function turns a text into feature ids, so a judge trained by `judges.train`
 exactly what it sees when it runs. Words are lower-cased runs of letters, digits and
 apostrophes; a judge reads unigrams and bigrams of a window of the text (its opening, and
 optionally its end), each prefixed with the field it came from, hashed into a fixed space
-with CRC-32 (stable across processes and Python versions, unlike `hash`). Linear in the
-window, whatever the input.
+with CRC-32 (stable across processes and Python versions, unlike `hash`). A judge may also
+read character n-grams of the window's letters and digits run together, lower-cased, so
+that words split by odd spacing, dots or casing ("I g n o r e", "IgNoRe") still meet the
+same features. Linear in the window, whatever the input.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import regex
 
 from otel_safety.analysis.memo import per_trace
 
-__all__ = ["FeatureSpec", "feature_ids", "words"]
+__all__ = ["FeatureSpec", "char_ids", "feature_ids", "words"]
 
 _WORD = regex.compile(r"[\p{L}\p{N}']+")
+_NOT_ALNUM = regex.compile(r"[^\p{L}\p{N}]+")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class FeatureSpec:
     head: int = 1_000  # characters read from the start
     tail: int = 0  # and from the end (a long answer's conclusion)
     bits: int = 18
+    chars: int = 0  # length of the character n-grams read too (0: words only)
 
     @property
     def size(self) -> int:
@@ -62,4 +66,20 @@ def feature_ids(text: str | None, spec: FeatureSpec) -> set[int]:
     )
     if not tokens:
         ids.add(zlib.crc32(f"{prefix}<empty>".encode()) & mask)
+    if spec.chars:
+        ids.update(char_ids(text or "", spec))
     return ids
+
+
+@per_trace
+def _letters(text: str) -> str:
+    return _NOT_ALNUM.sub("", text.lower())
+
+
+def char_ids(text: str, spec: FeatureSpec) -> set[int]:
+    """The hashed character n-gram ids of the window's letters and digits, run together."""
+    run = _letters(window(text, spec.head, spec.tail))
+    n, mask = spec.chars, spec.size - 1
+    seed, crc = zlib.crc32((spec.field + "#").encode()), zlib.crc32
+    grams = {run[i : i + n] for i in range(len(run) - n + 1)}
+    return {crc(gram.encode(), seed) & mask for gram in grams}

@@ -14,14 +14,25 @@ piece of text and is meant to be reused by guards and monitors that judge a sing
 result or prompt before it reaches the model. This detector only says that an injection was
 present; whether the agent obeyed it is another detector's call, so a run that refused is
 still flagged here.
+
+Whether a text carries an injection is decided by a learned `injection` judge when one is
+installed (none is packaged: out-of-sample it does not beat the rules, see `judges` and
+docs/model-card.md). It reads the text a passage at a time (words, character n-grams
+that survive odd spacing and casing, and the rules' hits as features), and the text's
+score is its most suspicious passage's probability. The rules stay the explanation: the
+evidence quotes the sentence that pushed the judge furthest and names the rule categories
+that matched. Without a judge the rules decide alone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from otel_safety.analysis.features import feature_ids
+from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.injection_rules import (
@@ -33,6 +44,15 @@ from otel_safety.detectors.injection_rules import (
 from otel_safety.detectors.injection_scoring import InjectionMatch, Source, injection_score
 from otel_safety.detectors.injection_text import shown
 from otel_safety.detectors.registry import register
+from otel_safety.judges import Verdict, judge, judge_detail
+from otel_safety.judges.definitions import (
+    DEFINITIONS,
+    INJECTION_PASSAGE,
+    injection_fields,
+    injection_rules,
+    passages,
+)
+from otel_safety.judges.model import LinearJudge
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 
 __all__ = [
@@ -90,10 +110,14 @@ class Injection(Detector):
         if not places:
             return None
         found: list[tuple[float, Evidence, _Place]] = []
+        learned = judge("injection")
         for place in places:
-            score, matches = injection_score(place.text, place.source)
-            if matches:
-                found.append((score, _evidence(place, score, matches), place))
+            score, matches = injection_rules(place.text, place.source)
+            verdict = None if learned is None else _judged(learned, place)
+            if verdict is not None:
+                score = verdict.probability
+            if matches or score >= self.threshold:
+                found.append((score, _evidence(place, score, matches, verdict), place))
         found.sort(key=lambda item: -item[0])  # stable: strongest first, then reading order
         top = found[0][0] if found else 0.0
         return top, [evidence for _, evidence, _ in found], _explain(places, found, self.threshold)
@@ -131,12 +155,48 @@ def _places(trajectory: Trajectory) -> list[_Place]:
     return places
 
 
-def _evidence(place: _Place, score: float, matches: list[InjectionMatch]) -> Evidence:
-    """Where the injection sits and what it says; `clip` shortens it and masks secrets."""
-    top = matches[0]
+def _judged(learned: LinearJudge, place: _Place) -> Verdict:
+    """The judge's probability for the place's most suspicious passage and, when it says
+    injection, that passage's sentence that pushed it furthest that way."""
+    rules = DEFINITIONS["injection"].rules
+    best, best_fields = -1.0, injection_fields("", place.source)
+    for passage in passages(place.text, INJECTION_PASSAGE):
+        fields = injection_fields(passage, place.source)
+        probability = learned.probability(fields, rules(fields))
+        if probability > best:
+            best, best_fields = probability, fields
+    sentence = _strongest_sentence(learned, best_fields["text"]) if best >= 0.5 else ""
+    return Verdict(best, sentence, learned.name, learned.version)
+
+
+def _strongest_sentence(learned: LinearJudge, passage: str) -> str:
+    """The sentence (or line) of a passage whose features push furthest towards an
+    injection: every sentence is read, as an attack may sit anywhere in a passage."""
+    spec, weights = learned.specs[0], learned.weights
+    best, best_weight = "", -math.inf
+    for start, end in sentence_spans(passage):
+        sentence = passage[start:end]
+        weight = sum(weights[i] for i in feature_ids(sentence, spec))
+        if weight > best_weight:
+            best, best_weight = sentence, weight
+    return best
+
+
+def _evidence(
+    place: _Place, score: float, matches: list[InjectionMatch], verdict: Verdict | None
+) -> Evidence:
+    """Where the injection sits and what it says (the judge's strongest sentence, or the
+    strongest rule's match); `clip` shortens it and masks secrets."""
     categories = list(dict.fromkeys(m.category for m in matches))
+    if verdict is not None and verdict.sentence:
+        quote = verdict.sentence
+    elif matches:
+        quote = matches[0].context or matches[0].text
+    else:
+        quote = place.text[:200]
+    kinds = ", ".join(categories) if categories else "no rule matched"
     return Evidence(
-        text=clip(f'{place.label}: "{shown(top.context or top.text)}" ({", ".join(categories)})'),
+        text=clip(f'{place.label}: "{shown(quote)}" ({kinds})'),
         span_id=place.span_id,
         detail={
             "location": "user_input" if place.source == "input" else "tool_result",
@@ -146,6 +206,7 @@ def _evidence(place: _Place, score: float, matches: list[InjectionMatch]) -> Evi
             "rules": [m.rule for m in matches],
             "matched": [clip(shown(m.text), 160) for m in matches[:5]],
             "mentions": [m.rule for m in matches if m.mention],
+            **judge_detail(verdict),
         },
     )
 
@@ -161,8 +222,9 @@ def _explain(
         if found:
             return f"{checked}; only weak injection cues (best {found[0][0]:.2f})."
         return f"{checked}; no injection pattern found."
-    _, evidence, place = firing[0]
+    score, evidence, place = firing[0]
     where = place.label + (f" (span {place.span_id})" if place.span_id else "")
     more = f"; {len(firing) - 1} more location(s)" if len(firing) > 1 else ""
-    kinds = ", ".join(evidence.detail["categories"])
-    return f"{checked}; injection in the {where}: {kinds}{more}."
+    kinds = ", ".join(evidence.detail["categories"]) or "no rule matched"
+    judged = f"; judge {evidence.detail['judge']} {score:.2f}" if "judge" in evidence.detail else ""
+    return f"{checked}; injection in the {where}: {kinds}{judged}{more}."

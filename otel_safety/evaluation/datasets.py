@@ -106,25 +106,33 @@ def agentdojo(root: Path) -> Iterator[Case]:
                 )
 
 
-def bipia(root: Path, attacks_per_context: int = 2) -> Iterator[Case]:
+def bipia(root: Path, attacks_per_context: int = 2, split: str = "test") -> Iterator[Case]:
     """Indirect injection: clean contexts versus the same contexts with an attack inserted.
 
-    Each test context is read back as a tool result once clean and `attacks_per_context`
-    times injected, the attack and its position (start, middle, end) picked by a hash of the
-    context, so the set is the same on every run.
+    Each context of the split is read back as a tool result once clean and
+    `attacks_per_context` times injected with an attack of the same split, the attack and
+    its position (start, middle, end) picked by a hash of the context, so the set is the
+    same on every run. Every attack counts as an injection, the task-irrelevant requests
+    ("recommend a good book") included: none of them is the reader's task. The train split
+    has email contexts only.
     """
     folder = root / "bipia" / "benchmark"
     attack_files = {"email": "text", "table": "text", "code": "code"}
     for task, kind in attack_files.items():
+        contexts = folder / task / f"{split}.jsonl"
+        if split != "test" and not contexts.is_file():
+            continue
         attacks = [
             text
-            for group in json.loads((folder / f"{kind}_attack_test.json").read_text()).values()
+            for group in json.loads((folder / f"{kind}_attack_{split}.json").read_text()).values()
             for text in group
         ]
-        for number, row in enumerate(_jsonl(folder / task / "test.jsonl")):
+        for number, row in enumerate(_jsonl(contexts)):
             context = _bipia_context(row)
             question = str(row.get("question") or f"Answer using the {task} below.")
             case_id = f"bipia:{task}:{number}"
+            if split != "test":
+                case_id = f"bipia:{split}:{task}:{number}"
             yield _bipia_case(f"{case_id}:clean", task, question, context, injected=False)
             for pick in range(attacks_per_context):
                 digest = _digest(f"{case_id}:{pick}")

@@ -4,18 +4,29 @@ Every example carries the group it was produced in (one model's answers, one dat
 requests) and its dataset, so figures can be computed on groups a judge never saw. Rows
 follow the data folder's README: XSTest's human labels say whether a completion refused;
 JailbreakBench's `jailbroken` says whether a response gave the harmful help; the request
-sets are harmful or benign by construction.
+sets are harmful or benign by construction; an AgentDojo tool result carries an injection
+where the benchmark put one (between its `<INFORMATION>` tags), a BIPIA context where an
+attack was inserted, a user prompt where it is a jailbreak prompt.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from otel_safety.evaluation.datasets import DataError, agentdojo, jailbreakbench, xstest
+from otel_safety.evaluation.datasets import (
+    DataError,
+    agentdojo,
+    bipia,
+    direct_injection,
+    jailbreakbench,
+    xstest,
+)
+from otel_safety.judges.definitions import INJECTION_PASSAGE, injection_fields, passages
 
 __all__ = ["CORPORA", "Example", "examples"]
 
@@ -121,10 +132,101 @@ def harmful_answer(root: Path) -> Iterator[Example]:
         )
 
 
+_MARKS = ("<INFORMATION>", "</INFORMATION>")
+
+
+def injection(root: Path) -> Iterator[Example]:
+    """Texts an agent read: AgentDojo tool results (injected where the benchmark put its
+    attack) and user prompts, BIPIA contexts clean and attacked (both splits), jailbreak
+    prompts against benign requests. A text longer than a passage is cut as the detector
+    cuts it, and each passage is labelled by whether an attack lies in it.
+
+    AgentDojo's `<INFORMATION>` tags mark where its attacks sit: they label the rows and are
+    then removed, so that a judge learns what an attack says, not the benchmark's marker. An
+    attack's text met again untagged later in the run (an email the agent forwarded) is an
+    attack too. Texts repeat across the runs of one model, so each is kept once per group."""
+    for path in sorted((root / "agentdojo").glob("*.jsonl.gz")):
+        model = path.name.removeprefix("agentdojo-").removesuffix(".jsonl.gz")
+        group, seen = f"agentdojo:{model}", set()
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            next(handle, None)  # header line
+            for line in handle:
+                attacks: list[str] = []
+                for message in json.loads(line).get("messages") or []:
+                    role, text = message.get("role"), _text(message.get("content") or "")
+                    if role not in ("tool", "user") or not text.strip():
+                        continue
+                    spans = _marked(text, attacks)
+                    if text in seen:
+                        continue
+                    seen.add(text)
+                    source = "data" if role == "tool" else "input"
+                    row_id = f"{group}:{len(seen)}"
+                    yield from _located(text, spans, source, group, "agentdojo", row_id)
+    for split in ("test", "train"):
+        for case in bipia(root, split=split):
+            text = case.messages[-1]["content"]
+            task = case.meta["task"]
+            label = case.labels["injection"]
+            for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
+                yield Example(
+                    injection_fields(passage, "data"),
+                    label,  # an attack may straddle a cut: each side still carries part of it
+                    f"bipia:{task}",
+                    "bipia",
+                    f"{case.case_id}:{number}",
+                )
+    for case in direct_injection(root):
+        text = case.messages[0]["content"]
+        group = "direct_injection:" + case.case_id.split(":")[1]
+        for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
+            yield Example(
+                injection_fields(passage, "input"),
+                case.labels["injection"],
+                group,
+                "direct_injection",
+                f"{case.case_id}:{number}",
+            )
+
+
+def _marked(text: str, attacks: list[str]) -> list[tuple[int, int]]:
+    """Where attacks sit in `text`: between the benchmark's tags (each attack's opening is
+    added to `attacks`), or where the opening of an attack met earlier in the run recurs."""
+    spans, start = [], text.find(_MARKS[0])
+    while start >= 0:
+        end = text.find(_MARKS[1], start)
+        end = len(text) if end < 0 else end + len(_MARKS[1])
+        opening = text[start + len(_MARKS[0]) : end].strip().split("\n")[0].strip()
+        if len(opening) >= 30 and opening not in attacks:
+            attacks.append(opening)
+        spans.append((start, end))
+        start = text.find(_MARKS[0], end)
+    for opening in attacks:
+        found = text.find(opening)
+        while found >= 0:
+            spans.append((found, found + len(opening)))
+            found = text.find(opening, found + len(opening))
+    return spans
+
+
+def _located(
+    text: str, spans: list[tuple[int, int]], source: str, group: str, dataset: str, row_id: str
+) -> Iterator[Example]:
+    """The passages of an AgentDojo text, positive where an attack lies, tags removed."""
+    offset = 0
+    for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
+        attacked = any(offset < end and start < offset + len(passage) for start, end in spans)
+        offset += len(passage)
+        clean = passage.replace(_MARKS[0], "").replace(_MARKS[1], "")
+        fields = injection_fields(clean, source)
+        yield Example(fields, attacked, group, dataset, f"{row_id}:{number}")
+
+
 CORPORA: dict[str, Callable[[Path], Iterator[Example]]] = {
     "refusal": refusal,
     "harmful_request": harmful_request,
     "harmful_answer": harmful_answer,
+    "injection": injection,
 }
 
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from otel_safety.analysis.features import FeatureSpec
+from otel_safety.analysis.memo import per_trace
+from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
+from otel_safety.detectors.injection_text import normalize_for_rules
 from otel_safety.detectors.refusal import (
     adversarial_score,
     answer_score,
@@ -19,7 +22,14 @@ from otel_safety.detectors.refusal import (
     refusal_score,
 )
 
-__all__ = ["DEFINITIONS", "JudgeDefinition"]
+__all__ = [
+    "DEFINITIONS",
+    "INJECTION_PASSAGE",
+    "JudgeDefinition",
+    "injection_fields",
+    "injection_rules",
+    "passages",
+]
 
 Rules = Callable[[Mapping[str, str]], dict[str, float]]
 
@@ -44,13 +54,62 @@ def _both_rules(fields: Mapping[str, str]) -> dict[str, float]:
     return {**_answer_rules(fields), **_request_rules(fields)}
 
 
+# The injection judge reads a text a passage at a time (an attack may sit deep in a long
+# tool result): passages of at most this many characters, cut at line breaks.
+INJECTION_PASSAGE = 3_000
+
+
+def passages(text: str, size: int) -> list[str]:
+    """`text` cut into consecutive passages of at most `size` characters, at the last line
+    break (else space) of each stretch where there is one; joined, they are `text`."""
+    if len(text) <= size:
+        return [text]
+    cuts, start = [], 0
+    while len(text) - start > size:
+        stop = start + size
+        cut = text.rfind("\n", start + size // 2, stop)
+        if cut < 0:
+            cut = text.rfind(" ", start + size // 2, stop)
+        stop = stop if cut < 0 else cut + 1
+        cuts.append(text[start:stop])
+        start = stop
+    cuts.append(text[start:])
+    return cuts
+
+
+@per_trace
+def injection_rules(text: str, source: str) -> tuple[float, list[InjectionMatch]]:
+    """The injection rules' score and matches for one text, worked out once per trace (the
+    detector and the judge both read them)."""
+    return injection_score(text, "input" if source == "input" else "data")
+
+
+def injection_fields(passage: str, source: str) -> dict[str, str]:
+    """What the injection judge reads of one passage: its words as the rules see them
+    (escapes undone, invisible characters dropped, compatibility forms folded), the passage
+    as it came for the rules themselves, and who wrote it ("input": the user; else data)."""
+    return {"text": normalize_for_rules(passage), "raw": passage, "source": source}
+
+
+def _injection_rules(fields: Mapping[str, str]) -> dict[str, float]:
+    """The rules' score and their strongest hit per category. (Who wrote the text is not a
+    feature: in the data it would only say which dataset a row came from.)"""
+    score, matches = injection_rules(fields.get("raw", ""), fields.get("source", "data"))
+    found = {"injection_rule": score}
+    for match in matches:
+        name = f"injection_rule:{match.category}"
+        found[name] = max(found.get(name, 0.0), match.weight)
+    return found
+
+
 @dataclass(frozen=True)
 class JudgeDefinition:
     """A judge's inputs, and how its out-of-sample figures hold rows out.
 
     `holdout` "group" leaves out the rows of the scored row's group (one model's answers);
     "dataset" leaves out its whole dataset, for judges of requests, whose texts repeat
-    across the models that answered them.
+    across the models that answered them, and for the injection judge, whose attacks
+    repeat across the models that read them.
     """
 
     name: str
@@ -58,6 +117,16 @@ class JudgeDefinition:
     specs: tuple[FeatureSpec, ...]
     rules: Rules
     holdout: Literal["group", "dataset"]
+    # A dataset whose groups (one model's runs) are also held out one at a time, for a
+    # second, within-dataset figure beside the leave-one-dataset-out one.
+    groups_within: str | None = None
+    # The rule score a detector fires on by itself (at 0.5) without a judge, measured beside
+    # the fitted variants as the detector's rules as written.
+    rule_verdict: str | None = None
+    # "classes": positives and negatives weigh the same; "datasets": so does every dataset,
+    # and each label within it, where the datasets differ so much in kind that a judge
+    # would otherwise learn which dataset a text came from instead of what it says.
+    balance: Literal["classes", "datasets"] = "classes"
 
 
 DEFINITIONS: dict[str, JudgeDefinition] = {
@@ -83,6 +152,17 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
             (FeatureSpec("answer", head=1_500, tail=300),),
             _both_rules,
             "group",
+        ),
+        JudgeDefinition(
+            "injection",
+            "Does this text (a tool result, retrieved content, or the user's own message) "
+            "carry an instruction planted to redirect the agent?",
+            (FeatureSpec("text", head=INJECTION_PASSAGE, tail=0, chars=4),),
+            _injection_rules,
+            "dataset",
+            groups_within="agentdojo",
+            rule_verdict="injection_rule",
+            balance="datasets",
         ),
     )
 }

@@ -19,11 +19,21 @@ from otel_safety.judges.corpus import Example
 from otel_safety.judges.definitions import JudgeDefinition
 from otel_safety.judges.model import LinearJudge
 
-__all__ = ["VARIANTS", "Fold", "cross_validate", "design", "fit", "holdout_key", "pooled"]
+__all__ = [
+    "RULES_AS_WRITTEN",
+    "VARIANTS",
+    "Fold",
+    "cross_validate",
+    "design",
+    "fit",
+    "holdout_key",
+    "pooled",
+]
 
 C = 0.5  # L2 strength, fixed before any figure was seen
 VERSION = "1"
 VARIANTS = ("rules", "words", "words+rules")
+RULES_AS_WRITTEN = "rules as written"
 
 
 def _sklearn():
@@ -74,11 +84,29 @@ def _matrix(d: _Design, picked: Sequence[int], variant: str):
     return csr_matrix((data, columns, pointers), shape=(len(picked), d.size + len(d.rule_names)))
 
 
-def _fit_model(d: _Design, rows: Sequence[Example], picked: Sequence[int], variant: str):
+def _fit_model(
+    d: _Design, rows: Sequence[Example], picked: Sequence[int], variant: str, balance: str
+):
     _, LogisticRegression = _sklearn()
-    model = LogisticRegression(C=C, class_weight="balanced", max_iter=2_000)
-    model.fit(_matrix(d, picked, variant), [rows[i].label for i in picked])
+    labels = [rows[i].label for i in picked]
+    if balance == "datasets":
+        model = LogisticRegression(C=C, max_iter=2_000)
+        model.fit(_matrix(d, picked, variant), labels, sample_weight=_dataset_weights(rows, picked))
+    else:
+        model = LogisticRegression(C=C, class_weight="balanced", max_iter=2_000)
+        model.fit(_matrix(d, picked, variant), labels)
     return model
+
+
+def _dataset_weights(rows: Sequence[Example], picked: Sequence[int]) -> list[float]:
+    """Weights giving every dataset, and within it each label, the same total weight, so
+    that nothing that only says which dataset a row came from predicts its label."""
+    cells: dict[tuple[str, bool], int] = {}
+    for i in picked:
+        key = (rows[i].dataset, rows[i].label)
+        cells[key] = cells.get(key, 0) + 1
+    scale = len(picked) / len(cells)
+    return [scale / cells[(rows[i].dataset, rows[i].label)] for i in picked]
 
 
 def fit(
@@ -92,7 +120,8 @@ def fit(
     """The judge (words and rules) fitted on the rows given (or the `picked` ones of them;
     `worked_out` is their `design`, when it is already known)."""
     d = worked_out or design(definition, rows)
-    model = _fit_model(d, rows, range(len(rows)) if picked is None else picked, "words+rules")
+    chosen = range(len(rows)) if picked is None else picked
+    model = _fit_model(d, rows, chosen, "words+rules", definition.balance)
     coefficients = model.coef_[0]
     return LinearJudge(
         name=definition.name,
@@ -123,18 +152,32 @@ def cross_validate(
     rows: Sequence[Example],
     variants: Sequence[str] = VARIANTS,
     progress: Callable[[str], None] | None = None,
+    *,
+    within: str | None = None,
+    worked_out: _Design | None = None,
 ) -> list[Fold]:
-    """Leave-one-out over the definition's held-out units, for each variant."""
-    d = design(definition, rows)
-    keys = sorted({holdout_key(definition, row) for row in rows})
+    """Leave-one-out over the definition's held-out units, for each variant; with `within`
+    (a dataset), over that dataset's groups instead, each judge fitted on every other row."""
+
+    def unit(row: Example) -> str | None:
+        if within is None:
+            return holdout_key(definition, row)
+        return row.group if row.dataset == within else None
+
+    d = worked_out or design(definition, rows)
+    keys = sorted({k for row in rows if (k := unit(row)) is not None})
     folds = []
     for key in keys:
-        scored = [i for i, row in enumerate(rows) if holdout_key(definition, row) == key]
-        fitted = [i for i, row in enumerate(rows) if holdout_key(definition, row) != key]
+        scored = [i for i, row in enumerate(rows) if unit(row) == key]
+        fitted = [i for i, row in enumerate(rows) if unit(row) != key]
         if len({rows[i].label for i in fitted}) < 2:
             continue  # nothing to learn from without this unit
+        if definition.rule_verdict:  # the detector's rules as written: nothing fitted
+            rule = definition.rule_verdict
+            pairs = [(rows[i].label, d.rules[i].get(rule, 0.0) >= 0.5) for i in scored]
+            folds.append(Fold(RULES_AS_WRITTEN, key, count(pairs)))
         for variant in variants:
-            model = _fit_model(d, rows, fitted, variant)
+            model = _fit_model(d, rows, fitted, variant, definition.balance)
             predicted = model.predict_proba(_matrix(d, scored, variant))[:, 1] >= 0.5
             pairs = [(rows[i].label, bool(p)) for i, p in zip(scored, predicted, strict=True)]
             folds.append(Fold(variant, key, count(pairs)))
