@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.analysis.shape import catastrophic
 
 __all__ = [
@@ -28,7 +29,7 @@ NEVER = "(?!)"
 
 def compile_pattern(
     source: str, where: str, flags: int = 0, *, quote_source: bool = True
-) -> regex.Pattern:
+) -> linear.LinearPattern:
     """`source` compiled, or a ValueError naming `where` and the pattern.
 
     A pattern shaped to take exponential time on some input (`(\\w+\\s*)+`) is refused
@@ -38,7 +39,7 @@ def compile_pattern(
     """
     shown = f" {source!r}" if quote_source else ""
     try:
-        compiled = regex.compile(source, flags)
+        compiled = linear.compile(source, flags)
     except (regex.error, TypeError) as exc:
         raise ValueError(f"{where}: bad pattern{shown}: {exc}") from exc
     if not flags & regex.VERBOSE and (problem := catastrophic(source)):
@@ -53,7 +54,7 @@ def compile_pattern(
 
 def compile_patterns(
     sources: Iterable[str], where: str, flags: int = 0
-) -> tuple[regex.Pattern, ...]:
+) -> tuple[linear.LinearPattern, ...]:
     """Each of `sources` compiled on its own, so that an error names the bad one."""
     return tuple(compile_pattern(source, where, flags) for source in sources)
 
