@@ -38,10 +38,15 @@ def _alarm(_signal: int, _frame: Any) -> None:
     raise _Timeout
 
 
-def collected_patterns() -> dict[tuple[str, int], regex.Pattern]:
-    """Every pattern compiled while the detectors and the guard are built."""
-    found: dict[tuple[str, int], regex.Pattern] = {}
+def collected_patterns() -> dict[tuple[str, int], Any]:
+    """Every pattern compiled while the detectors and the guard are built, as the detectors
+    search it: a `linear.LinearPattern` (RE2 for ASCII text) where one was made."""
+    from otel_safety.analysis import linear
+
+    found: dict[tuple[str, int], Any] = {}
+    wrapped: dict[tuple[str, int], Any] = {}
     original = regex.compile
+    original_linear = linear.compile
 
     def recording(pattern: Any, flags: int = 0, *args: Any, **kwargs: Any) -> regex.Pattern:
         compiled = original(pattern, flags, *args, **kwargs)
@@ -49,14 +54,21 @@ def collected_patterns() -> dict[tuple[str, int], regex.Pattern]:
             found[(pattern, flags)] = compiled
         return compiled
 
+    def recording_linear(pattern: str, flags: int = 0) -> Any:
+        compiled = original_linear(pattern, flags)
+        wrapped[(pattern, flags)] = compiled
+        return compiled
+
     regex.compile = recording
+    linear.compile = recording_linear
     try:
         from otel_safety import detectors
 
         detectors.create()
     finally:
         regex.compile = original
-    return found
+        linear.compile = original_linear
+    return found | wrapped
 
 
 def timed(function: Any, limit: float) -> float:

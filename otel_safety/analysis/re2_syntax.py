@@ -12,6 +12,9 @@ but reads a smaller language, and some shared syntax means something else there:
   and `dollar_at_end` tells the caller to leave text ending in a line break to `regex`.
 - VERSION1 with IGNORECASE folds case fully (`ß` matches `ss`); on ASCII text that differs
   from RE2's simple folding only when the pattern names a character beyond ASCII.
+- A lookaround of one word character next to a piece whose edge is always (or never) a word
+  character is a word boundary (`(?:ran|run)(?!\\w)` is `(?:ran|run)\\b`, see `word_edges`);
+  any other lookaround has no RE2 form.
 - A global inline flag (`(?i)`) applies to the whole pattern in `regex` wherever it stands,
   in RE2 from where it stands: only a leading one is taken.
 
@@ -26,7 +29,9 @@ from dataclasses import dataclass
 
 import regex
 
-__all__ = ["Translation", "translate"]
+from otel_safety.analysis.word_edges import edge_kind
+
+__all__ = ["Translation", "translate", "untranslatable"]
 
 # The ASCII members of `regex`'s Unicode shorthand classes, as RE2 class items.
 _ITEMS = {
@@ -46,6 +51,15 @@ _UNSUPPORTED_FLAGS = (
 # What names a character beyond ASCII: such a pattern cannot fold case fully on RE2.
 _BEYOND_ASCII = regex.compile(r"[^\x00-\x7f]|\\(?:[uUNpP]|x\{|x[89a-fA-F])")
 _RE2_INLINE = frozenset("imsx")
+# A lookaround of one word character: what it says as \b or \B, by the kind of the
+# neighbouring piece's edge ('w': a word character, 'n': another one).
+_WORD_LOOKAROUNDS = {
+    r"(?!\w)": {"w": r"\b", "n": r"\B"},
+    r"(?=\w)": {"w": r"\B", "n": r"\b"},
+    r"(?<!\w)": {"w": r"\b", "n": r"\B"},
+    r"(?<=\w)": {"w": r"\B", "n": r"\b"},
+}
+_QUANTIFIER = regex.compile(r"(?:[*+?]|\{\d*,?\d*\})[?+]?")
 
 
 @dataclass(frozen=True)
@@ -63,15 +77,30 @@ class _Untranslatable(ValueError):
 
 def translate(source: str, flags: int = 0) -> Translation | None:
     """The RE2 form of a `regex` pattern, or None when RE2 cannot run it alike."""
-    if flags & _UNSUPPORTED_FLAGS:
-        return None
-    if flags & regex.FULLCASE and _BEYOND_ASCII.search(source):
-        return None
     try:
-        writer = _Writer(source, flags)
-        body = writer.pattern()
+        return _translate(source, flags)
     except (_Untranslatable, IndexError, ValueError):
         return None
+
+
+def untranslatable(source: str, flags: int = 0) -> str | None:
+    """Why RE2 cannot run `source` alike (\"lookaround (?<!x)\"), or None when it can."""
+    try:
+        _translate(source, flags)
+    except _Untranslatable as exc:
+        return str(exc)
+    except (IndexError, ValueError):
+        return "syntax it does not read"
+    return None
+
+
+def _translate(source: str, flags: int) -> Translation:
+    if flags & _UNSUPPORTED_FLAGS:
+        raise _Untranslatable("flags RE2 lacks (verbose, fuzzy, word, reverse, POSIX, locale)")
+    if flags & regex.FULLCASE and _BEYOND_ASCII.search(source):
+        raise _Untranslatable("full case folding of characters beyond ASCII")
+    writer = _Writer(source, flags)
+    body = writer.pattern()
     local = "".join(
         letter
         for flag, letter in ((regex.IGNORECASE, "i"), (regex.MULTILINE, "m"), (regex.DOTALL, "s"))
@@ -91,28 +120,42 @@ class _Writer:
         self.after_quantifier = False
         self.dollar = False
         self.lines_scoped = False  # an inline (?m) scope: `$` there is a line end
+        self.opened: list[int] = []  # where each open group starts in the source
+        self.last_atom: tuple[int, int] | None = None  # source span of the piece just read
 
     def pattern(self) -> str:
         while self.at < len(self.source):
             self._token()
         return "".join(self.out)
 
-    def _emit(self, text: str, *, atom: bool = False, quantifier: bool = False) -> None:
+    def _emit(
+        self, text: str, *, atom: bool = False, quantifier: bool = False, start: int | None = None
+    ) -> None:
         self.out.append(text)
         self.after_atom = atom
         self.after_quantifier = quantifier
+        if quantifier and self.last_atom is not None:
+            self.last_atom = (self.last_atom[0], self.at)
+        elif atom and start is not None:
+            self.last_atom = (start, self.at)
+        elif not quantifier:
+            self.last_atom = None
 
     def _token(self) -> None:
         char = self.source[self.at]
+        start = self.at
         if char == "\\":
             self._escape()
+            if self.after_atom:
+                self.last_atom = (start, self.at)
         elif char == "[":
             self._class()
+            self.last_atom = (start, self.at)
         elif char == "(":
             self._group()
         elif char == ")":
             self.at += 1
-            self._emit(")", atom=True)
+            self._emit(")", atom=True, start=self.opened.pop() if self.opened else None)
         elif char == "$":
             self.at += 1
             if self.lines:
@@ -136,17 +179,18 @@ class _Writer:
             self._emit("|")
         elif char == ".":
             self.at += 1
-            self._emit(".", atom=True)
+            self._emit(".", atom=True, start=start)
         else:
             self.at += 1
-            self._emit(_literal(char), atom=True)
+            self._emit(_literal(char), atom=True, start=start)
 
     def _simple_quantifier(self, char: str) -> None:
         self.at += 1
         if self.after_quantifier:
             if char == "?":
+                last = self.last_atom
                 self._emit("?")  # lazy
-                self.after_quantifier = False
+                self.last_atom = last and (last[0], self.at)
                 return
             raise _Untranslatable("possessive or repeated quantifier")
         if not self.after_atom:
@@ -228,6 +272,16 @@ class _Writer:
             raise _Untranslatable(f"escape \\{char}")
         return _literal(char)
 
+    def _word_lookaround(self, lookaround: str, boundaries: dict[str, str]) -> None:
+        end = self.at + len(lookaround)
+        kind = _word_lookaround_edge(self, lookaround.startswith("(?<"), end)
+        if kind is None:
+            raise _Untranslatable(f"lookaround {lookaround}")
+        self.at = end
+        last = self.last_atom
+        self._emit(boundaries[kind])
+        self.last_atom = last  # a boundary is no piece: the lookahead after it leans on `last`
+
     def _class(self) -> None:
         """A character class, item by item in RE2's spelling."""
         self.at += 1
@@ -278,6 +332,11 @@ class _Writer:
         if rest.startswith("(?#"):
             self.at = self.source.index(")", self.at) + 1
             return
+        for lookaround, boundaries in _WORD_LOOKAROUNDS.items():
+            if rest.startswith(lookaround):
+                self._word_lookaround(lookaround, boundaries)
+                return
+        self.opened.append(self.at)
         named = regex.match(r"\(\?P?<([A-Za-z_]\w*)>", rest)
         if named:
             self.at += named.end()
@@ -297,10 +356,83 @@ class _Writer:
             self.at += flags.end()
             self._emit(flags.group(0))
             return
+        if rest.startswith(("(?=", "(?!", "(?<=", "(?<!")):
+            opener = rest[:4] if rest.startswith("(?<") else rest[:3]
+            raise _Untranslatable(f"lookaround {opener}...)")
+        if rest.startswith(("(?P=", "(?&", "(?R", "(?(")):
+            raise _Untranslatable("backreference, recursion or conditional")
+        if rest.startswith("(?>"):
+            raise _Untranslatable("atomic group")
         if rest.startswith("(?"):
             raise _Untranslatable(f"group {rest[:4]}")
         self.at += 1
         self._emit("(")
+
+
+def _word_lookaround_edge(writer: _Writer, behind: bool, end: int) -> str | None:
+    """The kind of the piece a word lookaround leans on: the one before a lookahead, the
+    one after a lookbehind (`end`: where the lookaround ends)."""
+    if not behind:
+        if writer.last_atom is None:
+            return None
+        start, stop = writer.last_atom
+        return edge_kind(writer.source[start:stop], last=True)
+    stop = _piece_end(writer.source, end)
+    if stop is None:
+        return None
+    return edge_kind(writer.source[end:stop], last=False)
+
+
+def _piece_end(source: str, at: int) -> int | None:
+    """Where the piece starting at `at` (an atom or a group, with its quantifier) ends."""
+    if at >= len(source) or source[at] in "|)":
+        return None
+    if source[at] == "(":
+        depth = 0
+        while at < len(source):
+            char = source[at]
+            if char == "\\":
+                at += 2
+                continue
+            if char == "[":
+                at = _class_end(source, at)
+                continue
+            at += 1
+            if char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+        else:
+            return None
+    elif source[at] == "[":
+        at = _class_end(source, at)
+    elif source[at] == "\\":
+        found = regex.match(r"\\(?:[pP]\{[^}]*\}|x\{[^}]*\}|x..|u.{4}|U.{8}|.)", source[at:])
+        if found is None:
+            return None
+        at += found.end()
+    else:
+        at += 1
+    quantifier = _QUANTIFIER.match(source, at)
+    return quantifier.end() if quantifier else at
+
+
+def _class_end(source: str, at: int) -> int:
+    at += 1
+    if source[at] == "^":
+        at += 1
+    first = True
+    while True:
+        char = source[at]
+        if char == "\\":
+            at += 2
+        elif char == "]" and not first:
+            return at + 1
+        else:
+            at += 1
+        first = False
 
 
 def _literal(char: str) -> str:
