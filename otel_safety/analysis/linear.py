@@ -181,11 +181,9 @@ class LinearPattern:
         return found
 
     def subn(self, repl: Any, text: Any, count: int = 0, **kw: Any) -> tuple[Any, int]:
-        if kw or (not callable(repl) and "\\" in str(repl)) or not self._iterates:
+        replace = repl if callable(repl) else _template(repl)
+        if kw or replace is None or not self._iterates or self._bytes(text, None, None) is None:
             return self.backtracking.subn(repl, text, count, **kw)
-        if self._bytes(text, None, None) is None:
-            return self.backtracking.subn(repl, text, count, **kw)
-        replace: Callable[[Any], str] = repl if callable(repl) else (lambda _m: repl)
         pieces, last, done = [], 0, 0
         for match in self.finditer(text):
             if count and done == count:
@@ -227,6 +225,31 @@ class LinearPattern:
     def __repr__(self) -> str:
         engine = "re2+regex" if self.twin is not None else "regex"
         return f"LinearPattern({self.pattern!r}, {engine})"
+
+
+_GROUP_REFERENCE = regex.compile(r"\\([1-9])")
+
+
+def _template(template: Any) -> Callable[[Any], str] | None:
+    """A replacement template as a function of the match; None for escapes other than
+    group numbers `\\1`..`\\9` (those are left to `regex`)."""
+    if not isinstance(template, str):
+        return None
+    if "\\" not in template:
+        return lambda _match: template
+    if regex.search(r"\\[1-9][0-9]", template):
+        return None  # `\\10` is group ten to `regex`
+    pieces = _GROUP_REFERENCE.split(template)
+    if any("\\" in piece for piece in pieces[::2]):
+        return None
+
+    def expand(match: Any) -> str:
+        return "".join(
+            piece if i % 2 == 0 else (match.group(int(piece)) or "")
+            for i, piece in enumerate(pieces)
+        )
+
+    return expand
 
 
 def compile(source: str, flags: int = 0) -> LinearPattern:
