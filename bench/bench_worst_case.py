@@ -1,9 +1,11 @@
 """Benchmark: hostile input against every detector pattern and the whole pipeline.
 
-1. Every pattern the detectors and the guard compile is searched in runs of each character
-   it names (and of a few that hostile input favours: backslashes, backticks, quotes,
-   spaces, letters) at two sizes; a pattern whose time grows faster than its input is
-   listed with its growth, against one plain regex search over the same input.
+1. Every pattern the detectors and the guard compile, as they search it (RE2 for ASCII text
+   where it runs the pattern alike, see `otel_safety/analysis/linear.py`), is searched in runs
+   of each character it names (and of a few that hostile input favours: backslashes,
+   backticks, quotes, spaces, letters) at two sizes; a pattern whose time grows faster
+   than its input is listed with its growth and engine, against one plain regex search over
+   the same input.
 2. A message, a tool argument and a tool result of 10 KB, 100 KB and 1 MB of such runs go
    through the whole pipeline (`Pipeline.evaluate`), each timed against the same anchor.
 
@@ -84,6 +86,15 @@ def timed(function: Any, limit: float) -> float:
     return time.perf_counter() - started
 
 
+def _engine(source: str, pattern: Any) -> str:
+    """Which engine searches ASCII text with `pattern`, and why not RE2."""
+    from otel_safety.analysis.re2_syntax import untranslatable
+
+    if getattr(pattern, "on_re2", False):
+        return "RE2"
+    return f"regex ({untranslatable(source, pattern.flags) or 'compiled outside the data files'})"
+
+
 def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
     """Patterns whose search time grows more than linearly from `small` to 4x `small`."""
     rows = []
@@ -100,6 +111,7 @@ def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
             if growth > 6 and (worst is None or long > worst["seconds_4x"]):
                 worst = {
                     "pattern": source[:100],
+                    "engine": _engine(source, pattern),
                     "character": character,
                     "seconds": round(short, 4),
                     "seconds_4x": round(long, 4),
@@ -191,11 +203,13 @@ def main() -> None:
         print(json.dumps({"superlinear_patterns": patterns, "pipeline": pipeline}, indent=2))
         return
     print(f"Patterns growing faster than their input ({len(patterns)}):\n")
-    print("| pattern | run of | time at n | at 4n | growth |\n|---|---|---|---|---|")
+    print("| pattern | engine | run of | time at n | at 4n | growth |")
+    print("|---|---|---|---|---|---|")
     for row in patterns:
         shown = row["pattern"].replace("|", "\\|").replace("`", "'")
+        engine = row["engine"].replace("|", "\\|")
         print(
-            f"| `{shown}` | {row['character']!r} | {row['seconds'] * 1000:.1f} ms | "
+            f"| `{shown}` | {engine} | {row['character']!r} | {row['seconds'] * 1000:.1f} ms | "
             f"{row['seconds_4x'] * 1000:.1f} ms | {row['growth_4x']}x |"
         )
     print("\n| input | field | pipeline | one regex (same input) |\n|---|---|---|---|")
