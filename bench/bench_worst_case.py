@@ -88,9 +88,10 @@ def timed(function: Any, limit: float) -> float:
 
 def _engine(source: str, pattern: Any) -> str:
     """Which engine searches ASCII text with `pattern`, and why not RE2."""
+    from otel_safety.analysis.linear import on_re2
     from otel_safety.analysis.re2_syntax import untranslatable
 
-    if getattr(pattern, "on_re2", False):
+    if on_re2(pattern):
         return "RE2"
     return f"regex ({untranslatable(source, pattern.flags) or 'compiled outside the data files'})"
 

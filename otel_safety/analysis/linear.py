@@ -2,12 +2,15 @@
 
 Detectors and data files write patterns for `regex` (Unicode classes, lookarounds), whose
 backtracking search is quadratic on some hostile texts. `compile` keeps the `regex` pattern
-and, when `re2_syntax.translate` can rewrite it, an RE2 twin that is exact on ASCII text. A
-`LinearPattern` answers like a `regex.Pattern` (`search`, `match`, `fullmatch`, `finditer`,
-`findall`, `sub`, `split`): ASCII text goes to RE2, other text to `regex`. Matches read the
-same (`group`, `span`, `groups`, `groupdict`, named groups). `linear_in_regex` tells which
-patterns RE2 cannot take are still linear on `regex`: those whose matches have a bounded
-length, so that each start costs at most a constant.
+and, when `re2_syntax.translate` can rewrite it, adds an RE2 twin that is exact on ASCII
+text, in a `LinearPattern` that answers like a `regex.Pattern` (`search`, `match`,
+`fullmatch`, `finditer`, `findall`, `sub`, `split`; without a twin, the plain `regex`
+pattern is returned). ASCII text goes to RE2, other text to `regex`, and so does text shorter
+than `SHORT` characters, where `regex` is faster and even a quadratic search is bounded
+(answers are the same either way). Matches read the same (`group`, `span`, `groups`,
+`groupdict`, named groups). `linear_in_regex` tells which patterns RE2 cannot take are still
+linear on `regex`: those whose matches have a bounded length, so that each start costs at
+most a constant.
 """
 
 from __future__ import annotations
@@ -26,10 +29,16 @@ try:
 except ImportError:  # every pattern runs on `regex`, as it did
     re2 = None
 
-__all__ = ["LinearMatch", "LinearPattern", "compile", "linear_in_regex"]
+__all__ = ["LinearMatch", "LinearPattern", "compile", "linear_in_regex", "on_re2"]
 
 _RE2_MAX_MEM = 64 << 20
 _NO_SPAN = (-1, -1)
+SHORT = 256
+_UNANCHORED = _START = _BOTH = None
+if re2 is not None:
+    _UNANCHORED = re2._Anchor.UNANCHORED
+    _START = re2._Anchor.ANCHOR_START
+    _BOTH = re2._Anchor.ANCHOR_BOTH
 
 try:
     from re._constants import MAXREPEAT
@@ -98,27 +107,25 @@ class LinearMatch:
 class LinearPattern:
     """A `regex` pattern with its RE2 twin; reads like a `regex.Pattern`."""
 
-    def __init__(self, backtracking: regex.Pattern, twin: Any = None, dollar: bool = False):
+    def __init__(self, backtracking: regex.Pattern, twin: Any, dollar: bool = False):
         self.backtracking = backtracking
         self.pattern = backtracking.pattern
         self.flags = backtracking.flags
         self.groups = backtracking.groups
         self.groupindex = dict(backtracking.groupindex)
         self.twin = twin
+        # google-re2's own match call, without its wrapper's generator and match objects
+        self._raw = twin._regexp.Match
         self._dollar = dollar
         # Empty matches advance differently in RE2 and `regex`: such patterns iterate there.
-        self._iterates = twin is not None and twin.search(b"") is None and not _may_be_empty(
-            backtracking
-        )
-
-    @property
-    def on_re2(self) -> bool:
-        """Whether ASCII text is searched by RE2."""
-        return self.twin is not None
+        self._iterates = twin.search(b"") is None and not _may_be_empty(backtracking)
 
     def _bytes(self, text: Any, pos: int | None, endpos: int | None) -> bytes | None:
-        """The text for RE2, or None when only `regex` reads it alike."""
-        if self.twin is None or type(text) is not str or not text.isascii():
+        """The text for RE2, or None when `regex` should read it (it alone reads it alike,
+        or it is short)."""
+        if type(text) is not str or len(text) < SHORT:
+            return None
+        if not text.isascii():
             return None
         if endpos is not None and endpos < len(text):
             return None
@@ -126,28 +133,30 @@ class LinearPattern:
             return None
         return _ascii(text)
 
-    def _found(self, found: Any, text: str, pos: int, endpos: int) -> LinearMatch | None:
-        if found is None:
+    def _found(self, anchor: Any, text: str, data: bytes, start: int) -> LinearMatch | None:
+        spans = self._raw(anchor, data, start, len(data))
+        if spans[0] == _NO_SPAN:
             return None
-        regs = tuple(found.span(i) for i in range(self.groups + 1))
-        return LinearMatch(self, text, pos, endpos, regs)
+        return LinearMatch(self, text, start, len(text), tuple(spans[: self.groups + 1]))
 
-    def _run(self, name: str, text: Any, pos: int | None, endpos: int | None, **kw: Any) -> Any:
+    def _run(
+        self, anchor: Any, name: str, text: Any, pos: int | None, endpos: int | None, kw: Any
+    ) -> Any:
         data = None if kw else self._bytes(text, pos, endpos)
         if data is None:
             return getattr(self.backtracking, name)(text, pos, endpos, **kw)
-        start = 0 if pos is None else max(0, min(pos, len(text)))
-        found = getattr(self.twin, name)(data, start)
-        return self._found(found, text, start, len(text))
+        return self._found(anchor, text, data, 0 if pos is None else max(0, min(pos, len(text))))
 
     def search(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
-        return self._run("search", text, pos, endpos, **kw)
+        if len(text) < SHORT:  # the common case, kept short
+            return self.backtracking.search(text, pos, endpos, **kw)
+        return self._run(_UNANCHORED, "search", text, pos, endpos, kw)
 
     def match(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
-        return self._run("match", text, pos, endpos, **kw)
+        return self._run(_START, "match", text, pos, endpos, kw)
 
     def fullmatch(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
-        return self._run("fullmatch", text, pos, endpos, **kw)
+        return self._run(_BOTH, "fullmatch", text, pos, endpos, kw)
 
     def finditer(
         self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any
@@ -160,10 +169,9 @@ class LinearPattern:
     def _iterate(self, text: str, data: bytes, start: int) -> Iterator[LinearMatch]:
         size = len(text)
         while start <= size:
-            found = self.twin.search(data, start)
-            if found is None:
+            match = self._found(_UNANCHORED, text, data, start)
+            if match is None:
                 return
-            match = self._found(found, text, start, size)
             yield match
             start = match.end()  # never empty: `_iterates` holds
 
@@ -212,7 +220,15 @@ class LinearPattern:
         return pieces
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "backtracking":  # unpickling: not set yet
+            raise AttributeError(name)
         return getattr(self.backtracking, name)
+
+    def __getstate__(self) -> tuple[str, int]:
+        return self.pattern, self.flags
+
+    def __setstate__(self, state: tuple[str, int]) -> None:
+        self.__dict__.update(compile(*state).__dict__)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LinearPattern):
@@ -223,8 +239,7 @@ class LinearPattern:
         return hash((self.pattern, self.flags))
 
     def __repr__(self) -> str:
-        engine = "re2+regex" if self.twin is not None else "regex"
-        return f"LinearPattern({self.pattern!r}, {engine})"
+        return f"LinearPattern({self.pattern!r})"
 
 
 _GROUP_REFERENCE = regex.compile(r"\\([1-9])")
@@ -252,9 +267,9 @@ def _template(template: Any) -> Callable[[Any], str] | None:
     return expand
 
 
-def compile(source: str, flags: int = 0) -> LinearPattern:
-    """`source` compiled for `regex`, with an RE2 twin when RE2 runs it alike (regex.error
-    for a bad pattern, as `regex.compile`)."""
+def compile(source: str, flags: int = 0) -> LinearPattern | regex.Pattern:
+    """`source` compiled for `regex`, with an RE2 twin when RE2 runs it alike; the plain
+    `regex` pattern when RE2 cannot (regex.error for a bad pattern, as `regex.compile`)."""
     backtracking = regex.compile(source, flags)
     twin = None
     translation = translate(source, backtracking.flags) if re2 is not None else None
@@ -268,7 +283,14 @@ def compile(source: str, flags: int = 0) -> LinearPattern:
             twin = None
         if twin is not None and twin.groups != backtracking.groups:
             twin = None
-    return LinearPattern(backtracking, twin, translation is not None and translation.dollar_at_end)
+    if twin is None:
+        return backtracking
+    return LinearPattern(backtracking, twin, translation.dollar_at_end)
+
+
+def on_re2(pattern: Any) -> bool:
+    """Whether `pattern` (from `compile`) searches long ASCII text on RE2."""
+    return isinstance(pattern, LinearPattern)
 
 
 def _may_be_empty(pattern: regex.Pattern) -> bool:

@@ -45,8 +45,13 @@ _NEGATED_ITEMS = {
     "S": r"\x00-\x08\x0e-\x1f!-\x{10ffff}",
 }
 _UNSUPPORTED_FLAGS = (
-    regex.VERBOSE | regex.BESTMATCH | regex.ENHANCEMATCH | regex.WORD | regex.REVERSE
-    | regex.POSIX | regex.LOCALE
+    regex.VERBOSE
+    | regex.BESTMATCH
+    | regex.ENHANCEMATCH
+    | regex.WORD
+    | regex.REVERSE
+    | regex.POSIX
+    | regex.LOCALE
 )
 # What names a character beyond ASCII: such a pattern cannot fold case fully on RE2.
 _BEYOND_ASCII = regex.compile(r"[^\x00-\x7f]|\\(?:[uUNpP]|x\{|x[89a-fA-F])")

@@ -31,7 +31,7 @@ NEVER = "(?!)"
 
 def compile_pattern(
     source: str, where: str, flags: int = 0, *, quote_source: bool = True
-) -> linear.LinearPattern:
+) -> linear.LinearPattern | regex.Pattern:
     """`source` compiled, or a ValueError naming `where` and the pattern.
 
     A pattern shaped to take exponential time on some input (`(\\w+\\s*)+`) is refused
@@ -54,7 +54,7 @@ def compile_pattern(
             "give each round of the repeat a piece of its own that the repeat inside cannot "
             "match, e.g. (?:\\w+\\s+)* instead of (?:\\w+\\s*)*"
         )
-    if isinstance(source, UserText) and not compiled.on_re2 and linear.re2 is not None:
+    if isinstance(source, UserText) and not linear.on_re2(compiled) and linear.re2 is not None:
         _check_linear(source, where, compiled.flags, quoted)
     return compiled
 
@@ -74,7 +74,7 @@ def _check_linear(source: UserText, where: str, flags: int, quoted: str) -> None
 
 def compile_patterns(
     sources: Iterable[str], where: str, flags: int = 0
-) -> tuple[linear.LinearPattern, ...]:
+) -> tuple[linear.LinearPattern | regex.Pattern, ...]:
     """Each of `sources` compiled on its own, so that an error names the bad one."""
     return tuple(compile_pattern(source, where, flags) for source in sources)
 
