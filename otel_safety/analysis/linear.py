@@ -15,6 +15,7 @@ most a constant.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -117,8 +118,13 @@ class LinearPattern:
         # google-re2's own match call, without its wrapper's generator and match objects
         self._raw = twin._regexp.Match
         self._dollar = dollar
-        # Empty matches advance differently in RE2 and `regex`: such patterns iterate there.
-        self._iterates = twin.search(b"") is None and not _may_be_empty(backtracking)
+
+    @functools.cached_property
+    def _iterates(self) -> bool:
+        """Whether RE2 may iterate: empty matches advance differently in RE2 and `regex`,
+        so a pattern that may match empty iterates on `regex` (worked out on first use:
+        parsing every pattern at start-up would cost more than it saves)."""
+        return self.twin.search(b"") is None and not _may_be_empty(self.backtracking)
 
     def _bytes(self, text: Any, pos: int | None, endpos: int | None) -> bytes | None:
         """The text for RE2, or None when `regex` should read it (it alone reads it alike,
