@@ -1,9 +1,11 @@
 """Benchmark: hostile input against every detector pattern and the whole pipeline.
 
-1. Every pattern the detectors and the guard compile is searched in runs of each character
-   it names (and of a few that hostile input favours: backslashes, backticks, quotes,
-   spaces, letters) at two sizes; a pattern whose time grows faster than its input is
-   listed with its growth, against one plain regex search over the same input.
+1. Every pattern the detectors and the guard compile, as they search it (RE2 for ASCII text
+   where it runs the pattern alike, see `otel_safety/analysis/linear.py`), is searched in runs
+   of each character it names (and of a few that hostile input favours: backslashes,
+   backticks, quotes, spaces, letters) at two sizes; a pattern whose time grows faster
+   than its input is listed with its growth and engine, against one plain regex search over
+   the same input.
 2. A message, a tool argument and a tool result of 10 KB, 100 KB and 1 MB of such runs go
    through the whole pipeline (`Pipeline.evaluate`), each timed against the same anchor.
 
@@ -38,10 +40,15 @@ def _alarm(_signal: int, _frame: Any) -> None:
     raise _Timeout
 
 
-def collected_patterns() -> dict[tuple[str, int], regex.Pattern]:
-    """Every pattern compiled while the detectors and the guard are built."""
-    found: dict[tuple[str, int], regex.Pattern] = {}
+def collected_patterns() -> dict[tuple[str, int], Any]:
+    """Every pattern compiled while the detectors and the guard are built, as the detectors
+    search it: a `linear.LinearPattern` (RE2 for ASCII text) where one was made."""
+    from otel_safety.analysis import linear
+
+    found: dict[tuple[str, int], Any] = {}
+    wrapped: dict[tuple[str, int], Any] = {}
     original = regex.compile
+    original_linear = linear.compile
 
     def recording(pattern: Any, flags: int = 0, *args: Any, **kwargs: Any) -> regex.Pattern:
         compiled = original(pattern, flags, *args, **kwargs)
@@ -49,14 +56,21 @@ def collected_patterns() -> dict[tuple[str, int], regex.Pattern]:
             found[(pattern, flags)] = compiled
         return compiled
 
+    def recording_linear(pattern: str, flags: int = 0) -> Any:
+        compiled = original_linear(pattern, flags)
+        wrapped[(pattern, flags)] = compiled
+        return compiled
+
     regex.compile = recording
+    linear.compile = recording_linear
     try:
         from otel_safety import detectors
 
         detectors.create()
     finally:
         regex.compile = original
-    return found
+        linear.compile = original_linear
+    return found | wrapped
 
 
 def timed(function: Any, limit: float) -> float:
@@ -70,6 +84,16 @@ def timed(function: Any, limit: float) -> float:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     return time.perf_counter() - started
+
+
+def _engine(source: str, pattern: Any) -> str:
+    """Which engine searches ASCII text with `pattern`, and why not RE2."""
+    from otel_safety.analysis.linear import on_re2
+    from otel_safety.analysis.re2_syntax import untranslatable
+
+    if on_re2(pattern):
+        return "RE2"
+    return f"regex ({untranslatable(source, pattern.flags) or 'compiled outside the data files'})"
 
 
 def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
@@ -88,6 +112,7 @@ def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
             if growth > 6 and (worst is None or long > worst["seconds_4x"]):
                 worst = {
                     "pattern": source[:100],
+                    "engine": _engine(source, pattern),
                     "character": character,
                     "seconds": round(short, 4),
                     "seconds_4x": round(long, 4),
@@ -179,11 +204,13 @@ def main() -> None:
         print(json.dumps({"superlinear_patterns": patterns, "pipeline": pipeline}, indent=2))
         return
     print(f"Patterns growing faster than their input ({len(patterns)}):\n")
-    print("| pattern | run of | time at n | at 4n | growth |\n|---|---|---|---|---|")
+    print("| pattern | engine | run of | time at n | at 4n | growth |")
+    print("|---|---|---|---|---|---|")
     for row in patterns:
         shown = row["pattern"].replace("|", "\\|").replace("`", "'")
+        engine = row["engine"].replace("|", "\\|")
         print(
-            f"| `{shown}` | {row['character']!r} | {row['seconds'] * 1000:.1f} ms | "
+            f"| `{shown}` | {engine} | {row['character']!r} | {row['seconds'] * 1000:.1f} ms | "
             f"{row['seconds_4x'] * 1000:.1f} ms | {row['growth_4x']}x |"
         )
     print("\n| input | field | pipeline | one regex (same input) |\n|---|---|---|---|")

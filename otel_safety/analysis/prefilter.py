@@ -19,6 +19,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.analysis.memo import per_trace
 from otel_safety.analysis.relax import relax
 
@@ -105,7 +106,7 @@ class Prefilter:
             return None
         sources = [p.pattern for p in patterns]
         try:
-            union = regex.compile("|".join(f"(?:{s})" for s in sources), patterns[0].flags)
+            union = linear.compile("|".join(f"(?:{s})" for s in sources), patterns[0].flags)
         except regex.error:
             return None
         whole = not any(_CONTEXT_SENSITIVE.search(_CLASSES.sub("", s)) for s in sources)

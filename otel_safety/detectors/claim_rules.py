@@ -174,12 +174,14 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
     if not objects:  # with nothing to be about, every verb claims on its own
         bare = "|".join(part for part in (bare, perfect) if part)
         verbs = perfect = ""
+    # The gap starts with a non-word character, so a verb before it ends at a word's end
+    # without a lookahead (which RE2 could not run).
     gap = rf"(?P<gap>(?:\W+\w[\w'\u2019-]*){{0,{window}}}?)\W+"
 
     def anchored(with_object: str) -> regex.Pattern | None:
         forms = [f"(?:{bare})(?!\\w)"] if bare else []
         if with_object:
-            forms.append(f"(?:{with_object})(?!\\w){gap}(?:{objects})(?![\\w-])")
+            forms.append(f"(?:{with_object}){gap}(?:{objects})(?![\\w-])")
         return _regex("|".join(forms), where) if forms else None
 
     passives = []
@@ -198,7 +200,7 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
             )
         )
         passives.append(
-            _regex(rf"\b(?:{been}|{done})(?:{perfect})(?!\w){gap}(?:{objects})(?![\w-])", where)
+            _regex(rf"\b(?:{been}|{done})(?:{perfect}){gap}(?:{objects})(?![\w-])", where)
         )
     return Action(
         name=name,

@@ -11,7 +11,10 @@ from collections.abc import Iterable
 
 import regex
 
+from otel_safety.analysis import linear
+from otel_safety.analysis.re2_syntax import untranslatable
 from otel_safety.analysis.shape import catastrophic
+from otel_safety.detectors.datafiles import UserText
 
 __all__ = [
     "NEVER",
@@ -28,32 +31,50 @@ NEVER = "(?!)"
 
 def compile_pattern(
     source: str, where: str, flags: int = 0, *, quote_source: bool = True
-) -> regex.Pattern:
+) -> linear.LinearPattern | regex.Pattern:
     """`source` compiled, or a ValueError naming `where` and the pattern.
 
     A pattern shaped to take exponential time on some input (`(\\w+\\s*)+`) is refused
-    here, before it can stall the judge on hostile text (see `analysis.shape`).
+    here, before it can stall the judge on hostile text (see `analysis.shape`). The result
+    searches ASCII text on RE2 in linear time when RE2 can run the pattern alike (see
+    `analysis.linear`); a pattern from a user's data file (`UserText`) that RE2 cannot run
+    must have matches of bounded length (linear on `regex` too), or it is refused.
     `quote_source=False` leaves the pattern out of the message: for patterns assembled from
     whole lists (thousands of characters), where quoting them would bury the error.
     """
     shown = f" {source!r}" if quote_source else ""
     try:
-        compiled = regex.compile(source, flags)
+        compiled = linear.compile(source, flags)
     except (regex.error, TypeError) as exc:
         raise ValueError(f"{where}: bad pattern{shown}: {exc}") from exc
+    quoted = source if len(source) <= 200 else source[:199] + "…"
     if not flags & regex.VERBOSE and (problem := catastrophic(source)):
-        quoted = source if len(source) <= 200 else source[:199] + "…"
         raise ValueError(
             f"{where}: pattern {quoted!r} can take exponential time on some input ({problem}); "
             "give each round of the repeat a piece of its own that the repeat inside cannot "
             "match, e.g. (?:\\w+\\s+)* instead of (?:\\w+\\s*)*"
         )
+    if isinstance(source, UserText) and not linear.on_re2(compiled) and linear.re2 is not None:
+        _check_linear(source, where, compiled.flags, quoted)
     return compiled
+
+
+def _check_linear(source: UserText, where: str, flags: int, quoted: str) -> None:
+    """Refuse a user's pattern that RE2 cannot run and `regex` may search in quadratic time."""
+    if linear.linear_in_regex(source, flags):
+        return
+    reason = untranslatable(source, flags) or "RE2 cannot run it alike"
+    raise ValueError(
+        f"{source.path}: {where}: pattern {quoted!r} may take time growing faster than its "
+        f"input: RE2 cannot run it ({reason}) and its matches have no length bound; write it "
+        "without lookarounds and backreferences (\\b instead of (?<!\\w) or (?!\\w)), or "
+        "bound every repeat (\\w{1,40} instead of \\w+)"
+    )
 
 
 def compile_patterns(
     sources: Iterable[str], where: str, flags: int = 0
-) -> tuple[regex.Pattern, ...]:
+) -> tuple[linear.LinearPattern | regex.Pattern, ...]:
     """Each of `sources` compiled on its own, so that an error names the bad one."""
     return tuple(compile_pattern(source, where, flags) for source in sources)
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 __all__ = [
     "DATA_DIR_ENV",
     "DATA_VERSION",
+    "UserText",
     "data_dir_from_env",
     "load_compiled",
     "load_data",
@@ -30,6 +31,36 @@ DATA_DIR_ENV = "OTEL_SAFETY_DATA_DIR"
 DATA_VERSION = 1
 
 Compiled = TypeVar("Compiled")
+
+
+class UserText(str):
+    """A string read from a user's data file, not a packaged one, with the file it came from.
+
+    Patterns a user adds must run in linear time by construction (see
+    `data_patterns.compile_pattern`); this is how the compiler tells them from ours and names
+    the file in its error.
+    """
+
+    path: str
+
+    def __new__(cls, text: str, path: str) -> UserText:
+        made = super().__new__(cls, text)
+        made.path = path
+        return made
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return UserText, (str(self), self.path)
+
+
+def _marked(value: Any, path: str) -> Any:
+    """`value` with every string in it (not keys) a `UserText` from `path`."""
+    if isinstance(value, str):
+        return UserText(value, path)
+    if isinstance(value, list):
+        return [_marked(item, path) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _marked(item, path) for key, item in value.items()}
+    return value
 
 
 def data_dir_from_env() -> str | None:
@@ -65,7 +96,7 @@ def load_data(
                 f"{path}: unknown section(s) {', '.join(unknown)}; {name}.toml has "
                 f"{', '.join(sorted(k for k in data if k != 'version'))}"
             )
-        data = merge(data, user)
+        data = merge(data, _marked(user, path))
     return data
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.detectors.entry import tool_arguments
 from otel_safety.model import ToolCall
 
@@ -34,7 +35,7 @@ _CALL_FENCES = frozenset({"", "tool_code", "tool_call", "json", "text", "plainte
 # A shell block becomes a call to this tool with a `command` argument: the shape a real
 # shell tool has, so it is resolved like one.
 _TEXT_SHELL_TOOL = "shell"
-_LOOKS_LIKE_ARGUMENTS = regex.compile(r"[{\"']|\w+\s*=")
+_LOOKS_LIKE_ARGUMENTS = linear.compile(r"[{\"']|\w+\s*=")  # RE2: linear on ASCII
 
 
 def tool_calls_from_text(text: str, span_id: str | None = None) -> list[ToolCall]:

@@ -12,10 +12,12 @@ from collections.abc import Iterable
 
 import regex
 
+from otel_safety.analysis import linear
+
 __all__ = ["first_match_at", "name_pattern", "normalize_name"]
 
 _CAMEL_LOWER = regex.compile(r"([a-z0-9])([A-Z])")
-_CAMEL_UPPER = regex.compile(r"([A-Z]+)([A-Z][a-z])")
+_CAMEL_UPPER = linear.compile(r"([A-Z]+)([A-Z][a-z])")  # RE2: linear on ASCII
 _NON_WORD = regex.compile(r"[^A-Za-z0-9]+")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from otel_safety.analysis import linear
 from otel_safety.analysis.prefilter import RelaxedFamily, relaxed_family
 from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
 from otel_safety.detectors.tool_names import name_pattern
@@ -147,7 +148,7 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         tools=tools,
         arguments={key: frozenset(values) for key, values in data["arguments"].items()},
         commands={
-            category: tuple(regex.compile(p, regex.IGNORECASE) for p in patterns)
+            category: tuple(linear.compile(p, regex.IGNORECASE) for p in patterns)
             for category, patterns in data["commands"].items()
         },
         rules=rules,
@@ -182,7 +183,7 @@ def _prefilter(rules: tuple[Rule, ...], kind: str) -> KindFilter | bool:
         return False
     exact = None
     if kind not in UNFILTERED_KINDS:
-        exact = regex.compile("|".join(p.pattern for p in compiled))
+        exact = linear.compile("|".join(p.pattern for p in compiled))
     return KindFilter(relaxed_family(compiled, whole_text=True), exact)
 
 
@@ -232,7 +233,7 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
             else [scoped(e, ignore_case=not spec.get("case")) for e in spec.get(kind, [])]
         )
         try:
-            patterns[kind] = regex.compile("|".join(entries)) if entries else None
+            patterns[kind] = linear.compile("|".join(entries)) if entries else None
         except regex.error as exc:
             raise ValueError(f"{where}: bad {kind} pattern: {exc}") from None
     conditions = ("limit", "recipients", "empty_filter")

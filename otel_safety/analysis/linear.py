@@ -1,0 +1,337 @@
+"""Patterns that run in linear time on RE2 wherever RE2 finds exactly what `regex` finds.
+
+Detectors and data files write patterns for `regex` (Unicode classes, lookarounds), whose
+backtracking search is quadratic on some hostile texts. `compile` keeps the `regex` pattern
+and, when `re2_syntax.translate` can rewrite it, adds an RE2 twin that is exact on ASCII
+text, in a `LinearPattern` that answers like a `regex.Pattern` (`search`, `match`,
+`fullmatch`, `finditer`, `findall`, `sub`, `split`; without a twin, the plain `regex`
+pattern is returned). ASCII text goes to RE2, other text to `regex`, and so does text shorter
+than `SHORT` characters, where `regex` is faster and even a quadratic search is bounded
+(answers are the same either way). Matches read the same (`group`, `span`, `groups`,
+`groupdict`, named groups). `linear_in_regex` tells which patterns RE2 cannot take are still
+linear on `regex`: those whose matches have a bounded length, so that each start costs at
+most a constant.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import regex
+
+from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.re2_syntax import translate
+from otel_safety.detectors.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
+
+try:
+    import re2
+except ImportError:  # every pattern runs on `regex`, as it did
+    re2 = None
+
+__all__ = ["LinearMatch", "LinearPattern", "compile", "linear_in_regex", "on_re2"]
+
+_RE2_MAX_MEM = 64 << 20
+_NO_SPAN = (-1, -1)
+SHORT = 256
+_UNANCHORED = _START = _BOTH = None
+if re2 is not None:
+    _UNANCHORED = re2._Anchor.UNANCHORED
+    _START = re2._Anchor.ANCHOR_START
+    _BOTH = re2._Anchor.ANCHOR_BOTH
+
+try:
+    from re._constants import MAXREPEAT
+except ImportError:
+    MAXREPEAT = None
+
+
+@per_trace
+def _ascii(text: str) -> bytes:
+    return text.encode("ascii")
+
+
+class LinearMatch:
+    """A match found by RE2, read like a `regex` match (offsets are characters)."""
+
+    __slots__ = ("endpos", "pos", "re", "regs", "string")
+
+    def __init__(self, pattern: LinearPattern, string: str, pos: int, endpos: int, regs: tuple):
+        self.re = pattern
+        self.string = string
+        self.pos = pos
+        self.endpos = endpos
+        self.regs = regs
+
+    def _index(self, group: int | str) -> int:
+        if isinstance(group, str):
+            return self.re.groupindex[group]
+        if not 0 <= group < len(self.regs):
+            raise IndexError("no such group")
+        return group
+
+    def _text(self, group: int | str, default: Any = None) -> Any:
+        start, end = self.regs[self._index(group)]
+        return default if start < 0 else self.string[start:end]
+
+    def group(self, *groups: int | str) -> Any:
+        if len(groups) <= 1:
+            return self._text(groups[0] if groups else 0)
+        return tuple(self._text(group) for group in groups)
+
+    def __getitem__(self, group: int | str) -> Any:
+        return self._text(group)
+
+    def groups(self, default: Any = None) -> tuple:
+        return tuple(self._text(i, default) for i in range(1, len(self.regs)))
+
+    def groupdict(self, default: Any = None) -> dict[str, Any]:
+        return {name: self._text(i, default) for name, i in self.re.groupindex.items()}
+
+    def span(self, group: int | str = 0) -> tuple[int, int]:
+        return self.regs[self._index(group)]
+
+    def start(self, group: int | str = 0) -> int:
+        return self.regs[self._index(group)][0]
+
+    def end(self, group: int | str = 0) -> int:
+        return self.regs[self._index(group)][1]
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"<LinearMatch span={self.regs[0]} match={self.group()!r}>"
+
+
+class LinearPattern:
+    """A `regex` pattern with its RE2 twin; reads like a `regex.Pattern`."""
+
+    def __init__(self, backtracking: regex.Pattern, twin: Any, dollar: bool = False):
+        self.backtracking = backtracking
+        self.pattern = backtracking.pattern
+        self.flags = backtracking.flags
+        self.groups = backtracking.groups
+        self.groupindex = dict(backtracking.groupindex)
+        self.twin = twin
+        # google-re2's own match call, without its wrapper's generator and match objects
+        self._raw = twin._regexp.Match
+        self._dollar = dollar
+
+    @functools.cached_property
+    def _iterates(self) -> bool:
+        """Whether RE2 may iterate: empty matches advance differently in RE2 and `regex`,
+        so a pattern that may match empty iterates on `regex` (worked out on first use:
+        parsing every pattern at start-up would cost more than it saves)."""
+        return self.twin.search(b"") is None and not _may_be_empty(self.backtracking)
+
+    def _bytes(self, text: Any, pos: int | None, endpos: int | None) -> bytes | None:
+        """The text for RE2, or None when `regex` should read it (it alone reads it alike,
+        or it is short)."""
+        if type(text) is not str or len(text) < SHORT:
+            return None
+        if not text.isascii():
+            return None
+        if endpos is not None and endpos < len(text):
+            return None
+        if self._dollar and text.endswith("\n"):
+            return None
+        return _ascii(text)
+
+    def _found(self, anchor: Any, text: str, data: bytes, start: int) -> LinearMatch | None:
+        spans = self._raw(anchor, data, start, len(data))
+        if spans[0] == _NO_SPAN:
+            return None
+        return LinearMatch(self, text, start, len(text), tuple(spans[: self.groups + 1]))
+
+    def _run(
+        self, anchor: Any, name: str, text: Any, pos: int | None, endpos: int | None, kw: Any
+    ) -> Any:
+        data = None if kw else self._bytes(text, pos, endpos)
+        if data is None:
+            return getattr(self.backtracking, name)(text, pos, endpos, **kw)
+        return self._found(anchor, text, data, 0 if pos is None else max(0, min(pos, len(text))))
+
+    def search(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
+        if len(text) < SHORT:  # the common case, kept short
+            return self.backtracking.search(text, pos, endpos, **kw)
+        return self._run(_UNANCHORED, "search", text, pos, endpos, kw)
+
+    def match(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
+        return self._run(_START, "match", text, pos, endpos, kw)
+
+    def fullmatch(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
+        return self._run(_BOTH, "fullmatch", text, pos, endpos, kw)
+
+    def finditer(
+        self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any
+    ) -> Iterator[Any]:
+        data = None if kw or not self._iterates else self._bytes(text, pos, endpos)
+        if data is None:
+            return self.backtracking.finditer(text, pos, endpos, **kw)
+        return self._iterate(text, data, 0 if pos is None else max(0, min(pos, len(text))))
+
+    def _iterate(self, text: str, data: bytes, start: int) -> Iterator[LinearMatch]:
+        size = len(text)
+        while start <= size:
+            match = self._found(_UNANCHORED, text, data, start)
+            if match is None:
+                return
+            yield match
+            start = match.end()  # never empty: `_iterates` holds
+
+    def findall(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
+        if kw or not self._iterates or self._bytes(text, pos, endpos) is None:
+            return self.backtracking.findall(text, pos, endpos, **kw)
+        found = []
+        for match in self.finditer(text, pos, endpos):
+            if self.groups == 0:
+                found.append(match.group())
+            elif self.groups == 1:
+                found.append(match.groups("")[0])
+            else:
+                found.append(match.groups(""))
+        return found
+
+    def subn(self, repl: Any, text: Any, count: int = 0, **kw: Any) -> tuple[Any, int]:
+        replace = repl if callable(repl) else _template(repl)
+        if kw or replace is None or not self._iterates or self._bytes(text, None, None) is None:
+            return self.backtracking.subn(repl, text, count, **kw)
+        pieces, last, done = [], 0, 0
+        for match in self.finditer(text):
+            if count and done == count:
+                break
+            pieces.append(text[last : match.start()])
+            pieces.append(replace(match))
+            last = match.end()
+            done += 1
+        pieces.append(text[last:])
+        return "".join(pieces), done
+
+    def sub(self, repl: Any, text: Any, count: int = 0, **kw: Any) -> Any:
+        return self.subn(repl, text, count, **kw)[0]
+
+    def split(self, text: Any, maxsplit: int = 0, **kw: Any) -> list[Any]:
+        if kw or not self._iterates or self._bytes(text, None, None) is None:
+            return self.backtracking.split(text, maxsplit, **kw)
+        pieces, last = [], 0
+        for done, match in enumerate(self.finditer(text)):
+            if maxsplit and done == maxsplit:
+                break
+            pieces.append(text[last : match.start()])
+            pieces.extend(match.groups())
+            last = match.end()
+        pieces.append(text[last:])
+        return pieces
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "backtracking":  # unpickling: not set yet
+            raise AttributeError(name)
+        return getattr(self.backtracking, name)
+
+    def __getstate__(self) -> tuple[str, int]:
+        return self.pattern, self.flags
+
+    def __setstate__(self, state: tuple[str, int]) -> None:
+        self.__dict__.update(compile(*state).__dict__)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LinearPattern):
+            return (self.pattern, self.flags) == (other.pattern, other.flags)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self.flags))
+
+    def __repr__(self) -> str:
+        return f"LinearPattern({self.pattern!r})"
+
+
+_GROUP_REFERENCE = regex.compile(r"\\([1-9])")
+
+
+def _template(template: Any) -> Callable[[Any], str] | None:
+    """A replacement template as a function of the match; None for escapes other than
+    group numbers `\\1`..`\\9` (those are left to `regex`)."""
+    if not isinstance(template, str):
+        return None
+    if "\\" not in template:
+        return lambda _match: template
+    if regex.search(r"\\[1-9][0-9]", template):
+        return None  # `\\10` is group ten to `regex`
+    pieces = _GROUP_REFERENCE.split(template)
+    if any("\\" in piece for piece in pieces[::2]):
+        return None
+
+    def expand(match: Any) -> str:
+        return "".join(
+            piece if i % 2 == 0 else (match.group(int(piece)) or "")
+            for i, piece in enumerate(pieces)
+        )
+
+    return expand
+
+
+def compile(source: str, flags: int = 0) -> LinearPattern | regex.Pattern:
+    """`source` compiled for `regex`, with an RE2 twin when RE2 runs it alike; the plain
+    `regex` pattern when RE2 cannot (regex.error for a bad pattern, as `regex.compile`)."""
+    backtracking = regex.compile(source, flags)
+    twin = None
+    translation = translate(source, backtracking.flags) if re2 is not None else None
+    if translation is not None:
+        options = re2.Options()
+        options.log_errors = False
+        options.max_mem = _RE2_MAX_MEM
+        try:
+            twin = re2.compile(translation.source.encode(), options)
+        except re2.error:
+            twin = None
+        if twin is not None and twin.groups != backtracking.groups:
+            twin = None
+    if twin is None:
+        return backtracking
+    return LinearPattern(backtracking, twin, translation.dollar_at_end)
+
+
+def on_re2(pattern: Any) -> bool:
+    """Whether `pattern` (from `compile`) searches long ASCII text on RE2."""
+    return isinstance(pattern, LinearPattern)
+
+
+def _may_be_empty(pattern: regex.Pattern) -> bool:
+    """Whether `pattern` can match empty text somewhere (conservatively: None-safe)."""
+    tree = parse(pattern.pattern, bool(pattern.flags & regex.IGNORECASE))
+    if tree is None:
+        return True
+    try:
+        import re._parser as sre_parse
+
+        return sre_parse.SubPattern(sre_parse.State(), tree).getwidth()[0] == 0
+    except Exception:
+        return True
+
+
+def linear_in_regex(source: str, flags: int = 0) -> bool:
+    """Whether `regex` searches `source` in linear time: every match, and every lookaround,
+    has a bounded length, so each start position costs at most a constant."""
+    if flags & regex.VERBOSE:
+        return False
+    tree = parse(source, bool(flags & regex.IGNORECASE))
+    return tree is not None and _bounded(tree)
+
+
+def _bounded(nodes: list) -> bool:
+    for op, argument in nodes:
+        if op in REPEATS:
+            if argument[1] == MAXREPEAT or not _bounded(list(argument[2])):
+                return False
+        elif op in GROUPS or op in LOOKAROUNDS:
+            if not _bounded(list(argument[-1])):
+                return False
+        elif str(op) == "BRANCH":
+            if not all(_bounded(list(branch)) for branch in argument[1]):
+                return False
+        elif str(op) in ("GROUPREF", "GROUPREF_EXISTS"):
+            return False
+    return True
