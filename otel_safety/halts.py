@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from otel_safety.conversation import ExpiringStore
 from otel_safety.model import EscalationLevel, Finding
+from otel_safety.sink_base import ImmediateSink
 
 if TYPE_CHECKING:
     from otel_safety.pipeline import TraceEvaluation
@@ -145,7 +146,7 @@ def default_halts() -> HaltRegistry:
     return _DEFAULT
 
 
-class HaltSink:
+class HaltSink(ImmediateSink):
     """An engine sink that halts the conversation of every judged trace with halting
     findings: the pipeline's verdicts reach the guard of the same process.
 
@@ -183,12 +184,3 @@ class HaltSink:
                 )
             )
             self.stats["halts"] += 1
-
-    def tick(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass

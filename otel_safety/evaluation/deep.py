@@ -19,12 +19,13 @@ from typing import Any
 from otel_safety.evaluation.cases import Case
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
 from otel_safety.queries import align
+from otel_safety.sink_base import ImmediateSink
 
 DEEP_DATASETS = ("agentdojo",)  # the rows that are agent trajectories
 
 
 @dataclass
-class DeepVerdicts:
+class DeepVerdicts(ImmediateSink):
     """What the deep tier said of each trace: True/False, or None when it failed."""
 
     unsafe: dict[str, bool | None] = field(default_factory=dict)
@@ -38,15 +39,6 @@ class DeepVerdicts:
 
     # A sink of the engine that only listens to the deep tier.
     def write(self, evaluations: Sequence[Any]) -> None:
-        pass
-
-    def tick(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
         pass
 
 

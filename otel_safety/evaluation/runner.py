@@ -32,6 +32,7 @@ from otel_safety.mapping import trace_id_hex
 from otel_safety.model import EscalationLevel
 from otel_safety.pipeline import TraceEvaluation
 from otel_safety.queries import align
+from otel_safety.sink_base import ImmediateSink
 
 ALL_EXTERNAL = "all external"
 
@@ -163,7 +164,7 @@ class EvalReport:
         return align(lines)
 
 
-class _Collector:
+class _Collector(ImmediateSink):
     """A sink that remembers each trace's verdicts for the metrics."""
 
     def __init__(self) -> None:
@@ -182,15 +183,6 @@ class _Collector:
             self.levels[evaluation.trace_id] = max(level, evaluation.level)
             if evaluation.trajectory and evaluation.trajectory.root_span_id:
                 self.roots[evaluation.trace_id] = evaluation.trajectory.root_span_id
-
-    def tick(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass
 
 
 def run_eval(

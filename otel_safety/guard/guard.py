@@ -134,7 +134,18 @@ class Guard:
         verdict = self._judge(view, identity, conversation, when, steered_by, halt)
         verdict.source = source
         if deep:
-            self._deepen(verdict, name, arguments, identity, task, conversation, deep_timeout)
+            if self._deep_client is None:
+                self._deep_client = deep_client(self._deep_config)
+            ask_deep(
+                self._deep_client,
+                verdict,
+                name,
+                arguments,
+                identity,
+                task,
+                conversation,
+                deep_timeout,
+            )
         if self.approval is not None and verdict.decision is Decision.WARN:
             self._ask(verdict, approval_request(arguments, conversation))
         if record:
@@ -298,21 +309,6 @@ class Guard:
                 )
             )
         return hits
-
-    def _deepen(
-        self,
-        verdict: Verdict,
-        name: str,
-        arguments: Any,
-        identity: Identity,
-        task: str | None,
-        conversation: str | None,
-        timeout: float | None,
-    ) -> None:
-        """Ask the deep analysis about this call and fold its answer into the verdict."""
-        if self._deep_client is None:
-            self._deep_client = deep_client(self._deep_config)
-        ask_deep(self._deep_client, verdict, name, arguments, identity, task, conversation, timeout)
 
     def _ask(self, verdict: Verdict, request: ApprovalRequest) -> None:
         assert self.approval is not None

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from otel_safety import semconv as sc
 from otel_safety.deep.names import COUNTERS as DEEP_COUNTERS
 from otel_safety.pipeline import TraceEvaluation
+from otel_safety.sink_base import ImmediateSink
 
 logger = logging.getLogger("otel_safety.sidecar")
 
@@ -121,7 +122,7 @@ def render_prometheus(
     return "\n".join(lines) + "\n"
 
 
-class FlagCounter:
+class FlagCounter(ImmediateSink):
     """A sink that only counts: spans judged and spans flagged (escalation rank above 0)."""
 
     def __init__(self, metrics: Metrics) -> None:
@@ -134,15 +135,6 @@ class FlagCounter:
                 rank = (span.attributes or {}).get(sc.OTEL_SAFETY_ESCALATION_RANK)
                 flagged += isinstance(rank, int) and rank > 0
         self.metrics.add("spans_flagged", flagged)
-
-    def tick(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass
 
 
 class ProblemLog:
