@@ -8,6 +8,8 @@ import json
 import os
 from typing import Any
 
+from otel_safety.cli_types import whole_number
+
 DB_ENV = "OTEL_SAFETY_DB"
 
 
@@ -25,7 +27,7 @@ def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
     listing.add_argument("--db", default=db_default, help=db_help)
     listing.add_argument(
         "--recent",
-        type=_count,
+        type=whole_number(1),
         metavar="N",
         help="show the latest N requests of any status instead of the pending ones",
     )
@@ -98,13 +100,3 @@ def _os_user() -> str:
         return getpass.getuser()
     except (OSError, KeyError):  # no login name and no passwd entry (some containers)
         return f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value

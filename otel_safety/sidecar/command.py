@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from otel_safety.cli_types import whole_number
 from otel_safety.config import Settings
 from otel_safety.dashboard.command import add_listen_options, dashboard_options
 from otel_safety.sidecar.forward import PROTOCOLS, check_endpoint
@@ -199,15 +200,7 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     return serve
 
 
-def workers_count(text: str) -> int:
-    """A count of detection processes: 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
+workers_count = whole_number(0)  # a count of detection processes: 0 judges in-process
 
 
 def _port(text: str) -> int | None:
