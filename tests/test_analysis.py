@@ -114,13 +114,14 @@ def test_prefilter_falls_back_to_sentences_for_context_sensitive_families():
     assert not prefilter.matches("nothing")
 
 
-def _texts(root: Path, every: int) -> list[str]:
+def dataset_texts(root: Path, every: int, limit: int = 2000) -> list[str]:
+    """Every `every`-th case's message texts from the labelled data, each cut to `limit`."""
     texts = []
     for case in datasets.load(root, None, with_synthetic=True)[::every]:
         for message in case.messages:
             content = message.get("content")
             if isinstance(content, str) and content:
-                texts.append(content[:2000])
+                texts.append(content[:limit])
     return texts
 
 
@@ -146,7 +147,7 @@ def test_every_packaged_pattern_is_relaxed_to_a_superset_on_real_texts(
     detector_registry.create()
     monkeypatch.setattr(regex, "compile", original_compile)
     assert len(compiled) > 500
-    texts = _texts(shared_data, every=25)
+    texts = dataset_texts(shared_data, every=25)
     relaxed_count = 0
     for pattern in compiled.values():
         relaxed = relaxed_family([pattern])

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import regex
+from test_analysis import dataset_texts
 
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import linear
 from otel_safety.analysis.re2_syntax import translate, untranslatable
-from otel_safety.evaluation import datasets
 
 
 def answers(pattern, text: str, pos: int = 0) -> tuple:
@@ -155,13 +155,8 @@ def test_a_user_pattern_on_re2_or_bounded_is_accepted(tmp_path, pattern):
 
 
 def _texts(root: Path, every: int) -> list[str]:
-    texts = []
-    for case in datasets.load(root, None, with_synthetic=True)[::every]:
-        for message in case.messages:
-            content = message.get("content")
-            if isinstance(content, str) and content:
-                texts.append(content[:1500].encode("ascii", "replace").decode())
-    return texts
+    """The labelled data's texts as ASCII (RE2 twins read ASCII text only)."""
+    return [text.encode("ascii", "replace").decode() for text in dataset_texts(root, every, 1500)]
 
 
 def test_every_packaged_pattern_on_re2_answers_as_regex_on_real_texts(
