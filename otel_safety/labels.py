@@ -24,6 +24,7 @@ import duckdb
 from otel_safety import detectors as detector_registry
 from otel_safety.exporters.duckdb import clean, ensure_schema, open_store
 from otel_safety.exporters.schema import LABELS
+from otel_safety.sql_helpers import EFFECTIVE_LABELS_SQL
 
 FIELDS = ("trace_id", "span_id", "detector", "label", "source", "note")
 OPTIONAL_FIELDS = ("created_at",)  # as `labels export` writes it: keeps the history's order
@@ -38,14 +39,6 @@ MAX_SOURCE = 200
 MAX_NOTE = 4000
 ALLOW_UNKNOWN_TRACES = "--allow-unknown-traces"  # the flag of `label` and `labels import`
 
-# The label in force per (trace, detector): the latest written. One import never gives a
-# pair two values, so two labels of a pair written at the same instant do not disagree.
-EFFECTIVE_LABELS_SQL = """
-SELECT trace_id, detector, label, source, note, span_id, created_at
-FROM labels
-QUALIFY row_number() OVER (
-    PARTITION BY trace_id, detector ORDER BY created_at DESC, label DESC) = 1
-"""
 
 
 class LabelError(ValueError):

@@ -16,8 +16,12 @@ from typing import Any
 
 import duckdb
 
+from otel_safety.sql_helpers import WINDOW_PARAMETERS, define_helpers
+
 QUERY_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
-VARIABLE = re.compile(r"getvariable\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)")
+VARIABLE = re.compile(
+    r"(?:getvariable|timestamp_param)\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)|(in_time_window)\("
+)
 DEFAULT_LIMIT = re.compile(r"getvariable\(\s*'limit_rows'\s*\)\s*,\s*(\d+)")
 MAX_CELL = 80
 MIN_CELL = 8
@@ -51,8 +55,11 @@ def row_limit(sql: str, params: dict[str, str]) -> int | None:
 
 
 def parameters(sql: str) -> list[str]:
-    """The parameters a query reads, in order of first use."""
-    return list(dict.fromkeys(VARIABLE.findall(sql)))
+    """The parameters a query reads, in order of first use (the shared macros' included)."""
+    found: list[str] = []
+    for name, window in VARIABLE.findall(sql):
+        found.extend(WINDOW_PARAMETERS if window else (name,))
+    return list(dict.fromkeys(found))
 
 
 def resolve_sql(name_or_sql: str) -> str:
@@ -82,6 +89,7 @@ def run(
 
     With `parse_json`, JSON columns come back as Python values, so JSON output nests them
     instead of quoting a JSON document inside a string."""
+    define_helpers(con)
     known = parameters(sql)
     for name, value in (params or {}).items():
         if name not in known:

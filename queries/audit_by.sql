@@ -4,6 +4,7 @@
 --             `--param name=value` with `otel-safety query`):
 --   per         requester or tool: what to count by (default requester)
 --   since       only decisions at or after this date or timestamp (default: all)
+--   until       only decisions before this date or timestamp (default: all)
 --   limit_rows  at most this many rows (default 50)
 -- Columns: key is the requester or the tool ('(unknown)' when the decision named none).
 WITH params AS (
@@ -12,11 +13,7 @@ WITH params AS (
              WHEN lower(CAST(getvariable('per') AS VARCHAR)) IN ('requester', 'tool')
              THEN lower(CAST(getvariable('per') AS VARCHAR))
              ELSE error('per must be requester or tool, got '
-                        || CAST(getvariable('per') AS VARCHAR)) END AS per,
-        CASE WHEN getvariable('since') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('since') AS TIMESTAMP),
-                           error('since must be a date or timestamp like 2025-06-01, got '
-                                 || getvariable('since'))) END AS since
+                        || CAST(getvariable('per') AS VARCHAR)) END AS per
 )
 SELECT
     coalesce(CASE WHEN p.per = 'tool' THEN a.tool ELSE a.requester END, '(unknown)') AS key,
@@ -27,7 +24,7 @@ SELECT
     max(a.risk) AS max_risk,
     date_trunc('second', max(a.decided_at)) AS last_decided
 FROM audit AS a, params AS p
-WHERE p.since IS NULL OR a.decided_at >= p.since
+WHERE in_time_window(a.decided_at)
 GROUP BY ALL
 ORDER BY blocked DESC, warned DESC, decisions DESC, key
 LIMIT coalesce(getvariable('limit_rows'), 50);

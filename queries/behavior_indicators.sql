@@ -5,6 +5,7 @@
 -- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
 --             `--param name=value` with `otel-safety query`):
 --   since       only traces that started at or after this date or timestamp (default: all)
+--   until       only traces that started before this date or timestamp (default: all)
 --   fired       true: only indicators of findings that fired; false: all, learning mode
 --               included (default true)
 --   limit_rows  at most this many rows (default 50)
@@ -12,10 +13,6 @@
 -- the highest strength (0-1, the indicators' `severity` key); traces counts distinct traces.
 WITH params AS (
     SELECT
-        CASE WHEN getvariable('since') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('since') AS TIMESTAMP),
-                           error('since must be a date or timestamp like 2025-06-01, got '
-                                 || getvariable('since'))) END AS since,
         CASE WHEN getvariable('fired') IS NULL THEN TRUE
              WHEN lower(CAST(getvariable('fired') AS VARCHAR)) IN ('true', 'false')
              THEN lower(CAST(getvariable('fired') AS VARCHAR)) = 'true'
@@ -26,7 +23,7 @@ entries AS (
     SELECT f.detector, f.trace_id, f.trace_start, f.detected,
            unnest(CAST(f.details -> '$.indicators' AS JSON[])) AS entry
     FROM findings AS f, params AS p
-    WHERE (p.since IS NULL OR f.trace_start >= p.since)
+    WHERE in_time_window(f.trace_start)
       AND (f.detected OR NOT p.fired)
 )
 SELECT

@@ -21,21 +21,10 @@ WITH bounds AS (
             AS days,
         CASE WHEN getvariable('b_until') IS NULL
              THEN (SELECT max(trace_start) FROM findings) + INTERVAL 1 MICROSECOND
-             ELSE coalesce(try_cast(getvariable('b_until') AS TIMESTAMP),
-                           error('b_until must be a date or timestamp, got '
-                                 || getvariable('b_until'))) END AS b_until,
-        CASE WHEN getvariable('b_since') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('b_since') AS TIMESTAMP),
-                           error('b_since must be a date or timestamp, got '
-                                 || getvariable('b_since'))) END AS b_since_given,
-        CASE WHEN getvariable('a_until') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('a_until') AS TIMESTAMP),
-                           error('a_until must be a date or timestamp, got '
-                                 || getvariable('a_until'))) END AS a_until_given,
-        CASE WHEN getvariable('a_since') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('a_since') AS TIMESTAMP),
-                           error('a_since must be a date or timestamp, got '
-                                 || getvariable('a_since'))) END AS a_since_given
+             ELSE timestamp_param('b_until') END AS b_until,
+        timestamp_param('b_since') AS b_since_given,
+        timestamp_param('a_until') AS a_until_given,
+        timestamp_param('a_since') AS a_since_given
 ),
 windows AS (
     SELECT
@@ -70,16 +59,10 @@ per_trace AS (
     FROM findings AS f, windows_all AS w
     GROUP BY f.trace_id, f.detector
 ),
-effective AS (
-    SELECT trace_id, detector, label
-    FROM labels
-    QUALIFY row_number() OVER (
-        PARTITION BY trace_id, detector ORDER BY created_at DESC, label DESC) = 1
-),
 rows AS (
     SELECT p.*, e.label
     FROM per_trace AS p
-    LEFT JOIN effective AS e USING (trace_id, detector)
+    LEFT JOIN effective_labels AS e USING (trace_id, detector)
     WHERE p.win IS NOT NULL
 ),
 stats AS (

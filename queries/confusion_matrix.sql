@@ -16,12 +16,6 @@ WITH params AS (
         WHEN lower(CAST(getvariable('per') AS VARCHAR)) = 'source' THEN 'source'
         ELSE error('per must be kind or source, got ' || CAST(getvariable('per') AS VARCHAR)) END AS per
 ),
-effective AS (
-    SELECT trace_id, detector, label, source
-    FROM labels
-    QUALIFY row_number() OVER (
-        PARTITION BY trace_id, detector ORDER BY created_at DESC, label DESC) = 1
-),
 judged AS (
     SELECT trace_id FROM traces UNION SELECT trace_id FROM findings
 ),
@@ -36,7 +30,7 @@ pairs AS (
              ELSE 'real' END AS labels,
         e.label,
         coalesce(v.fired, false) AS fired
-    FROM effective AS e
+    FROM effective_labels AS e
     JOIN judged AS j USING (trace_id)
     LEFT JOIN verdicts AS v USING (trace_id, detector)
     CROSS JOIN params AS p

@@ -6,17 +6,6 @@
 --   until       only traces that started before this date or timestamp (default: all)
 --   service     only this service.name (default: all)
 -- Columns: levels maps each escalation level to its number of traces that day.
-WITH params AS (
-    SELECT
-        CASE WHEN getvariable('since') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('since') AS TIMESTAMP),
-                           error('since must be a date or timestamp like 2025-06-01, got '
-                                 || getvariable('since'))) END AS since,
-        CASE WHEN getvariable('until') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('until') AS TIMESTAMP),
-                           error('until must be a date or timestamp like 2025-06-30, got '
-                                 || getvariable('until'))) END AS until
-)
 SELECT
     CAST(date_trunc('day', t.trace_start) AS DATE) AS day,
     count(*) AS traces,
@@ -26,9 +15,8 @@ SELECT
     arg_max(t.escalation_level, t.escalation_rank) AS strictest_level,
     round(100.0 * count(*) FILTER (WHERE t.escalation_rank >= 1) / count(*), 1) AS escalated_pct,
     histogram(t.escalation_level) AS levels
-FROM traces AS t, params AS p
-WHERE (p.since IS NULL OR t.trace_start >= p.since)
-  AND (p.until IS NULL OR t.trace_start < p.until)
+FROM traces AS t
+WHERE in_time_window(t.trace_start)
   AND (CAST(getvariable('service') AS VARCHAR) IS NULL OR t.service_name = CAST(getvariable('service') AS VARCHAR))
 GROUP BY 1
 ORDER BY day;

@@ -8,18 +8,7 @@
 --   until       only calls that started before this date or timestamp (default: all)
 --   agent       only calls made by this agent (default: all)
 -- Columns: detectors lists the detectors that fired on the tool's calls.
-WITH params AS (
-    SELECT
-        CASE WHEN getvariable('since') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('since') AS TIMESTAMP),
-                           error('since must be a date or timestamp like 2025-06-01, got '
-                                 || getvariable('since'))) END AS since,
-        CASE WHEN getvariable('until') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('until') AS TIMESTAMP),
-                           error('until must be a date or timestamp like 2025-06-30, got '
-                                 || getvariable('until'))) END AS until
-),
-fired AS (
+WITH fired AS (
     SELECT trace_id, span_id, list(DISTINCT detector ORDER BY detector) AS detectors
     FROM findings
     WHERE detected
@@ -34,11 +23,9 @@ span_calls AS (
         coalesce(s.escalation_rank, 0) AS rank,
         f.detectors
     FROM spans AS s
-    CROSS JOIN params AS p
     LEFT JOIN fired AS f USING (trace_id, span_id)
     WHERE s.tool_name IS NOT NULL
-      AND (p.since IS NULL OR s.start_time >= p.since)
-      AND (p.until IS NULL OR s.start_time < p.until)
+      AND in_time_window(s.start_time)
       AND (CAST(getvariable('agent') AS VARCHAR) IS NULL OR s.agent_name = CAST(getvariable('agent') AS VARCHAR))
 ),
 -- Calls of tools that have no span of their own (the app's tools are not instrumented, the
@@ -53,15 +40,13 @@ guard_calls AS (
         coalesce(g.escalation_rank, 0) AS rank,
         CASE WHEN g.detected THEN ['tool_guard'] END AS detectors
     FROM audit AS a
-    CROSS JOIN params AS p
     LEFT JOIN findings AS g
         ON g.trace_id = a.trace_id AND g.span_id = a.span_id AND g.detector = 'tool_guard'
        AND (g.details ->> '$.tool') = a.tool
     WHERE NOT EXISTS (
             SELECT 1 FROM spans AS s
             WHERE s.trace_id = a.trace_id AND s.span_id = a.span_id AND s.tool_name IS NOT NULL)
-      AND (p.since IS NULL OR a.decided_at >= p.since)
-      AND (p.until IS NULL OR a.decided_at < p.until)
+      AND in_time_window(a.decided_at)
       AND (CAST(getvariable('agent') AS VARCHAR) IS NULL OR a.agent_name = CAST(getvariable('agent') AS VARCHAR))
 ),
 calls AS (

@@ -16,12 +16,6 @@ WITH params AS (
         WHEN lower(CAST(getvariable('labels') AS VARCHAR)) IN ('real', 'synthetic') THEN lower(CAST(getvariable('labels') AS VARCHAR))
         ELSE error('labels must be real or synthetic, got ' || CAST(getvariable('labels') AS VARCHAR)) END AS kind
 ),
-effective AS (
-    SELECT trace_id, detector, label, source
-    FROM labels
-    QUALIFY row_number() OVER (
-        PARTITION BY trace_id, detector ORDER BY created_at DESC, label DESC) = 1
-),
 judged AS (
     SELECT trace_id FROM traces UNION SELECT trace_id FROM findings
 ),
@@ -35,7 +29,7 @@ scored AS (
              ELSE 'real' END AS labels,
         e.label,
         coalesce(s.score, 0.0) AS score
-    FROM effective AS e
+    FROM effective_labels AS e
     JOIN judged AS j USING (trace_id)
     LEFT JOIN scores AS s USING (trace_id, detector)
     WHERE CAST(getvariable('detector') AS VARCHAR) IS NULL OR e.detector = CAST(getvariable('detector') AS VARCHAR)

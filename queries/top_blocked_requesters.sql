@@ -12,14 +12,6 @@
 -- level (0-4) the guard gave the requester; top_rule the rule that blocked them most often.
 WITH params AS (
     SELECT
-        CASE WHEN getvariable('since') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('since') AS TIMESTAMP),
-                           error('since must be a date or timestamp like 2025-06-01, got '
-                                 || getvariable('since'))) END AS since,
-        CASE WHEN getvariable('until') IS NULL THEN NULL
-             ELSE coalesce(try_cast(getvariable('until') AS TIMESTAMP),
-                           error('until must be a date or timestamp like 2025-06-30, got '
-                                 || getvariable('until'))) END AS until,
         CASE WHEN getvariable('source') IS NULL THEN NULL
              WHEN lower(CAST(getvariable('source') AS VARCHAR)) IN ('inline', 'trace')
              THEN lower(CAST(getvariable('source') AS VARCHAR))
@@ -33,8 +25,7 @@ WITH params AS (
 decisions AS (
     SELECT a.*
     FROM audit AS a, params AS p
-    WHERE (p.since IS NULL OR a.decided_at >= p.since)
-      AND (p.until IS NULL OR a.decided_at < p.until)
+    WHERE in_time_window(a.decided_at)
       AND (p.source IS NULL OR a.source = p.source)
 )
 SELECT

@@ -612,3 +612,38 @@ def test_tools_without_spans_and_unnamed_agents_read_the_same_in_every_query(tmp
     indicated = {r["agent"] for r in run(db, "behavior_indicators", fired="false")}
     assert agents == {"(unnamed)", "ops-assistant"}
     assert indicated == {"(unnamed)"}  # the bomb recipe, from the run that named no agent
+
+
+def test_an_older_store_read_only_still_offers_the_shared_sql_helpers(kit_store, tmp_path):
+    """A store written before the helpers existed has no macros or view; queries run anyway."""
+    db, _ = kit_store
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(db.read_bytes())
+    with duckdb.connect(str(old)) as con:
+        con.execute("DROP VIEW effective_labels")
+        con.execute("DROP MACRO in_time_window")
+        con.execute("DROP MACRO timestamp_param")
+        con.execute("UPDATE otel_safety_meta SET value = '5' WHERE key = 'schema_version'")
+    for name in CHECKS:
+        assert run(old, name) == run(db, name), name
+    with (
+        duckdb.connect(str(old), read_only=True) as con,
+        pytest.raises(duckdb.CatalogException),
+    ):
+        con.execute("SELECT * FROM effective_labels")
+    DuckDBStore(old).shutdown()  # a writer opening it upgrades it
+    with duckdb.connect(str(old), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM effective_labels").fetchone()[0] > 0
+        assert con.execute("SELECT in_time_window(TIMESTAMP '2024-03-01')").fetchone() == (True,)
+
+
+@pytest.mark.parametrize(
+    ("name", "column"), [("audit_by", "decisions"), ("behavior_indicators", "traces")]
+)
+def test_since_only_queries_take_until_from_the_shared_window(kit_store, name, column):
+    db, _ = kit_store
+    assert {"since", "until"} <= set(queries.parameters(queries.resolve_sql(name)))
+    everything = sum(row[column] for row in run(db, name))
+    assert everything > 0
+    assert run(db, name, until="2000-01-01") == []
+    assert sum(row[column] for row in run(db, name, until="2100-01-01")) == everything

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import duckdb
 
-from otel_safety.labels import EFFECTIVE_LABELS_SQL, is_synthetic
+from otel_safety.labels import is_synthetic
+from otel_safety.sql_helpers import EFFECTIVE_LABELS_SQL
 
 LABELLED_SQL = f"""
 WITH effective AS ({EFFECTIVE_LABELS_SQL}),

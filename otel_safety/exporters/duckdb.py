@@ -41,6 +41,7 @@ from otel_safety.pipeline import TraceEvaluation
 if TYPE_CHECKING:
     from otel_safety.deep import DeepResult
 from otel_safety.policy import raised_by_policy
+from otel_safety.sql_helpers import define_helpers
 
 logger = logging.getLogger(__name__)
 
@@ -386,6 +387,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         con.execute(
             "INSERT INTO otel_safety_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
         )
+        define_helpers(con, temporary=False)
     elif int(row[0]) > SCHEMA_VERSION:
         raise StoreError(
             f"{where} has schema version {row[0]}, newer than this otel-safety "
@@ -395,6 +397,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         for table in TABLES:
             for column, kind in added_columns(table, int(row[0])):
                 con.execute(f"ALTER TABLE {table.name} ADD COLUMN IF NOT EXISTS {column} {kind}")
+        define_helpers(con, temporary=False)
         con.execute(
             "UPDATE otel_safety_meta SET value = ? WHERE key = 'schema_version'",
             [str(SCHEMA_VERSION)],

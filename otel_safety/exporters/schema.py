@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6  # 6: the queries' shared macros and view (sql_helpers.py) kept in the store
 # Columns added after a table was first released: (version, table, column). Stores of an
 # older version get them with ALTER TABLE when opened; tables themselves are created as needed.
 ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (

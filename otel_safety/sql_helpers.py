@@ -1,0 +1,51 @@
+"""SQL the named queries share: time-window parameters and the labels in force.
+
+Defined once here and created two ways: kept in every store (so `duckdb otel-safety.duckdb`
+users can run a query file as it is) and as temporary objects on each connection a query
+runs on (so a store written by an older version, a read-only file or a DuckLake catalog
+offers them too).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+# The label in force per (trace, detector): the latest written. One import never gives a
+# pair two values, so two labels of a pair written at the same instant do not disagree.
+EFFECTIVE_LABELS_SQL = """
+SELECT trace_id, detector, label, source, note, span_id, created_at
+FROM labels
+QUALIFY row_number() OVER (
+    PARTITION BY trace_id, detector ORDER BY created_at DESC, label DESC) = 1
+"""
+
+# Query parameters these helpers read on the query's behalf, so the SQL kit can offer them.
+WINDOW_PARAMETERS = ("since", "until")
+
+
+def helpers_ddl(*, temporary: bool) -> list[str]:
+    """The statements that create the helpers (persistent in a store, or per connection)."""
+    temp = "TEMP " if temporary else ""
+    return [
+        f"""CREATE OR REPLACE {temp}MACRO timestamp_param(name) AS
+    CASE WHEN getvariable(name) IS NULL THEN NULL
+         ELSE coalesce(try_cast(getvariable(name) AS TIMESTAMP),
+                       error(name || ' must be a date or timestamp like 2025-06-01, got '
+                             || getvariable(name))) END""",
+        f"""CREATE OR REPLACE {temp}MACRO in_time_window(ts) AS
+    (timestamp_param('since') IS NULL OR ts >= timestamp_param('since'))
+    AND (timestamp_param('until') IS NULL OR ts < timestamp_param('until'))""",
+        f"CREATE OR REPLACE {temp}VIEW effective_labels AS {EFFECTIVE_LABELS_SQL}",
+    ]
+
+
+def define_helpers(con: duckdb.DuckDBPyConnection, *, temporary: bool = True) -> None:
+    """Create the helpers on `con`; temporary ones need no write access to the store.
+
+    A database without a `labels` table (not an otel-safety store) gets the macros only."""
+    for statement in helpers_ddl(temporary=temporary):
+        try:
+            con.execute(statement)
+        except duckdb.CatalogException:
+            if "VIEW effective_labels" not in statement:
+                raise
