@@ -19,7 +19,7 @@ from otel_safety.bootstrap import build_engine
 from otel_safety.calibration.command import add_commands as add_calibration_commands
 from otel_safety.config import ConfigError, Settings, default_db_path
 from otel_safety.dashboard.command import add_dashboard_command
-from otel_safety.detectors.datafiles import data_dir_from_env, stray_data_files
+from otel_safety.detectors.datafiles import current_data_dir, stray_data_files
 from otel_safety.exporters.duckdb import StoreError, mark_store, open_store
 from otel_safety.guard.command import add_commands as add_guard_commands
 from otel_safety.resolutions.command import add_resolve_command
@@ -379,7 +379,7 @@ def _check_detectors() -> int:
         background=False,
         on_detector_error=lambda key, exc: failed.append(f"{key}: {exc}"),
     )
-    folder = data_dir_from_env()
+    folder = current_data_dir()  # the settings' folder, handed down by build_engine
     if folder:
         print(f"data folder: {folder}")
         failed.extend(stray_data_files(folder))

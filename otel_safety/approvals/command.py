@@ -9,13 +9,14 @@ import os
 from typing import Any
 
 from otel_safety.cli_types import whole_number
+from otel_safety.config import default_db_path, env_name
 
-DB_ENV = "OTEL_SAFETY_DB"
+DB_ENV = env_name("db_path")
 
 
 def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
     """Register `approvals`, `approve` and `deny` on the `otel-safety` parser."""
-    db_default = os.environ.get(DB_ENV, "").strip() or default_db
+    db_default = default_db_path()
     db_help = f"store file the guard writes (default ${DB_ENV} if set, else {default_db})"
     listing = sub.add_parser(
         "approvals",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from otel_safety.calibration.file import ENV_VAR
+from otel_safety.config import from_environment
 
 
 def add_report_command(sub: argparse._SubParsersAction, default_db: str) -> None:
@@ -38,7 +38,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ValueError(f"no store at {args.db}; create one with `otel-safety ingest` or `eval`")
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
-    calibration = args.calibration or os.environ.get(ENV_VAR, "").strip() or None
+    calibration = args.calibration or from_environment("calibration")
     if args.calibration:
         load_calibration(args.calibration)  # a file asked for by name must be usable
     data = gather(args.db, calibration, args.limit)
