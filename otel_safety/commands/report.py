@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from otel_safety.calibration.file import ENV_VAR
+from otel_safety.commands.options import add_db
 from otel_safety.config import from_environment
 
 
-def add_report_command(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "report",
         help="write one self-contained HTML page about a store",
@@ -17,7 +18,7 @@ def add_report_command(sub: argparse._SubParsersAction, default_db: str) -> None
         "from the network) with the calibration status, escalation over time, "
         "per-detector precision/recall curves from labels and the flagged spans.",
     )
-    parser.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_db(parser)
     parser.add_argument("--out", default="report.html", help="page to write (report.html)")
     parser.add_argument(
         "--calibration",

@@ -1,4 +1,4 @@
-"""`otel-safety serve`: parser and handler, registered by `otel_safety.cli`."""
+"""`otel-safety serve`: the OTLP receiver that judges, stores and forwards spans."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from otel_safety.cli_types import whole_number
+from otel_safety.commands.dashboard import add_listen_options, dashboard_options, read_token
+from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
 from otel_safety.config import PORT_OFF, Settings, from_environment
-from otel_safety.dashboard.command import add_listen_options, dashboard_options, read_token
 from otel_safety.sidecar.forward import PROTOCOLS, check_endpoint
 from otel_safety.sidecar.server import Sidecar, SidecarOptions
 from otel_safety.sidecar.store_claim import claim_store
 
-DEFAULT_DB = "otel-safety.duckdb"
+DEFAULT_DB = Settings.model_fields["db_path"].default
 MIB = 1024 * 1024
 
 
-def add_command(subparsers: Any) -> argparse.ArgumentParser:
+def add_commands(subparsers: Any) -> None:
     serve = subparsers.add_parser(
         "serve",
         help="receive OTLP traces (gRPC and HTTP), judge, store and forward them",
@@ -81,9 +81,7 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         help="seconds a client is asked to wait when the pipeline is saturated (default 2)",
     )
     store = serve.add_argument_group("where spans go")
-    store.add_argument(
-        "--db", default=None, help=f"DuckDB store file (default {DEFAULT_DB}) [OTEL_SAFETY_DB]"
-    )
+    add_db(store, help=f"DuckDB store file (default {DEFAULT_DB}) [OTEL_SAFETY_DB]")
     store.add_argument(
         "--no-store", action="store_true", help="write no store at all [OTEL_SAFETY_STORE=false]"
     )
@@ -131,9 +129,7 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         "with --no-store or --lake unless given) [OTEL_SAFETY_FORWARD_SPOOL]",
     )
     pipeline = serve.add_argument_group("pipeline")
-    pipeline.add_argument(
-        "--detectors", help="comma-separated detector keys (default: all) [OTEL_SAFETY_DETECTORS]"
-    )
+    add_detectors(pipeline, "comma-separated detector keys (default: all) [OTEL_SAFETY_DETECTORS]")
     pipeline.add_argument(
         "--decision-wait",
         type=float,
@@ -142,10 +138,9 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     pipeline.add_argument(
         "--queue-size", type=int, help="spans waiting for the detectors at most (default 65536)"
     )
-    pipeline.add_argument(
-        "--workers",
-        type=workers_count,
-        help="detection processes (default: one per core; 0 judges in the server's own "
+    add_workers(
+        pipeline,
+        "detection processes (default: one per core; 0 judges in the server's own "
         "process) [OTEL_SAFETY_WORKERS]",
     )
     pipeline.add_argument(
@@ -174,10 +169,6 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
         help="log level (default INFO) [OTEL_SAFETY_LOG_LEVEL]",
     )
     serve.set_defaults(handler=cmd_serve)
-    return serve
-
-
-workers_count = whole_number(0)  # a count of detection processes: 0 judges in-process
 
 
 def _port(text: str) -> int | str:
@@ -208,7 +199,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
     settings = Settings.resolve(
         db_path=args.db,
         store=False if args.no_store else None,
-        detectors=args.detectors.split(",") if args.detectors else None,
+        detectors=detector_keys(args.detectors),
         decision_wait=args.decision_wait,
         queue_size=args.queue_size,
         redact_secrets=_redact_secrets(args.keep_secrets),

@@ -8,13 +8,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from otel_safety.commands.options import add_db
 from otel_safety.config import Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = Settings.model_fields["dashboard_port"].default
 
 
-def add_dashboard_command(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "dashboard",
         help="serve a live web dashboard over a store (needs otel-safety[dashboard])",
@@ -26,7 +27,7 @@ def add_dashboard_command(sub: argparse._SubParsersAction, default_db: str) -> N
         epilog="With a token, open the printed address with ?token=<token> once; the browser "
         "then keeps a session cookie.",
     )
-    parser.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_db(parser)
     add_listen_options(parser, host=True)
     parser.set_defaults(handler=cmd_dashboard)
 
