@@ -22,7 +22,7 @@ from otel_safety.config import ConfigError, Settings
 from otel_safety.deep.settings import deep_config
 from otel_safety.detection_pool import WorkerPool, default_workers
 from otel_safety.detection_worker import ProcessPipeline
-from otel_safety.detectors.datafiles import DATA_DIR_ENV, data_dir_from_env
+from otel_safety.detectors.datafiles import DATA_DIR_ENV, current_data_dir, use_data_files
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink
@@ -215,7 +215,8 @@ def build_pipeline(
     is used when no `policy` object is given. `on_detector_error(key, exc)` is told of a
     detector that cannot be built, which is then left out (`otel-safety detectors --check`).
     """
-    folder = data_dir_from_env()
+    use_data_files(settings.data_dir, settings.scope_taxonomy)  # what the detectors read
+    folder = current_data_dir()
     if folder and not Path(folder).is_dir():  # misspelt: every data-backed detector would
         raise ConfigError(  # silently run on the packaged data alone
             f"{DATA_DIR_ENV}={folder} is not a folder; fix the path or unset it"

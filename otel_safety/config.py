@@ -1,24 +1,60 @@
-"""Settings the OpenTelemetry way: arguments, then `OTEL_SAFETY_*` variables, then defaults."""
+"""Settings the OpenTelemetry way: arguments, then `OTEL_SAFETY_*` variables, then defaults.
+
+The one place an `OTEL_SAFETY_*` variable is read: `Settings` holds every option (the
+pipeline's, the detectors' data files, the guard's, the deep tier's, `serve`'s and the
+dashboard's), and the commands and `configure()` override it with their arguments.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from otel_safety.model import EscalationLevel
 
 ENV_PREFIX = "OTEL_SAFETY_"
+# Fields whose variable is not simply the prefix and the field's name in capitals.
+_ENV_NAMES = {"db_path": "DB"}
+# The environment `Settings.resolve(environ)` reads instead of os.environ, for this call.
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("otel_safety_environ", default=None)
 
 
 class ConfigError(ValueError):
     """A setting has a value otel-safety cannot use; the message says which and why."""
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Variables(PydanticBaseSettingsSource):
+    """`OTEL_SAFETY_<FIELD>` variables, parsed as the README documents them (comma-separated
+    lists, `key=value` pairs, true/false) rather than as pydantic-settings' JSON."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        raw = _environment().get(env_name(field_name), "").strip()
+        return (raw or None), env_name(field_name), False
+
+    def __call__(self) -> dict[str, Any]:
+        environ = _environment()
+        values: dict[str, Any] = {}
+        for name in self.settings_cls.model_fields:
+            raw = environ.get(env_name(name), "").strip()
+            if raw:
+                values[name] = _parse_env(name, raw)
+        return values
+
+
+def _environment() -> Mapping[str, str]:
+    environ = _ENVIRON.get()
+    return os.environ if environ is None else environ
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     db_path: str = Field("otel-safety.duckdb", description="DuckDB store file (OTEL_SAFETY_DB)")
     store: bool = Field(True, description="write the DuckDB store at all (OTEL_SAFETY_STORE)")
@@ -163,6 +199,78 @@ class Settings(BaseModel):
         "answer in time (else the rules' verdict stands) (OTEL_SAFETY_DEEP_FAIL_CLOSED)",
     )
 
+    deep_api_key: SecretStr | None = Field(
+        None,
+        description="key for the deep analysis endpoint (OTEL_SAFETY_DEEP_API_KEY, else "
+        "OPENAI_API_KEY); never printed",
+    )
+
+    # Detector data: packaged TOML files, extended by a deployment's own.
+    data_dir: str | None = Field(
+        None,
+        description="folder whose <name>.toml files extend the detectors' packaged data "
+        "(OTEL_SAFETY_DATA_DIR)",
+    )
+    scope_taxonomy: str | None = Field(
+        None,
+        description="one more TOML file extending the scope taxonomy (OTEL_SAFETY_SCOPE_TAXONOMY)",
+    )
+    guard_key: SecretStr | None = Field(
+        None,
+        description="key signing the guard's verdicts on spans; share it with a `serve` that "
+        "should trust an app's inline checks (OTEL_SAFETY_GUARD_KEY); never printed",
+    )
+
+    # `otel-safety serve` (its flags override these).
+    serve_host: str = Field("127.0.0.1", description="serve: address to bind")
+    serve_grpc_port: int | None = Field(4317, description="serve: OTLP/gRPC port; None: off")
+    serve_http_port: int | None = Field(4318, description="serve: OTLP/HTTP port; None: off")
+    serve_token: SecretStr | None = Field(
+        None, description="serve and dashboard: the bearer token itself; never printed"
+    )
+    serve_token_file: str | None = Field(
+        None, description="serve and dashboard: file holding the bearer token"
+    )
+    serve_tls_cert: str | None = Field(None, description="serve: PEM certificate")
+    serve_tls_key: str | None = Field(None, description="serve: PEM private key")
+    serve_max_request_mib: float = Field(
+        20.0, description="serve: largest request body in MiB, after decompression"
+    )
+    serve_retry_after: float = Field(
+        2.0, description="serve: seconds a client is asked to wait when saturated"
+    )
+    serve_spool: str | None = Field(None, description="serve: write-ahead spool folder, or off")
+    serve_spool_max_mib: float = Field(1024.0, description="serve: the spool's size at most")
+    lake: str | None = Field(None, description="serve: DuckLake to write instead of a file")
+    lake_data_path: str | None = Field(None, description="serve: the DuckLake's Parquet files")
+    forward_endpoint: str | None = Field(
+        None, description="serve: OTLP endpoint annotated spans go on to"
+    )
+    forward_protocol: str = Field("grpc", description="serve: protocol of the next hop")
+    forward_spool: str | None = Field(
+        None, description="serve: folder where spans wait for the next hop, or off"
+    )
+    serve_dashboard: bool = Field(False, description="serve: also serve the dashboard")
+    log_level: str = Field("INFO", description="serve: log level")
+
+    # `otel-safety dashboard` (and `serve --dashboard`'s port).
+    dashboard_host: str = Field("127.0.0.1", description="dashboard: address to bind")
+    dashboard_port: int = Field(8050, description="dashboard: port; 0 picks a free one")
+
+    @field_validator("serve_grpc_port", "serve_http_port", mode="before")
+    @classmethod
+    def _port_or_off(cls, value: Any) -> Any:
+        """A port from 0 (a free one) to 65535, or off."""
+        if isinstance(value, str) and value.strip().lower() in PORT_OFF:
+            return None
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = -1
+        if not 0 <= number <= 65535:
+            raise ValueError("a port is a number from 0 to 65535 (0 picks a free one) or 'off'")
+        return number
+
     @field_validator("deep_levels")
     @classmethod
     def _known_levels(cls, levels: list[str]) -> list[str]:
@@ -181,39 +289,72 @@ class Settings(BaseModel):
         return thresholds
 
     @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the variables; no .env or secrets files are read behind one's back."""
+        return init_settings, _Variables(settings_cls)
+
+    @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **arguments: Any) -> Settings:
-        """Merge arguments over environment over defaults, with errors that name the source."""
-        environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for name in cls.model_fields:
-            env_name = _env_name(name)
-            if arguments.get(name) is not None:
-                values[name] = arguments[name]
-            elif environ.get(env_name, "").strip():
-                values[name] = _parse_env(name, environ[env_name].strip())
+        """Merge arguments over environment (`os.environ` unless given) over defaults, with
+        errors that name the variable. An argument of None counts as not given."""
         unknown = set(arguments) - set(cls.model_fields)
         if unknown:
             raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, err['loc']))} ({_env_name(str(err['loc'][0]))}): "
-                f"{err['msg']}, got {err['input']!r}"
-                for err in exc.errors()
-            )
-            raise ConfigError(f"invalid otel-safety setting: {problems}") from None
+        given = {name: value for name, value in arguments.items() if value is not None}
+        with _reading(environ):
+            try:
+                return cls(**given)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, err['loc']))} ({env_name(str(err['loc'][0]))}): "
+                    f"{err['msg']}, got {err['input']!r}"
+                    for err in exc.errors()
+                )
+                raise ConfigError(f"invalid otel-safety setting: {problems}") from None
+
+
+PORT_OFF = ("off", "none", "disabled")
+
+
+@contextmanager
+def _reading(environ: Mapping[str, str] | None) -> Iterator[None]:
+    token = _ENVIRON.set(environ)
+    try:
+        yield
+    finally:
+        _ENVIRON.reset(token)
+
+
+def env_name(field: str) -> str:
+    """The variable that sets `Settings.<field>`, for help texts and error messages."""
+    return ENV_PREFIX + _ENV_NAMES.get(field, field.upper())
+
+
+def from_environment(field: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The raw text of one setting's variable, None when unset or blank, without resolving
+    (and so without checking) the others.
+
+    For what is read on a hot path or at import, where a whole `Settings` would cost too
+    much or fail for an unrelated variable: the detectors' data folder when no settings were
+    handed down, the guard's signing key.
+    """
+    if field not in Settings.model_fields:
+        raise ConfigError(f"unknown setting: {field}")
+    environ = _environment() if environ is None else environ
+    return environ.get(env_name(field), "").strip() or None
 
 
 def default_db_path(environ: Mapping[str, str] | None = None) -> str:
     """The store file a command reads when `--db` is not given: `OTEL_SAFETY_DB`, as for
     `configure()` and `serve`, else the default."""
-    environ = os.environ if environ is None else environ
-    return environ.get(_env_name("db_path"), "").strip() or Settings.model_fields["db_path"].default
-
-
-def _env_name(field: str) -> str:
-    return ENV_PREFIX + ("DB" if field == "db_path" else field.upper())
+    return from_environment("db_path", environ) or Settings.model_fields["db_path"].default
 
 
 def _parse_env(name: str, raw: str) -> Any:
@@ -226,13 +367,13 @@ def _parse_env(name: str, raw: str) -> Any:
             key, sep, value = item.partition("=")
             if not sep:
                 raise ConfigError(
-                    f"{_env_name(name)}: expected key=value pairs like {example!r}, got {item!r}"
+                    f"{env_name(name)}: expected key=value pairs like {example!r}, got {item!r}"
                 )
             pairs[key.strip()] = value.strip()
         return pairs
-    if name in ("store", "redact_secrets", "deep", "deep_fail_closed"):
+    if name in ("store", "redact_secrets", "deep", "deep_fail_closed", "serve_dashboard"):
         lowered = raw.lower()
         if lowered not in {"true", "false", "1", "0", "yes", "no"}:
-            raise ConfigError(f"{_env_name(name)}: expected true or false, got {raw!r}")
+            raise ConfigError(f"{env_name(name)}: expected true or false, got {raw!r}")
         return lowered in {"true", "1", "yes"}
     return raw

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from otel_safety.config import Settings
+from otel_safety.config import Settings, env_name
 from otel_safety.guard.signing import key_for_children
 from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import with_log_events
@@ -326,7 +326,7 @@ class ProcessPipeline:
                 [sys.executable, "-m", "otel_safety.detection_child"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                env={**os.environ, "OTEL_SAFETY_DETECTION": "thread", **key_for_children()},
+                env={**os.environ, env_name("detection"): "thread", **key_for_children()},
             )
             assert self._child.stdin is not None
             _send(self._child.stdin, self._settings)

@@ -24,7 +24,7 @@ from otel_safety.behavior.modes import MonitorMode, alert_threshold, mode_severi
 from otel_safety.behavior.turns import AgentTurn, agent_turns
 from otel_safety.conversation import ExpiringStore, conversation_key
 from otel_safety.detectors.base import Detector
-from otel_safety.detectors.datafiles import data_dir_from_env, load_data, read_toml
+from otel_safety.detectors.datafiles import current_data_dir, load_data, read_toml
 from otel_safety.halts import HaltRegistry
 from otel_safety.model import Finding, Severity, Trajectory
 from otel_safety.policy import Policy
@@ -95,7 +95,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         super().__init__(threshold)
         label = f"{self.key} monitor"
         try:
-            folder = data_dir or data_dir_from_env()
+            folder = data_dir or current_data_dir()
             data = load_data(self.key, data_dir=folder)
             given = {k: v for k, v in settings.items() if v is not None}
             self.params = self.params_model(**{**_monitor_table(self.key, folder), **given})

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from otel_safety.config import ConfigError
+from otel_safety.config import ConfigError, env_name
 
 if TYPE_CHECKING:
     from otel_safety.calibration.run import Calibration
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 FORMAT = "otel-safety-calibration"
 FORMAT_VERSION = 1
 
-ENV_VAR = "OTEL_SAFETY_CALIBRATION"
+ENV_VAR = env_name("calibration")
 DEFAULT_FILE = "otel-safety-calibration.json"
 
 

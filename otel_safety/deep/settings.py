@@ -15,8 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 from otel_safety.config import ConfigError, Settings
 from otel_safety.deep.prompt import Prompt, load_prompt
 
-BASE_URL_VARIABLES = ("OTEL_SAFETY_DEEP_BASE_URL", "OPENAI_BASE_URL")
-API_KEY_VARIABLES = ("OTEL_SAFETY_DEEP_API_KEY", "OPENAI_API_KEY")
+# The OpenAI client's own variables, used when the OTEL_SAFETY_DEEP_* settings leave them out.
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+API_KEY_VARIABLE = "OPENAI_API_KEY"
 NO_KEY = "none"  # a local server needs no key, but the client wants one
 
 
@@ -37,11 +38,12 @@ class DeepConfig:
 
 def deep_config(settings: Settings, environ: Mapping[str, str] | None = None) -> DeepConfig | None:
     """The configuration when deep analysis is on, None when off; a ConfigError naming the
-    variable to set when it is on but cannot work."""
+    variable to set when it is on but cannot work. `environ` (os.environ when None) is read
+    for the OpenAI client's variables only."""
     if not settings.deep:
         return None
     environ = os.environ if environ is None else environ
-    base_url = settings.deep_base_url or environ.get("OPENAI_BASE_URL", "").strip()
+    base_url = settings.deep_base_url or environ.get(BASE_URL_VARIABLE, "").strip()
     if not base_url:
         raise ConfigError(
             "OTEL_SAFETY_DEEP is on but no endpoint is set: set OTEL_SAFETY_DEEP_BASE_URL "
@@ -53,7 +55,8 @@ def deep_config(settings: Settings, environ: Mapping[str, str] | None = None) ->
         raise ConfigError(
             "OTEL_SAFETY_DEEP is on but no model is named: set OTEL_SAFETY_DEEP_MODEL"
         )
-    api_key = next((environ[v] for v in API_KEY_VARIABLES if environ.get(v, "").strip()), NO_KEY)
+    own_key = settings.deep_api_key.get_secret_value().strip() if settings.deep_api_key else ""
+    api_key = own_key or environ.get(API_KEY_VARIABLE, "").strip() or NO_KEY
     _require_client()
     return DeepConfig(
         base_url=base_url,

@@ -22,7 +22,7 @@ from otel_safety.detectors.data_patterns import (
     checked_alternation,
     compile_pattern,
 )
-from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
+from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 from otel_safety.detectors.tool_names import name_pattern
 
 __all__ = ["FLAGS", "Action", "ClaimRules", "current_rules", "load_rules"]
@@ -92,7 +92,7 @@ class ClaimRules:
 
 def current_rules() -> ClaimRules:
     """The table in force: packaged, extended by `$OTEL_SAFETY_DATA_DIR/deception.toml`."""
-    return load_rules(data_dir_from_env())
+    return load_rules(current_data_dir())
 
 
 @functools.cache

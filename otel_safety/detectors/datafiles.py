@@ -2,32 +2,37 @@
 
 Each detector's data lives in `otel_safety/detectors/data/<name>.toml`. A deployment adds
 its own phrases or entities without forking: a file of the same name in the directory named
-by `OTEL_SAFETY_DATA_DIR` is merged over the packaged one (lists extend, tables merge,
-numbers and strings replace), so a user file can add rules but never silently drop ours.
+by `Settings.data_dir` (OTEL_SAFETY_DATA_DIR) is merged over the packaged one (lists extend,
+tables merge, numbers and strings replace), so a user file can add rules but never silently
+drop ours. `build_pipeline` hands the settings' folder down with `use_data_files`; a library
+call made without it (`run_over_refusal(entry)`) reads the setting's variable.
 """
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+from otel_safety.config import env_name, from_environment
+
 __all__ = [
     "DATA_DIR_ENV",
     "DATA_VERSION",
     "UserText",
-    "data_dir_from_env",
+    "current_data_dir",
+    "current_scope_taxonomy",
     "load_compiled",
     "load_data",
     "merge",
     "read_toml",
     "stray_data_files",
+    "use_data_files",
 ]
 
-DATA_DIR_ENV = "OTEL_SAFETY_DATA_DIR"
+DATA_DIR_ENV = env_name("data_dir")
 DATA_VERSION = 1
 
 Compiled = TypeVar("Compiled")
@@ -63,8 +68,35 @@ def _marked(value: Any, path: str) -> Any:
     return value
 
 
-def data_dir_from_env() -> str | None:
-    return os.environ.get(DATA_DIR_ENV) or None
+# The settings' values handed down by `build_pipeline`, where they differ from what the
+# variables say; read on every trace, so a plain dict lookup.
+_handed_down: dict[str, str | None] = {}
+
+
+def use_data_files(data_dir: str | None, scope_taxonomy: str | None) -> None:
+    """Make the settings' data folder and extra taxonomy file the ones this process's
+    detectors read. None, or a value equal to its variable's, is left to the variable, which
+    is then read live as before (a changed variable is still seen, by settings resolved
+    without the environment too)."""
+    for field, value in (("data_dir", data_dir), ("scope_taxonomy", scope_taxonomy)):
+        if value is None or value == from_environment(field):
+            _handed_down.pop(field, None)
+        else:
+            _handed_down[field] = value
+
+
+def current_data_dir() -> str | None:
+    """The detector data folder in force: the settings' handed down, else the variable's."""
+    if "data_dir" in _handed_down:
+        return _handed_down["data_dir"]
+    return from_environment("data_dir")
+
+
+def current_scope_taxonomy() -> str | None:
+    """The extra scope taxonomy file in force, as `current_data_dir` decides."""
+    if "scope_taxonomy" in _handed_down:
+        return _handed_down["scope_taxonomy"]
+    return from_environment("scope_taxonomy")
 
 
 def load_data(
@@ -73,7 +105,7 @@ def load_data(
     """Packaged `<name>.toml`, then `<data_dir>/<name>.toml`, then `extra_file`.
 
     Reads the files on every call: callers compile the result once and cache it keyed on
-    `data_dir_from_env()` (and their own extra file), so a changed setting is picked up.
+    `current_data_dir()` (and their own extra file), so a changed setting is picked up.
     """
     packaged = resources.files("otel_safety.detectors") / "data" / f"{name}.toml"
     data = tomllib.loads(packaged.read_text(encoding="utf-8"))

@@ -16,7 +16,7 @@ import regex
 
 from otel_safety.detectors.data_checks import check_weight
 from otel_safety.detectors.data_patterns import any_of, compile_pattern
-from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
+from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 
 __all__ = ["Kind", "Lexicon", "Rule", "current_lexicon", "load_lexicon"]
 
@@ -74,7 +74,7 @@ class Lexicon:
 
 def current_lexicon() -> Lexicon:
     """The lexicon in force: packaged, extended by `$OTEL_SAFETY_DATA_DIR/impersonation.toml`."""
-    return load_lexicon(data_dir_from_env())
+    return load_lexicon(current_data_dir())
 
 
 @functools.cache

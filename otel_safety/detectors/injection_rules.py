@@ -17,7 +17,7 @@ import regex
 from otel_safety.analysis.prefilter import relaxed_family
 from otel_safety.detectors.data_checks import check_keys, is_string_list, is_weight
 from otel_safety.detectors.data_patterns import alternation, compile_pattern
-from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
+from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 
 __all__ = [
     "DEFAULT_REACH",
@@ -94,7 +94,7 @@ def load_rules(data_dir: str | None = None) -> InjectionRules:
 
 def current_rules() -> InjectionRules:
     """The rules in force for the current `OTEL_SAFETY_DATA_DIR`."""
-    return load_rules(data_dir_from_env())
+    return load_rules(current_data_dir())
 
 
 def _compile(data: Mapping[str, Any]) -> InjectionRules:

@@ -17,7 +17,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.memo import per_trace
-from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
+from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 
 __all__ = [
     "DriftSettings",
@@ -150,7 +150,7 @@ def _cached(data_dir: str | None) -> MonitorRules:
 
 def current_rules() -> MonitorRules:
     """The rules in force: packaged data plus `monitors.toml` in OTEL_SAFETY_DATA_DIR."""
-    return _cached(data_dir_from_env())
+    return _cached(current_data_dir())
 
 
 def _compile(data: Mapping[str, Any]) -> MonitorRules:

@@ -18,7 +18,7 @@ import regex
 
 from otel_safety.detectors.data_checks import is_number, is_weight, string_list
 from otel_safety.detectors.data_patterns import checked_alternation, compile_pattern
-from otel_safety.detectors.datafiles import data_dir_from_env, load_data
+from otel_safety.detectors.datafiles import current_data_dir, load_data
 from otel_safety.detectors.harm_vocabulary import expand, vocabulary
 from otel_safety.detectors.pattern_index import PatternIndex
 
@@ -81,7 +81,7 @@ def load_markers(data_dir: str | None = None) -> Markers:
 
 def current_markers() -> Markers:
     """The markers in force: packaged data plus the files in OTEL_SAFETY_DATA_DIR."""
-    return load_markers(data_dir_from_env())
+    return load_markers(current_data_dir())
 
 
 def _index(groups: Mapping[str, Sequence[str]]) -> PatternIndex:

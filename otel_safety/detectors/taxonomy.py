@@ -9,16 +9,21 @@ result and compiles every pattern once, so matching never pays for parsing.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import regex
 
+from otel_safety.config import env_name
 from otel_safety.detectors.data_checks import check_keys, check_weight, is_weight
 from otel_safety.detectors.data_patterns import alternation, compile_patterns
-from otel_safety.detectors.datafiles import DATA_VERSION, data_dir_from_env, load_compiled
+from otel_safety.detectors.datafiles import (
+    DATA_VERSION,
+    current_data_dir,
+    current_scope_taxonomy,
+    load_compiled,
+)
 from otel_safety.detectors.grants import PhraseSet, grant_pattern
 from otel_safety.detectors.text_forms import straight_apostrophes
 from otel_safety.detectors.tool_names import name_pattern, normalize_name
@@ -35,7 +40,7 @@ __all__ = [
     "normalize_name",
 ]
 
-TAXONOMY_ENV = "OTEL_SAFETY_SCOPE_TAXONOMY"
+TAXONOMY_ENV = env_name("scope_taxonomy")
 TAXONOMY_VERSION = DATA_VERSION
 
 Pattern = regex.Pattern
@@ -113,8 +118,9 @@ def load_taxonomy(user_path: str | None = None, data_dir: str | None = None) -> 
 
 
 def current_taxonomy() -> Taxonomy:
-    """The taxonomy in force: packaged, plus the file named by OTEL_SAFETY_SCOPE_TAXONOMY."""
-    return load_taxonomy(os.environ.get(TAXONOMY_ENV) or None, data_dir_from_env())
+    """The taxonomy in force: packaged, plus the settings' `scope_taxonomy` file
+    (OTEL_SAFETY_SCOPE_TAXONOMY) and data folder."""
+    return load_taxonomy(current_scope_taxonomy(), current_data_dir())
 
 
 # --- Compiling -------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from otel_safety.analysis import linear
 from otel_safety.analysis.prefilter import RelaxedFamily, relaxed_family
-from otel_safety.detectors.datafiles import data_dir_from_env, load_compiled
+from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 from otel_safety.detectors.tool_names import name_pattern
 
 Pattern = regex.Pattern
@@ -117,7 +117,7 @@ def load_guard_data(data_dir: str | None = None) -> GuardData:
 
 def current_guard_data() -> GuardData:
     """Packaged data merged with `$OTEL_SAFETY_DATA_DIR/guard.toml`, compiled once per dir."""
-    return load_guard_data(data_dir_from_env())
+    return load_guard_data(current_data_dir())
 
 
 def _compile(data: Mapping[str, Any]) -> GuardData:

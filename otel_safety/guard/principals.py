@@ -16,7 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-PRINCIPALS_ENV = "OTEL_SAFETY_PRINCIPALS"
+from otel_safety.config import env_name, from_environment
+
+PRINCIPALS_ENV = env_name("principals")
 FILE_VERSION = 1
 UID_TRUST = 2  # a principal anchored on a platform uid: read + limited write, unless set
 
@@ -189,7 +191,8 @@ class Directory:
 
     @classmethod
     def from_env(cls) -> Directory:
-        path = os.environ.get(PRINCIPALS_ENV, "").strip()
+        """The file the `principals` setting names (OTEL_SAFETY_PRINCIPALS), else none."""
+        path = from_environment("principals")
         return cls.load(path) if path else cls()
 
     def save(self, path: str | Path) -> None:

@@ -13,15 +13,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from otel_safety.config import env_name, from_environment
+
 __all__ = ["KEY_ENV", "key_for_children", "sign", "verify"]
 
-KEY_ENV = "OTEL_SAFETY_GUARD_KEY"
-_KEY = (os.environ.get(KEY_ENV) or secrets.token_hex(32)).encode()
+KEY_ENV = env_name("guard_key")
+# Read once, at import: the verdicts this process signs and checks all use one key. Only this
+# variable is read, so an unrelated bad setting cannot break the import.
+_KEY = (from_environment("guard_key") or secrets.token_hex(32)).encode()
 # The verdict fields that decide what the detector concludes.
 _SIGNED = ("decision", "risk", "category", "rule_ids", "requester", "trust", "approval")
 

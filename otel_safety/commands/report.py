@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from otel_safety.calibration.file import ENV_VAR
+from otel_safety.commands.options import add_db
+from otel_safety.config import from_environment
 
 
-def add_report_command(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "report",
         help="write one self-contained HTML page about a store",
@@ -17,7 +18,7 @@ def add_report_command(sub: argparse._SubParsersAction, default_db: str) -> None
         "from the network) with the calibration status, escalation over time, "
         "per-detector precision/recall curves from labels and the flagged spans.",
     )
-    parser.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_db(parser)
     parser.add_argument("--out", default="report.html", help="page to write (report.html)")
     parser.add_argument(
         "--calibration",
@@ -38,7 +39,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ValueError(f"no store at {args.db}; create one with `otel-safety ingest` or `eval`")
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
-    calibration = args.calibration or os.environ.get(ENV_VAR, "").strip() or None
+    calibration = args.calibration or from_environment("calibration")
     if args.calibration:
         load_calibration(args.calibration)  # a file asked for by name must be usable
     data = gather(args.db, calibration, args.limit)

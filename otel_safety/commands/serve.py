@@ -1,33 +1,27 @@
-"""`otel-safety serve`: parser and handler, registered by `otel_safety.cli`."""
+"""`otel-safety serve`: the OTLP receiver that judges, stores and forwards spans."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from otel_safety.cli_types import whole_number
-from otel_safety.config import Settings
-from otel_safety.dashboard.command import add_listen_options, dashboard_options
+from otel_safety.commands.dashboard import add_listen_options, dashboard_options, read_token
+from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
+from otel_safety.config import PORT_OFF, Settings, from_environment
 from otel_safety.sidecar.forward import PROTOCOLS, check_endpoint
 from otel_safety.sidecar.server import Sidecar, SidecarOptions
 from otel_safety.sidecar.store_claim import claim_store
 
-DEFAULT_DB = "otel-safety.duckdb"
+DEFAULT_DB = Settings.model_fields["db_path"].default
 MIB = 1024 * 1024
 
 
-def _env(name: str, default: Any = None) -> Any:
-    value = os.environ.get(name, "").strip()
-    return value if value else default
-
-
-def add_command(subparsers: Any) -> argparse.ArgumentParser:
+def add_commands(subparsers: Any) -> None:
     serve = subparsers.add_parser(
         "serve",
         help="receive OTLP traces (gRPC and HTTP), judge, store and forward them",
@@ -47,63 +41,52 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     listen = serve.add_argument_group("listening")
     listen.add_argument(
         "--host",
-        default=_env("OTEL_SAFETY_SERVE_HOST", "127.0.0.1"),
         help="address to bind (default 127.0.0.1; 0.0.0.0 for every interface) "
         "[OTEL_SAFETY_SERVE_HOST]",
     )
     listen.add_argument(
         "--grpc-port",
         type=_port,
-        default=_env("OTEL_SAFETY_SERVE_GRPC_PORT", "4317"),
         help="OTLP/gRPC port; 0 picks a free one, 'off' disables (default 4317) "
         "[OTEL_SAFETY_SERVE_GRPC_PORT]",
     )
     listen.add_argument(
         "--http-port",
         type=_port,
-        default=_env("OTEL_SAFETY_SERVE_HTTP_PORT", "4318"),
         help="OTLP/HTTP, health and metrics port; 0 picks a free one, 'off' disables "
         "(default 4318) [OTEL_SAFETY_SERVE_HTTP_PORT]",
     )
     listen.add_argument(
         "--token-file",
-        default=_env("OTEL_SAFETY_SERVE_TOKEN_FILE"),
         help="require 'Authorization: Bearer <token>' with the token in this file "
         "[OTEL_SAFETY_SERVE_TOKEN_FILE; or the token itself in OTEL_SAFETY_SERVE_TOKEN]",
     )
     listen.add_argument(
         "--tls-cert",
-        default=_env("OTEL_SAFETY_SERVE_TLS_CERT"),
         help="PEM certificate: serve TLS [OTEL_SAFETY_SERVE_TLS_CERT]",
     )
     listen.add_argument(
         "--tls-key",
-        default=_env("OTEL_SAFETY_SERVE_TLS_KEY"),
         help="PEM private key [OTEL_SAFETY_SERVE_TLS_KEY]",
     )
     listen.add_argument(
         "--max-request-mib",
         type=float,
-        default=float(_env("OTEL_SAFETY_SERVE_MAX_REQUEST_MIB", 20)),
         help="largest request body in MiB, after decompression (default 20) "
         "[OTEL_SAFETY_SERVE_MAX_REQUEST_MIB]",
     )
     listen.add_argument(
         "--retry-after",
         type=float,
-        default=float(_env("OTEL_SAFETY_SERVE_RETRY_AFTER", 2)),
         help="seconds a client is asked to wait when the pipeline is saturated (default 2)",
     )
     store = serve.add_argument_group("where spans go")
-    store.add_argument(
-        "--db", default=None, help=f"DuckDB store file (default {DEFAULT_DB}) [OTEL_SAFETY_DB]"
-    )
+    add_db(store, help=f"DuckDB store file (default {DEFAULT_DB}) [OTEL_SAFETY_DB]")
     store.add_argument(
         "--no-store", action="store_true", help="write no store at all [OTEL_SAFETY_STORE=false]"
     )
     store.add_argument(
         "--spool",
-        default=_env("OTEL_SAFETY_SERVE_SPOOL"),
         metavar="DIR|off",
         help="write-ahead spool: each request is on disk here before it is acknowledged, "
         "until its traces are in the store, and what a stop or crash left is judged at the "
@@ -113,48 +96,40 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     store.add_argument(
         "--spool-max-mib",
         type=float,
-        default=float(_env("OTEL_SAFETY_SERVE_SPOOL_MAX_MIB", 1024)),
         help="the spool's size at most; when full, requests are refused with a retryable "
         "status (default 1024) [OTEL_SAFETY_SERVE_SPOOL_MAX_MIB]",
     )
     store.add_argument(
         "--lake",
-        default=_env("OTEL_SAFETY_LAKE"),
         help="write to a DuckLake instead of a DuckDB file, e.g. 'postgres:dbname=lake "
         "host=db user=otel' (needs otel-safety[lake]) [OTEL_SAFETY_LAKE]",
     )
     store.add_argument(
         "--lake-data-path",
-        default=_env("OTEL_SAFETY_LAKE_DATA_PATH"),
         help="where the lake keeps its Parquet files; needed when the lake is created "
         "[OTEL_SAFETY_LAKE_DATA_PATH]",
     )
     store.add_argument(
         "--forward",
         metavar="ENDPOINT",
-        default=_env("OTEL_SAFETY_FORWARD_ENDPOINT"),
         help="send annotated spans on to this OTLP endpoint, e.g. http://collector:4317 "
         "(off by default) [OTEL_SAFETY_FORWARD_ENDPOINT]",
     )
     store.add_argument(
         "--forward-protocol",
         choices=PROTOCOLS,
-        default=_env("OTEL_SAFETY_FORWARD_PROTOCOL", "grpc"),
         help="protocol of the next hop (default grpc); TLS, headers and compression come from "
         "the standard OTEL_EXPORTER_OTLP_TRACES_* variables [OTEL_SAFETY_FORWARD_PROTOCOL]",
     )
     store.add_argument(
         "--forward-spool",
-        default=_env("OTEL_SAFETY_FORWARD_SPOOL"),
         metavar="DIR|off",
         help="annotated spans wait here on disk until the next hop takes them, so an outage "
         "delays them instead of losing them (default: <db>.forward beside the store; none "
         "with --no-store or --lake unless given) [OTEL_SAFETY_FORWARD_SPOOL]",
     )
     pipeline = serve.add_argument_group("pipeline")
-    pipeline.add_argument(
-        "--detectors", help="comma-separated detector keys (default: all) [OTEL_SAFETY_DETECTORS]"
-    )
+    add_detectors(pipeline, "comma-separated detector keys (default: all) [OTEL_SAFETY_DETECTORS]")
     pipeline.add_argument(
         "--decision-wait",
         type=float,
@@ -163,10 +138,9 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     pipeline.add_argument(
         "--queue-size", type=int, help="spans waiting for the detectors at most (default 65536)"
     )
-    pipeline.add_argument(
-        "--workers",
-        type=workers_count,
-        help="detection processes (default: one per core; 0 judges in the server's own "
+    add_workers(
+        pipeline,
+        "detection processes (default: one per core; 0 judges in the server's own "
         "process) [OTEL_SAFETY_WORKERS]",
     )
     pipeline.add_argument(
@@ -179,33 +153,28 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     web.add_argument(
         "--dashboard",
         action="store_true",
-        default=_env("OTEL_SAFETY_SERVE_DASHBOARD", "").lower() in ("1", "true", "yes"),
+        default=None,
         help="also serve the web dashboard over the store, on --host with the same token "
         "(needs otel-safety[dashboard]) [OTEL_SAFETY_SERVE_DASHBOARD=true]",
     )
     web.add_argument(
         "--dashboard-port",
         type=int,
-        default=int(_env("OTEL_SAFETY_DASHBOARD_PORT", "8050")),
         help="the dashboard's port; 0 picks a free one (default 8050) [OTEL_SAFETY_DASHBOARD_PORT]",
     )
     add_listen_options(web, host=False)
     serve.add_argument(
         "--log-level",
-        default=_env("OTEL_SAFETY_LOG_LEVEL", "INFO"),
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="log level (default INFO) [OTEL_SAFETY_LOG_LEVEL]",
     )
     serve.set_defaults(handler=cmd_serve)
-    return serve
 
 
-workers_count = whole_number(0)  # a count of detection processes: 0 judges in-process
-
-
-def _port(text: str) -> int | None:
-    if text.strip().lower() in ("off", "none", "disabled"):
-        return None
+def _port(text: str) -> int | str:
+    """A port number, or "off" (not None: None is a flag not given, left to the variable)."""
+    if text.strip().lower() in PORT_OFF:
+        return "off"
     try:
         value = int(text)
     except ValueError:
@@ -221,7 +190,7 @@ def _redact_secrets(keep: bool) -> bool | None:
     """serve masks secrets unless the flag or OTEL_SAFETY_REDACT_SECRETS says otherwise."""
     if keep:
         return False
-    if _env("OTEL_SAFETY_REDACT_SECRETS"):
+    if from_environment("redact_secrets"):
         return None  # the variable decides
     return True
 
@@ -230,50 +199,64 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
     settings = Settings.resolve(
         db_path=args.db,
         store=False if args.no_store else None,
-        detectors=args.detectors.split(",") if args.detectors else None,
+        detectors=detector_keys(args.detectors),
         decision_wait=args.decision_wait,
         queue_size=args.queue_size,
         redact_secrets=_redact_secrets(args.keep_secrets),
         workers=args.workers,
-    )
-    token = _env("OTEL_SAFETY_SERVE_TOKEN")
-    if args.token_file:
-        token = Path(args.token_file).read_text(encoding="utf-8").strip()
-        if not token:
-            raise ValueError(f"the token file {args.token_file} is empty")
-    if args.max_request_mib <= 0:
-        raise ValueError("--max-request-mib must be positive")
-    if args.spool_max_mib <= 0:
-        raise ValueError("--spool-max-mib must be positive")
-    if args.forward:
-        check_endpoint(args.forward, args.forward_protocol)
-    options = SidecarOptions(
-        host=args.host,
-        grpc_port=args.grpc_port,
-        http_port=args.http_port,
-        token=token,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        max_request_bytes=int(args.max_request_mib * MIB),
-        retry_after=args.retry_after,
-        forward_endpoint=args.forward,
-        forward_protocol=args.forward_protocol,
+        serve_host=args.host,
+        serve_grpc_port=args.grpc_port,
+        serve_http_port=args.http_port,
+        serve_token_file=args.token_file,
+        serve_tls_cert=args.tls_cert,
+        serve_tls_key=args.tls_key,
+        serve_max_request_mib=args.max_request_mib,
+        serve_retry_after=args.retry_after,
+        serve_spool=args.spool,
+        serve_spool_max_mib=args.spool_max_mib,
         lake=args.lake,
         lake_data_path=args.lake_data_path,
-        spool=args.spool,
+        forward_endpoint=args.forward,
+        forward_protocol=args.forward_protocol,
         forward_spool=args.forward_spool,
-        spool_max_bytes=int(args.spool_max_mib * MIB),
+        serve_dashboard=args.dashboard,
+        dashboard_port=args.dashboard_port,
+        log_level=args.log_level,
+    )
+    token = read_token(settings)
+    if settings.serve_max_request_mib <= 0:
+        raise ValueError("--max-request-mib must be positive")
+    if settings.serve_spool_max_mib <= 0:
+        raise ValueError("--spool-max-mib must be positive")
+    if settings.forward_endpoint:
+        check_endpoint(settings.forward_endpoint, settings.forward_protocol)
+    options = SidecarOptions(
+        host=settings.serve_host,
+        grpc_port=settings.serve_grpc_port,
+        http_port=settings.serve_http_port,
+        token=token,
+        tls_cert=settings.serve_tls_cert,
+        tls_key=settings.serve_tls_key,
+        max_request_bytes=int(settings.serve_max_request_mib * MIB),
+        retry_after=settings.serve_retry_after,
+        forward_endpoint=settings.forward_endpoint,
+        forward_protocol=settings.forward_protocol,
+        lake=settings.lake,
+        lake_data_path=settings.lake_data_path,
+        spool=settings.serve_spool,
+        forward_spool=settings.forward_spool,
+        spool_max_bytes=int(settings.serve_spool_max_mib * MIB),
     )
     return settings, options
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    settings, options = options_from_args(args)
     logging.basicConfig(
-        level=args.log_level,
+        level=settings.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    settings, options = options_from_args(args)
     claim = None
     if settings.store and not options.lake:
         claim, holder = claim_store(settings.db_path)
@@ -286,12 +269,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
     web = None
-    if args.dashboard:
+    if settings.serve_dashboard:
         if not settings.store or options.lake:
             raise ValueError("--dashboard reads the DuckDB store: it needs --db, not --no-store "
                              "or --lake")  # fmt: skip
-        if not 0 <= args.dashboard_port <= 65535:
-            raise ValueError(f"--dashboard-port is 0 to 65535, got {args.dashboard_port}")
+        if not 0 <= settings.dashboard_port <= 65535:
+            raise ValueError(f"--dashboard-port is 0 to 65535, got {settings.dashboard_port}")
         web = dashboard_options(
             settings.db_path,
             options.token,
@@ -311,7 +294,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if web is not None:
                 from otel_safety.dashboard.server import DashboardServer
 
-                dashboard = DashboardServer(web, host=options.host, port=args.dashboard_port)
+                dashboard = DashboardServer(web, host=options.host, port=settings.dashboard_port)
                 dashboard.start()
             _announce(sidecar, settings, options)
             if dashboard is not None:

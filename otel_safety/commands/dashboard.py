@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
+from otel_safety.commands.options import add_db
+from otel_safety.config import Settings
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-DEFAULT_PORT = 8050
+DEFAULT_PORT = Settings.model_fields["dashboard_port"].default
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(name, "").strip() or default
-
-
-def add_dashboard_command(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "dashboard",
         help="serve a live web dashboard over a store (needs otel-safety[dashboard])",
@@ -29,7 +27,7 @@ def add_dashboard_command(sub: argparse._SubParsersAction, default_db: str) -> N
         epilog="With a token, open the printed address with ?token=<token> once; the browser "
         "then keeps a session cookie.",
     )
-    parser.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_db(parser)
     add_listen_options(parser, host=True)
     parser.set_defaults(handler=cmd_dashboard)
 
@@ -40,18 +38,15 @@ def add_listen_options(parser: Any, host: bool) -> None:
     if host:
         parser.add_argument(
             "--host",
-            default=_env("OTEL_SAFETY_DASHBOARD_HOST", "127.0.0.1"),
             help="address to bind (default 127.0.0.1) [OTEL_SAFETY_DASHBOARD_HOST]",
         )
         parser.add_argument(
             "--port",
             type=int,
-            default=int(_env("OTEL_SAFETY_DASHBOARD_PORT", str(DEFAULT_PORT)) or DEFAULT_PORT),
             help=f"port; 0 picks a free one (default {DEFAULT_PORT}) [OTEL_SAFETY_DASHBOARD_PORT]",
         )
         parser.add_argument(
             "--token-file",
-            default=_env("OTEL_SAFETY_SERVE_TOKEN_FILE"),
             help="require this bearer token, as `serve` does [OTEL_SAFETY_SERVE_TOKEN_FILE; or "
             "the token itself in OTEL_SAFETY_SERVE_TOKEN]",
         )
@@ -105,8 +100,11 @@ def dashboard_options(
     )
 
 
-def read_token(token_file: str | None) -> str | None:
-    token = _env("OTEL_SAFETY_SERVE_TOKEN")
+def read_token(settings: Settings) -> str | None:
+    """The bearer token: from the settings' token file when one is named, else the token
+    itself (OTEL_SAFETY_SERVE_TOKEN)."""
+    token = settings.serve_token.get_secret_value().strip() if settings.serve_token else None
+    token_file = settings.serve_token_file
     if token_file:
         token = Path(token_file).read_text(encoding="utf-8").strip()
         if not token:
@@ -117,13 +115,17 @@ def read_token(token_file: str | None) -> str | None:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
         raise ValueError(f"no store at {args.db}; make one with `serve`, `ingest` or `demo`")
-    if not 0 <= args.port <= 65535:
-        raise ValueError(f"--port is a number from 0 to 65535, got {args.port}")
-    token = read_token(args.token_file)
-    options = dashboard_options(args.db, token, args.host, args.refresh, args.reviewer)
+    settings = Settings.resolve(
+        dashboard_host=args.host, dashboard_port=args.port, serve_token_file=args.token_file
+    )
+    host, port = settings.dashboard_host, settings.dashboard_port
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port is a number from 0 to 65535, got {port}")
+    token = read_token(settings)
+    options = dashboard_options(args.db, token, host, args.refresh, args.reviewer)
     from otel_safety.dashboard.server import DashboardServer
 
-    server = DashboardServer(options, host=args.host, port=args.port)
+    server = DashboardServer(options, host=host, port=port)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -133,8 +135,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         print(
             "otel-safety dashboard: bearer token required; open it with ?token=<token>", flush=True
         )
-    if args.host not in LOOPBACK:
-        print(f"otel-safety dashboard: warning: listening on {args.host}, not only this machine",
+    if host not in LOOPBACK:
+        print(f"otel-safety dashboard: warning: listening on {host}, not only this machine",
               flush=True)  # fmt: skip
     print("otel-safety dashboard: ready; Ctrl-C stops", flush=True)
     stop.wait()

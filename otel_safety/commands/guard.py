@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from otel_safety.commands.options import add_db, add_format
 from otel_safety.guard.principals import (
     PRINCIPALS_ENV,
     UID_TRUST,
@@ -22,7 +23,7 @@ FAIL_EXIT = 3
 _FROM_ENV = f"${PRINCIPALS_ENV} if set, else none: trust is not checked"
 
 
-def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register `guard`, `principals` and `status` on the `otel-safety` parser."""
     _add_guard(sub)
     _add_principals(sub)
@@ -38,8 +39,8 @@ def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
         "trace content is sent anywhere), how it chooses traces, the analyses in the store "
         "and the counters (drops, skips) the last writing process left there.",
     )
-    status.add_argument("--db", default=default_db, help=f"store file (default {default_db})")
-    status.add_argument("--format", choices=("table", "json"), default="table")
+    add_db(status, "store file")
+    add_format(status)
     status.set_defaults(handler=cmd_status)
 
 
@@ -65,7 +66,7 @@ def _add_guard(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--requester", help="principal id or platform uid of who asked")
     check.add_argument("--requester-name", help="display name the requester gave")
     _principals_option(check, required=False)
-    check.add_argument("--format", choices=("table", "json"), default="table")
+    add_format(check)
     check.add_argument(
         "--fail-on", choices=("warn", "block"), help=f"exit {FAIL_EXIT} on this verdict or worse"
     )
@@ -106,7 +107,7 @@ def _add_principals(sub: argparse._SubParsersAction) -> None:
     actions = principals.add_subparsers(dest="principals_command", metavar="ACTION")
     listing = actions.add_parser("list", help="show the principals")
     _principals_option(listing)
-    listing.add_argument("--format", choices=("table", "json"), default="table")
+    add_format(listing)
     listing.set_defaults(handler=cmd_principals_list)
     for verb, text in (("add", "add a principal"), ("set", "add or change a principal")):
         editing = actions.add_parser(verb, help=text)

@@ -1,4 +1,4 @@
-"""CLI for labels: `label` one trace by hand, `labels import` a file, `labels export`."""
+"""`otel-safety label` one trace by hand, `labels import` a file, `labels export`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 from otel_safety import labels
+from otel_safety.commands.options import add_db, add_format
 from otel_safety.labels import ALLOW_UNKNOWN_TRACES
 
 
-def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     one = sub.add_parser(
         "label",
         help="label one trace by hand for a detector (true: it should fire)",
@@ -29,7 +30,7 @@ def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None
         help=f"who labels (default {labels.DEFAULT_SOURCE}; 'synthetic...' marks synthetic)",
     )
     _allow_unknown_traces(one, "accept a trace not in the store yet")
-    one.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_db(one)
     one.set_defaults(handler=cmd_label)
 
     many = sub.add_parser(
@@ -53,7 +54,7 @@ def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None
         help=f"source for rows without one (default {labels.DEFAULT_SOURCE})",
     )
     _allow_unknown_traces(load, "keep labels for traces not in the store yet")
-    load.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_db(load)
     load.set_defaults(handler=cmd_labels_import)
 
     dump = actions.add_parser(
@@ -61,8 +62,8 @@ def add_label_commands(sub: argparse._SubParsersAction, default_db: str) -> None
         help="write the store's labels as CSV or JSONL",
         description="Write the labels (all, or only those in force) in the import format.",
     )
-    dump.add_argument("--db", default=default_db, help=f"store (default {default_db})")
-    dump.add_argument("--format", choices=("csv", "jsonl"), default="csv")
+    add_db(dump)
+    add_format(dump, ("csv", "jsonl"))
     dump.add_argument("--in-force", action="store_true", help="only the label in force per pair")
     dump.add_argument("--out", help="file to write (default: standard output)")
     dump.set_defaults(handler=cmd_labels_export)

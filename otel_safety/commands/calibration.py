@@ -1,4 +1,4 @@
-"""CLI for the calibration workflow: `calibrate`, `label`, `labels import|export`, `report`."""
+"""`otel-safety calibrate`: detector thresholds chosen from the labels in a store."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import argparse
 import json
 from pathlib import Path
 
-from otel_safety.calibration import label_commands
 from otel_safety.calibration.file import (
     DEFAULT_FILE,
     ENV_VAR,
@@ -15,22 +14,11 @@ from otel_safety.calibration.file import (
     write_calibration,
 )
 from otel_safety.calibration.gate import Gate
-from otel_safety.config import default_db_path
-
-DEFAULT_DB = default_db_path()  # OTEL_SAFETY_DB, as for configure() and serve
-EVAL_DB = "otel-safety-eval.duckdb"
+from otel_safety.commands.evaluate import EVAL_DB
+from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register the calibration workflow's subcommands on the `otel-safety` parser."""
-    from otel_safety.report.command import add_report_command
-
-    _add_calibrate(sub)
-    label_commands.add_label_commands(sub, DEFAULT_DB)
-    add_report_command(sub, DEFAULT_DB)
-
-
-def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     gate = Gate()
     parser = sub.add_parser(
         "calibrate",
@@ -46,13 +34,11 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         "their findings are marked uncalibrated. Thresholds you set explicitly win over "
         "calibrated ones. Same store and seed, same file (but for created_at).",
     )
-    parser.add_argument(
-        "--db", default=DEFAULT_DB, help=f"store with findings and labels (default {DEFAULT_DB})"
-    )
+    add_db(parser, "store with findings and labels")
     parser.add_argument(
         "--out", default=DEFAULT_FILE, help=f"calibration file to write (default {DEFAULT_FILE})"
     )
-    parser.add_argument("--detectors", help="comma-separated detector keys (default: all labelled)")
+    add_detectors(parser, "comma-separated detector keys (default: all labelled)")
     parser.add_argument("--folds", type=_at_least(2), default=5, help="folds (default 5)")
     parser.add_argument(
         "--resamples", type=_at_least(1), default=1000, help="bootstrap resamples (default 1000)"
@@ -73,9 +59,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         default=gate.min_real_traces,
         help=f"gate: labelled real traces (default {gate.min_real_traces})",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default table)"
-    )
+    add_format(parser, help="output (default table)")
     parser.set_defaults(handler=cmd_calibrate)
 
 
@@ -94,7 +78,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     gate = Gate(args.min_f1, args.min_precision, args.min_traces)
     result = calibrate(
         db,
-        detectors=_known(args.detectors.split(",")) if args.detectors else None,
+        detectors=_known(keys) if (keys := detector_keys(args.detectors)) else None,
         folds=args.folds,
         resamples=args.resamples,
         seed=args.seed,

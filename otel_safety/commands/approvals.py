@@ -1,4 +1,4 @@
-"""CLI for the approvals channel: `approvals` (list), `approve ID`, `deny ID`."""
+"""`otel-safety approvals` (list the guard's approval requests), `approve ID`, `deny ID`."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import json
 import os
 from typing import Any
 
-from otel_safety.cli_types import whole_number
+from otel_safety.commands.options import DEFAULT_DB, add_db, add_format, whole_number
+from otel_safety.config import env_name
 
-DB_ENV = "OTEL_SAFETY_DB"
+DB_ENV = env_name("db_path")
 
 
-def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register `approvals`, `approve` and `deny` on the `otel-safety` parser."""
-    db_default = os.environ.get(DB_ENV, "").strip() or default_db
-    db_help = f"store file the guard writes (default ${DB_ENV} if set, else {default_db})"
+    db_help = f"store file the guard writes (default ${DB_ENV} if set, else {DEFAULT_DB})"
     listing = sub.add_parser(
         "approvals",
         help="list the guard's approval requests waiting for an answer",
@@ -24,14 +24,14 @@ def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
         "first) by default, or the latest of any status with --recent. Answer one with "
         "`otel-safety approve ID` or `otel-safety deny ID`.",
     )
-    listing.add_argument("--db", default=db_default, help=db_help)
+    add_db(listing, help=db_help)
     listing.add_argument(
         "--recent",
         type=whole_number(1),
         metavar="N",
         help="show the latest N requests of any status instead of the pending ones",
     )
-    listing.add_argument("--format", choices=("table", "json"), default="table")
+    add_format(listing)
     listing.set_defaults(handler=cmd_approvals)
     for verb, approved in (("approve", True), ("deny", False)):
         answer = sub.add_parser(
@@ -48,7 +48,7 @@ def add_commands(sub: argparse._SubParsersAction, default_db: str) -> None:
         answer.add_argument(
             "--by", default=_os_user(), help="who answers (default: the OS user, %(default)s)"
         )
-        answer.add_argument("--db", default=db_default, help=db_help)
+        add_db(answer, help=db_help)
         answer.set_defaults(handler=cmd_decide, approved=approved)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from otel_safety.commands.options import add_db
 from otel_safety.resolutions.store import default_resolver, resolve
 
 
-def add_resolve_command(sub: argparse._SubParsersAction, default_db: str) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "resolve",
         help="mark a flagged trace (or one detector's alert on it) as resolved",
@@ -27,7 +28,7 @@ def add_resolve_command(sub: argparse._SubParsersAction, default_db: str) -> Non
     parser.add_argument(
         "--reopen", action="store_true", help="undo an earlier resolution with the same detector"
     )
-    parser.add_argument("--db", default=default_db, help=f"store (default {default_db})")
+    add_db(parser)
     parser.set_defaults(handler=cmd_resolve)
 
 

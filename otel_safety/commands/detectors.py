@@ -1,0 +1,63 @@
+"""`otel-safety detectors [--check]`: the registered detectors, or each built as configured."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from otel_safety import detectors as detector_registry
+from otel_safety.behavior import BehaviorMonitor
+from otel_safety.bootstrap import build_engine
+from otel_safety.config import Settings
+from otel_safety.detectors.datafiles import current_data_dir, stray_data_files
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    listing = sub.add_parser(
+        "detectors",
+        help="list the registered detectors",
+        description="List every registered detector: key, severity, default threshold, "
+        "what it flags. With --check, build each one as the pipeline would (data files from "
+        "OTEL_SAFETY_DATA_DIR, thresholds, calibration, monitor modes from the environment) "
+        "and show the threshold and mode in force; exit 1 naming any that cannot load.",
+    )
+    listing.add_argument(
+        "--check",
+        action="store_true",
+        help="load every detector's data and settings and report problems",
+    )
+    listing.set_defaults(handler=cmd_detectors)
+
+
+def cmd_detectors(args: argparse.Namespace) -> int:
+    if args.check:
+        return _check_detectors()
+    for key, cls in sorted(detector_registry.available().items()):
+        severity = "by mode" if issubclass(cls, BehaviorMonitor) else cls.severity.value
+        threshold = cls.default_threshold
+        print(f"{key:22} {severity:9} threshold {threshold:<5} {cls.description}")
+    return 0
+
+
+def _check_detectors() -> int:
+    """Every detector built from the settings in force, one line each; failures named."""
+    settings = Settings.resolve()
+    failed: list[str] = []
+    engine = build_engine(
+        settings,
+        [],
+        background=False,
+        on_detector_error=lambda key, exc: failed.append(f"{key}: {exc}"),
+    )
+    folder = current_data_dir()  # the settings' folder, handed down by build_engine
+    if folder:
+        print(f"data folder: {folder}")
+        failed.extend(stray_data_files(folder))
+    for detector in engine.pipeline.detectors:
+        mode = getattr(detector, "mode", None)
+        shown = f"mode {mode.value:8}" if mode is not None else " " * 13
+        print(f"{detector.key:22} ok   threshold {detector.threshold:<6} {shown}")
+    for problem in failed:
+        print(f"{problem}", file=sys.stderr)
+    print(f"{len(engine.pipeline.detectors)} detector(s) loaded, {len(failed)} problem(s)")
+    return 1 if failed else 0

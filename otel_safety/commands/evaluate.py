@@ -1,0 +1,155 @@
+"""`otel-safety eval`: the detectors measured on labelled data."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from otel_safety import detectors as detector_registry
+from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
+from otel_safety.commands.stores import remove_old_store
+from otel_safety.config import Settings
+from otel_safety.exporters.duckdb import mark_store
+
+EVAL_DB = "otel-safety-eval.duckdb"
+EVAL_MARK = "otel-safety eval"
+DATASET_NAMES = ("xstest", "jailbreakbench", "agentdojo", "bipia", "direct_injection", "synthetic")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    evaluate = sub.add_parser(
+        "eval",
+        help="measure the detectors on labelled data",
+        description="Turn every usable row of the labelled datasets (XSTest, JailbreakBench, "
+        "AgentDojo, BIPIA, jailbreak prompts versus benign requests) and our synthetic sets "
+        "into GenAI spans, run them through the same pipeline as live traffic, store findings "
+        "and labels, and print precision, recall and F1 with 95% bootstrap intervals and the "
+        "always-fire baseline, per detector and dataset. Synthetic rows are reported apart.",
+    )
+    evaluate.add_argument(
+        "--data",
+        default="../shared/data",
+        help="folder of the labelled datasets (default ../shared/data)",
+    )
+    add_db(
+        evaluate,
+        default=EVAL_DB,
+        help=f"store to write, replaced on every run (default {EVAL_DB}); a file that "
+        "`eval` did not make is never touched",
+    )
+    evaluate.add_argument(
+        "--datasets",
+        help="comma-separated subset: " + ", ".join(DATASET_NAMES),
+    )
+    add_detectors(evaluate, "comma-separated detector keys (default: all)")
+    evaluate.add_argument(
+        "--sample",
+        type=_positive,
+        metavar="N",
+        help="only N rows per dataset, the same ones on every run",
+    )
+    evaluate.add_argument(
+        "--resamples", type=_positive, default=1000, help="bootstrap resamples (default 1000)"
+    )
+    evaluate.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    evaluate.add_argument(
+        "--in-sample",
+        action="store_true",
+        help="skip the out-of-sample pass (refitting each learned judge without the group "
+        "being scored, which needs the train extra) and report the packaged judges' figures",
+    )
+    add_format(evaluate, ("table", "json", "markdown"), "output format (default: table)")
+    evaluate.add_argument(
+        "--deep",
+        action="store_true",
+        help="also send the agent-trajectory rows (agentdojo) to the deep analysis model "
+        "(OTEL_SAFETY_DEEP_BASE_URL or OPENAI_BASE_URL, OTEL_SAFETY_DEEP_MODEL) and print its "
+        "figures beside the rule tier's, with its cost per 1,000 traces; this sends those "
+        "rows' content to that endpoint",
+    )
+    evaluate.add_argument(
+        "--deep-model", help="model name for --deep (default: OTEL_SAFETY_DEEP_MODEL)"
+    )
+    evaluate.set_defaults(handler=cmd_eval)
+
+
+def _stderr_line(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from otel_safety.evaluation import datasets
+    from otel_safety.evaluation.held_out import HeldOutJudges, training_available
+    from otel_safety.evaluation.runner import run_eval
+
+    detectors = detector_keys(args.detectors)
+    detector_registry.check(detectors)  # fail before reading data or making a store
+    if not args.in_sample and not training_available():
+        print(
+            "eval: the out-of-sample figures refit the learned judges, which needs "
+            "scikit-learn: pip install 'otel-safety[train]' (or pass --in-sample)",
+            file=sys.stderr,
+        )
+        return 2
+    deep = None
+    if args.deep:
+        from otel_safety.deep.settings import deep_config
+
+        deep = {"deep_model": args.deep_model}
+        deep_config(Settings.resolve(deep=True, **deep))  # no endpoint: say so before any work
+    elif args.deep_model:
+        raise ValueError("--deep-model is for --deep")
+    names = args.datasets.split(",") if args.datasets else None
+    cases = datasets.load(Path(args.data), names)
+    if args.sample:
+        cases = datasets.sample(cases, args.sample)
+    print(f"eval: {len(cases)} cases from {args.data}", file=sys.stderr)
+    if Path(args.db).exists():
+        remove_old_store(Path(args.db), EVAL_MARK, "otel-safety eval")
+    report = run_eval(
+        cases,
+        args.db,
+        detectors=detectors,
+        resamples=args.resamples,
+        seed=args.seed,
+        progress=sys.stderr,
+        sampled=args.sample,
+        held_out=None if args.in_sample else HeldOutJudges(Path(args.data), _stderr_line),
+        deep=deep,
+    )
+    mark_store(args.db, EVAL_MARK)
+    if not report.rows:
+        print(
+            "eval: no row of these datasets is labelled for these detectors; see the "
+            "README's evaluation section for which dataset labels which detector",
+            file=sys.stderr,
+        )
+    if args.format == "json":
+        print(json.dumps(report.as_dict(), indent=2))
+    elif args.format == "markdown":
+        print(report.markdown())
+    else:
+        print(report.table())
+        if report.escalation is not None:
+            print("\nThe escalation ladder on AgentDojo runs:")
+            print(report.escalation.text())
+        print("\nWhere a dataset has no label for a detector, how often it fires anyway:")
+        print(report.firing_table())
+        if report.deep is not None:
+            print(f"\n{report.deep.heading()}")
+            print(report.deep.text())
+        print(
+            f"\n{report.cases} cases in {report.seconds:.0f}s; findings and labels in "
+            f"{args.db}. Intervals: 95% bootstrap, {args.resamples} resamples, seed {args.seed}."
+        )
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

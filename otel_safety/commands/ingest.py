@@ -1,0 +1,67 @@
+"""`otel-safety ingest FILE...`: OTLP/JSON trace files judged into the store."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from otel_safety import detectors as detector_registry
+from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
+from otel_safety.config import Settings
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    ingest = sub.add_parser(
+        "ingest",
+        help="evaluate OTLP/JSON trace files into the store",
+        description="Read OTLP/JSON files (one ExportTraceServiceRequest per line, as the "
+        "Collector's file exporter writes them, or one JSON document; .gz accepted), run "
+        "the detectors and write spans and findings to the store. Ingesting a file again "
+        "replaces its rows instead of adding copies.",
+        epilog="Bad lines are reported and skipped. Exit status: 0 when spans were read "
+        "(even if some lines were bad), 1 when nothing could be read or on an error.",
+    )
+    ingest.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="OTLP/JSON file(s), or directories holding .json/.jsonl/.gz files",
+    )
+    add_db(ingest, "store file")
+    add_detectors(ingest, "comma-separated detector keys (default: all; see `detectors`)")
+    ingest.add_argument(
+        "--decision-wait",
+        type=float,
+        help="seconds of span time a trace may stay idle before it is judged (default 30)",
+    )
+    add_workers(
+        ingest,
+        "detection processes (default: one per core; 0 judges in this process) "
+        "[OTEL_SAFETY_WORKERS]",
+    )
+    ingest.add_argument("--quiet", action="store_true", help="no progress, only the summary")
+    ingest.set_defaults(handler=cmd_ingest)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from otel_safety.ingest import ingest_files, trace_files
+
+    settings = Settings.resolve(
+        db_path=args.db,
+        detectors=detector_keys(args.detectors),
+        decision_wait=args.decision_wait,
+        workers=args.workers,
+    )
+    detector_registry.check(settings.detectors, settings.thresholds)  # fail before any file
+    files = trace_files(args.files)
+    fresh = not Path(settings.db_path).exists()
+    summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)
+    print(summary.describe(settings.db_path))
+    if fresh and not summary.spans:  # nothing read: leave no empty store behind
+        Path(settings.db_path).unlink(missing_ok=True)
+        Path(f"{settings.db_path}.wal").unlink(missing_ok=True)
+        print(f"no spans read, so {settings.db_path} was not kept")
+    if summary.quarantined:
+        return 1  # a loss is never silent, nor a success
+    return 0 if summary.spans or not summary.bad_lines else 1

@@ -1,0 +1,73 @@
+"""Options and argument types the commands share, declared once so each reads and checks
+alike; their defaults come from the one settings model (`otel_safety.config.Settings`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from otel_safety.config import default_db_path
+
+__all__ = [
+    "DEFAULT_DB",
+    "add_db",
+    "add_detectors",
+    "add_format",
+    "add_workers",
+    "detector_keys",
+    "whole_number",
+    "workers_count",
+]
+
+# The store a command reads when --db is not given: OTEL_SAFETY_DB, as for configure() and
+# serve, else the settings' default.
+DEFAULT_DB = default_db_path()
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `minimum`, or an error that says so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {minimum} or more, got {value}")
+        return value
+
+    return parse
+
+
+workers_count = whole_number(0)  # a count of detection processes: 0 judges in-process
+
+
+def add_db(
+    parser: Any, what: str = "store", default: str | None = None, help: str | None = None
+) -> None:
+    """`--db`: the store file, `DEFAULT_DB` unless the command makes its own (demo, eval)."""
+    default = DEFAULT_DB if default is None else default
+    parser.add_argument("--db", default=default, help=help or f"{what} (default {default})")
+
+
+def add_detectors(parser: Any, help: str) -> None:
+    """`--detectors`: comma-separated detector keys; `detector_keys` splits them."""
+    parser.add_argument("--detectors", help=help)
+
+
+def detector_keys(value: str | None) -> list[str] | None:
+    """The keys `--detectors` names, None when not given (the settings then decide)."""
+    return value.split(",") if value else None
+
+
+def add_format(
+    parser: Any, choices: Sequence[str] = ("table", "json"), help: str | None = None
+) -> None:
+    """`--format`: how the output is written, the first choice by default."""
+    parser.add_argument("--format", choices=tuple(choices), default=choices[0], help=help)
+
+
+def add_workers(parser: Any, help: str) -> None:
+    """`--workers`: detection processes (OTEL_SAFETY_WORKERS when not given)."""
+    parser.add_argument("--workers", type=workers_count, help=help)
