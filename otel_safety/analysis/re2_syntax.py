@@ -219,8 +219,8 @@ class _Writer:
             self._emit("|")
         elif kind == DOT:
             self._emit(".", atom=True, start=token.start)
-        else:
-            self._emit(_literal(token.char), atom=True, start=token.start)
+        else:  # literal characters: a quantifier after them takes the last
+            self._emit("".join(map(_literal, token.char)), atom=True, start=token.end - 1)
 
     def _simple_quantifier(self, char: str) -> None:
         if self.after_quantifier:

@@ -53,7 +53,7 @@ BRACE = "brace"  # a `{` that opens no count: a literal
 FUZZY = "fuzzy"  # a `{` opening fuzzy-matching constraints
 ALTERNATION = "alternation"
 DOT = "dot"
-CHAR = "char"  # char: a literal character
+CHAR = "char"  # char: a run of literal characters (a quantifier after it takes the last)
 
 # Group opener kinds (Token.char of a GROUP)
 COMMENT = "comment"  # (?#...), whole
@@ -83,6 +83,7 @@ _PROPERTY = regex.compile(r"\{[^}]*\}|[A-Za-z]")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _LOOKAROUNDS = ("(?<=", "(?<!", "(?=", "(?!")
 _SET_OPERATIONS = frozenset(("&&", "--", "||", "~~"))
+_LITERALS = regex.compile(r"[^\\\[(){*+?|.^$]+")
 _SINGLE = {")": CLOSE, "|": ALTERNATION, ".": DOT, "^": ANCHOR, "$": ANCHOR}
 
 
@@ -138,8 +139,11 @@ class Lexer:
                 return Token(COUNT, start, self.at, "", found.groups())
             self.at = start + 1
             return Token(FUZZY if _FUZZY.match(source, start) else BRACE, start, self.at)
-        self.at = start + 1
-        return Token(_SINGLE.get(char, CHAR), start, self.at, char)
+        if char in _SINGLE:
+            self.at = start + 1
+            return Token(_SINGLE[char], start, self.at, char)
+        self.at = _LITERALS.match(source, start).end()
+        return Token(CHAR, start, self.at, source[start : self.at])
 
     def _escape_argument(self, escaped: str) -> str | None:
         """What follows an escape letter and belongs to it, moving past it: the digits of
