@@ -11,11 +11,17 @@ than `SHORT` characters, where `regex` is faster and even a quadratic search is 
 `groupdict`, named groups). `linear_in_regex` tells which patterns RE2 cannot take are still
 linear on `regex`: those whose matches have a bounded length, so that each start costs at
 most a constant.
+
+The RE2 side is built on first need, once per pattern: a process compiles some 2,000
+patterns at start-up and most never see a long ASCII text, so translating and compiling
+their twins up front would only delay the first trace. `on_re2` builds it at once (a user's
+pattern is checked that way at load).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -105,25 +111,46 @@ class LinearMatch:
         return f"<LinearMatch span={self.regs[0]} match={self.group()!r}>"
 
 
-class LinearPattern:
-    """A `regex` pattern with its RE2 twin; reads like a `regex.Pattern`."""
+_TWIN_LOCK = threading.Lock()
+# What a pattern without a twin answers with: `regex`'s own methods, bound on the instance.
+_REGEX_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
 
-    def __init__(self, backtracking: regex.Pattern, twin: Any, dollar: bool = False):
+
+class LinearPattern:
+    """A `regex` pattern with its RE2 twin; reads like a `regex.Pattern`.
+
+    The twin (`twin`, None when RE2 cannot run the pattern alike) is translated and compiled
+    on first need, under a lock, once: until then, short texts go to `regex` as always."""
+
+    def __init__(self, backtracking: regex.Pattern):
         self.backtracking = backtracking
         self.pattern = backtracking.pattern
         self.flags = backtracking.flags
         self.groups = backtracking.groups
         self.groupindex = dict(backtracking.groupindex)
-        self.twin = twin
-        # google-re2's own match call, without its wrapper's generator and match objects
-        self._raw = twin._regexp.Match
-        self._dollar = dollar
+
+    def _build_twin(self) -> None:
+        """Set `_dollar`, `_raw` (google-re2's own match call, without its wrapper's
+        generator and match objects) and `twin`, in this order: `twin` marks it done, and
+        the search path reads `_raw`, then `_dollar`, without taking the lock."""
+        with _TWIN_LOCK:
+            if "twin" in self.__dict__:
+                return
+            twin, dollar = _twin(self.backtracking)
+            self._dollar = dollar
+            self._raw = None if twin is None else twin._regexp.Match
+            if twin is None:  # `regex` answers everything: skip this wrapper from now on
+                for name in _REGEX_METHODS:
+                    setattr(self, name, getattr(self.backtracking, name))
+            self.twin = twin
 
     @functools.cached_property
     def _iterates(self) -> bool:
         """Whether RE2 may iterate: empty matches advance differently in RE2 and `regex`,
         so a pattern that may match empty iterates on `regex` (worked out on first use:
         parsing every pattern at start-up would cost more than it saves)."""
+        if self.twin is None:
+            return False
         return self.twin.search(b"") is None and not _may_be_empty(self.backtracking)
 
     def _bytes(self, text: Any, pos: int | None, endpos: int | None) -> bytes | None:
@@ -135,7 +162,7 @@ class LinearPattern:
             return None
         if endpos is not None and endpos < len(text):
             return None
-        if self._dollar and text.endswith("\n"):
+        if self._raw is None or (self._dollar and text.endswith("\n")):
             return None
         return _ascii(text)
 
@@ -228,6 +255,9 @@ class LinearPattern:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "backtracking":  # unpickling: not set yet
             raise AttributeError(name)
+        if name in ("twin", "_raw", "_dollar"):  # first need of the twin
+            self._build_twin()
+            return self.__dict__[name]
         return getattr(self.backtracking, name)
 
     def __getstate__(self) -> tuple[str, int]:
@@ -274,29 +304,37 @@ def _template(template: Any) -> Callable[[Any], str] | None:
 
 
 def compile(source: str, flags: int = 0) -> LinearPattern | regex.Pattern:
-    """`source` compiled for `regex`, with an RE2 twin when RE2 runs it alike; the plain
-    `regex` pattern when RE2 cannot (regex.error for a bad pattern, as `regex.compile`)."""
+    """`source` compiled for `regex`, in a `LinearPattern` that adds an RE2 twin on first need
+    when RE2 runs it alike (regex.error for a bad pattern, as `regex.compile`); the plain
+    `regex` pattern when google-re2 is not installed."""
     backtracking = regex.compile(source, flags)
-    twin = None
-    translation = translate(source, backtracking.flags) if re2 is not None else None
-    if translation is not None:
-        options = re2.Options()
-        options.log_errors = False
-        options.max_mem = _RE2_MAX_MEM
-        try:
-            twin = re2.compile(translation.source.encode(), options)
-        except re2.error:
-            twin = None
-        if twin is not None and twin.groups != backtracking.groups:
-            twin = None
-    if twin is None:
+    if re2 is None:
         return backtracking
-    return LinearPattern(backtracking, twin, translation.dollar_at_end)
+    return LinearPattern(backtracking)
+
+
+def _twin(backtracking: regex.Pattern) -> tuple[Any, bool]:
+    """The RE2 twin of `backtracking` (None when RE2 cannot run it alike), and whether it
+    reads a `$` as the very end (see `re2_syntax.Translation.dollar_at_end`)."""
+    translation = translate(backtracking.pattern, backtracking.flags)
+    if translation is None:
+        return None, False
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = _RE2_MAX_MEM
+    try:
+        twin = re2.compile(translation.source.encode(), options)
+    except re2.error:
+        return None, False
+    if twin.groups != backtracking.groups:
+        return None, False
+    return twin, translation.dollar_at_end
 
 
 def on_re2(pattern: Any) -> bool:
-    """Whether `pattern` (from `compile`) searches long ASCII text on RE2."""
-    return isinstance(pattern, LinearPattern)
+    """Whether `pattern` (from `compile`) searches long ASCII text on RE2 (building its twin
+    now if it has not been built yet)."""
+    return isinstance(pattern, LinearPattern) and pattern.twin is not None
 
 
 def _may_be_empty(pattern: regex.Pattern) -> bool:

@@ -9,12 +9,16 @@ succeed, and findings stay exactly what the patterns say.
 Without RE2, or for a family it cannot take, the family's `regex` alternation serves: over
 the whole text when no pattern looks past its own match (anchors and lookarounds see other
 characters at a sentence's edge), else a sentence at a time, which is exact for any pattern.
+
+A family's RE2 alternation is compiled on its first search, not when the detectors are
+built: start-up stays short, and a family no text reaches costs nothing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import regex
@@ -41,24 +45,52 @@ def utf8(text: str) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
-class RelaxedFamily:
-    """A family's relaxed RE2 alternation; `ascii_only` when it proves nothing about texts
-    with other characters (a pattern folds case fully, see `relax`)."""
+_COMPILE_LOCK = threading.Lock()
 
-    regex: Any
+
+@dataclass(frozen=True, eq=False)
+class RelaxedFamily:
+    """A family's relaxed RE2 alternation (`source`), compiled on first use; `ascii_only`
+    when it proves nothing about texts with other characters (a pattern folds case fully,
+    see `relax`)."""
+
+    source: str
     ascii_only: bool = False
+    _compiled: list = field(default_factory=list, init=False, repr=False)  # [] until built
+
+    @property
+    def regex(self) -> Any:
+        """The compiled alternation, or None when RE2 refuses it (beyond its memory bound):
+        then the family proves nothing."""
+        if not self._compiled:
+            with _COMPILE_LOCK:
+                if not self._compiled:
+                    self._compiled.append(_compile_family(self.source))
+        return self._compiled[0]
 
     def may_match(self, text: str) -> bool:
         if self.ascii_only and not text.isascii():
             return True
-        return self.regex.search(utf8(text)) is not None
+        compiled = self.regex
+        return compiled is None or compiled.search(utf8(text)) is not None
+
+
+def _compile_family(source: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    options.max_mem = _RE2_MAX_MEM
+    try:
+        return re2.compile(source.encode(), options)
+    except re2.error:
+        return None
 
 
 def relaxed_family(
     patterns: Sequence[regex.Pattern], *, whole_text: bool = False
 ) -> RelaxedFamily | None:
-    """One compiled RE2 alternation matching wherever any of `patterns` may, or None.
+    """One RE2 alternation matching wherever any of `patterns` may (compiled on its first
+    search), or None when a pattern has no relaxed form.
 
     `whole_text`: the patterns run on the very text the family is searched in (not on its
     sentences), so their anchors can stay.
@@ -74,16 +106,9 @@ def relaxed_family(
             "s" if pattern.flags & regex.DOTALL else ""
         )
         alternatives.append(f"(?{local}:{relaxed})" if local else f"(?:{relaxed})")
-    options = re2.Options()
-    options.log_errors = False
-    options.never_capture = True
-    options.max_mem = _RE2_MAX_MEM
-    try:
-        compiled = re2.compile("|".join(alternatives).encode(), options)
-    except re2.error:
-        return None
     full_case = regex.FULLCASE | regex.IGNORECASE
-    return RelaxedFamily(compiled, any(p.flags & full_case == full_case for p in patterns))
+    ascii_only = any(p.flags & full_case == full_case for p in patterns)
+    return RelaxedFamily("|".join(alternatives), ascii_only)
 
 
 def may_match(relaxed: RelaxedFamily | None, text: str) -> bool:
@@ -114,7 +139,7 @@ class Prefilter:
 
     def may_match_text(self, text: str) -> bool:
         """False only when no pattern can match any part of `text`."""
-        if self.relaxed is not None:
+        if self.relaxed is not None and self.relaxed.regex is not None:
             return self.relaxed.may_match(text)
         return not self.whole_text or self.any_of.search(text) is not None
 

@@ -20,7 +20,8 @@ but reads a smaller language, and some shared syntax means something else there:
 
 `translate` returns None for what RE2 cannot run alike: lookarounds, backreferences, atomic
 groups and possessive quantifiers, conditionals, fuzzy matching, verbose patterns, full case
-folding of characters beyond ASCII, POSIX classes, VERSION1 set operations.
+folding of characters beyond ASCII, POSIX classes, VERSION1 set operations. It reads the
+pattern through `regex_tokens`, as `relax` does.
 """
 
 from __future__ import annotations
@@ -29,6 +30,35 @@ from dataclasses import dataclass
 
 import regex
 
+from otel_safety.analysis.regex_tokens import (
+    ALTERNATION,
+    ANCHOR,
+    ATOMIC,
+    BRACE,
+    CLASS,
+    CLOSE,
+    COMMENT,
+    COUNT,
+    DOT,
+    ESCAPE,
+    FLAGS,
+    FUZZY,
+    GROUP,
+    ITEM_BRACKET,
+    ITEM_DASH,
+    ITEM_END,
+    ITEM_ESCAPE,
+    ITEM_SET_OPERATION,
+    LOOKAROUND,
+    NAMED,
+    NAMED_REFERENCE,
+    PLAIN,
+    QUANTIFIER,
+    Lexer,
+    Token,
+    class_end,
+    group_end,
+)
 from otel_safety.analysis.word_edges import edge_kind
 
 __all__ = ["Translation", "translate", "untranslatable"]
@@ -65,6 +95,10 @@ _WORD_LOOKAROUNDS = {
     r"(?<=\w)": {"w": r"\B", "n": r"\b"},
 }
 _QUANTIFIER = regex.compile(r"(?:[*+?]|\{\d*,?\d*\})[?+]?")
+_ESCAPE_PIECE = regex.compile(r"\\(?:[pP]\{[^}]*\}|x\{[^}]*\}|x..|u.{4}|U.{8}|.)")
+# What RE2 takes as a group name and a property name (`\p{...}`, `\pL`).
+_STRICT_NAME = regex.compile(r"[A-Za-z_]\w*")
+_STRICT_PROPERTY = regex.compile(r"\{\^?[A-Za-z_]+\}|[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -115,11 +149,13 @@ def _translate(source: str, flags: int) -> Translation:
 
 
 class _Writer:
+    """Writes the RE2 form token by token (see `regex_tokens`), tracking what a quantifier
+    may follow and the source span of the piece just read (for word lookarounds)."""
+
     def __init__(self, source: str, flags: int) -> None:
         self.source = source
+        self.lexer = Lexer(source, bool(flags & regex.VERSION1))
         self.lines = bool(flags & regex.MULTILINE)
-        self.sets = bool(flags & regex.VERSION1)
-        self.at = 0
         self.out: list[str] = []
         self.after_atom = False  # a quantifier may follow
         self.after_quantifier = False
@@ -129,8 +165,8 @@ class _Writer:
         self.last_atom: tuple[int, int] | None = None  # source span of the piece just read
 
     def pattern(self) -> str:
-        while self.at < len(self.source):
-            self._token()
+        while self.lexer.more():
+            self._token(self.lexer.next())
         return "".join(self.out)
 
     def _emit(
@@ -140,29 +176,26 @@ class _Writer:
         self.after_atom = atom
         self.after_quantifier = quantifier
         if quantifier and self.last_atom is not None:
-            self.last_atom = (self.last_atom[0], self.at)
+            self.last_atom = (self.last_atom[0], self.lexer.at)
         elif atom and start is not None:
-            self.last_atom = (start, self.at)
+            self.last_atom = (start, self.lexer.at)
         elif not quantifier:
             self.last_atom = None
 
-    def _token(self) -> None:
-        char = self.source[self.at]
-        start = self.at
-        if char == "\\":
-            self._escape()
+    def _token(self, token: Token) -> None:
+        kind = token.kind
+        if kind == ESCAPE:
+            self._escape(token)
             if self.after_atom:
-                self.last_atom = (start, self.at)
-        elif char == "[":
-            self._class()
-            self.last_atom = (start, self.at)
-        elif char == "(":
-            self._group()
-        elif char == ")":
-            self.at += 1
+                self.last_atom = (token.start, token.end)
+        elif kind == CLASS:
+            self._class(token)
+            self.last_atom = (token.start, token.end)
+        elif kind == GROUP:
+            self._group(token)
+        elif kind == CLOSE:
             self._emit(")", atom=True, start=self.opened.pop() if self.opened else None)
-        elif char == "$":
-            self.at += 1
+        elif kind == ANCHOR and token.char == "$":
             if self.lines:
                 self._emit("$")
             elif self.lines_scoped:
@@ -170,47 +203,39 @@ class _Writer:
             else:
                 self.dollar = True
                 self._emit(r"\z")
-        elif char == "^":
-            self.at += 1
+        elif kind == ANCHOR:
             if not self.lines and self.lines_scoped:
                 raise _Untranslatable("^ under a scoped flag")
             self._emit("^")
-        elif char in "*+?":
-            self._simple_quantifier(char)
-        elif char == "{":
-            self._counted()
-        elif char == "|":
-            self.at += 1
+        elif kind == QUANTIFIER:
+            self._simple_quantifier(token.char)
+        elif kind == COUNT:
+            self._counted(token.argument)
+        elif kind == FUZZY:
+            raise _Untranslatable("fuzzy matching")
+        elif kind == BRACE:
+            self._emit(r"\{", atom=True)
+        elif kind == ALTERNATION:
             self._emit("|")
-        elif char == ".":
-            self.at += 1
-            self._emit(".", atom=True, start=start)
-        else:
-            self.at += 1
-            self._emit(_literal(char), atom=True, start=start)
+        elif kind == DOT:
+            self._emit(".", atom=True, start=token.start)
+        else:  # literal characters: a quantifier after them takes the last
+            self._emit("".join(map(_literal, token.char)), atom=True, start=token.end - 1)
 
     def _simple_quantifier(self, char: str) -> None:
-        self.at += 1
         if self.after_quantifier:
             if char == "?":
                 last = self.last_atom
                 self._emit("?")  # lazy
-                self.last_atom = last and (last[0], self.at)
+                self.last_atom = last and (last[0], self.lexer.at)
                 return
             raise _Untranslatable("possessive or repeated quantifier")
         if not self.after_atom:
             raise _Untranslatable("quantifier without an atom")
         self._emit(char, quantifier=True)
 
-    def _counted(self) -> None:
-        found = regex.match(r"\{(\d*)(,?)(\d*)\}", self.source[self.at :])
-        if found is None:
-            if regex.match(r"\{\s*[eisd]", self.source[self.at :]):
-                raise _Untranslatable("fuzzy matching")
-            self.at += 1
-            self._emit(r"\{", atom=True)
-            return
-        low, comma, high = found.groups()
+    def _counted(self, count: tuple[str, str, str]) -> None:
+        low, comma, high = count
         if not low and not comma:
             raise _Untranslatable("empty count")
         if self.after_quantifier:
@@ -220,12 +245,10 @@ class _Writer:
             raise _Untranslatable("count without an atom")
         if max(int(low or 0), int(high or 0)) > 1000:
             raise _Untranslatable("count above RE2's limit")
-        self.at += found.end()
         self._emit("{" + (low or "0") + comma + high + "}", quantifier=True)
 
-    def _escape(self) -> None:
-        char = self.source[self.at + 1]
-        self.at += 2
+    def _escape(self, token: Token) -> None:
+        char = token.char
         if char in "bB":
             self._emit("\\" + char)
         elif char == "A":
@@ -239,71 +262,24 @@ class _Writer:
         elif char.isdigit() and char != "0":
             raise _Untranslatable("backreference")
         else:
-            self._emit(self._plain_escape(char), atom=True)
+            self._emit(_plain_escape(char, token.argument), atom=True)
 
-    def _plain_escape(self, char: str) -> str:
-        """An escape that means one character, in RE2's spelling."""
-        if char in "uU":
-            width = 4 if char == "u" else 8
-            digits = self.source[self.at : self.at + width]
-            if len(digits) != width or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise _Untranslatable("bad \\u escape")
-            self.at += width
-            return f"\\x{{{digits}}}"
-        if char == "x":
-            found = regex.match(r"\{[0-9a-fA-F]+\}|[0-9a-fA-F]{2}", self.source[self.at :])
-            if found is None:
-                raise _Untranslatable("bad \\x escape")
-            self.at += found.end()
-            return f"\\x{found.group(0)}"
-        if char == "0":
-            digits = regex.match(r"[0-7]{0,2}", self.source[self.at :]).group(0)
-            self.at += len(digits)
-            return f"\\x{{{int('0' + digits, 8):x}}}"
-        if char in "pP":
-            # a Unicode property: RE2 knows scripts and general categories, as `regex` does
-            found = regex.match(r"\{\^?[A-Za-z_]+\}|[A-Za-z]", self.source[self.at :])
-            if found is None:
-                raise _Untranslatable("property")
-            self.at += found.end()
-            return f"\\{char}{found.group(0)}"
-        if char.isalnum():
-            if char in "tnrf":
-                return "\\" + char
-            if char == "v":
-                return r"\x0b"
-            if char == "a":
-                return r"\x07"
-            raise _Untranslatable(f"escape \\{char}")
-        return _literal(char)
-
-    def _word_lookaround(self, lookaround: str, boundaries: dict[str, str]) -> None:
-        end = self.at + len(lookaround)
+    def _word_lookaround(self, lookaround: str, boundaries: dict[str, str], at: int) -> None:
+        end = at + len(lookaround)
         kind = _word_lookaround_edge(self, lookaround.startswith("(?<"), end)
         if kind is None:
             raise _Untranslatable(f"lookaround {lookaround}")
-        self.at = end
+        self.lexer.at = end
         last = self.last_atom
         self._emit(boundaries[kind])
         self.last_atom = last  # a boundary is no piece: the lookahead after it leans on `last`
 
-    def _class(self) -> None:
+    def _class(self, token: Token) -> None:
         """A character class, item by item in RE2's spelling."""
-        self.at += 1
-        parts = ["["]
-        if self.source[self.at] == "^":
-            parts.append("^")
-            self.at += 1
-        first = True
-        while True:
-            char = self.source[self.at]
-            if char == "]" and not first:
-                self.at += 1
-                break
-            first = False
-            if char == "\\":
-                escaped = self.source[self.at + 1]
-                self.at += 2
+        parts = ["[^" if token.argument else "["]
+        for item in token.items:
+            if item.kind == ITEM_ESCAPE:
+                escaped = item.char
                 if escaped in _ITEMS:
                     parts.append(_ITEMS[escaped])
                 elif escaped in _NEGATED_ITEMS:
@@ -311,67 +287,90 @@ class _Writer:
                 elif escaped == "b":
                     parts.append(r"\x08")
                 elif escaped in "pP":
-                    parts.append(self._plain_escape(escaped))
+                    parts.append(_plain_escape(escaped, item.argument))
                 elif escaped.isalnum() and escaped not in "tnrfvaxuU0":
                     raise _Untranslatable("escape in class")
                 else:
-                    parts.append(self._plain_escape(escaped))
-            elif char == "[":
-                if self.sets or self.source.startswith("[:", self.at):
+                    parts.append(_plain_escape(escaped, item.argument))
+            elif item.kind == ITEM_BRACKET:
+                if self.lexer.sets or item.argument:
                     raise _Untranslatable("nested set or POSIX class")
-                self.at += 1
                 parts.append(r"\[")
-            elif self.sets and self.source[self.at : self.at + 2] in ("&&", "--", "||", "~~"):
+            elif item.kind == ITEM_SET_OPERATION:
                 raise _Untranslatable("set operation")
-            elif char == "-":
-                self.at += 1
+            elif item.kind == ITEM_DASH:
                 parts.append("-")
+            elif item.kind == ITEM_END:
+                raise IndexError("class never closes")
             else:
-                self.at += 1
-                parts.append(_literal(char))
+                parts.append(_literal(item.char))
         parts.append("]")
         self._emit("".join(parts), atom=True)
 
-    def _group(self) -> None:
-        rest = self.source[self.at :]
-        if rest.startswith("(?#"):
-            self.at = self.source.index(")", self.at) + 1
+    def _group(self, token: Token) -> None:
+        opener, start = token.char, token.start
+        if opener == COMMENT:
             return
-        for lookaround, boundaries in _WORD_LOOKAROUNDS.items():
-            if rest.startswith(lookaround):
-                self._word_lookaround(lookaround, boundaries)
-                return
-        self.opened.append(self.at)
-        named = regex.match(r"\(\?P?<([A-Za-z_]\w*)>", rest)
-        if named:
-            self.at += named.end()
-            self._emit(f"(?P<{named.group(1)}>")
+        if opener == LOOKAROUND:
+            for lookaround, boundaries in _WORD_LOOKAROUNDS.items():
+                if self.source.startswith(lookaround, start):
+                    self._word_lookaround(lookaround, boundaries, start)
+                    return
+        self.opened.append(start)
+        if opener == NAMED and _STRICT_NAME.fullmatch(token.argument):
+            self._emit(f"(?P<{token.argument}>")
             return
-        flags = regex.match(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?(:|\))", rest)
-        if flags:
-            on, off, end = flags.group(1) or "", flags.group(2) or "", flags.group(3)
+        if opener == FLAGS:
+            on, off, end, text = token.argument
             if not set(on + off) <= _RE2_INLINE - {"x"}:
-                raise _Untranslatable(f"inline flags {flags.group(0)}")
+                raise _Untranslatable(f"inline flags {text}")
             if end == ")":
-                if self.at != 0 or off:
+                if start != 0 or off:
                     raise _Untranslatable("inline flags after the start")
                 self.lines = self.lines or "m" in on
             elif "m" in on + off:
                 self.lines_scoped = True
-            self.at += flags.end()
-            self._emit(flags.group(0))
+            self._emit(text)
             return
-        if rest.startswith(("(?=", "(?!", "(?<=", "(?<!")):
-            opener = rest[:4] if rest.startswith("(?<") else rest[:3]
-            raise _Untranslatable(f"lookaround {opener}...)")
-        if rest.startswith(("(?P=", "(?&", "(?R", "(?(")):
+        if opener == LOOKAROUND:
+            raise _Untranslatable(f"lookaround {token.argument}...)")
+        rest = self.source[start : start + 4]
+        if opener == NAMED_REFERENCE or rest.startswith(("(?&", "(?R", "(?(")):
             raise _Untranslatable("backreference, recursion or conditional")
-        if rest.startswith("(?>"):
+        if opener == ATOMIC:
             raise _Untranslatable("atomic group")
-        if rest.startswith("(?"):
-            raise _Untranslatable(f"group {rest[:4]}")
-        self.at += 1
+        if opener != PLAIN:
+            raise _Untranslatable(f"group {rest}")
         self._emit("(")
+
+
+def _plain_escape(char: str, argument: str | None) -> str:
+    """An escape that means one character, in RE2's spelling (`argument`: what the lexer
+    read after it)."""
+    if char in "uU":
+        if argument is None:
+            raise _Untranslatable("bad \\u escape")
+        return f"\\x{{{argument}}}"
+    if char == "x":
+        if argument is None:
+            raise _Untranslatable("bad \\x escape")
+        return f"\\x{argument}"
+    if char == "0":
+        return f"\\x{{{int('0' + argument, 8):x}}}"
+    if char in "pP":
+        # a Unicode property: RE2 knows scripts and general categories, as `regex` does
+        if argument is None or not _STRICT_PROPERTY.fullmatch(argument):
+            raise _Untranslatable("property")
+        return f"\\{char}{argument}"
+    if char.isalnum():
+        if char in "tnrf":
+            return "\\" + char
+        if char == "v":
+            return r"\x0b"
+        if char == "a":
+            return r"\x07"
+        raise _Untranslatable(f"escape \\{char}")
+    return _literal(char)
 
 
 def _word_lookaround_edge(writer: _Writer, behind: bool, end: int) -> str | None:
@@ -393,51 +392,21 @@ def _piece_end(source: str, at: int) -> int | None:
     if at >= len(source) or source[at] in "|)":
         return None
     if source[at] == "(":
-        depth = 0
-        while at < len(source):
-            char = source[at]
-            if char == "\\":
-                at += 2
-                continue
-            if char == "[":
-                at = _class_end(source, at)
-                continue
-            at += 1
-            if char == "(":
-                depth += 1
-            elif char == ")":
-                depth -= 1
-                if depth == 0:
-                    break
-        else:
+        end = group_end(source, at)
+        if end is None:
             return None
+        at = end
     elif source[at] == "[":
-        at = _class_end(source, at)
+        at = class_end(source, at)
     elif source[at] == "\\":
-        found = regex.match(r"\\(?:[pP]\{[^}]*\}|x\{[^}]*\}|x..|u.{4}|U.{8}|.)", source[at:])
+        found = _ESCAPE_PIECE.match(source, at)
         if found is None:
             return None
-        at += found.end()
+        at = found.end()
     else:
         at += 1
     quantifier = _QUANTIFIER.match(source, at)
     return quantifier.end() if quantifier else at
-
-
-def _class_end(source: str, at: int) -> int:
-    at += 1
-    if source[at] == "^":
-        at += 1
-    first = True
-    while True:
-        char = source[at]
-        if char == "\\":
-            at += 2
-        elif char == "]" and not first:
-            return at + 1
-        else:
-            at += 1
-        first = False
 
 
 def _literal(char: str) -> str:

@@ -15,12 +15,38 @@ also lets "ß" match "ss". On ASCII text the two agree, so a family holding such
 only rules out ASCII texts (`prefilter.RelaxedFamily.ascii_only`).
 
 `relax` returns None for syntax it does not know how to relax (a verbose pattern, fuzzy
-matching, a property RE2 lacks): such a family is simply not prefiltered.
+matching, a property RE2 lacks): such a family is simply not prefiltered. It reads the
+pattern through `regex_tokens`, as `re2_syntax` does.
 """
 
 from __future__ import annotations
 
 import regex
+
+from otel_safety.analysis.regex_tokens import (
+    ANCHOR,
+    ATOMIC,
+    BRACE,
+    CLASS,
+    COMMENT,
+    COUNT,
+    ESCAPE,
+    FLAGS,
+    FUZZY,
+    GROUP,
+    ITEM_BRACKET,
+    ITEM_END,
+    ITEM_ESCAPE,
+    ITEM_SET_OPERATION,
+    LOOKAROUND,
+    NAMED,
+    NAMED_REFERENCE,
+    PLAIN,
+    QUANTIFIER,
+    Lexer,
+    Token,
+    group_end,
+)
 
 __all__ = ["relax"]
 
@@ -64,52 +90,55 @@ def relax(source: str, flags: int = 0, *, keep_anchors: bool = False) -> str | N
 
 
 class _Relaxer:
+    """Writes the relaxed form token by token (see `regex_tokens`)."""
+
     def __init__(
         self, source: str, keep_anchors: bool = False, lines: bool = False, sets: bool = False
     ) -> None:
         self.source = source
+        # sets: VERSION1, where classes may nest and combine (`[[a-z]--[aeiou]]`)
+        self.lexer = Lexer(source, sets)
         self.keep_anchors = keep_anchors
         self.lines = lines
-        self.sets = sets  # VERSION1: classes may nest and combine (`[[a-z]--[aeiou]]`)
-        self.at = 0
         self.out: list[str] = []
         self.after_quantifier = False
 
     def pattern(self) -> str:
-        while self.at < len(self.source):
-            self._token()
+        while self.lexer.more():
+            self._token(self.lexer.next())
         return "".join(self.out)
 
     def _emit(self, text: str, quantifier: bool = False) -> None:
         self.out.append(text)
         self.after_quantifier = quantifier
 
-    def _token(self) -> None:
-        char = self.source[self.at]
-        if char == "\\":
-            self._escape()
-        elif char == "[":
-            self._class()
-        elif char == "(":
-            self._group()
-        elif char in "^$":
-            self.at += 1
+    def _token(self, token: Token) -> None:
+        kind = token.kind
+        if kind == ESCAPE:
+            self._escape(token)
+        elif kind == CLASS:
+            self._class(token)
+        elif kind == GROUP:
+            self._group(token)
+        elif kind == ANCHOR:
             if not self.keep_anchors:
                 return  # anchors only restrict
-            if char == "$" and not self.lines:
+            if token.char == "$" and not self.lines:
                 self._emit(r"(?:\n?\z)")  # `regex` also matches before a final line break
             else:
-                self._emit(char)
-        elif char in "*+?":
-            self._simple_quantifier(char)
-        elif char == "{":
-            self._counted()
-        else:
-            self.at += 1
-            self._emit(char)
+                self._emit(token.char)
+        elif kind == QUANTIFIER:
+            self._simple_quantifier(token.char)
+        elif kind == COUNT:
+            self._counted(token)
+        elif kind == FUZZY:
+            raise _Unrelaxable("fuzzy matching")
+        elif kind == BRACE:
+            self._emit(r"\{")
+        else:  # a literal character, `)`, `|` or `.`
+            self._emit(token.char)
 
     def _simple_quantifier(self, char: str) -> None:
-        self.at += 1
         if char == "+" and self.after_quantifier:
             self.after_quantifier = False  # possessive: the plain form matches more
             return
@@ -119,87 +148,30 @@ class _Relaxer:
             return
         self._emit(char, quantifier=True)
 
-    def _counted(self) -> None:
-        found = regex.match(r"\{(\d*)(,?)(\d*)\}", self.source[self.at :])
-        if found is None:
-            if regex.match(r"\{\s*[eisd]", self.source[self.at :]):
-                raise _Unrelaxable("fuzzy matching")
-            self.at += 1
-            self._emit(r"\{")
-            return
-        self.at += found.end()
-        low, _, high = found.groups()
+    def _counted(self, token: Token) -> None:
+        low, _, high = token.argument
         if max(int(low or 0), int(high or 0)) > _MAX_COUNT:
             self._emit("*" if int(low or 0) == 0 else "+", quantifier=True)
         else:
-            self._emit(found.group(0), quantifier=True)
+            self._emit(self.source[token.start : token.end], quantifier=True)
 
-    def _escape(self) -> None:
-        char = self.source[self.at + 1]
-        self.at += 2
+    def _escape(self, token: Token) -> None:
+        char = token.char
         if char in _ZERO_WIDTH:
             return
         if char in _UNICODE_ITEMS:
             self._emit(f"[{_UNICODE_ITEMS[char]}]")
         elif char.isdigit() and char != "0":
-            while self.at < len(self.source) and self.source[self.at].isdigit():
-                self.at += 1
             self._emit(_ANY_TEXT)  # a backreference can be any text
         else:
-            self._emit(self._plain_escape(char))
+            self._emit(_plain_escape(char, token.argument))
 
-    def _plain_escape(self, char: str) -> str:
-        """An escape that means one character or a class RE2 reads alike (or as a superset)."""
-        if char in "uU":
-            width = 4 if char == "u" else 8
-            digits = self.source[self.at : self.at + width]
-            if len(digits) != width or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise _Unrelaxable("bad \\u escape")
-            self.at += width
-            return f"\\x{{{digits}}}"
-        if char == "N":
-            raise _Unrelaxable("named character")
-        if char in "pP":
-            found = regex.match(r"\{[^}]*\}|[A-Za-z]", self.source[self.at :])
-            if found is None:
-                raise _Unrelaxable("bad property")
-            self.at += found.end()
-            return f"\\{char}{found.group(0)}"
-        if char == "x":
-            found = regex.match(r"\{[0-9a-fA-F]+\}|[0-9a-fA-F]{2}", self.source[self.at :])
-            if found is None:
-                raise _Unrelaxable("bad \\x escape")
-            self.at += found.end()
-            return f"\\x{found.group(0)}"
-        if char == "0":
-            digits = regex.match(r"[0-7]{0,2}", self.source[self.at :]).group(0)
-            self.at += len(digits)
-            return f"\\x{{{int('0' + digits, 8):x}}}"
-        if char.isalnum() and char not in "tnrfvaWSD":
-            raise _Unrelaxable(f"escape \\{char}")
-        if char == "v":
-            return r"\x0b"
-        if char == "a":
-            return r"\x07"
-        return "\\" + char
-
-    def _class(self) -> None:
+    def _class(self, token: Token) -> None:
         """A character class, copied item by item with escapes made RE2-safe."""
-        self.at += 1
-        parts = ["["]
-        if self.source[self.at] == "^":
-            parts.append("^")
-            self.at += 1
-        first = True
-        while True:
-            char = self.source[self.at]
-            if char == "]" and not first:
-                self.at += 1
-                break
-            first = False
-            if char == "\\":
-                escaped = self.source[self.at + 1]
-                self.at += 2
+        parts = ["[^" if token.argument else "["]
+        for item in token.items:
+            if item.kind == ITEM_ESCAPE:
+                escaped = item.char
                 if escaped in _UNICODE_ITEMS:
                     parts.append(_UNICODE_ITEMS[escaped])
                 elif escaped == "b":
@@ -207,86 +179,68 @@ class _Relaxer:
                 elif escaped in "AZzGB" or (escaped.isdigit() and escaped != "0"):
                     raise _Unrelaxable("escape in class")
                 else:
-                    parts.append(self._plain_escape(escaped))
-            elif char == "[":
-                if self.sets:
+                    parts.append(_plain_escape(escaped, item.argument))
+            elif item.kind == ITEM_BRACKET:
+                if self.lexer.sets:
                     raise _Unrelaxable("nested set")
-                self.at += 1
                 parts.append(r"\[")
-            elif self.sets and self.source[self.at : self.at + 2] in ("&&", "--", "||", "~~"):
+            elif item.kind == ITEM_SET_OPERATION:
                 raise _Unrelaxable("set operation")
+            elif item.kind == ITEM_END:
+                raise IndexError("class never closes")
             else:
-                self.at += 1
-                parts.append(char)
+                parts.append(item.char)
         parts.append("]")
         self._emit("".join(parts))
 
-    def _group(self) -> None:
-        rest = self.source[self.at :]
-        if rest.startswith(("(?=", "(?!", "(?<=", "(?<!")):
-            self._skip_group()  # a lookaround only restricts
+    def _group(self, token: Token) -> None:
+        opener = token.char
+        if opener == LOOKAROUND:
+            end = group_end(self.source, token.start)  # a lookaround only restricts
+            if end is None:
+                raise IndexError("group never closes")
+            self.lexer.at = end
             self._emit("")
+        elif opener == COMMENT:
             return
-        if rest.startswith("(?#"):
-            self.at = self.source.index(")", self.at) + 1
-            return
-        if rest.startswith("(?P="):
-            self.at = self.source.index(")", self.at) + 1
+        elif opener == NAMED_REFERENCE:
+            if token.end < 0:
+                raise ValueError("named reference never closes")
             self._emit(_ANY_TEXT)
-            return
-        if rest.startswith("(?>"):
-            self.at += 3
-            self._emit("(?:")
-            return
-        named = regex.match(r"\(\?P?<(\w+)>", rest)
-        if named:
-            self.at += named.end()
-            self._emit("(?:")  # names would clash in a family's alternation
-            return
-        flags = regex.match(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?(:|\))", rest)
-        if flags:
-            used = set(flags.group(1) or "") | set(flags.group(2) or "")
-            if not used <= _RE2_FLAGS:
-                raise _Unrelaxable(f"inline flags {flags.group(0)}")
-            self.at += flags.end()
-            self._emit(flags.group(0))
-            return
-        if rest.startswith("(?"):
-            raise _Unrelaxable(f"group {rest[:4]}")
-        self.at += 1
-        self._emit("(?:")  # capture nothing: the prefilter only asks whether
+        elif opener in (ATOMIC, NAMED, PLAIN):
+            self._emit("(?:")  # names would clash in a family's alternation; capture nothing
+        elif opener == FLAGS:
+            on, off, _, text = token.argument
+            if not set(on) | set(off) <= _RE2_FLAGS:
+                raise _Unrelaxable(f"inline flags {text}")
+            self._emit(text)
+        else:
+            raise _Unrelaxable(f"group {self.source[token.start : token.start + 4]}")
 
-    def _skip_group(self) -> None:
-        """Move past a group and everything nested in it."""
-        depth = 0
-        while True:
-            char = self.source[self.at]
-            if char == "\\":
-                self.at += 2
-                continue
-            if char == "[":
-                self._skip_class()
-                continue
-            self.at += 1
-            if char == "(":
-                depth += 1
-            elif char == ")":
-                depth -= 1
-                if depth == 0:
-                    return
 
-    def _skip_class(self) -> None:
-        self.at += 1
-        if self.source[self.at] == "^":
-            self.at += 1
-        first = True
-        while True:
-            char = self.source[self.at]
-            if char == "\\":
-                self.at += 2
-            elif char == "]" and not first:
-                self.at += 1
-                return
-            else:
-                self.at += 1
-            first = False
+def _plain_escape(char: str, argument: str | None) -> str:
+    """An escape that means one character or a class RE2 reads alike (or as a superset);
+    `argument`: what the lexer read after it."""
+    if char in "uU":
+        if argument is None:
+            raise _Unrelaxable("bad \\u escape")
+        return f"\\x{{{argument}}}"
+    if char == "N":
+        raise _Unrelaxable("named character")
+    if char in "pP":
+        if argument is None:
+            raise _Unrelaxable("bad property")
+        return f"\\{char}{argument}"
+    if char == "x":
+        if argument is None:
+            raise _Unrelaxable("bad \\x escape")
+        return f"\\x{argument}"
+    if char == "0":
+        return f"\\x{{{int('0' + argument, 8):x}}}"
+    if char.isalnum() and char not in "tnrfvaWSD":
+        raise _Unrelaxable(f"escape \\{char}")
+    if char == "v":
+        return r"\x0b"
+    if char == "a":
+        return r"\x07"
+    return "\\" + char
