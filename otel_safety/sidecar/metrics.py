@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from otel_safety import semconv as sc
 from otel_safety.deep.names import COUNTERS as DEEP_COUNTERS
 from otel_safety.pipeline import TraceEvaluation
+from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.sink_base import ImmediateSink
 
 logger = logging.getLogger("otel_safety.sidecar")
@@ -137,7 +138,7 @@ class FlagCounter(ImmediateSink):
         self.metrics.add("spans_flagged", flagged)
 
 
-class ProblemLog:
+class ProblemLog(RateLimitedLog):
     """One warning line per problem, but at most `per_second` lines a second.
 
     A hostile or broken client can send thousands of bad requests a second; the log must
@@ -145,24 +146,6 @@ class ProblemLog:
     """
 
     def __init__(self, per_second: int = 20, clock: Callable[[], float] = time.monotonic) -> None:
-        self.per_second = per_second
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._window = 0.0
-        self._used = 0
-        self._suppressed = 0
-
-    def warning(self, message: str, *args: object) -> None:
-        with self._lock:
-            now = self._clock()
-            if now - self._window >= 1.0:
-                if self._suppressed:
-                    logger.warning(
-                        "%d more problems in the last second were not logged", self._suppressed
-                    )
-                self._window, self._used, self._suppressed = now, 0, 0
-            if self._used >= self.per_second:
-                self._suppressed += 1
-                return
-            self._used += 1
-        logger.warning(message, *args)
+        super().__init__(
+            logger, window=1.0, limit=per_second, report_suppressed=True, clock=clock
+        )

@@ -18,7 +18,7 @@ from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.config import Settings
 from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
-from otel_safety.sidecar.forward import ForwardSink, otlp_exporter
+from otel_safety.sidecar.forward import forward_sink, otlp_exporter
 from otel_safety.sidecar.forward_logs import LogForwarder, otlp_log_exporter
 from otel_safety.sidecar.forward_spool import SpooledForwarder
 from otel_safety.sidecar.grpc_server import TraceService, build_server
@@ -117,7 +117,7 @@ class Sidecar:
                     SpooledForwarder(exporter, self.forward_spool, self.metrics, self.problems)
                 )
             else:
-                sinks.append(ForwardSink(exporter, self.metrics))
+                sinks.append(forward_sink(exporter, self.metrics))
             self.log_forwarder: LogForwarder | None = LogForwarder(
                 otlp_log_exporter(
                     options.forward_endpoint, options.forward_protocol, options.forward_headers
