@@ -88,8 +88,9 @@ class ExporterSink:
     """An engine sink (see `engine.Sink`) that queues annotated spans for a `SpanExporter`
     (OTLP, console, in-memory…), exported in batches on the batcher's own thread.
 
-    `on_export(count, ok)` is told of every batch the exporter answered (serve counts
-    forwarded spans with it). `force_flush` exports what is queued, on the caller's thread.
+    `on_export(count, ok)` is told of every batch the exporter answered, `on_drop(count)` of
+    spans its full queue refused (serve counts them in its metrics). `force_flush` exports
+    what is queued, on the caller's thread.
     """
 
     def __init__(
@@ -101,6 +102,7 @@ class ExporterSink:
         schedule_delay_millis: float | None = None,
         export_timeout_millis: float | None = None,
         on_export: ExportListener | None = None,
+        on_drop: Callable[[int], None] | None = None,
     ) -> None:
         self.exporter = exporter
         self.max_queue_size = max_queue_size or _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
@@ -114,6 +116,7 @@ class ExporterSink:
             schedule_delay_millis=schedule_delay_millis,
             export_timeout_millis=export_timeout_millis,
         )
+        self._on_drop = on_drop
         self._drop_warnings = RateLimitedLog(logger)
         self._closed = False
 
@@ -135,6 +138,8 @@ class ExporterSink:
                 self.processor.on_end(span)
         if dropped:
             self.counts.add("dropped", dropped)
+            if self._on_drop is not None:
+                self._on_drop(dropped)
             self._drop_warnings.warning(
                 "otel-safety: the queue for %r is full (%d spans): %d spans dropped so far; "
                 "the backend is slow or down, or raise OTEL_BSP_MAX_QUEUE_SIZE",

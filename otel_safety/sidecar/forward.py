@@ -53,5 +53,6 @@ def forward_sink(
         max_export_batch_size=max_export_batch_size,
         schedule_delay_millis=schedule_delay_millis,
         on_export=counted,
+        on_drop=lambda spans: metrics.add("spans_forward_failed", spans),
     )
     return sink
