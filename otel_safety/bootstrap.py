@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety import detectors as detector_registry
+from otel_safety.app_metrics import app_metrics
 from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
 from otel_safety.config import ConfigError, Settings
@@ -123,6 +124,9 @@ def create_processor(
     )
     if logger_provider is not None:
         logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
+    closer = app_metrics(engine.stats, engine.sinks)
+    if closer is not None:  # last: its final export counts what the other sinks did
+        engine.sinks.append(closer)
     return SafetySpanProcessor(engine)
 
 

@@ -20,11 +20,31 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
 from opentelemetry.sdk.resources import Resource
 
-__all__ = ["OwnMetrics", "otlp_metric_exporter_from_env"]
+from otel_safety.deep.names import COUNTERS as DEEP_COUNTERS
+
+__all__ = ["ENGINE_COUNTERS", "OwnMetrics", "otlp_metric_exporter_from_env"]
 
 logger = logging.getLogger(__name__)
 
 METER = "otel_safety"
+
+# Engine counters worth exposing (serve and apps alike), with what they count.
+ENGINE_COUNTERS = {
+    "spans_evaluated": "spans judged by the pipeline and handed to the sinks",
+    "traces_evaluated": "traces judged",
+    "traces_flagged": "traces in which at least one detector fired",
+    "findings": "detector evaluations written",
+    "spans_dropped": "spans the engine queue refused (should stay 0 in serve: intake checks first)",
+    "detector_errors": "detector failures (logged)",
+    "pipeline_errors": "traces whose evaluation failed (logged; spans still exported)",
+    "secrets_redacted": "secrets masked in stored and forwarded spans and trajectories",
+    "spans_without_content": "GenAI model and tool spans that carried no content (content "
+    "capture off in the instrumentation), so nothing in them could be judged",
+    "log_events_matched": "GenAI events from log records read with their span",
+    "log_events_unmatched": "GenAI events from log records whose span was not among the spans "
+    "of their trace when it was judged (it came later, or never)",
+    **DEEP_COUNTERS,  # the deep analysis tier (all 0 while it is off)
+}
 
 
 class OwnMetrics:

@@ -221,3 +221,53 @@ def test_unsampled_spans_are_neither_judged_stored_nor_exported(tmp_path):
     with duckdb.connect(str(tmp_path / "u.duckdb"), read_only=True) as con:
         names = con.execute("SELECT name FROM spans ORDER BY name").fetchall()
     assert names == [("chat",), ("invoke_agent shown",)]
+
+
+def test_an_app_exports_its_counts_only_when_a_metrics_endpoint_is_set(
+    tmp_path, span_factory, otlp_env, monkeypatch
+):
+    """configure()/create_processor(): the engine's counters and the exporters' figures go
+    over OTLP from otel-safety's own MeterProvider, once asked with the metrics endpoint."""
+    from opentelemetry import metrics
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+        ExportMetricsServiceResponse,
+    )
+
+    received: list[ExportMetricsServiceRequest] = []
+
+    class Receiver(QuietHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path == "/v1/metrics":
+                received.append(ExportMetricsServiceRequest.FromString(body))
+            answer = ExportMetricsServiceResponse().SerializeToString()
+            self.reply(answer, "application/x-protobuf")
+
+    global_provider = metrics.get_meter_provider()
+    with GatedReceiver() as backend, LoopbackServer(Receiver) as collector:
+        backend.gate.set()
+        otlp_env(backend.endpoint)
+        unasked = otel_safety.create_processor(str(tmp_path / "a.duckdb"), detection="thread")
+        assert not any(type(s).__name__ == "MetricsCloser" for s in unasked.engine.sinks)
+        unasked.shutdown()
+        monkeypatch.setenv(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"{collector.endpoint}/v1/metrics"
+        )
+        processor = otel_safety.create_processor(
+            str(tmp_path / "s.duckdb"), detectors=["scope_escalation"], detection="thread"
+        )
+        for span in span_factory.agent_run():
+            processor.on_end(span)
+        processor.shutdown()  # a last export of the final counts
+    assert metrics.get_meter_provider() is global_provider
+    last: dict[str, float] = {}
+    for request in received:
+        for resource in request.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    last[metric.name] = sum(p.as_int for p in metric.sum.data_points)
+    assert last["otel_safety.engine.spans_received"] == 2
+    assert last["otel_safety.engine.traces_evaluated"] == 1
+    assert last["otel_safety.exporter.spans_exported"] == 2
+    assert last["otel_safety.exporter.spans_dropped"] == 0

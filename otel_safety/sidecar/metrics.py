@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from otel_safety import semconv as sc
-from otel_safety.deep.names import COUNTERS as DEEP_COUNTERS
-from otel_safety.own_metrics import OwnMetrics
+from otel_safety.own_metrics import ENGINE_COUNTERS, OwnMetrics
 from otel_safety.pipeline import TraceEvaluation
 from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.sink_base import ImmediateSink
@@ -25,25 +24,6 @@ from otel_safety.sink_base import ImmediateSink
 logger = logging.getLogger("otel_safety.sidecar")
 
 PREFIX = "otel_safety.sidecar"  # Prometheus: otel_safety_sidecar_<name>
-
-# Engine counters worth exposing, with what they count.
-ENGINE_COUNTERS = {
-    "spans_evaluated": "spans judged by the pipeline and handed to the sinks",
-    "traces_evaluated": "traces judged",
-    "traces_flagged": "traces in which at least one detector fired",
-    "findings": "detector evaluations written",
-    "spans_dropped": "spans the engine queue refused (should stay 0: intake checks first)",
-    "detector_errors": "detector failures (logged)",
-    "pipeline_errors": "traces whose evaluation failed (logged; spans still exported)",
-    "secrets_redacted": "secrets masked in stored and forwarded spans and trajectories",
-    "spans_without_content": "GenAI model and tool spans that carried no content (content "
-    "capture off in the instrumentation), so nothing in them could be judged",
-    "log_events_matched": "GenAI events from log records read with their span",
-    "log_events_unmatched": "GenAI events from log records whose span was not among the spans "
-    "of their trace when it was judged (it came later, or never)",
-    **DEEP_COUNTERS,  # the deep analysis tier (all 0 while it is off)
-}
-
 
 class Metrics:
     """serve's counters, kept through the OpenTelemetry metrics API (`own_metrics`): each
