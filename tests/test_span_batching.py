@@ -193,17 +193,23 @@ class RecordOnly(Sampler):
 
 def test_unsampled_spans_are_neither_judged_stored_nor_exported(tmp_path):
     """As the SDK's BatchSpanProcessor: a RECORD_ONLY span never reaches an exporter; here it
-    is not judged or stored either, only counted."""
+    is not judged or stored either, only counted; nor are the GenAI log events of its trace."""
+    from opentelemetry._logs import LogRecord
+    from opentelemetry.sdk._logs import LoggerProvider
+
     exported = InMemorySpanExporter()
     provider = TracerProvider(sampler=RecordOnly())
+    logger_provider = LoggerProvider(shutdown_on_exit=False)
     processor = otel_safety.create_processor(
         str(tmp_path / "u.duckdb"),
         exporters=[exported],
         detectors=["scope_escalation"],
         detection="thread",
+        logger_provider=logger_provider,
     )
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("t")
+    logger = logger_provider.get_logger("t")
     for root in ("invoke_agent shown", "hidden invoke_agent"):
         with (
             tracer.start_as_current_span(
@@ -211,9 +217,10 @@ def test_unsampled_spans_are_neither_judged_stored_nor_exported(tmp_path):
             ),
             tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}),
         ):
-            pass
+            logger.emit(LogRecord(event_name="gen_ai.user.message", body={"content": "hi"}))
     provider.force_flush()
     stats = processor.engine.stats
+    assert stats["log_events_received"] == 1 and stats["log_events_unmatched"] == 0
     assert stats["spans_unsampled"] == 2
     assert stats["spans_received"] == 2 and stats["traces_evaluated"] == 1
     assert sorted(s.name for s in exported.get_finished_spans()) == ["chat", "invoke_agent shown"]
