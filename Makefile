@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	$(BIN)/python -m pip install --quiet -e '.[demo,prometheus]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python

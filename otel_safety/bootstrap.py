@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety import detectors as detector_registry
+from otel_safety.app_metrics import app_metrics
 from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
 from otel_safety.config import ConfigError, Settings
@@ -26,6 +27,7 @@ from otel_safety.detectors.datafiles import DATA_DIR_ENV, current_data_dir, use_
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink
+from otel_safety.exporters.otlp_spans import otlp_endpoint_from_env, otlp_span_exporter
 from otel_safety.halts import HaltRegistry, HaltSink
 from otel_safety.log_processor import SafetyLogRecordProcessor
 from otel_safety.logs_setup import LoggerProviderCloser, own_logger_provider
@@ -62,7 +64,9 @@ def create_processor(
 ) -> SafetySpanProcessor:
     """A SafetySpanProcessor for a provider you already have.
 
-    Annotated spans go to the DuckDB store and to `exporters`. With no `exporters`, an OTLP
+    Annotated spans go to the DuckDB store and to `exporters`, each behind its own batcher
+    (`ExporterSink`: a bounded queue exported on its own thread, so a slow backend never
+    holds up the detectors; `OTEL_BSP_*` size it). With no `exporters`, an OTLP
     exporter is added when the standard `OTEL_EXPORTER_OTLP_*` variables are set; with
     `exporters`, only when `otlp=True` (an `OTLPSpanExporter()` you pass reads the same
     variables, and two would send every span twice). `otlp=False` never adds one.
@@ -120,6 +124,9 @@ def create_processor(
     )
     if logger_provider is not None:
         logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
+    closer = app_metrics(engine.stats, engine.sinks)
+    if closer is not None:  # last: its final export counts what the other sinks did
+        engine.sinks.append(closer)
     return SafetySpanProcessor(engine)
 
 
@@ -330,32 +337,13 @@ def configure(
 
 
 def otlp_exporter_from_env(required: bool = False) -> SpanExporter | None:
-    """The standard OTLP exporter when `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT` is set."""
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if not endpoint:
+    """The OTLP exporter (`exporters.otlp_spans`) when `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`
+    is set; its protocol from `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`."""
+    if not otlp_endpoint_from_env():
         if required:
             raise ValueError(
                 "otlp=True but neither OTEL_EXPORTER_OTLP_ENDPOINT nor "
                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set"
             )
         return None
-    protocol = (
-        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    elif protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    elif protocol == "http/json":  # the SDK's exporter would send protobuf
-        from otel_safety.exporters.otlp_http_json import OtlpHttpJsonExporter
-
-        return OtlpHttpJsonExporter()
-    else:
-        raise ValueError(
-            f"unsupported OTLP protocol {protocol!r}; use grpc, http/protobuf or http/json"
-        )
-    return OTLPSpanExporter()
+    return otlp_span_exporter()

@@ -17,23 +17,27 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety.buffer import TraceBuffer
+from otel_safety.exporters.span_batching import ExporterSink
 from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import matched
 from otel_safety.pipeline import Pipeline, PipelineClosed, TraceEvaluation, TraceInput
+from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.redaction import redact_evaluation
 
 if TYPE_CHECKING:
     from otel_safety.deep import DeepTier
 
+__all__ = ["AgentStarted", "ExporterSink", "SafetyEngine", "Sink"]  # ExporterSink: public
+
 logger = logging.getLogger(__name__)
-DROP_WARNING_INTERVAL = 10.0
 
 
 class Sink(Protocol):
-    """Where evaluated traces go: the DuckDB store, span exporters, anything else."""
+    """Where evaluated traces go: the DuckDB store, span exporters (`ExporterSink`, behind
+    a batcher), anything else. `write` runs on the engine's worker: it must not wait on a
+    network."""
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None: ...
 
@@ -43,27 +47,6 @@ class Sink(Protocol):
     def force_flush(self, timeout_millis: int = 30_000) -> bool: ...
 
     def shutdown(self) -> None: ...
-
-
-class ExporterSink:
-    """Adapts any OpenTelemetry `SpanExporter` (OTLP, console, in-memory…) to a sink."""
-
-    def __init__(self, exporter: SpanExporter) -> None:
-        self.exporter = exporter
-
-    def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
-        spans = [span for evaluation in evaluations for span in evaluation.spans]
-        if spans:
-            self.exporter.export(spans)
-
-    def tick(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.exporter.force_flush(timeout_millis)
-
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
 
 
 @dataclass
@@ -122,7 +105,7 @@ class SafetyEngine:
         self._max_events = queue_size
         self._lock = threading.Lock()
         self._drop_lock = threading.Lock()
-        self._last_drop_warning = 0.0
+        self._drop_warnings = RateLimitedLog(logger)
         self._closed = False
         self._abandoned = False  # set when shutdown stops waiting for the worker thread
         # The optional deep analysis tier (otel_safety.deep), fed after the sinks: the first
@@ -154,16 +137,19 @@ class SafetyEngine:
                 self.stats[
                     "markers_dropped" if isinstance(span, AgentStarted) else "spans_dropped"
                 ] += 1
-            now = time.monotonic()
-            if now - self._last_drop_warning >= DROP_WARNING_INTERVAL:
-                self._last_drop_warning = now
-                logger.warning(
-                    "otel-safety queue full (%d spans): dropped %d spans so far; raise "
-                    "queue_size or OTEL_SAFETY_QUEUE_SIZE",
-                    self._queue.maxsize,
-                    self.stats["spans_dropped"],
-                )
+            self._drop_warnings.warning(
+                "otel-safety queue full (%d spans): dropped %d spans so far; raise "
+                "queue_size or OTEL_SAFETY_QUEUE_SIZE",
+                self._queue.maxsize,
+                self.stats["spans_dropped"],
+            )
             return False
+
+    def skipped_unsampled(self) -> None:
+        """Count a span its sampler recorded but did not sample: neither judged nor
+        exported, as the SDK's exporting processors treat it."""
+        with self._drop_lock:
+            self.stats["spans_unsampled"] += 1
 
     # -- synchronous use (ingest) ---------------------------------------------------------
     def process(

@@ -25,6 +25,9 @@ class SafetyLogRecordProcessor(LogRecordProcessor):
         # The application's thread: never block, never raise.
         with contextlib.suppress(Exception):
             record = log_record.log_record
+            flags = record.trace_flags
+            if record.trace_id and flags is not None and not flags.sampled:
+                return  # its span is not sampled: not judged (SafetySpanProcessor)
             event = genai_event(
                 event_name(record.event_name, record.attributes),
                 record.trace_id,

@@ -15,7 +15,10 @@ class SafetySpanProcessor(SpanProcessor):
     """Hands ended spans to the engine; annotated copies reach the engine's sinks.
 
     Use it instead of (not beside) a BatchSpanProcessor for the same exporter, or the
-    backend receives every span twice, once without annotations.
+    backend receives every span twice, once without annotations. Like that processor, it
+    takes only sampled spans: one a sampler recorded without sampling it (RECORD_ONLY) is
+    neither judged, stored nor exported, only counted (`spans_unsampled` in the stats), so
+    that the store and the findings hold the traces the backend holds.
     """
 
     def __init__(self, engine: SafetyEngine) -> None:
@@ -24,14 +27,17 @@ class SafetySpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         # Announcing agent runs lets a trace be judged when its runs end, even if its root
         # (a chat session, a worker loop) stays open much longer.
-        if is_agent_run(span.attributes):
-            with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):
+            if span.context.trace_flags.sampled and is_agent_run(span.attributes):
                 self.engine.submit(AgentStarted(span.context.trace_id))
 
     def on_end(self, span: ReadableSpan) -> None:
         # The application's thread: enqueue only, never block, never raise.
         with contextlib.suppress(Exception):
-            self.engine.submit(span)
+            if span.context.trace_flags.sampled:
+                self.engine.submit(span)
+            else:
+                self.engine.skipped_unsampled()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.engine.force_flush(timeout_millis)

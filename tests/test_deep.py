@@ -582,8 +582,8 @@ def test_serve_runs_the_tier_and_counts_it_in_metrics(tmp_path: Path, span_facto
     series = dict(
         line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
     )
-    dropped = int(series["otel_safety_sidecar_engine_deep_dropped_total"])
-    analysed = int(series["otel_safety_sidecar_engine_deep_analysed_total"])
+    dropped = int(float(series["otel_safety_sidecar_engine_deep_dropped_total"]))
+    analysed = int(float(series["otel_safety_sidecar_engine_deep_analysed_total"]))
     assert dropped >= 1 and analysed >= 1 and dropped + analysed == 4
     assert len(server.requests) == analysed
 

@@ -13,6 +13,7 @@ from otel_safety.buffer import TraceBuffer, roots_last
 from otel_safety.engine import AgentStarted, ExporterSink, SafetyEngine
 from otel_safety.pipeline import Pipeline
 from otel_safety.processor import SafetySpanProcessor
+from otel_safety.sink_base import ImmediateSink
 
 
 def test_buffer_releases_a_trace_when_its_root_ends(span_factory):
@@ -67,9 +68,9 @@ def test_buffer_span_limit_also_bounds_memory(span_factory):
     assert all(r.reason == "flush" for r in drained) and buffer.span_count == 0
 
 
-def _engine(exporter, **kwargs):
+def _engine(exporter, *slow: BlockingSink, **kwargs):
     pipeline = Pipeline(detectors=[KeywordDetector()])
-    return SafetyEngine(pipeline, [ExporterSink(exporter)], **kwargs)
+    return SafetyEngine(pipeline, [*slow, ExporterSink(exporter)], **kwargs)
 
 
 def test_processor_exports_annotated_copies_and_flags_the_answer_span():
@@ -106,53 +107,53 @@ def test_non_genai_spans_pass_through_as_the_same_objects(span_factory):
     engine = _engine(exporter, background=False)
     spans = span_factory.plain()
     engine.process(spans)
+    engine.force_flush()
     assert list(exporter.get_finished_spans()) == spans
     assert exporter.get_finished_spans()[0] is spans[0]
 
 
-class BlockingExporter(InMemorySpanExporter):
-    """An exporter that hangs until released, to prove the app never waits for us."""
+class BlockingSink(ImmediateSink):
+    """A sink that hangs the engine's worker until released, to prove the app never waits
+    for us (an exporter cannot: it runs behind its own batcher)."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.gate = threading.Event()
 
-    def export(self, spans):
+    def write(self, evaluations):
         self.gate.wait(10)
-        return super().export(spans)
 
 
 def test_on_end_never_blocks_and_a_full_queue_is_counted_not_hidden(span_factory):
-    exporter = BlockingExporter()
-    engine = _engine(exporter, queue_size=2, batch_size=1)
+    exporter, slow = InMemorySpanExporter(), BlockingSink()
+    engine = _engine(exporter, slow, queue_size=2, batch_size=1)
     processor = SafetySpanProcessor(engine)
     spans = [s for _ in range(10) for s in span_factory.agent_run()]
     for span in spans:
         processor.on_end(span)  # returns at once even though the exporter is stuck
     assert engine.stats["spans_dropped"] > 0
-    exporter.gate.set()
+    slow.gate.set()
     processor.shutdown()
     exported = len(exporter.get_finished_spans())
     assert exported + engine.stats["spans_dropped"] == len(spans)
 
 
 def test_a_full_queue_is_counted_exactly_and_totalled_at_shutdown(span_factory, caplog):
-    exporter = BlockingExporter()
-    engine = _engine(exporter, queue_size=2, batch_size=1)
+    exporter, slow = InMemorySpanExporter(), BlockingSink()
+    engine = _engine(exporter, slow, queue_size=2, batch_size=1)
     spans = [s for _ in range(10) for s in span_factory.agent_run()]
     taken = sum(engine.submit(span) for span in spans)
     refused_markers = sum(not engine.submit(AgentStarted(7)) for _ in range(5))
     assert engine.stats["spans_dropped"] == len(spans) - taken  # exact, markers apart
     assert engine.stats["markers_dropped"] == refused_markers
-    exporter.gate.set()
+    slow.gate.set()
     engine.shutdown()
     assert f"did not judge {len(spans) - taken} spans" in caplog.text
     assert engine.stats["spans_unjudged_at_shutdown"] == 0
 
 
 def test_spans_still_queued_when_shutdown_times_out_are_counted(span_factory, caplog):
-    exporter = BlockingExporter()
-    engine = _engine(exporter, queue_size=1000, batch_size=1)
+    exporter, slow = InMemorySpanExporter(), BlockingSink()
+    engine = _engine(exporter, slow, queue_size=1000, batch_size=1)
     spans = [s for _ in range(20) for s in span_factory.agent_run()]
     for span in spans:
         engine.submit(span)
@@ -160,7 +161,7 @@ def test_spans_still_queued_when_shutdown_times_out_are_counted(span_factory, ca
     unjudged = engine.stats["spans_unjudged_at_shutdown"]
     assert unjudged > 0
     assert f"{unjudged} still waiting when shutdown timed out" in caplog.text
-    exporter.gate.set()
+    slow.gate.set()
 
 
 def test_shutdown_flushes_everything_buffered_even_without_a_root(span_factory):
@@ -178,10 +179,12 @@ def test_decision_wait_releases_a_rootless_trace_in_the_background(span_factory)
     engine = _engine(exporter, decision_wait=0.05)
     child, _root = span_factory.agent_run()
     engine.submit(child)
-    for _ in range(200):
-        if exporter.get_finished_spans():
+    for _ in range(500):
+        if engine.stats["traces_evaluated"]:
             break
         threading.Event().wait(0.01)
+    assert engine.stats["released_decision_wait"] == 1  # judged before any flush
+    engine.force_flush()
     [exported] = exporter.get_finished_spans()
     assert exported.attributes[sc.OTEL_SAFETY_TRACE_EVALUATION_REASON] == "decision_wait"
     engine.shutdown()
@@ -221,6 +224,7 @@ def test_a_failing_sink_does_not_stop_the_others(span_factory):
         Pipeline(detectors=[]), [Broken(), ExporterSink(exporter)], background=False
     )
     engine.process(span_factory.agent_run())
+    engine.force_flush()
     assert len(exporter.get_finished_spans()) == 2
     assert engine.stats["sink_errors"] == 1
 

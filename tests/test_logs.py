@@ -282,6 +282,7 @@ def test_log_events_join_their_span_and_strays_are_counted(span_factory):
     assert engine.stats["log_events_matched"] == 1
     assert engine.stats["log_events_unmatched"] == 1
     assert engine.stats["traces_evaluated"] == 1  # the stray made no trace of its own
+    engine.force_flush()
     exported = {s.name: s for s in exporter.get_finished_spans()}
     assert exported[root.name].attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] == ("keyword",)
 
@@ -327,6 +328,7 @@ def test_unreadable_log_events_leave_the_span_judged_without_them(span_factory, 
     bad = LogEvent(chat.context.trace_id, chat.context.span_id, "gen_ai.choice", 1, Unreadable())
     engine.process([bad, chat, root])
     assert engine.stats["pipeline_errors"] == 0
+    engine.force_flush()
     exported = {s.name: s for s in exporter.get_finished_spans()}
     assert exported[root.name].attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] == ("keyword",)
     assert "could not read the log events" in caplog.text

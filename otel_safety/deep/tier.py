@@ -30,6 +30,7 @@ from otel_safety.mapping import span_id_hex
 from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.pipeline import TraceEvaluation
 from otel_safety.policy import Policy
+from otel_safety.rate_limited import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 WARNING_EVERY = 10.0
@@ -90,8 +91,8 @@ class DeepTier:
         # elapsed time `eval --deep` reports.
         self.first_queued: float | None = None
         self.last_done: float | None = None
-        self._last_drop_warning = 0.0
-        self._last_failure_warning = -WARNING_EVERY
+        self._drop_warnings = RateLimitedLog(logger, window=WARNING_EVERY)
+        self._failure_warnings = RateLimitedLog(logger, window=WARNING_EVERY)
 
     # -- engine side: never blocks ---------------------------------------------------------
     def offer(self, evaluations: Sequence[TraceEvaluation]) -> int:
@@ -295,24 +296,18 @@ class DeepTier:
     def _failed(self, trace_id: str, error: str | None) -> None:
         """Say so at most every WARNING_EVERY seconds: a dead endpoint must not flood the log
         (every failure is in `deep_runs` and counted)."""
-        now = time.monotonic()
-        if now - self._last_failure_warning >= WARNING_EVERY:
-            self._last_failure_warning = now
-            logger.warning(
-                "otel-safety deep analysis of trace %s failed: %s (%d failures so far)",
-                trace_id,
-                error,
-                self.stats["deep_errors"],
-            )
+        self._failure_warnings.warning(
+            "otel-safety deep analysis of trace %s failed: %s (%d failures so far)",
+            trace_id,
+            error,
+            self.stats["deep_errors"],
+        )
 
     def _dropped(self) -> None:
         self._count("deep_dropped")
-        now = time.monotonic()
-        if now - self._last_drop_warning >= WARNING_EVERY:
-            self._last_drop_warning = now
-            logger.warning(
-                "otel-safety deep analysis queue full (%d traces): %d candidates dropped so "
-                "far; raise OTEL_SAFETY_DEEP_QUEUE_SIZE or lower the budget",
-                self._queue.maxsize,
-                self.stats["deep_dropped"],
-            )
+        self._drop_warnings.warning(
+            "otel-safety deep analysis queue full (%d traces): %d candidates dropped so "
+            "far; raise OTEL_SAFETY_DEEP_QUEUE_SIZE or lower the budget",
+            self._queue.maxsize,
+            self.stats["deep_dropped"],
+        )

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from otel_safety.pipeline import TraceEvaluation
+from otel_safety.rate_limited import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ class BatchingSink:
         self._lock = threading.Lock()
         self._pending: list[TraceEvaluation] = []
         self._last_write = 0.0
-        self._last_warning = 0.0
+        self._retry_warnings = RateLimitedLog(logger, window=WARNING_EVERY)
+        self._drop_errors = RateLimitedLog(logger, window=WARNING_EVERY)
         # False when a write-ahead spool holds every trace and the receiver stops taking new
         # ones while the store is backlogged: then nothing is dropped from memory.
         self.drop_overflow = True
@@ -42,7 +44,6 @@ class BatchingSink:
         self.rejected = 0  # traces the store refused even one by one (bad values)
         # Told of every batch once it is in the store (a write-ahead spool releases it).
         self.on_written: list[Callable[[Sequence[TraceEvaluation]], None]] = []
-        self._last_drop_report = -WARNING_EVERY
 
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
         with self._lock:
@@ -108,27 +109,21 @@ class BatchingSink:
 
     def _drop(self, count: int) -> None:
         self.dropped += count
-        now = time.monotonic()
-        if now - self._last_drop_report >= WARNING_EVERY:
-            self._last_drop_report = now
-            logger.error(
-                "otel-safety store %s cannot be written: %d traces dropped so far, the "
-                "oldest first (max_pending %d)",
-                self.where,
-                self.dropped,
-                self.max_pending,
-            )
+        self._drop_errors.error(
+            "otel-safety store %s cannot be written: %d traces dropped so far, the "
+            "oldest first (max_pending %d)",
+            self.where,
+            self.dropped,
+            self.max_pending,
+        )
 
     def _warn(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        if now - self._last_warning >= WARNING_EVERY:
-            self._last_warning = now
-            logger.warning(
-                "otel-safety store %s: %s; keeping %d traces to retry",
-                self.where,
-                exc,
-                len(self._pending),
-            )
+        self._retry_warnings.warning(
+            "otel-safety store %s: %s; keeping %d traces to retry",
+            self.where,
+            exc,
+            len(self._pending),
+        )
 
     def _store(self, evaluations: Sequence[TraceEvaluation]) -> None:
         raise NotImplementedError

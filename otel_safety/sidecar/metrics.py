@@ -1,7 +1,9 @@
 """The sidecar's own counters, a sink that counts flagged spans, and a rate-limited problem log.
 
-Counters are exposed at `GET /metrics` in the Prometheus text format (any scraper or the
-Collector's `prometheus` receiver reads it) and summarised in `GET /health` and at shutdown.
+Counters and gauges are OpenTelemetry instruments on otel-safety's own meter
+(`own_metrics`): exposed at `GET /metrics` in the Prometheus text format (any scraper or the
+Collector's `prometheus` receiver reads it), exported over OTLP when an OTLP endpoint is set,
+and summarised in `GET /health` and at shutdown.
 """
 
 from __future__ import annotations
@@ -11,46 +13,39 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from otel_safety import semconv as sc
-from otel_safety.deep.names import COUNTERS as DEEP_COUNTERS
+from otel_safety.own_metrics import ENGINE_COUNTERS, OwnMetrics
 from otel_safety.pipeline import TraceEvaluation
+from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.sink_base import ImmediateSink
 
 logger = logging.getLogger("otel_safety.sidecar")
 
-PREFIX = "otel_safety_sidecar"
-
-# Engine counters worth exposing, with what they count.
-ENGINE_COUNTERS = {
-    "spans_evaluated": "spans judged by the pipeline and handed to the sinks",
-    "traces_evaluated": "traces judged",
-    "traces_flagged": "traces in which at least one detector fired",
-    "findings": "detector evaluations written",
-    "spans_dropped": "spans the engine queue refused (should stay 0: intake checks first)",
-    "detector_errors": "detector failures (logged)",
-    "pipeline_errors": "traces whose evaluation failed (logged; spans still exported)",
-    "secrets_redacted": "secrets masked in stored and forwarded spans and trajectories",
-    "spans_without_content": "GenAI model and tool spans that carried no content (content "
-    "capture off in the instrumentation), so nothing in them could be judged",
-    "log_events_matched": "GenAI events from log records read with their span",
-    "log_events_unmatched": "GenAI events from log records whose span was not among the spans "
-    "of their trace when it was judged (it came later, or never)",
-    **DEEP_COUNTERS,  # the deep analysis tier (all 0 while it is off)
-}
-
+PREFIX = "otel_safety.sidecar"  # Prometheus: otel_safety_sidecar_<name>
 
 class Metrics:
-    """Thread-safe counters; labels are folded into the key as `name{label="value"}`."""
+    """serve's counters, kept through the OpenTelemetry metrics API (`own_metrics`): each
+    `add` goes to a `Counter` on otel-safety's own meter, with the labels as attributes, and
+    to a local tally that `/health` and the stop summary read back."""
 
-    def __init__(self) -> None:
+    def __init__(self, own: OwnMetrics | None = None) -> None:
+        self.own = own or OwnMetrics(PREFIX, prometheus=False, otlp=False)
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._instruments: dict[str, Any] = {}
 
     def add(self, name: str, value: int = 1, **labels: str) -> None:
-        if value:
-            with self._lock:
-                self._counts[_key(name, labels)] += value
+        if not value:
+            return
+        with self._lock:
+            self._counts[_key(name, labels)] += value
+            instrument = self._instruments.get(name)
+            if instrument is None:
+                about = HELP.get(name, name.replace("_", " "))
+                instrument = self._instruments[name] = self.own.counter(name, about)
+        instrument.add(value, labels)
 
     def get(self, name: str, **labels: str) -> int:
         with self._lock:
@@ -69,12 +64,8 @@ class Metrics:
 def _key(name: str, labels: Mapping[str, str]) -> str:
     if not labels:
         return name
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     return f"{name}{{{inner}}}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 HELP = {
@@ -83,9 +74,10 @@ HELP = {
     "spans_accepted": "spans handed to the pipeline",
     "spans_rejected": "spans refused, by reason",
     "spans_flagged": "annotated spans carrying an escalation level above NONE",
+    "traces_judged": "traces judged, by escalation level",
     "spans_forwarded": "annotated spans the next hop acknowledged",
     "spans_forward_failed": "annotated spans given up on for the next hop (after its "
-    "retries, or the forward spool full)",
+    "retries, its queue full, or the forward spool full)",
     "spans_forward_retried": "annotated spans the next hop refused for now, kept on disk and "
     "sent again",
     "spans_replayed": "spans of requests an earlier run acknowledged, judged again at start",
@@ -100,30 +92,19 @@ HELP = {
 }
 
 
-def render_prometheus(
-    metrics: Metrics, engine_stats: Mapping[str, int], gauges: Mapping[str, tuple[float, str]]
-) -> str:
-    """Prometheus text exposition format 0.0.4."""
-    lines: list[str] = []
-    snapshot = metrics.snapshot()
-    for name, about in HELP.items():
-        full = f"{PREFIX}_{name}_total"
-        lines += [f"# HELP {full} {about}", f"# TYPE {full} counter"]
-        series = {k: v for k, v in snapshot.items() if k.partition("{")[0] == name}
-        for key, value in sorted(series.items()) or [(name, 0)]:
-            lines.append(f"{PREFIX}_{key.replace(name, f'{name}_total', 1)} {value}")
+def observe_engine(metrics: Metrics, stats: Mapping[str, int]) -> None:
+    """The engine's counters (`ENGINE_COUNTERS`), read from its stats at each collection, as
+    `<prefix>.engine.<name>`."""
     for name, about in ENGINE_COUNTERS.items():
-        full = f"{PREFIX}_engine_{name}_total"
-        lines += [f"# HELP {full} {about}", f"# TYPE {full} counter"]
-        lines.append(f"{full} {engine_stats.get(name, 0)}")
-    for name, (value, about) in gauges.items():
-        full = f"{PREFIX}_{name}"
-        lines += [f"# HELP {full} {about}", f"# TYPE {full} gauge", f"{full} {value:g}"]
-    return "\n".join(lines) + "\n"
+        metrics.own.observe_counter(f"engine.{name}", about, _stat(stats, name))
+
+
+def _stat(stats: Mapping[str, int], name: str) -> Callable[[], float]:
+    return lambda: stats.get(name, 0)
 
 
 class FlagCounter(ImmediateSink):
-    """A sink that only counts: spans judged and spans flagged (escalation rank above 0)."""
+    """A sink that only counts: spans flagged (escalation rank above 0), traces by level."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -135,9 +116,11 @@ class FlagCounter(ImmediateSink):
                 rank = (span.attributes or {}).get(sc.OTEL_SAFETY_ESCALATION_RANK)
                 flagged += isinstance(rank, int) and rank > 0
         self.metrics.add("spans_flagged", flagged)
+        for evaluation in evaluations:
+            self.metrics.add("traces_judged", level=evaluation.level.name)
 
 
-class ProblemLog:
+class ProblemLog(RateLimitedLog):
     """One warning line per problem, but at most `per_second` lines a second.
 
     A hostile or broken client can send thousands of bad requests a second; the log must
@@ -145,24 +128,4 @@ class ProblemLog:
     """
 
     def __init__(self, per_second: int = 20, clock: Callable[[], float] = time.monotonic) -> None:
-        self.per_second = per_second
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._window = 0.0
-        self._used = 0
-        self._suppressed = 0
-
-    def warning(self, message: str, *args: object) -> None:
-        with self._lock:
-            now = self._clock()
-            if now - self._window >= 1.0:
-                if self._suppressed:
-                    logger.warning(
-                        "%d more problems in the last second were not logged", self._suppressed
-                    )
-                self._window, self._used, self._suppressed = now, 0, 0
-            if self._used >= self.per_second:
-                self._suppressed += 1
-                return
-            self._used += 1
-        logger.warning(message, *args)
+        super().__init__(logger, window=1.0, limit=per_second, report_suppressed=True, clock=clock)

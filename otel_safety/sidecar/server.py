@@ -18,19 +18,14 @@ from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.config import Settings
 from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
-from otel_safety.sidecar.forward import ForwardSink, otlp_exporter
+from otel_safety.own_metrics import OwnMetrics
+from otel_safety.sidecar.forward import forward_sink, otlp_exporter
 from otel_safety.sidecar.forward_logs import LogForwarder, otlp_log_exporter
 from otel_safety.sidecar.forward_spool import SpooledForwarder
 from otel_safety.sidecar.grpc_server import TraceService, build_server
 from otel_safety.sidecar.http_server import HttpOptions, OtlpHttpServer
 from otel_safety.sidecar.intake import Intake
-from otel_safety.sidecar.metrics import (
-    ENGINE_COUNTERS,
-    FlagCounter,
-    Metrics,
-    ProblemLog,
-    render_prometheus,
-)
+from otel_safety.sidecar.metrics import PREFIX, FlagCounter, Metrics, ProblemLog, observe_engine
 from otel_safety.sidecar.spooling import Owed
 from otel_safety.spool import Spool, SpoolBusy
 
@@ -89,7 +84,7 @@ class Sidecar:
             raise ValueError("TLS needs both a certificate and a key file")
         self.settings = settings
         self.options = options
-        self.metrics = Metrics()
+        self.metrics = Metrics(OwnMetrics(PREFIX))
         self.problems = ProblemLog()
         self._tls = _read_tls(options)  # fail on unreadable files before anything starts
         store = Path(settings.db_path)
@@ -117,7 +112,7 @@ class Sidecar:
                     SpooledForwarder(exporter, self.forward_spool, self.metrics, self.problems)
                 )
             else:
-                sinks.append(ForwardSink(exporter, self.metrics))
+                sinks.append(forward_sink(exporter, self.metrics))
             self.log_forwarder: LogForwarder | None = LogForwarder(
                 otlp_log_exporter(
                     options.forward_endpoint, options.forward_protocol, options.forward_headers
@@ -144,6 +139,7 @@ class Sidecar:
             self._discard_new_store()
             raise
         self.engine = engine
+        observe_engine(self.metrics, engine.stats)
         self.intake = Intake(
             self.engine,
             settings.queue_size,
@@ -163,6 +159,11 @@ class Sidecar:
         self.http_port: int | None = None
         self._started = time.monotonic()
         self._stopped = False
+        for name, (_, about) in self._gauges().items():
+            self.metrics.own.observe_gauge(name, about, self._gauge_reader(name))
+
+    def _gauge_reader(self, name: str):
+        return lambda: self._gauges()[name][0]
 
     def _store_backlogged(self) -> bool:
         """With a spool, a store that cannot keep up makes the receivers push back."""
@@ -320,6 +321,7 @@ class Sidecar:
                     owed,
                     self.spool.folder,
                 )
+        self.metrics.own.shutdown()  # a last OTLP export of the final counts
 
     def __enter__(self) -> Sidecar:
         return self.start()
@@ -390,8 +392,13 @@ class Sidecar:
         return ok, details
 
     def metrics_text(self) -> str:
+        """`GET /metrics`: the Prometheus reader's rendering of the sidecar's own meter."""
+        return self.metrics.own.prometheus_text()
+
+    def _gauges(self) -> dict[str, tuple[float, str]]:
+        """What the queues, buffers, store and spools hold now (observed at collection)."""
         counts = self.counts()
-        gauges = {
+        return {
             "queue_waiting_spans": (self.intake.waiting(), "spans waiting for the pipeline"),
             "queue_capacity_spans": (self.intake.capacity, "spans the pipeline queue holds"),
             "buffered_traces": (len(self.engine.buffer), "traces waiting for their decision"),
@@ -406,8 +413,6 @@ class Sidecar:
             ),
             **self._budget_gauges(),
         }
-        stats = {name: self.engine.stats[name] for name in ENGINE_COUNTERS}
-        return render_prometheus(self.metrics, stats, gauges)
 
     def _budget_gauges(self) -> dict[str, tuple[float, str]]:
         """What the byte budgets and spools hold now, for /health and /metrics alike."""
