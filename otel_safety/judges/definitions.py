@@ -13,6 +13,7 @@ from typing import Literal
 
 from otel_safety.analysis.features import FeatureSpec
 from otel_safety.analysis.memo import per_trace
+from otel_safety.detectors.injection_form import form_features
 from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
 from otel_safety.detectors.injection_text import normalize_for_rules
 from otel_safety.detectors.refusal import (
@@ -92,13 +93,15 @@ def injection_fields(passage: str, source: str) -> dict[str, str]:
 
 
 def _injection_rules(fields: Mapping[str, str]) -> dict[str, float]:
-    """The rules' score and their strongest hit per category. (Who wrote the text is not a
-    feature: in the data it would only say which dataset a row came from.)"""
+    """The rules' score, their strongest hit per category, and the form features (an
+    instruction about the reader's reply). (Who wrote the text is not a feature: in the data
+    it would only say which dataset a row came from.)"""
     score, matches = injection_rules(fields.get("raw", ""), fields.get("source", "data"))
     found = {"injection_rule": score}
     for match in matches:
         name = f"injection_rule:{match.category}"
         found[name] = max(found.get(name, 0.0), match.weight)
+    found.update(form_features(fields.get("text", "")))
     return found
 
 
@@ -127,6 +130,9 @@ class JudgeDefinition:
     # and each label within it, where the datasets differ so much in kind that a judge
     # would otherwise learn which dataset a text came from instead of what it says.
     balance: Literal["classes", "datasets"] = "classes"
+    # The variant fitted when the judge is shipped (and refitted by `eval`): the one that won
+    # out-of-sample. "rules" reads the rule scores alone and carries no word weights.
+    fitted: Literal["rules", "words+rules"] = "words+rules"
 
 
 DEFINITIONS: dict[str, JudgeDefinition] = {
@@ -163,6 +169,7 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
             groups_within="agentdojo",
             rule_verdict="injection_rule",
             balance="datasets",
+            fitted="rules",
         ),
     )
 }
