@@ -94,14 +94,15 @@ def injection_fields(passage: str, source: str) -> dict[str, str]:
 
 def _injection_rules(fields: Mapping[str, str]) -> dict[str, float]:
     """The rules' score, their strongest hit per category, and the form features (an
-    instruction about the reader's reply). (Who wrote the text is not a feature: in the data
-    it would only say which dataset a row came from.)"""
+    instruction about the reader's reply, in data). (Who wrote the text is not a feature: in
+    the data it would only say which dataset a row came from; like the rules' scopes, it
+    only says which cues count.)"""
     score, matches = injection_rules(fields.get("raw", ""), fields.get("source", "data"))
     found = {"injection_rule": score}
     for match in matches:
         name = f"injection_rule:{match.category}"
         found[name] = max(found.get(name, 0.0), match.weight)
-    found.update(form_features(fields.get("text", "")))
+    found.update(form_features(fields.get("text", ""), fields.get("source", "data")))
     return found
 
 
