@@ -65,7 +65,7 @@ def design(definition: JudgeDefinition, rows: Sequence[Example]) -> _Design:
         for row in rows
     ]
     rules = [definition.rules(row.fields) for row in rows]
-    names = sorted({name for scores in rules for name in scores})
+    names = sorted({name for scores in rules for name in scores if not name.startswith("_")})
     return _Design(ids, rules, names, definition.specs[0].size)
 
 
