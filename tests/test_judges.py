@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from array import array
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -131,15 +132,18 @@ def test_cross_validation_scores_each_group_with_a_judge_fitted_without_it(share
     assert pooled(folds, "rules").rows == len(rows)
 
 
-def test_the_model_card_is_the_training_run_that_wrote_the_judge():
+@pytest.mark.parametrize("name", ["harmful_answer", "injection"])
+def test_the_model_card_is_the_training_run_that_wrote_the_judge(name):
     card = (Path(__file__).resolve().parents[1] / "docs" / "model-card.md").read_text()
-    packaged = judge("harmful_answer")
-    figures = packaged.card["out_of_sample"]["words+rules"]
+    packaged = judge(name)
+    variant = DEFINITIONS[name].fitted  # the variant shipped is the one whose figures count
+    figures = packaged.card["out_of_sample"][variant]
     line = next(
         line
-        for line in card.split("## `harmful_answer`")[1].splitlines()
-        if line.startswith("| **all, pooled** | words+rules |")
+        for line in card.split(f"## `{name}`")[1].splitlines()
+        if line.startswith(f"| **all, pooled** | {variant} |")
     )
+    assert "**Shipped**" in card.split(f"## `{name}`")[1].split("\n## ")[0]
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert int(cells[2]) == figures["rows"] and int(cells[3]) == figures["positives"]
     assert float(cells[6]) == pytest.approx(figures["f1"], abs=6e-4)
@@ -213,9 +217,10 @@ def test_injection_rows_are_located_and_carry_no_benchmark_marker(shared_data):
 
 @pytest.fixture(scope="module")
 def injection_judge(shared_data) -> LinearJudge:
-    """An injection judge fitted on a third of the training rows (none is packaged yet)."""
+    """An injection judge that reads words and rules, fitted on a third of the training rows
+    (the packaged one reads the rules alone; a user may fit and install one like this)."""
     rows = examples("injection", shared_data)[::3]
-    return fit(DEFINITIONS["injection"], rows)
+    return fit(replace(DEFINITIONS["injection"], fitted="words+rules"), rows)
 
 
 def test_an_injection_judge_in_place_decides_and_quotes_the_attack(injection_judge):
@@ -241,9 +246,32 @@ def test_the_judge_reads_every_passage_of_a_long_tool_result(injection_judge):
     assert "report_" not in finding.evidence[0].text
 
 
+def test_the_packaged_injection_judge_reads_the_rules_alone_and_decides():
+    packaged = judge("injection")
+    assert packaged is not None  # shipped: it beats the rules as written out of sample
+    assert packaged.specs == () and len(packaged.weights) == 0  # no words: see the model card
+    assert packaged.card["fitted"] == "rules" and "form:answer_format" in packaged.rule_weights
+    attacked = Injection().evaluate(_tool_run(INJECTED_RESULT))
+    clean = Injection().evaluate(_tool_run(CLEAN_RESULT))
+    assert attacked.detected and not clean.detected
+    evidence = attacked.evidence[0]
+    assert evidence.detail["judge"] == f"injection@{packaged.version}"
+    assert "Lunch is moved" not in evidence.text  # the rules' match is quoted, not the email
+
+
+def test_a_judge_of_rule_scores_alone_round_trips(tmp_path):
+    made = LinearJudge("toy", "1", (), -2.0, array("f"), {"injection_rule": 5.0})
+    path = tmp_path / "toy.json"
+    path.write_text(made.to_json())
+    loaded = load_judge(path)
+    assert loaded.specs == () and len(loaded.weights) == 0
+    assert loaded.probability({"text": "anything"}, {"injection_rule": 0.9}) > 0.9
+    assert loaded.probability({"text": "anything"}, {}) < 0.2
+
+
 def test_without_a_judge_the_rules_decide_and_a_silent_judge_outvotes_them():
-    assert judge("injection") is None  # measured, not shipped: see docs/model-card.md
-    assert Injection().evaluate(_tool_run(INJECTED_RESULT)).detected
+    with using({"injection": None}):
+        assert Injection().evaluate(_tool_run(INJECTED_RESULT)).detected
     spec = FeatureSpec("text", bits=4, chars=4)
     never = LinearJudge("injection", "0", (spec,), -30.0, array("f", [0.0] * 16), {})
     with using({"injection": never}):
@@ -293,3 +321,4 @@ def test_eval_refits_an_installed_injection_judge_without_the_dataset_it_scores(
     kept = [row for row in rows if row.dataset != "agentdojo"]
     again = fit(DEFINITIONS["injection"], kept)
     assert again.bias == pytest.approx(refit.bias, abs=1e-5)
+    assert refit.specs == ()  # the variant that is shipped is the one refitted: rules alone

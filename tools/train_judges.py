@@ -10,6 +10,7 @@ words and rules); it ships (writes to otel_safety/judges/weights/) only the judg
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "docs" / "model-card.md"
 # Judges the detectors use, chosen where words and rules beat rules alone out-of-sample
 # (see the card); the others are measured and kept as rules.
-SHIPPED = ("harmful_answer",)
+SHIPPED = ("harmful_answer", "injection")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +63,18 @@ def main(argv: list[str] | None = None) -> int:
         folds = cross_validate(definition, rows, progress=say, worked_out=worked_out)
         table = _table(folds)
         print(f"\n## {name}\n{table}\n")
+        if name in ship:
+            card = {
+                "question": definition.question,
+                "trained_on": _provenance(rows),
+                "fitted": definition.fitted,
+                "out_of_sample": {v: _figures(pooled(folds, v)) for v in _variants(folds)},
+                "regularisation_C": C,
+            }
+            judge = fit(definition, rows, card, worked_out=worked_out)
+            path = Path(args.out) / f"{name}.json"
+            path.write_text(judge.to_json(), encoding="utf-8")
+            print(f"wrote {path}", file=sys.stderr)
         within_table = ""
         if definition.groups_within:
             within = cross_validate(
@@ -74,20 +87,28 @@ def main(argv: list[str] | None = None) -> int:
             within_table = _table(within)
             print(f"\n## {name}, within {definition.groups_within}\n{within_table}\n")
         sections.append(_section(name, definition, rows, table, name in ship, within_table))
-        if name in ship:
-            card = {
-                "question": definition.question,
-                "trained_on": _provenance(rows),
-                "out_of_sample": {v: _figures(pooled(folds, v)) for v in _variants(folds)},
-                "regularisation_C": C,
-            }
-            judge = fit(definition, rows, card, worked_out=worked_out)
-            path = Path(args.out) / f"{name}.json"
-            path.write_text(judge.to_json(), encoding="utf-8")
-            print(f"wrote {path}", file=sys.stderr)
-    Path(args.card).write_text(_card(sections), encoding="utf-8")
+    written = {**_kept_sections(Path(args.card), names), **dict(zip(names, sections, strict=True))}
+    Path(args.card).write_text(_card(_in_order(written)), encoding="utf-8")
     print(f"wrote {args.card}", file=sys.stderr)
     return 0
+
+
+def _kept_sections(card: Path, measured: list[str]) -> dict[str, str]:
+    """The sections of the card as it stands for the judges not measured this run (so that
+    `--judges injection` rewrites that judge's section and keeps the others)."""
+    if not card.is_file():
+        return {}
+    found = re.split(r"(?m)^(?=## `)", card.read_text(encoding="utf-8"))[1:]
+    kept = {}
+    for section in found:
+        name = section[4 : section.index("`", 4)]
+        if name in DEFINITIONS and name not in measured:
+            kept[name] = section.rstrip("\n") + "\n"
+    return kept
+
+
+def _in_order(sections: dict[str, str]) -> list[str]:
+    return [sections[name] for name in DEFINITIONS if name in sections]
 
 
 def _figures(counts) -> dict[str, float | int]:
@@ -134,9 +155,14 @@ def _provenance(rows) -> dict[str, int]:
 
 def _section(name, definition, rows, table, shipped, within_table="") -> str:
     groups = ", ".join(f"{g} ({n})" for g, n in _provenance(rows).items())
+    fitted = (
+        "its `rules` variant (the rule scores alone, no words)"
+        if definition.fitted == "rules"
+        else "words and rules"
+    )
     status = (
-        f"**Shipped** as `otel_safety/judges/weights/{name}.json` (version {VERSION}), fitted "
-        "on every row below."
+        f"**Shipped** as `otel_safety/judges/weights/{name}.json` (version {VERSION}): "
+        f"{fitted}, fitted on every row below."
         if shipped
         else "**Not shipped**: measured for comparison; the detectors keep the rules here."
     )
@@ -166,9 +192,19 @@ def _section(name, definition, rows, table, shipped, within_table="") -> str:
         f"## `{name}`\n\n{definition.question}\n\n{status}\n\n"
         f"Reads: {_reads(definition)}; "
         f"{grams} hashed into 2^{definition.specs[0].bits} ids, and the "
-        f"rule scores. Training rows by group: {groups}.\n\n"
+        f"rule scores{_extra_features(definition)}. Training rows by group: {groups}.\n\n"
         f"Out-of-sample, leave-one-{definition.holdout}-out (each row scored by a judge fitted "
         f"without its {definition.holdout}). {written}\n\n{table}\n{within}"
+    )
+
+
+def _extra_features(definition) -> str:
+    if definition.name != "injection":
+        return ""
+    return (
+        " (the rules' score and their strongest hit per category) and one form feature: "
+        "whether the passage tells its reader how to answer (`your response`, `respond "
+        "as ...`; `otel_safety/detectors/injection_form.py`)"
     )
 
 

@@ -15,13 +15,15 @@ result or prompt before it reaches the model. This detector only says that an in
 present; whether the agent obeyed it is another detector's call, so a run that refused is
 still flagged here.
 
-Whether a text carries an injection is decided by a learned `injection` judge when one is
-installed (none is packaged: out-of-sample it does not beat the rules, see `judges` and
-docs/model-card.md). It reads the text a passage at a time (words, character n-grams
-that survive odd spacing and casing, and the rules' hits as features), and the text's
-score is its most suspicious passage's probability. The rules stay the explanation: the
-evidence quotes the sentence that pushed the judge furthest and names the rule categories
-that matched. Without a judge the rules decide alone.
+Whether a text carries an injection is decided by the learned `injection` judge when one is
+installed. The packaged one is a regression over the rules' hits per category and one form
+feature (an instruction about the reader's reply, `injection_form`), no words: out of
+sample it beats the rules as written, while word features learn what each dataset looks
+like (see `judges` and docs/model-card.md). It reads the text a passage at a time, and the
+text's score is its most suspicious passage's probability. The rules stay the explanation:
+the evidence quotes the strongest rule's match (or, for a judge that reads words, the
+sentence that pushed it furthest) and names the rule categories that matched. Without a
+judge the rules decide alone.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from otel_safety.analysis.features import feature_ids
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
+from otel_safety.detectors.injection_form import form_sentence
 from otel_safety.detectors.injection_rules import (
     InjectionRule,
     InjectionRules,
@@ -42,7 +45,7 @@ from otel_safety.detectors.injection_rules import (
     load_rules,
 )
 from otel_safety.detectors.injection_scoring import InjectionMatch, Source, injection_score
-from otel_safety.detectors.injection_text import shown
+from otel_safety.detectors.injection_text import normalize_for_rules, shown
 from otel_safety.detectors.registry import register
 from otel_safety.judges import Verdict, judge, judge_detail
 from otel_safety.judges.definitions import (
@@ -165,7 +168,10 @@ def _judged(learned: LinearJudge, place: _Place) -> Verdict:
         probability = learned.probability(fields, rules(fields))
         if probability > best:
             best, best_fields = probability, fields
-    sentence = _strongest_sentence(learned, best_fields["text"]) if best >= 0.5 else ""
+    # A judge of rule scores alone has no words to point at: the rules' matches (or the
+    # form feature's sentence) are its evidence, see `_evidence`.
+    words = bool(learned.specs)
+    sentence = _strongest_sentence(learned, best_fields["text"]) if best >= 0.5 and words else ""
     return Verdict(best, sentence, learned.name, learned.version)
 
 
@@ -185,15 +191,16 @@ def _strongest_sentence(learned: LinearJudge, passage: str) -> str:
 def _evidence(
     place: _Place, score: float, matches: list[InjectionMatch], verdict: Verdict | None
 ) -> Evidence:
-    """Where the injection sits and what it says (the judge's strongest sentence, or the
-    strongest rule's match); `clip` shortens it and masks secrets."""
+    """Where the injection sits and what it says (the judge's strongest sentence, the
+    strongest rule's match, or the sentence telling the reader how to answer); `clip`
+    shortens it and masks secrets."""
     categories = list(dict.fromkeys(m.category for m in matches))
     if verdict is not None and verdict.sentence:
         quote = verdict.sentence
     elif matches:
         quote = matches[0].context or matches[0].text
     else:
-        quote = place.text[:200]
+        quote = form_sentence(normalize_for_rules(place.text)) or place.text[:200]
     kinds = ", ".join(categories) if categories else "no rule matched"
     return Evidence(
         text=clip(f'{place.label}: "{shown(quote)}" ({kinds})'),

@@ -164,18 +164,14 @@ def injection(root: Path) -> Iterator[Example]:
                     row_id = f"{group}:{len(seen)}"
                     yield from _located(text, spans, source, group, "agentdojo", row_id)
     for split in ("test", "train"):
+        clean = ""
         for case in bipia(root, split=split):
             text = case.messages[-1]["content"]
-            task = case.meta["task"]
-            label = case.labels["injection"]
-            for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
-                yield Example(
-                    injection_fields(passage, "data"),
-                    label,  # an attack may straddle a cut: each side still carries part of it
-                    f"bipia:{task}",
-                    "bipia",
-                    f"{case.case_id}:{number}",
-                )
+            if not case.labels["injection"]:
+                clean = text  # each context comes clean first, then with its attacks
+            spans = [_inserted(clean, text)] if case.labels["injection"] else []
+            group = f"bipia:{case.meta['task']}"
+            yield from _located(text, spans, "data", group, "bipia", case.case_id)
     for case in direct_injection(root):
         text = case.messages[0]["content"]
         group = "direct_injection:" + case.case_id.split(":")[1]
@@ -209,10 +205,23 @@ def _marked(text: str, attacks: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
+def _inserted(clean: str, poisoned: str) -> tuple[int, int]:
+    """Where an attack was inserted into a clean context: what the poisoned text has
+    between the parts it shares with the clean one at its start and at its end."""
+    start = 0
+    limit = min(len(clean), len(poisoned))
+    while start < limit and clean[start] == poisoned[start]:
+        start += 1
+    end = 0
+    while end < limit - start and clean[-1 - end] == poisoned[-1 - end]:
+        end += 1
+    return start, max(start + 1, len(poisoned) - end)
+
+
 def _located(
     text: str, spans: list[tuple[int, int]], source: str, group: str, dataset: str, row_id: str
 ) -> Iterator[Example]:
-    """The passages of an AgentDojo text, positive where an attack lies, tags removed."""
+    """The passages of a text, positive where an attack lies (AgentDojo's tags removed)."""
     offset = 0
     for number, passage in enumerate(passages(text, INJECTION_PASSAGE)):
         attacked = any(offset < end and start < offset + len(passage) for start, end in spans)

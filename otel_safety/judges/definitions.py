@@ -13,6 +13,7 @@ from typing import Literal
 
 from otel_safety.analysis.features import FeatureSpec
 from otel_safety.analysis.memo import per_trace
+from otel_safety.detectors.injection_form import form_features
 from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
 from otel_safety.detectors.injection_text import normalize_for_rules
 from otel_safety.detectors.refusal import (
@@ -92,13 +93,24 @@ def injection_fields(passage: str, source: str) -> dict[str, str]:
 
 
 def _injection_rules(fields: Mapping[str, str]) -> dict[str, float]:
-    """The rules' score and their strongest hit per category. (Who wrote the text is not a
-    feature: in the data it would only say which dataset a row came from.)"""
+    """The rules' score, their strongest hit per category, and the form features (an
+    instruction about the reader's reply, in data), mentions left out. (Who wrote the text
+    is not a feature: in the data it would only say which dataset a row came from; like the
+    rules' scopes, it only says which cues count.)"""
     score, matches = injection_rules(fields.get("raw", ""), fields.get("source", "data"))
-    found = {"injection_rule": score}
+    # A mention (prose about attacks quoting one) is no instruction: the rules discount it,
+    # the judge does not read it, or its weights, fitted on data with few mentions, would
+    # undo the discount. The rules' own score stays, for their verdict, but is not fitted.
+    doubt = 1.0
+    found = {"_rules_as_written": score}
     for match in matches:
+        if match.mention:
+            continue
+        doubt *= 1.0 - match.weight
         name = f"injection_rule:{match.category}"
         found[name] = max(found.get(name, 0.0), match.weight)
+    found["injection_rule"] = round(1.0 - doubt, 6)
+    found.update(form_features(fields.get("text", ""), fields.get("source", "data")))
     return found
 
 
@@ -121,12 +133,16 @@ class JudgeDefinition:
     # second, within-dataset figure beside the leave-one-dataset-out one.
     groups_within: str | None = None
     # The rule score a detector fires on by itself (at 0.5) without a judge, measured beside
-    # the fitted variants as the detector's rules as written.
+    # the fitted variants as the detector's rules as written. (A score whose name starts
+    # with "_" is read for this verdict and never fitted.)
     rule_verdict: str | None = None
     # "classes": positives and negatives weigh the same; "datasets": so does every dataset,
     # and each label within it, where the datasets differ so much in kind that a judge
     # would otherwise learn which dataset a text came from instead of what it says.
     balance: Literal["classes", "datasets"] = "classes"
+    # The variant fitted when the judge is shipped (and refitted by `eval`): the one that won
+    # out-of-sample. "rules" reads the rule scores alone and carries no word weights.
+    fitted: Literal["rules", "words+rules"] = "words+rules"
 
 
 DEFINITIONS: dict[str, JudgeDefinition] = {
@@ -161,8 +177,9 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
             _injection_rules,
             "dataset",
             groups_within="agentdojo",
-            rule_verdict="injection_rule",
+            rule_verdict="_rules_as_written",
             balance="datasets",
+            fitted="rules",
         ),
     )
 }

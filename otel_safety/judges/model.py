@@ -30,7 +30,9 @@ class LinearJudge:
     version: str
     specs: tuple[FeatureSpec, ...]
     bias: float
-    weights: array  # float32, one per hashed id, shared by every field (ids are prefixed)
+    # float32, one per hashed id, shared by every field (ids are prefixed); empty, with no
+    # specs, for a judge of the rule scores alone
+    weights: array
     rule_weights: dict[str, float]
     card: dict[str, Any] = field(default_factory=dict)
 
@@ -81,8 +83,9 @@ def load_judge(path: Path) -> LinearJudge:
     weights = array("f")
     weights.frombytes(zlib.decompress(base64.b64decode(document["weights"])))
     specs = tuple(FeatureSpec(**spec) for spec in document["specs"])
-    if len(weights) != specs[0].size:
-        raise ValueError(f"{path}: {len(weights)} weights for a {specs[0].size}-id space")
+    size = specs[0].size if specs else 0  # a judge of rule scores alone reads no words
+    if len(weights) != size:
+        raise ValueError(f"{path}: {len(weights)} weights for a {size}-id space")
     return LinearJudge(
         name=document["name"],
         version=document["version"],

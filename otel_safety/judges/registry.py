@@ -21,7 +21,7 @@ from otel_safety.judges.model import LinearJudge, load_judge
 __all__ = ["PACKAGED", "Verdict", "ask", "judge", "judge_detail", "using"]
 
 PACKAGED = Path(__file__).parent / "weights"
-_override: ContextVar[Mapping[str, LinearJudge] | None] = ContextVar(
+_override: ContextVar[Mapping[str, LinearJudge | None] | None] = ContextVar(
     "otel_safety_judges", default=None
 )
 
@@ -41,8 +41,9 @@ def judge(name: str) -> LinearJudge | None:
 
 
 @contextmanager
-def using(judges: Mapping[str, LinearJudge]) -> Iterator[None]:
-    """Judge with these judges (by name) until the block ends."""
+def using(judges: Mapping[str, LinearJudge | None]) -> Iterator[None]:
+    """Judge with these judges (by name; None: none, so the rules decide) until the block
+    ends."""
     token = _override.set(judges)
     try:
         yield

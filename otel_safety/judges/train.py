@@ -65,7 +65,7 @@ def design(definition: JudgeDefinition, rows: Sequence[Example]) -> _Design:
         for row in rows
     ]
     rules = [definition.rules(row.fields) for row in rows]
-    names = sorted({name for scores in rules for name in scores})
+    names = sorted({name for scores in rules for name in scores if not name.startswith("_")})
     return _Design(ids, rules, names, definition.specs[0].size)
 
 
@@ -117,18 +117,20 @@ def fit(
     picked: Sequence[int] | None = None,
     worked_out: _Design | None = None,
 ) -> LinearJudge:
-    """The judge (words and rules) fitted on the rows given (or the `picked` ones of them;
-    `worked_out` is their `design`, when it is already known)."""
+    """The judge (the definition's `fitted` variant: words and rules, or rules alone)
+    fitted on the rows given (or the `picked` ones of them; `worked_out` is their `design`,
+    when it is already known). A rules-only judge reads no words and carries no word weights."""
     d = worked_out or design(definition, rows)
     chosen = range(len(rows)) if picked is None else picked
-    model = _fit_model(d, rows, chosen, "words+rules", definition.balance)
+    model = _fit_model(d, rows, chosen, definition.fitted, definition.balance)
     coefficients = model.coef_[0]
+    words = definition.fitted != "rules"
     return LinearJudge(
         name=definition.name,
         version=VERSION,
-        specs=definition.specs,
+        specs=definition.specs if words else (),
         bias=float(model.intercept_[0]),
-        weights=array("f", coefficients[: d.size].tolist()),
+        weights=array("f", coefficients[: d.size].tolist() if words else []),
         rule_weights={n: float(coefficients[d.size + k]) for k, n in enumerate(d.rule_names)},
         card=card or {},
     )
