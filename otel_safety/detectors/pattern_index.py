@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 import regex
 
 from otel_safety.analysis.memo import per_trace
-from otel_safety.analysis.prefilter import RelaxedFamily, may_match, relaxed_family
+from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
 
 _WORD = regex.compile(r"\w+")
-_WORD_CHAR = regex.compile(r"\w")
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,7 +52,7 @@ class _Group:
 
     by_key: Mapping[str, tuple[int, ...]]  # key -> patterns that start at such a word
     other: tuple[int, ...]  # patterns without known starts: anchored, gated by needs, or free
-    relaxed: RelaxedFamily | None = None  # linear-time prefilter (see analysis.prefilter)
+    number: int  # its entry in the index's pattern set
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +63,8 @@ class PatternIndex:
     groups: Mapping[str, _Group]
     patterns: tuple[IndexedPattern, ...]
     keys: frozenset[str]
+    # One linear-time pass over a text tells which groups can match it at all.
+    group_set: PatternSet
 
     @staticmethod
     def build(groups: Mapping[str, Sequence[tuple[str, regex.Pattern]]]) -> PatternIndex:
@@ -71,6 +72,7 @@ class PatternIndex:
         patterns: list[IndexedPattern] = []
         indexed: dict[str, _Group] = {}
         keys: set[str] = set()
+        families: list[list[regex.Pattern]] = []
         for group, pairs in groups.items():
             filed = [IndexedPattern.of(source, pattern) for source, pattern in pairs]
             with_starts = [p for p in filed if p.starts is not None]
@@ -84,11 +86,10 @@ class PatternIndex:
                     other.append(len(patterns))
                 patterns.append(pattern)
             indexed[group] = _Group(
-                {k: tuple(v) for k, v in by_key.items()},
-                tuple(other),
-                relaxed_family([p.pattern for p in filed], whole_text=True),
+                {k: tuple(v) for k, v in by_key.items()}, tuple(other), len(families)
             )
-        return PatternIndex(indexed, tuple(patterns), frozenset(keys))
+            families.append([p.pattern for p in filed])
+        return PatternIndex(indexed, tuple(patterns), frozenset(keys), PatternSet(families))
 
 
 @dataclass(eq=False)
@@ -113,7 +114,9 @@ class TextScan:
 
     def _find(self, group: str) -> list[regex.Match]:
         index = self.index.groups.get(group)
-        if index is None or not self.text or not may_match(index.relaxed, self.text):
+        if index is None or not self.text:
+            return []
+        if index.number not in self.index.group_set.candidates(self.text):
             return []
         starts: dict[int, list[int]] = {}
         for key in index.by_key.keys() & self.present:
@@ -177,17 +180,12 @@ def scan_text(index: PatternIndex, text: str) -> TextScan:
         for key in (word + " ", short) if short == long else (word + " ", short, long):
             if key in keys:
                 shown_by.setdefault(key, []).append(word)
-    wanted = {word for words in shown_by.values() for word in words}
-    occurrences = {word: _token_places(lowered, word) for word in wanted}
+    occurrences: dict[str, list[int]] = {
+        word: [] for words in shown_by.values() for word in words
+    }
+    if occurrences:  # where each wanted word stands as a whole token, in one pass
+        for token in _WORD.finditer(lowered):
+            places = occurrences.get(token.group())
+            if places is not None:
+                places.append(token.start())
     return TextScan(index, text, occurrences, shown_by, frozenset(shown_by))
-
-
-def _token_places(text: str, word: str) -> list[int]:
-    """Offsets where `word` stands as a whole `\\w+` token (as `_WORD` reads the text)."""
-    places, at, size = [], text.find(word), len(word)
-    while at >= 0:
-        before = at == 0 or not _WORD_CHAR.match(text, at - 1)
-        if before and (at + size == len(text) or not _WORD_CHAR.match(text, at + size)):
-            places.append(at)
-        at = text.find(word, at + size)
-    return places
