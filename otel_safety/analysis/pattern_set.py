@@ -7,10 +7,16 @@ searched once per text and trace: an entry the set does not report cannot match,
 reported entries (and those RE2 cannot take) are tried, in their own order, and every
 result stays exactly what the patterns say.
 
-The relaxed forms keep their anchors, so the patterns must run on the very text the set
-reads (a whole-text `search`, `finditer` or `match` at any position), not on parts of it.
-If RE2 cannot run the set on a text (it always reports a catch-all entry, so a failure
-shows), every entry counts as a candidate.
+With `whole_text` (the default) the relaxed forms keep their anchors, so the patterns must
+run on the very text the set reads (a whole-text `search`, `finditer` or `match` at any
+position); without it anchors and lookarounds are dropped, and the answer holds for any
+part of the text too (sentences, `pos`/`endpos` windows).
+
+Keep a set to a few dozen entries: RE2 runs a set as one automaton that must read the whole
+text and report every entry, and with hundreds of patterns its states outgrow the cache, so
+the pass gets slower than one search per entry (the refusal markers' 33 groups of 292
+patterns took 5 ms per text). If RE2 cannot run the set on a text (it always reports a
+catch-all entry, so a failure shows), every entry counts as a candidate.
 """
 
 from __future__ import annotations
@@ -52,13 +58,13 @@ class PatternSet:
     """Entries (each a sequence of patterns) searched together: `candidates(text)` are the
     indices of the entries that may match `text`; the others cannot."""
 
-    def __init__(self, entries: Sequence[Sequence[Any]]) -> None:
+    def __init__(self, entries: Sequence[Sequence[Any]], *, whole_text: bool = True) -> None:
         self.size = len(entries)
         always: list[int] = []  # RE2 cannot take them: always tried
         ascii_only: list[int] = []  # proven absent only in ASCII texts
         sources: dict[int, str] = {}
         for number, patterns in enumerate(entries):
-            relaxed = [relaxed_source(p, whole_text=True) for p in patterns]
+            relaxed = [relaxed_source(p, whole_text=whole_text) for p in patterns]
             if not patterns or any(r is None for r in relaxed):
                 if patterns:
                     always.append(number)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import regex
 
 from otel_safety.analysis.memo import per_trace
-from otel_safety.analysis.pattern_set import PatternSet
+from otel_safety.analysis.prefilter import RelaxedFamily, may_match, relaxed_family
 from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
@@ -52,7 +52,10 @@ class _Group:
 
     by_key: Mapping[str, tuple[int, ...]]  # key -> patterns that start at such a word
     other: tuple[int, ...]  # patterns without known starts: anchored, gated by needs, or free
-    number: int  # its entry in the index's pattern set
+    # Linear-time prefilter (see analysis.prefilter). One RE2 set over every group would
+    # read a text once, but its automaton (hundreds of patterns, all matches wanted) keeps
+    # outgrowing its cache: several times slower than one search per group asked.
+    relaxed: RelaxedFamily | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,8 +66,6 @@ class PatternIndex:
     groups: Mapping[str, _Group]
     patterns: tuple[IndexedPattern, ...]
     keys: frozenset[str]
-    # One linear-time pass over a text tells which groups can match it at all.
-    group_set: PatternSet
 
     @staticmethod
     def build(groups: Mapping[str, Sequence[tuple[str, regex.Pattern]]]) -> PatternIndex:
@@ -72,7 +73,6 @@ class PatternIndex:
         patterns: list[IndexedPattern] = []
         indexed: dict[str, _Group] = {}
         keys: set[str] = set()
-        families: list[list[regex.Pattern]] = []
         for group, pairs in groups.items():
             filed = [IndexedPattern.of(source, pattern) for source, pattern in pairs]
             with_starts = [p for p in filed if p.starts is not None]
@@ -86,10 +86,11 @@ class PatternIndex:
                     other.append(len(patterns))
                 patterns.append(pattern)
             indexed[group] = _Group(
-                {k: tuple(v) for k, v in by_key.items()}, tuple(other), len(families)
+                {k: tuple(v) for k, v in by_key.items()},
+                tuple(other),
+                relaxed_family([p.pattern for p in filed], whole_text=True),
             )
-            families.append([p.pattern for p in filed])
-        return PatternIndex(indexed, tuple(patterns), frozenset(keys), PatternSet(families))
+        return PatternIndex(indexed, tuple(patterns), frozenset(keys))
 
 
 @dataclass(eq=False)
@@ -114,9 +115,7 @@ class TextScan:
 
     def _find(self, group: str) -> list[regex.Match]:
         index = self.index.groups.get(group)
-        if index is None or not self.text:
-            return []
-        if index.number not in self.index.group_set.candidates(self.text):
+        if index is None or not self.text or not may_match(index.relaxed, self.text):
             return []
         starts: dict[int, list[int]] = {}
         for key in index.by_key.keys() & self.present:
