@@ -94,8 +94,11 @@ class MonitorRules:
 @per_trace
 def terms(text: str, stopwords: frozenset[str] = frozenset()) -> Counter[str]:
     """Word stems of `text` without stop words: the vector topic similarity compares."""
-    words = (word.lower() for word in _WORD.findall(text))
-    return Counter(_stem(word) for word in words if word not in stopwords and len(word) > 1)
+    if text.isascii():  # lower-casing ASCII moves no word boundary: one call for all
+        words = _WORD.findall(text.lower())
+    else:
+        words = [word.lower() for word in _WORD.findall(text)]
+    return Counter(map(_stem, [w for w in words if len(w) > 1 and w not in stopwords]))
 
 
 def cosine(a: Mapping[str, int], b: Mapping[str, int]) -> float:
