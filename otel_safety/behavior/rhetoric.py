@@ -19,6 +19,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.memo import per_trace
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
 from otel_safety.detectors.data_patterns import (
@@ -85,7 +86,7 @@ def compile_families(table: Mapping[str, Any], where: str) -> tuple[Family, ...]
 def rhetoric_hits(text: str, families: tuple[Family, ...]) -> list[RhetoricHit]:
     """One hit per family found in `text`, quoted passages and code left out. Only the
     phrasings one pass of the families' pattern set reports are searched on their own."""
-    plain = _QUOTED.sub(" ", text)
+    plain = _unquoted(text)
     shown = _pattern_set(families).candidates(plain)
     hits, first = [], 0
     for family in families:
@@ -95,6 +96,11 @@ def rhetoric_hits(text: str, families: tuple[Family, ...]) -> list[RhetoricHit]:
                 break
         first += len(family.patterns)
     return hits
+
+
+@per_trace  # the fallacy and the manipulation families read the same answer
+def _unquoted(text: str) -> str:
+    return _QUOTED.sub(" ", text)
 
 
 @functools.lru_cache(maxsize=16)
