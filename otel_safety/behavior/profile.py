@@ -33,6 +33,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.analysis.prefilter import Prefilter
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.behavior.turns import AgentTurn
@@ -83,10 +84,14 @@ class ProfileRules:
     hedging_any: Prefilter | None = field(init=False, default=None)
     moralising_any: Prefilter | None = field(init=False, default=None)
     warmth_any: Prefilter | None = field(init=False, default=None)
+    # One pass over the answer rules out the evasions that cannot match any part of it.
+    evasion_set: PatternSet = field(init=False)
 
     def __post_init__(self) -> None:
         for name in ("hedging", "moralising", "warmth"):
             object.__setattr__(self, f"{name}_any", Prefilter.of(getattr(self, name)))
+        evasions = PatternSet([[p] for p in self.evasion], whole_text=False)
+        object.__setattr__(self, "evasion_set", evasions)
 
     def length_words(self, value: float) -> int:
         """The word count a `length` feature value stands for (for evidence)."""
@@ -124,7 +129,7 @@ def turn_profile(turn: AgentTurn, rules: ProfileRules) -> Profile:
     calls = len(turn.tool_calls)
     values = {
         "length": min(1.0, math.log1p(words) / math.log1p(rules.length_cap_words)),
-        "refusal": max(refusal_score(text).score, _evasion(sentences, rules)),
+        "refusal": max(refusal_score(text).score, _evasion(text, sentences, rules)),
         "hedging": _share_matching(sentences, text, rules.hedging_any, rules.hedging),
         "imperative": _share(sentences, lambda s: bool(rules.imperative.match(_opening(s)))),
         "request_overlap": request_overlap(turn.prompt, text),
@@ -146,10 +151,15 @@ def request_overlap(prompt: str, answer: str) -> float:
     return len(asked & said) / len(asked)
 
 
-def _evasion(sentences: list[str], rules: ProfileRules) -> float:
-    """1 when the answer opens by brushing the request off ("I'd rather not", "look it up")."""
+def _evasion(text: str, sentences: list[str], rules: ProfileRules) -> float:
+    """1 when the answer opens by brushing the request off ("I'd rather not", "look it up").
+    Only the evasions the answer's pattern set pass reports are tried on its opening."""
+    shown = rules.evasion_set.candidates(text)
+    if not shown:
+        return 0.0
     opening = sentences[:EVASION_SENTENCES]
-    return 1.0 if any(p.search(s) for p in rules.evasion for s in opening) else 0.0
+    evasions = [p for number, p in enumerate(rules.evasion) if number in shown]
+    return 1.0 if any(p.search(s) for p in evasions for s in opening) else 0.0
 
 
 def _opening(sentence: str) -> str:

@@ -12,12 +12,15 @@ left out to soften that, and weights are kept low so one hit never fires alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import regex
 
+from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
 from otel_safety.detectors.data_patterns import (
     any_of,
@@ -75,20 +78,35 @@ def compile_families(table: Mapping[str, Any], where: str) -> tuple[Family, ...]
         weight = check_weight(spec.get("weight"), at)
         patterns = compile_patterns(string_list(spec.get("patterns", []), at), at, FLAGS)
         families.append(Family(name, weight, patterns))
-    return tuple(families)
+    compiled = tuple(families)
+    _pattern_set(compiled)  # built at start-up, not on the first trace
+    return compiled
 
 
 def rhetoric_hits(text: str, families: tuple[Family, ...]) -> list[RhetoricHit]:
-    """One hit per family found in `text`, quoted passages and code left out."""
-    plain = _QUOTED.sub(" ", text)
-    hits = []
+    """One hit per family found in `text`, quoted passages and code left out. Only the
+    phrasings one pass of the families' pattern set reports are searched on their own."""
+    plain = _unquoted(text)
+    shown = _pattern_set(families).candidates(plain)
+    hits, first = [], 0
     for family in families:
-        for pattern in family.patterns:
-            match = pattern.search(plain)
-            if match:
+        for number, pattern in enumerate(family.patterns, first):
+            if number in shown and (match := pattern.search(plain)):
                 hits.append(RhetoricHit(family.name, family.weight, match.group(0)))
                 break
+        first += len(family.patterns)
     return hits
+
+
+@per_trace  # the fallacy and the manipulation families read the same answer
+def _unquoted(text: str) -> str:
+    return _QUOTED.sub(" ", text)
+
+
+@functools.lru_cache(maxsize=16)
+def _pattern_set(families: tuple[Family, ...]) -> PatternSet:
+    """Every phrasing of `families`, one entry each, in order."""
+    return PatternSet([[pattern] for family in families for pattern in family.patterns])
 
 
 def combined(weights: list[float]) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.prefilter import relaxed_family
+from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.data_checks import check_keys, is_string_list, is_weight
 from otel_safety.detectors.data_patterns import alternation, compile_pattern
 from otel_safety.detectors.datafiles import current_data_dir, load_compiled
@@ -73,17 +73,13 @@ class InjectionRules:
     rules: tuple[InjectionRule, ...]
     mention_factor: float
     mention_cues: regex.Pattern | None
-    # Linear-time prefilters over the text rules (not `raw` ones), for data and for input:
-    # a text neither matches proves no such rule can (see analysis.prefilter).
-    relaxed: Mapping[str, Any] = field(default_factory=dict)
+    # One linear-time pass over a text tells which text rules (not `raw` ones) can match
+    # any part of it; the others are not tried (see analysis.pattern_set).
+    rule_set: PatternSet = field(init=False)
 
     def __post_init__(self) -> None:
-        text_rules = [r for r in self.rules if not r.raw]
-        families = {
-            "data": relaxed_family([r.pattern for r in text_rules]),
-            "input": relaxed_family([r.pattern for r in text_rules if r.scope != "data"]),
-        }
-        object.__setattr__(self, "relaxed", families)
+        entries = [[] if r.raw else [r.pattern] for r in self.rules]
+        object.__setattr__(self, "rule_set", PatternSet(entries, whole_text=False))
 
 
 @functools.cache

@@ -13,7 +13,6 @@ from typing import Literal
 
 import regex
 
-from otel_safety.analysis.prefilter import may_match
 from otel_safety.detectors.injection_mentions import is_mention, sentence_bounds
 from otel_safety.detectors.injection_prefilter import candidates, text_words
 from otel_safety.detectors.injection_rules import InjectionRule, InjectionRules, current_rules
@@ -58,12 +57,12 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     lowered = normal.lower()
     words = text_words(lowered)
     ascii_only = text.isascii()
-    text_rules_may_match = may_match(rules.relaxed.get(source), normal)
+    shown = rules.rule_set.candidates(normal)  # the text rules that can match at all
     best: dict[str, InjectionMatch] = {}
-    for rule in rules.rules:
+    for number, rule in enumerate(rules.rules):
         if rule.scope == "data" and source != "data":
             continue
-        if not rule.raw and not text_rules_may_match:
+        if not rule.raw and number not in shown:
             continue
         if rule.raw:
             if ascii_only:

@@ -17,6 +17,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 
 __all__ = [
@@ -93,8 +94,11 @@ class MonitorRules:
 @per_trace
 def terms(text: str, stopwords: frozenset[str] = frozenset()) -> Counter[str]:
     """Word stems of `text` without stop words: the vector topic similarity compares."""
-    words = (word.lower() for word in _WORD.findall(text))
-    return Counter(_stem(word) for word in words if word not in stopwords and len(word) > 1)
+    if text.isascii():  # lower-casing ASCII moves no word boundary: one call for all
+        words = _WORD.findall(text.lower())
+    else:
+        words = [word.lower() for word in _WORD.findall(text)]
+    return Counter(map(_stem, [w for w in words if len(w) > 1 and w not in stopwords]))
 
 
 def cosine(a: Mapping[str, int], b: Mapping[str, int]) -> float:
@@ -130,13 +134,23 @@ def _stem(word: str) -> str:
     return word
 
 
-def _hits(patterns: Iterable[tuple[regex.Pattern, float]], text: str) -> list[Hit]:
+def _hits(patterns: tuple[tuple[regex.Pattern, float], ...], text: str) -> list[Hit]:
+    """The first match of each pattern, one hit per distinct word; only the patterns one
+    pass of the list's pattern set reports are searched on their own."""
     found: dict[str, Hit] = {}
-    for pattern, weight in patterns:
-        match = pattern.search(text) if text else None
+    if not text:
+        return []
+    shown = _pattern_set(patterns).candidates(text)
+    for number, (pattern, weight) in enumerate(patterns):
+        match = pattern.search(text) if number in shown else None
         if match and match.group(0).lower() not in found:
             found[match.group(0).lower()] = Hit(match.group(0), weight)
     return list(found.values())
+
+
+@functools.lru_cache(maxsize=16)
+def _pattern_set(patterns: tuple[tuple[regex.Pattern, float], ...]) -> PatternSet:
+    return PatternSet([[pattern] for pattern, _ in patterns])
 
 
 def load_rules(data_dir: str | None = None) -> MonitorRules:
@@ -169,12 +183,15 @@ def _compile(data: Mapping[str, Any]) -> MonitorRules:
         single_cap=_fraction(drift.get("single_cap", 0.45), "drift.single_cap"),
         max_turns=max(2, int(drift.get("max_turns", 64))),
     )
+    keywords = _levels(intent.get("keywords", {}), "intent.keywords")
+    actions = _levels(intent.get("actions", {}), "intent.actions")
+    _pattern_set(keywords), _pattern_set(actions)  # built at start-up, not on a trace
     return MonitorRules(
         weights={k: w / total for k, w in weights.items()},
         legitimate_factor=_fraction(intent.get("legitimate_factor", 0.4), "legitimate_factor"),
-        keywords=_levels(intent.get("keywords", {}), "intent.keywords"),
+        keywords=keywords,
         legitimate=_patterns(intent.get("legitimate", {}).get("patterns", []), "legitimate"),
-        actions=_levels(intent.get("actions", {}), "intent.actions"),
+        actions=actions,
         drift=settings,
         stopwords=frozenset(str(w).lower() for w in drift.get("stopwords", [])),
         denied=_patterns(outcome.get("denied", []), "outcome.denied"),

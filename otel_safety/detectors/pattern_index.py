@@ -23,7 +23,6 @@ from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
 
 _WORD = regex.compile(r"\w+")
-_WORD_CHAR = regex.compile(r"\w")
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,7 +52,10 @@ class _Group:
 
     by_key: Mapping[str, tuple[int, ...]]  # key -> patterns that start at such a word
     other: tuple[int, ...]  # patterns without known starts: anchored, gated by needs, or free
-    relaxed: RelaxedFamily | None = None  # linear-time prefilter (see analysis.prefilter)
+    # Linear-time prefilter (see analysis.prefilter). One RE2 set over every group would
+    # read a text once, but its automaton (hundreds of patterns, all matches wanted) keeps
+    # outgrowing its cache: several times slower than one search per group asked.
+    relaxed: RelaxedFamily | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,17 +179,12 @@ def scan_text(index: PatternIndex, text: str) -> TextScan:
         for key in (word + " ", short) if short == long else (word + " ", short, long):
             if key in keys:
                 shown_by.setdefault(key, []).append(word)
-    wanted = {word for words in shown_by.values() for word in words}
-    occurrences = {word: _token_places(lowered, word) for word in wanted}
+    occurrences: dict[str, list[int]] = {
+        word: [] for words in shown_by.values() for word in words
+    }
+    if occurrences:  # where each wanted word stands as a whole token, in one pass
+        for token in _WORD.finditer(lowered):
+            places = occurrences.get(token.group())
+            if places is not None:
+                places.append(token.start())
     return TextScan(index, text, occurrences, shown_by, frozenset(shown_by))
-
-
-def _token_places(text: str, word: str) -> list[int]:
-    """Offsets where `word` stands as a whole `\\w+` token (as `_WORD` reads the text)."""
-    places, at, size = [], text.find(word), len(word)
-    while at >= 0:
-        before = at == 0 or not _WORD_CHAR.match(text, at - 1)
-        if before and (at + size == len(text) or not _WORD_CHAR.match(text, at + size)):
-            places.append(at)
-        at = text.find(word, at + size)
-    return places
