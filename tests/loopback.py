@@ -38,3 +38,37 @@ class LoopbackServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+
+
+class MetricsReceiver(LoopbackServer):
+    """An OTLP/HTTP metrics receiver: keeps every export request sent to /v1/metrics."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+            ExportMetricsServiceResponse,
+        )
+
+        received: list[ExportMetricsServiceRequest] = []
+        answer = ExportMetricsServiceResponse().SerializeToString()
+
+        class Receiver(QuietHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/metrics":
+                    received.append(ExportMetricsServiceRequest.FromString(body))
+                self.reply(answer, "application/x-protobuf")
+
+        super().__init__(Receiver)
+        self.received = received
+
+    def last_values(self) -> dict[str, float]:
+        """Each metric's value in the last request naming it, summed over its points."""
+        last: dict[str, float] = {}
+        for request in self.received:
+            for resource in request.resource_metrics:
+                for scope in resource.scope_metrics:
+                    for metric in scope.metrics:
+                        points = metric.sum.data_points or metric.gauge.data_points
+                        last[metric.name] = sum(p.as_int or p.as_double for p in points)
+        return last

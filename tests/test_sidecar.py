@@ -306,24 +306,11 @@ def test_metrics_endpoint_counts_in_prometheus_text(tmp_path, span_factory):
 def test_own_metrics_go_over_otlp_when_an_endpoint_is_set(tmp_path, span_factory, monkeypatch):
     """serve's counters and gauges reach an OTLP metrics receiver on loopback through
     otel-safety's own MeterProvider; the process's global one is left alone."""
-    from loopback import LoopbackServer, QuietHandler
+    from loopback import MetricsReceiver
     from opentelemetry import metrics
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-        ExportMetricsServiceRequest,
-        ExportMetricsServiceResponse,
-    )
-
-    received: list[ExportMetricsServiceRequest] = []
-
-    class Receiver(QuietHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            if self.path == "/v1/metrics":
-                received.append(ExportMetricsServiceRequest.FromString(body))
-            self.reply(ExportMetricsServiceResponse().SerializeToString(), "application/x-protobuf")
 
     global_provider = metrics.get_meter_provider()
-    with LoopbackServer(Receiver) as server:
+    with MetricsReceiver() as server:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"{server.endpoint}/v1/metrics")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf")
         with make_sidecar(tmp_path) as sidecar:
@@ -335,13 +322,7 @@ def test_own_metrics_go_over_otlp_when_an_endpoint_is_set(tmp_path, span_factory
             wait_for(lambda: sidecar.counts()["traces_evaluated"] == 1, what="the trace judged")
         # stop() exports a last time
     assert metrics.get_meter_provider() is global_provider
-    last: dict[str, float] = {}
-    for request in received:
-        for resource in request.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    points = metric.sum.data_points or metric.gauge.data_points
-                    last[metric.name] = sum(p.as_int or p.as_double for p in points)
+    last = server.last_values()
     assert last["otel_safety.sidecar.spans_received"] == 2
     assert last["otel_safety.sidecar.engine.traces_evaluated"] == 1
     assert last["otel_safety.sidecar.traces_judged"] == 1

@@ -8,7 +8,7 @@ import threading
 
 import duckdb
 import pytest
-from loopback import LoopbackServer, QuietHandler
+from loopback import LoopbackServer, MetricsReceiver, QuietHandler
 from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -236,23 +236,9 @@ def test_an_app_exports_its_counts_only_when_a_metrics_endpoint_is_set(
     """configure()/create_processor(): the engine's counters and the exporters' figures go
     over OTLP from otel-safety's own MeterProvider, once asked with the metrics endpoint."""
     from opentelemetry import metrics
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-        ExportMetricsServiceRequest,
-        ExportMetricsServiceResponse,
-    )
-
-    received: list[ExportMetricsServiceRequest] = []
-
-    class Receiver(QuietHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            if self.path == "/v1/metrics":
-                received.append(ExportMetricsServiceRequest.FromString(body))
-            answer = ExportMetricsServiceResponse().SerializeToString()
-            self.reply(answer, "application/x-protobuf")
 
     global_provider = metrics.get_meter_provider()
-    with GatedReceiver() as backend, LoopbackServer(Receiver) as collector:
+    with GatedReceiver() as backend, MetricsReceiver() as collector:
         backend.gate.set()
         otlp_env(backend.endpoint)
         unasked = otel_safety.create_processor(str(tmp_path / "a.duckdb"), detection="thread")
@@ -268,12 +254,7 @@ def test_an_app_exports_its_counts_only_when_a_metrics_endpoint_is_set(
             processor.on_end(span)
         processor.shutdown()  # a last export of the final counts
     assert metrics.get_meter_provider() is global_provider
-    last: dict[str, float] = {}
-    for request in received:
-        for resource in request.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    last[metric.name] = sum(p.as_int for p in metric.sum.data_points)
+    last = collector.last_values()
     assert last["otel_safety.engine.spans_received"] == 2
     assert last["otel_safety.engine.traces_evaluated"] == 1
     assert last["otel_safety.exporter.spans_exported"] == 2
