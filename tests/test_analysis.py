@@ -41,6 +41,9 @@ SUPERSET_CASES = [
     (r"\d{2}", "٣٤"),  # Arabic-Indic digits are \d to `regex`
     (r"a\s+b", "a\u00a0b"),  # a no-break space is \s to `regex`
     (r"(['\"])secret\1", "'secret'"),
+    (r"ab{,3}c", "ac"),  # `regex` reads {,n} as {0,n}; RE2 would read it as text
+    (r"ab{,}c", "abbbbc"),
+    (r"ab{}c", "ab{}c"),  # an empty count is text to `regex`
     (r"(?P<q>x)y(?P=q)", "xyx"),
     (r"foo++bar", "foobar"),
     (r"(?>ab|a)c", "abc"),

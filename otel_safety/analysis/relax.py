@@ -149,11 +149,13 @@ class _Relaxer:
         self._emit(char, quantifier=True)
 
     def _counted(self, token: Token) -> None:
-        low, _, high = token.argument
-        if max(int(low or 0), int(high or 0)) > _MAX_COUNT:
+        low, comma, high = token.argument
+        if not (low or comma or high):
+            self._emit(r"\{\}")  # `regex` reads an empty count as text
+        elif max(int(low or 0), int(high or 0)) > _MAX_COUNT or not (low or high):
             self._emit("*" if int(low or 0) == 0 else "+", quantifier=True)
-        else:
-            self._emit(self.source[token.start : token.end], quantifier=True)
+        else:  # written out in full: RE2 reads `{,n}` as text where `regex` means {0,n}
+            self._emit("{" + (low or "0") + comma + high + "}", quantifier=True)
 
     def _escape(self, token: Token) -> None:
         char = token.char
