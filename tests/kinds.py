@@ -10,6 +10,7 @@ marker can never silently go stale.
 from __future__ import annotations
 
 import multiprocessing.process
+import platform
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -45,6 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "process: starts a child process")
     config.addinivalue_line("markers", "browser: drives headless Chromium")
     config.addinivalue_line("markers", "postgres: runs a PostgreSQL server")
+    # The standard library runs `uname -p` once per process, on the first call, for
+    # whichever test first builds an OpenAI client (its platform headers): not that test's.
+    platform.processor()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
