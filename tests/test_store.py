@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import duckdb
 import pytest
 from conftest import KeywordDetector
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from otel_safety.exporters.duckdb import SCHEMA_VERSION, DuckDBStore, StoreError
+from otel_safety.exporters.duckdb import (
+    SCHEMA_VERSION,
+    DuckDBStore,
+    StoreError,
+    insert_rows,
+    rows_by_table,
+)
+from otel_safety.exporters.schema import SCHEMA, SPANS, TABLES
 from otel_safety.pipeline import Pipeline
 
 
@@ -124,6 +133,35 @@ def test_writing_the_same_traces_twice_keeps_one_copy(tmp_path, span_factory):
             for t in ("spans", "findings", "traces")
         ]
     assert counts == [2, 1, 1]
+
+
+def test_a_keyed_version_6_store_loses_its_primary_keys_and_keeps_its_rows(tmp_path, span_factory):
+    path = tmp_path / "keyed.duckdb"
+    pipeline = Pipeline(detectors=[KeywordDetector()])
+    first, second = span_factory.agent_run(answer="BAD"), span_factory.agent_run()
+    with duckdb.connect(str(path)) as con:  # what version 6 made: keyed trace tables
+        con.execute(SCHEMA.replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1))
+        for table in TABLES:
+            if table.key:
+                con.execute(f"DROP TABLE {table.name}")
+                con.execute(table.ddl(primary_key=True))
+        con.execute("INSERT INTO otel_safety_meta VALUES ('schema_version', '6')")
+        insert_rows(con, SPANS, rows_by_table([pipeline.evaluate(first)], datetime.now())[0][1])
+    store = DuckDBStore(path)
+    store.write([pipeline.evaluate(first), pipeline.evaluate(second)])
+    store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        keys = con.execute(
+            "SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
+            "AND table_name IN ('spans', 'findings', 'traces', 'audit')"
+        ).fetchone()
+        spans = con.execute("SELECT count(*), count(DISTINCT span_id) FROM spans").fetchone()
+        version = con.execute(
+            "SELECT value FROM otel_safety_meta WHERE key = 'schema_version'"
+        ).fetchone()
+    assert keys == (0,)
+    assert spans == (4, 4)  # the first trace's two spans once, though written before and now
+    assert version == (str(SCHEMA_VERSION),)
 
 
 def test_the_store_can_be_read_while_the_writer_is_alive(tmp_path, span_factory):

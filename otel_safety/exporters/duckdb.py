@@ -10,13 +10,16 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import semconv as sc
@@ -356,7 +359,7 @@ def _stand_in_for_missing_tables(con: duckdb.DuckDBPyConnection) -> None:
     }
     for table in TABLES:
         if table.name not in present:
-            ddl = table.ddl(primary_key=False)
+            ddl = table.ddl()
             con.execute(ddl.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
 
 
@@ -397,11 +400,37 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         for table in TABLES:
             for column, kind in added_columns(table, int(row[0])):
                 con.execute(f"ALTER TABLE {table.name} ADD COLUMN IF NOT EXISTS {column} {kind}")
+        _drop_primary_keys(con)
         define_helpers(con, temporary=False)
         con.execute(
             "UPDATE otel_safety_meta SET value = ? WHERE key = 'schema_version'",
             [str(SCHEMA_VERSION)],
         )
+
+
+def _drop_primary_keys(con: duckdb.DuckDBPyConnection) -> None:
+    """Stores before schema 7 keyed the trace tables; DuckDB cannot drop a primary key, so
+    each such table is copied once into one without it (see `Table.ddl`)."""
+    keyed = {
+        row[0]
+        for row in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
+            "AND database_name = current_database() AND schema_name = 'main'"
+        ).fetchall()
+    }
+    con.execute("BEGIN TRANSACTION")  # all or nothing: never a store with half its tables
+    try:
+        for table in TABLES:
+            if table.name in keyed:
+                old = f"{table.name}_before_schema_7"
+                con.execute(f"ALTER TABLE {table.name} RENAME TO {old}")
+                con.execute(table.ddl())
+                con.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM {old}")
+                con.execute(f"DROP TABLE {old}")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
 
 
 def insert_rows(
@@ -411,31 +440,45 @@ def insert_rows(
     replace: bool = False,
 ) -> None:
     """One INSERT per table and batch; with `replace`, rows with the same key are replaced
-    (and within a batch the last row for a key wins).
+    (and within a batch the last row for a key wins): the batch's keys are deleted first, a
+    scan of the key columns, where a primary key's index would be rewritten whole at every
+    checkpoint.
 
-    The batch travels as one JSON document unnested in SQL: binding Python lists value by
-    value costs some duckdb releases an import attempt per value, a hundred times slower.
+    The batch travels as one JSON document that DuckDB's `read_json` reads from a temporary
+    file (in parallel; `from_json` over one large parameter was 3-4x slower, and binding
+    Python lists value by value costs some duckdb releases an import attempt per value).
+    Keys a row has beyond the table's columns are ignored; missing ones are NULL.
     """
     if replace:
         rows = list({tuple(row[k] for k in table.key): row for row in rows}.values())
     if not rows:
         return
     columns = table.written
-    payload = clean(
-        json.dumps(
-            [{name: row.get(name) for name in columns} for row in rows],
-            default=_json_default,
-            ensure_ascii=False,
-        )
-    )
-    shape = json.dumps({name: _json_shape(kind) for name, kind in columns.items()})
-    selects = ", ".join(f'r."{name}"::{kind}' for name, kind in columns.items())
-    verb = "INSERT OR REPLACE" if replace else "INSERT"
-    con.execute(
-        f"{verb} INTO {table.name} ({', '.join(columns)}) SELECT {selects} "
-        f"FROM (SELECT unnest(from_json($rows, '[{shape}]')) AS r)",
-        {"rows": payload},
-    )
+    names = ", ".join(columns)
+    shape = ", ".join(f"'{name}': '{_json_shape(kind)}'" for name, kind in columns.items())
+    selects = ", ".join(f'r."{name}"::{kind} AS {name}' for name, kind in columns.items())
+    source = f"SELECT {selects} FROM read_json($path, columns = {{{shape}}}, format = 'array') r"
+    with _rows_file(rows) as path:
+        if not replace:
+            con.execute(f"INSERT INTO {table.name} ({names}) {source}", {"path": path})
+            return
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {_BATCH} AS {source}", {"path": path})
+    match = " AND ".join(f"{table.name}.{key} = batch.{key}" for key in table.key)
+    con.execute(f"DELETE FROM {table.name} USING {_BATCH} AS batch WHERE {match}")
+    con.execute(f"INSERT INTO {table.name} ({names}) SELECT {names} FROM {_BATCH}")
+    con.execute(f"DROP TABLE {_BATCH}")
+
+
+_BATCH = "otel_safety_batch"  # the temporary table a replacing insert reads twice
+
+
+@contextmanager
+def _rows_file(rows: Sequence[dict[str, Any]]) -> Iterator[str]:
+    """The rows as a JSON array in a temporary file, removed afterwards."""
+    with tempfile.NamedTemporaryFile(prefix="otel-safety-rows-", suffix=".json") as file:
+        file.write(to_json(list(rows)).encode())
+        file.flush()
+        yield file.name
 
 
 def _json_shape(kind: str) -> str:
@@ -598,9 +641,15 @@ def clean(value: Any) -> str | None:
 
 
 def to_json(value: Any) -> str | None:
+    """Compact JSON text through orjson (most of a store write's CPU was `json.dumps`); what
+    orjson refuses (a lone surrogate, an integer beyond 64 bits) takes the standard encoder,
+    with unencodable text replaced."""
     if value is None:
         return None
-    return clean(json.dumps(value, default=_json_default, ensure_ascii=False))
+    try:
+        return orjson.dumps(value, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return clean(json.dumps(value, default=_json_default, ensure_ascii=False))
 
 
 def _trajectory_json(trajectory: Any) -> str | None:

@@ -166,7 +166,7 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, attempts: int = 5) -> Non
             con.execute("BEGIN TRANSACTION")
             con.execute(META_DDL)
             for table in TABLES:
-                con.execute(lake_ddl(table))
+                con.execute(table.ddl())
             row = con.execute(
                 "SELECT max(value::INTEGER) FROM otel_safety_meta WHERE key = 'schema_version'"
             ).fetchone()
@@ -209,11 +209,6 @@ def _add_columns(con: duckdb.DuckDBPyConnection, since: int) -> None:
         for column, kind in added_columns(table, since):
             if column not in present:
                 con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {kind}")
-
-
-def lake_ddl(table: Table) -> str:
-    """The table's DDL without the primary key, which DuckLake does not support."""
-    return table.ddl(primary_key=False)
 
 
 class DuckLakeStore(BatchingSink):

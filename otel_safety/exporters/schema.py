@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 6  # 6: the queries' shared macros and view (sql_helpers.py) kept in the store
+SCHEMA_VERSION = 7  # 7: no primary keys on the trace tables (see Table.ddl)
+# 6: the queries' shared macros and view (sql_helpers.py) kept in the store
 # Columns added after a table was first released: (version, table, column). Stores of an
 # older version get them with ALTER TABLE when opened; tables themselves are created as needed.
 ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (
@@ -28,8 +29,11 @@ class Table:
         """The columns a writer supplies (the rest take their default)."""
         return {name: kind for name, kind in self.columns.items() if name not in self.defaults}
 
-    def ddl(self, primary_key: bool = True) -> str:
-        """CREATE TABLE for DuckDB; `primary_key=False` for DuckLake, which has none."""
+    def ddl(self, primary_key: bool = False) -> str:
+        """CREATE TABLE for DuckDB and DuckLake. The trace tables have no primary key: DuckDB
+        rewrites a key's whole index at every checkpoint, so each write of a growing store
+        cost more than the last (`bench/bench_store.py --grow`); writers replace rows by
+        their `key` themselves (`insert_rows`)."""
         lines = []
         for name, kind in self.columns.items():
             line = f"    {name} {kind}"
@@ -245,7 +249,7 @@ DEEP_RUNS = Table(
 
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
 TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT, DEEP_RUNS, RESOLUTIONS)
-SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl()])
+SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl(primary_key=True)])
 
 
 def added_columns(table: Table, since: int) -> list[tuple[str, str]]:

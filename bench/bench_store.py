@@ -1,0 +1,137 @@
+"""Benchmark: what writing judged traces to the DuckDB store costs, against the floor of
+writing their spans at all (measured in the same run).
+
+AgentDojo runs from `../shared/data` are judged once (not timed), then written by the
+store sink exactly as an application's engine thread writes them (`DuckDBStore.write` and
+`force_flush`: open the file, insert spans, findings, traces and audit rows, close it) into a
+fresh file, `--repeats` times. The anchor writes the same spans' attributes as raw JSON rows
+(orjson, one INSERT) into a one-table file. CPU is the whole process's (DuckDB's threads
+included): in an application that is CPU taken beside the app's own work.
+
+`--grow` also times one write into stores that already hold that many copies of the
+corpus (copied in SQL under other trace ids): a write must not cost more as the store grows.
+
+Run: python bench/bench_store.py --data ../shared/data [--traces 300] [--repeats 3]
+     [--grow 0,10,100]
+Figures are printed, not asserted; they depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_detection import agentdojo_traces
+
+from otel_safety import DuckDBStore, Pipeline
+from otel_safety.mapping import span_id_hex, trace_id_hex
+
+
+def store_cpu(evaluations: list, path: Path) -> tuple[float, float]:
+    """CPU and wall seconds for the store sink to write every evaluation to a new file."""
+    store = DuckDBStore(path)
+    cpu, wall = time.process_time(), time.perf_counter()
+    store.write(evaluations)
+    store.force_flush()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    store.shutdown()
+    return cpu, wall
+
+
+def anchor_cpu(evaluations: list, path: Path) -> tuple[float, float]:
+    """The floor: each span's ids and attributes as one JSON row, inserted in one go."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    rows = [
+        {
+            "trace_id": trace_id_hex(span.context.trace_id),
+            "span_id": span_id_hex(span.context.span_id),
+            "attributes": dict(span.attributes or {}),
+        }
+        for evaluation in evaluations
+        for span in evaluation.spans
+    ]
+    rows_path = path.with_suffix(".json")
+    rows_path.write_bytes(orjson.dumps(rows, default=str))
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE spans (trace_id VARCHAR, span_id VARCHAR, attributes JSON)")
+        con.execute(
+            "INSERT INTO spans SELECT * FROM read_json($path, format = 'array', columns = "
+            "{'trace_id': 'VARCHAR', 'span_id': 'VARCHAR', 'attributes': 'JSON'})",
+            {"path": str(rows_path)},
+        )
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def grown_write(evaluations: list, path: Path, copies: int) -> dict[str, Any]:
+    """One write of `evaluations` into a store already holding `copies` of them."""
+    store = DuckDBStore(path)
+    store.write(evaluations)
+    store.shutdown()
+    with duckdb.connect(str(path)) as con:
+        for table in ("spans", "findings", "traces", "audit"):
+            con.execute(
+                f"INSERT INTO {table} SELECT {table}.* REPLACE (trace_id || '-' || copy AS "
+                f"trace_id) FROM {table}, range({copies}) AS copies(copy)"
+            )
+        rows = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+    cpu, wall = store_cpu(evaluations, path)
+    spans = sum(len(e.spans) for e in evaluations)
+    return {
+        "store_spans": rows,
+        "write_cpu_ms_per_span": round(cpu * 1000 / spans, 3),
+        "write_wall_s": round(wall, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="the shared data folder")
+    parser.add_argument("--traces", type=int, default=300, help="AgentDojo runs to write")
+    parser.add_argument("--repeats", type=int, default=3, help="writes per figure (median)")
+    parser.add_argument(
+        "--grow", default="", help="comma-separated copies of the corpus already in the store"
+    )
+    args = parser.parse_args()
+    traces = agentdojo_traces(args.data, args.traces)
+    print(f"judging {len(traces)} traces (not timed)...", file=sys.stderr)
+    evaluations = Pipeline().evaluate_many([(spans, "root_ended") for spans in traces])
+    spans = sum(len(e.spans) for e in evaluations)
+    findings = sum(len(e.findings) for e in evaluations)
+    store, anchor = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):
+            store.append(store_cpu(evaluations, Path(tmp) / f"store-{repeat}.duckdb"))
+            anchor.append(anchor_cpu(evaluations, Path(tmp) / f"anchor-{repeat}.duckdb"))
+        grown = [
+            grown_write(evaluations, Path(tmp) / f"grown-{copies}.duckdb", int(copies))
+            for copies in args.grow.split(",")
+            if copies
+        ]
+    store_cpu_s = statistics.median(cpu for cpu, _ in store)
+    anchor_cpu_s = statistics.median(cpu for cpu, _ in anchor)
+    result: dict[str, Any] = {
+        "traces": len(evaluations),
+        "spans": spans,
+        "findings": findings,
+        "store_cpu_ms_per_span": round(store_cpu_s * 1000 / spans, 3),
+        "store_wall_s": round(statistics.median(wall for _, wall in store), 3),
+        "anchor_raw_insert_cpu_ms_per_span": round(anchor_cpu_s * 1000 / spans, 3),
+        "store_vs_anchor": round(store_cpu_s / anchor_cpu_s, 2),
+    }
+    if grown:
+        result["write_into_a_grown_store"] = grown
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
