@@ -42,14 +42,17 @@ def big_traces(count: int, message_kib: int) -> list:
     body = (sentence * (message_kib * 1024 // len(sentence) + 1))[: message_kib * 1024]
     for number in range(count):
         messages = [{"role": "user", "parts": [{"type": "text", "content": f"{number} {body}"}]}]
-        with tracer.start_as_current_span(
-            "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}
-        ), tracer.start_as_current_span(
-            "chat",
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.input.messages": json.dumps(messages),
-            },
+        with (
+            tracer.start_as_current_span(
+                "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}
+            ),
+            tracer.start_as_current_span(
+                "chat",
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": json.dumps(messages),
+                },
+            ),
         ):
             pass
     provider.shutdown()

@@ -98,6 +98,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder")
     parser.add_argument("--traces", type=int, default=300, help="AgentDojo runs to write")
     parser.add_argument("--repeats", type=int, default=3, help="writes per figure (median)")
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
     parser.add_argument(
         "--grow", default="", help="comma-separated copies of the corpus already in the store"
     )
@@ -130,7 +131,24 @@ def main() -> None:
     }
     if grown:
         result["write_into_a_grown_store"] = grown
-    print(json.dumps(result, indent=2))
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+        return
+    print(
+        f"{result['traces']} AgentDojo traces, {spans:,} spans, {findings:,} findings\n\n"
+        "| write | store already holds | CPU per span | vs anchor |\n|---|---|---|---|\n"
+        f"| anchor: raw JSON rows, one INSERT | 0 spans | "
+        f"{result['anchor_raw_insert_cpu_ms_per_span']} ms | 1.0 |\n"
+        f"| DuckDBStore (all tables) | 0 spans | {result['store_cpu_ms_per_span']} ms | "
+        f"{result['store_vs_anchor']} |"
+    )
+    anchor_ms = result["anchor_raw_insert_cpu_ms_per_span"]
+    for row in grown:
+        print(
+            f"| DuckDBStore, the same traces again | {row['store_spans']:,} spans | "
+            f"{row['write_cpu_ms_per_span']} ms | "
+            f"{round(row['write_cpu_ms_per_span'] / anchor_ms, 2)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ BENCHES = [
         ["bench/bench_ingest.py", "--data", "{data}"],
     ),
     (
+        "python bench/bench_store.py --data ../shared/data --grow 100 --format markdown",
+        ["bench/bench_store.py", "--data", "{data}", "--grow", "100", "--format", "markdown"],
+    ),
+    (
         "python bench/bench_worst_case.py --sizes 1000000 --format markdown",
         ["bench/bench_worst_case.py", "--sizes", "1000000", "--format", "markdown"],
     ),
@@ -52,9 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="../shared/data")
     args = parser.parse_args()
-    machine = (
-        f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"
-    )
+    machine = f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"
     parts = []
     for command, arguments in BENCHES:
         print(f"running {command}", file=sys.stderr)
