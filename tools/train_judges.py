@@ -188,11 +188,18 @@ def _section(name, definition, rows, table, shipped, within_table="") -> str:
         if within_table
         else ""
     )
+    hashed = f"{grams} hashed into 2^{definition.specs[0].bits} ids"
+    reads = (
+        f"Reads: {_reads(definition)}. The shipped judge reads only the rule "
+        f"scores{_extra_features(definition)}; the `words` variants below also read "
+        f"{hashed}."
+        if definition.fitted == "rules"
+        else f"Reads: {_reads(definition)}; {hashed}, and the rule "
+        f"scores{_extra_features(definition)}."
+    )
     return (
         f"## `{name}`\n\n{definition.question}\n\n{status}\n\n"
-        f"Reads: {_reads(definition)}; "
-        f"{grams} hashed into 2^{definition.specs[0].bits} ids, and the "
-        f"rule scores{_extra_features(definition)}. Training rows by group: {groups}.\n\n"
+        f"{reads} Training rows by group: {groups}.\n\n"
         f"Out-of-sample, leave-one-{definition.holdout}-out (each row scored by a judge fitted "
         f"without its {definition.holdout}). {written}\n\n{table}\n{within}"
     )
