@@ -34,8 +34,8 @@ BENCHES = [
         ["bench/bench_ingest.py", "--data", "{data}"],
     ),
     (
-        "python bench/bench_store.py --data ../shared/data --grow 100 --format markdown",
-        ["bench/bench_store.py", "--data", "{data}", "--grow", "100", "--format", "markdown"],
+        "python bench/bench_store.py --data ../shared/data --grow 0,100 --format markdown",
+        ["bench/bench_store.py", "--data", "{data}", "--grow", "0,100", "--format", "markdown"],
     ),
     (
         "python bench/bench_worst_case.py --sizes 1000000 --format markdown",
