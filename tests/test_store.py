@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
 
 import duckdb
@@ -162,6 +163,18 @@ def test_a_keyed_version_6_store_loses_its_primary_keys_and_keeps_its_rows(tmp_p
     assert keys == (0,)
     assert spans == (4, 4)  # the first trace's two spans once, though written before and now
     assert version == (str(SCHEMA_VERSION),)
+
+
+def test_traces_wait_while_no_temporary_file_can_be_written(tmp_path, span_factory, monkeypatch):
+    store = DuckDBStore(tmp_path / "s.duckdb", write_interval=0.0)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # where rows are staged
+    store.write([Pipeline(detectors=[]).evaluate(span_factory.agent_run())])
+    assert (store.rejected, store.dropped) == (0, 0)
+    monkeypatch.undo()
+    assert store.force_flush()
+    store.shutdown()
+    with duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (2,)
 
 
 def test_the_store_can_be_read_while_the_writer_is_alive(tmp_path, span_factory):

@@ -162,6 +162,8 @@ class DuckDBStore(BatchingSink):
     ) -> None:
         try:
             _insert(con, evaluations)
+        except StoreError:
+            raise  # nothing to blame on a trace: the whole batch is kept and retried
         except Exception:
             # One bad trace must not cost the others, nor block every later write (a batch
             # kept for retry would fail again forever): retry trace by trace, count the rest.
@@ -474,10 +476,18 @@ _BATCH = "otel_safety_batch"  # the temporary table a replacing insert reads twi
 
 @contextmanager
 def _rows_file(rows: Sequence[dict[str, Any]]) -> Iterator[str]:
-    """The rows as a JSON array in a temporary file, removed afterwards."""
-    with tempfile.NamedTemporaryFile(prefix="otel-safety-rows-", suffix=".json") as file:
-        file.write(to_json(list(rows)).encode())
-        file.flush()
+    """The rows as a JSON array in a temporary file, removed afterwards. A temporary folder
+    that cannot be written (full, gone) is a StoreError: the batch waits for a later try."""
+    try:
+        file = tempfile.NamedTemporaryFile(prefix="otel-safety-rows-", suffix=".json")  # noqa: SIM115 (closed by the `with` below)
+    except OSError as exc:
+        raise StoreError(f"cannot stage rows in {tempfile.gettempdir()}: {exc}") from exc
+    with file:
+        try:
+            file.write(to_json(list(rows)).encode())
+            file.flush()
+        except OSError as exc:
+            raise StoreError(f"cannot stage rows in {file.name}: {exc}") from exc
         yield file.name
 
 

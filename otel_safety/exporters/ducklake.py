@@ -220,7 +220,7 @@ class DuckLakeStore(BatchingSink):
     with an error in the log, so a lost catalog cannot eat the process's memory.
     """
 
-    retry_on = (duckdb.Error, LakeError)
+    retry_on = (duckdb.Error, LakeError, StoreError)
     flush_poll = 0.2
 
     def __init__(
