@@ -9,6 +9,7 @@ text that put it there, so a judge can quote it. Nothing here knows about scope 
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ __all__ = ["Hit", "reads_only", "resolve_call", "string_arguments"]
 
 # Caps that keep matching cheap on hostile input.
 _MAX_LINE = 4096
+_WHITESPACE = re.compile(r"\s")  # what str.isspace() calls space (`regex` differs), one search
 _MAX_SQL = 20_000
 _NAME_MEMO = 4096  # tool names remembered per taxonomy
 
@@ -181,7 +183,7 @@ def _cli_line(program: str, items: list[tuple[str, str | list[str]]]) -> str:
 def _shell_hits(script: str, taxonomy: Taxonomy) -> list[Hit]:
     hits: list[Hit] = []
     for command in parse_commands(script):
-        if any(char.isspace() for char in command.program):
+        if _WHITESPACE.search(command.program):
             continue  # a quoted sentence in command position is not a program that can run
         line = command.line[:_MAX_LINE]
         if not _matches(taxonomy.readonly_commands, line):

@@ -13,6 +13,7 @@ import unicodedata
 
 import regex
 
+from otel_safety.analysis.memo import per_trace
 from otel_safety.detectors.text_forms import undo_escaped_breaks
 
 __all__ = ["INVISIBLE", "normalize_for_rules", "shown"]
@@ -26,11 +27,14 @@ _ESCAPED_TAB_OR_QUOTE = regex.compile(r"(?<!\\)\\+(?:t|(?=[\"']))")  # run start
 _BLANKS = regex.compile(r"[ \t\u00A0]{2,}|[\t\u00A0]")
 
 
+@per_trace
 def normalize_for_rules(text: str) -> str:
     """The text a rule sees: escapes undone, compatibility forms folded, invisibles dropped,
     runs of spaces and tabs made one space (line breaks are kept for line-anchored rules)."""
     if "\\" in text:
-        text = _ESCAPED_TAB_OR_QUOTE.sub(" ", undo_escaped_breaks(text))
+        text = undo_escaped_breaks(text)
+        if "\\t" in text or "\\\"" in text or "\\'" in text:
+            text = _ESCAPED_TAB_OR_QUOTE.sub(" ", text)
     if not text.isascii():
         text = _TAGS.sub(lambda m: "".join(chr(ord(c) - 0xE0000) for c in m.group()), text)
         text = INVISIBLE.sub("", text)

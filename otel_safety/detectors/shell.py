@@ -13,6 +13,8 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from otel_safety.analysis.memo import per_trace
+
 __all__ = ["MAX_DEPTH", "SimpleCommand", "parse_commands"]
 
 MAX_DEPTH = 6
@@ -24,6 +26,17 @@ MAX_DEPTH = 6
 _MARK = "\ue000"
 _HOLE = "\ue001"
 _HOLE_REF = re.compile(_HOLE + r"(\d+)" + _HOLE)
+# Runs without any character the scanner acts on, by quote state, escaped pairs included
+# ("$" and "#" act only sometimes, so they end a run and are looked at one by one).
+_PLAIN_RUN = {
+    "": re.compile(r"(?:[^\\$`'\"<>#\n;|&()]+|\\.)+", re.DOTALL),
+    "'": re.compile(r"[^']+"),
+    '"': re.compile(r'(?:[^\\$`"]+|\\.)+', re.DOTALL),
+}
+# Empty quotes and empty backtick substitutions, one after another.
+_EMPTY_QUOTES = re.compile(r"(?:''|\"\"|``)+")
+# A backtick substitution's body: up to the closing backtick, a backslash escaping one char.
+_BACKTICK_BODY = re.compile(r"(?:[^`\\]+|\\.?)*", re.DOTALL)
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _REDIRECT = re.compile(r"&>>|&>|>>|>\||>&|<<<|<<-|<<|<>|<&|>|<")
 _OUTPUT_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
@@ -127,8 +140,11 @@ class SimpleCommand:
         return " ".join([self.program, *self.args])
 
 
+@per_trace
 def parse_commands(script: str, *, _depth: int = 0) -> list[SimpleCommand]:
-    """Every simple command in `script`, outer wrappers first, then what they run."""
+    """Every simple command in `script`, outer wrappers first, then what they run (parsed
+    once per trace: several detectors read the same scripts; the list is shared, not to be
+    changed)."""
     if not script or not script.strip() or _depth > MAX_DEPTH:
         return []
     try:
@@ -181,6 +197,16 @@ class _Scanner:
         text = self.text
         quote = ""
         while self.pos < len(text):
+            plain = _PLAIN_RUN[quote].match(text, self.pos)
+            if plain:  # a run that holds no syntax is taken whole: one step, not one per char
+                self._buf.append(plain.group())
+                self.pos = plain.end()
+                continue
+            empty = None if quote else _EMPTY_QUOTES.match(text, self.pos)
+            if empty:  # "" '' `` mean nothing to the cut: taken whole too, however many
+                self._buf.append(empty.group())
+                self.pos = empty.end()
+                continue
             char = text[self.pos]
             nxt = text[self.pos + 1 : self.pos + 2]
             if quote == "'":
@@ -263,9 +289,7 @@ class _Scanner:
         self.pos = close + 1
 
     def _backtick(self) -> None:
-        end = self.pos + 1
-        while end < len(self.text) and self.text[end] != "`":
-            end += 2 if self.text[end] == "\\" else 1
+        end = min(_BACKTICK_BODY.match(self.text, self.pos + 1).end(), len(self.text))
         self._subs.append(self.text[self.pos + 1 : end].replace("\\`", "`"))
         self._hole(self.text[self.pos : end + 1])
         self.pos = end + 1
@@ -274,17 +298,35 @@ class _Scanner:
         match = _REDIRECT.match(self.text, self.pos)
         op = match.group(0) if match else self.text[self.pos]
         self.pos += len(op)
-        # A file-descriptor number written against the operator (`2>`) belongs to it.
-        digits = 0
-        while digits < len(self._buf) and self._buf[-1 - digits].isdigit():
-            digits += 1
-        before = self._buf[-1 - digits] if digits < len(self._buf) else " "
-        if digits and before[-1:].isspace():
-            del self._buf[-digits:]
+        self._drop_descriptor_number()
         self._buf.append(f" {_MARK}{op} ")
         if op in ("<<", "<<-"):
             delimiter = self._heredoc_delimiter()
             self._pending_heredocs.append((len(self.segments), delimiter, op == "<<-"))
+
+    def _drop_descriptor_number(self) -> None:
+        """A file-descriptor number written against the operator (`2>`) belongs to it: drop
+        the digits that end the buffer when a space (or nothing) comes before them. The
+        buffer holds runs, so the digits may end one entry and fill the ones after it."""
+        buf = self._buf
+        if not buf:
+            return
+        index, cut = len(buf) - 1, 0
+        while index >= 0:
+            entry = buf[index]
+            cut = len(entry)
+            while cut and entry[cut - 1].isdigit():
+                cut -= 1
+            if cut:
+                break
+            index -= 1
+        if index == len(buf) - 1 and cut == len(buf[-1]):  # no digits at the end
+            return
+        if index < 0:  # nothing but digits: the segment starts with them
+            buf.clear()
+        elif buf[index][cut - 1].isspace():
+            buf[index] = buf[index][:cut]
+            del buf[index + 1 :]
 
     def _heredoc_delimiter(self) -> str:
         while self.pos < len(self.text) and self.text[self.pos] in " \t":
@@ -343,10 +385,12 @@ def _words(text: str) -> list[str]:
         return [word.strip("'\"") for word in text.split() if word.strip("'\"")]
 
 
-# One piece of a POSIX shell word: a single-quoted run, a double-quoted run, an escaped
-# character, plain characters; or the blanks between words.
+# One piece of a POSIX shell word: a run of empty quotes (one piece, however long), a
+# single-quoted run, a double-quoted run, a run of escaped characters, plain characters; or
+# the blanks between words.
 _PIECE = re.compile(
-    r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^ \t\r\n'"\\]+)|([ \t\r\n]+)""", re.DOTALL
+    r"""((?:''|"")+)|'([^']*)'|"((?:[^"\\]|\\.)*)"|((?:\\.)+)|([^ \t\r\n'"\\]+)|([ \t\r\n]+)""",
+    re.DOTALL,
 )
 _QUOTED_ESCAPE = re.compile(r'\\(["\\])')  # inside "...", only \" and \\ are escapes
 
@@ -362,17 +406,19 @@ def split_words(text: str) -> list[str]:
         if piece.start() != position:
             break  # an unclosed quote or a trailing backslash
         position = piece.end()
-        single, double, escaped, plain, blanks = piece.groups()
+        empty, single, double, escaped, plain, blanks = piece.groups()
         if blanks is not None:
             if in_word:
                 words.append("".join(current))
                 current, in_word = [], False
             continue
         in_word = True
+        if empty is not None:
+            continue
         if double is not None:
             current.append(_QUOTED_ESCAPE.sub(r"\1", double) if "\\" in double else double)
         else:
-            current.append(single if single is not None else escaped or plain)
+            current.append(single if single is not None else escaped[1::2] if escaped else plain)
     if position != len(text):
         raise ValueError("No closing quotation")
     if in_word:
