@@ -33,7 +33,7 @@ def normalize_for_rules(text: str) -> str:
     runs of spaces and tabs made one space (line breaks are kept for line-anchored rules)."""
     if "\\" in text:
         text = undo_escaped_breaks(text)
-        if "\\t" in text or "\\\"" in text or "\\'" in text:
+        if "\\t" in text or '\\"' in text or "\\'" in text:
             text = _ESCAPED_TAB_OR_QUOTE.sub(" ", text)
     if not text.isascii():
         text = _TAGS.sub(lambda m: "".join(chr(ord(c) - 0xE0000) for c in m.group()), text)
