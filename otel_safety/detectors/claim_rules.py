@@ -28,6 +28,8 @@ from otel_safety.detectors.tool_names import name_pattern
 __all__ = ["FLAGS", "Action", "ClaimRules", "current_rules", "load_rules"]
 
 FLAGS = regex.IGNORECASE
+# Not inside a word, a number or a path: where an object named first may begin.
+_TOKEN_START = r"(?<![\w./,-])"
 _ACTION_KEYS = frozenset(
     {
         "weight",
@@ -193,9 +195,12 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
         # The object heads the subject ("the invitation email has been sent") or follows the
         # verb ("has been added to the file"); a subject runs no further than a conjunction.
         words = rf"(?:[^\s\w]*[ \t]+(?!(?:and|but|or|then|so)\b)[^\s;:]+){{0,{window}}}?"
+        # The object starts where a token does: started inside a run of digits or a path,
+        # every position of the run would be tried in turn, the square of its length.
         passives.append(
             _regex(
-                rf"(?:{objects})(?![\w-]){words}[^\s\w]*[ \t]+(?:{been}|{done})(?:{perfect})(?!\w)",
+                rf"{_TOKEN_START}(?:{objects})(?![\w-]){words}"
+                rf"[^\s\w]*[ \t]+(?:{been}|{done})(?:{perfect})(?!\w)",
                 where,
             )
         )

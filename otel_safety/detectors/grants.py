@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.detectors.text_forms import straight_apostrophes
 
 if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
@@ -127,7 +128,7 @@ def grant_pattern(phrase: str) -> regex.Pattern:
         parts.append(_inflect(token))
         if index + 1 < len(tokens):
             parts.append(r"[\s-]+" if tokens[index + 1] in _GAPS else r"[\s-]*")
-    return regex.compile(r"\b" + "".join(parts) + r"\b", regex.IGNORECASE)
+    return linear.compile(r"\b" + "".join(parts) + r"\b", regex.IGNORECASE)  # RE2 on long ASCII
 
 
 def _inflect(word: str) -> str:
