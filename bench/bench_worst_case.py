@@ -7,7 +7,9 @@
    than its input is listed with its growth and engine, against one plain regex search over
    the same input.
 2. A message, a tool argument and a tool result of 10 KB, 100 KB and 1 MB of such runs go
-   through the whole pipeline (`Pipeline.evaluate`), each timed against the same anchor.
+   through the whole pipeline (`Pipeline.evaluate`), each timed against the same anchor; so
+   do runs set inside a sentence that reaches the claim patterns (a long token where an
+   amount or a file name would stand), whose search once tried every position of the run.
 
 Run: make bench   (or: python bench/bench_worst_case.py --sizes 10000,100000,1000000)
 Figures are printed, not asserted; they depend on the machine.
@@ -30,6 +32,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 HOSTILE = ("\\", "`", '"', "'", " ", "a", "<", ".", "\n", "0", "-", "/", "*", "ignore ")
 _LITERAL = regex.compile(r"(?<!\\)[A-Za-z0-9<>`'\"/.*_-]")
 _ANCHOR = regex.compile("a")
+# What the pipeline is fed: runs of a character, alone or inside a sentence that reaches the
+# claim patterns (a long token where an amount or a file name would stand).
+_PIPELINE_INPUTS = (
+    *((character, "{run}") for character in ("\\", "`", '"', "a", " ", "ignore ")),
+    ("2", "I transferred {run} USD and the payment has been sent."),
+    ("i", "I updated the file {run} and it has been saved."),
+)
 
 
 class _Timeout(BaseException):  # detectors catch Exception: this must get past them
@@ -168,8 +177,8 @@ def pipeline_sweep(sizes: list[int], limit: float) -> list[dict[str, Any]]:
     pipeline.evaluate(run_spans(None, None, None))
     rows = []
     for size in sizes:
-        for character in ("\\", "`", '"', "a", " ", "ignore "):
-            text = character * (size // len(character))
+        for character, shape in _PIPELINE_INPUTS:
+            text = shape.format(run=character * (size // len(character)))
             anchor = timed(lambda t=text: _ANCHOR.search(t), limit)
             for field in ("message", "argument", "result"):
                 spans = run_spans(**{field: text})
@@ -178,6 +187,7 @@ def pipeline_sweep(sizes: list[int], limit: float) -> list[dict[str, Any]]:
                     {
                         "bytes": size,
                         "run_of": character,
+                        "in": shape,
                         "field": field,
                         "ms": round(seconds * 1000, 1),
                         "stopped": seconds >= limit,
@@ -216,8 +226,9 @@ def main() -> None:
     print("\n| input | field | pipeline | one regex (same input) |\n|---|---|---|---|")
     for row in pipeline:
         stopped = " (stopped)" if row["stopped"] else ""
+        shape = "" if row["in"] == "{run}" else f" in {row['in']!r}".replace("|", "\\|")
         print(
-            f"| {row['bytes']:,} x {row['run_of']!r} | {row['field']} | "
+            f"| {row['bytes']:,} x {row['run_of']!r}{shape} | {row['field']} | "
             f"{'>' if row['stopped'] else ''}{row['ms']} ms{stopped} | {row['anchor_ms']} ms |"
         )
 
