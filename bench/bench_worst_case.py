@@ -33,7 +33,10 @@ HOSTILE = ("\\", "`", '"', "'", " ", "a", "<", ".", "\n", "0", "-", "/", "*", "i
 _LITERAL = regex.compile(r"(?<!\\)[A-Za-z0-9<>`'\"/.*_-]")
 _ANCHOR = regex.compile("a")
 # What the pipeline is fed: runs of a character, alone or inside a sentence that reaches the
-# claim patterns (a long token where an amount or a file name would stand).
+# claim patterns (a long token where an amount or a file name would stand), the token kept
+# short enough for the sentence to be read whole (claims are looked for in an answer's first
+# 20,000 characters: past that, the cut would hide the claim).
+_CLAIM_RUN = 16_000
 _PIPELINE_INPUTS = (
     *((character, "{run}") for character in ("\\", "`", '"', "a", " ", "ignore ")),
     ("2", "I transferred {run} USD and the payment has been sent."),
@@ -178,14 +181,15 @@ def pipeline_sweep(sizes: list[int], limit: float) -> list[dict[str, Any]]:
     rows = []
     for size in sizes:
         for character, shape in _PIPELINE_INPUTS:
-            text = shape.format(run=character * (size // len(character)))
+            length = size if shape == "{run}" else min(size, _CLAIM_RUN)
+            text = shape.format(run=character * (length // len(character)))
             anchor = timed(lambda t=text: _ANCHOR.search(t), limit)
             for field in ("message", "argument", "result"):
                 spans = run_spans(**{field: text})
                 seconds = timed(lambda s=spans: pipeline.evaluate(s), limit)
                 rows.append(
                     {
-                        "bytes": size,
+                        "bytes": length,
                         "run_of": character,
                         "in": shape,
                         "field": field,
@@ -194,7 +198,8 @@ def pipeline_sweep(sizes: list[int], limit: float) -> list[dict[str, Any]]:
                         "anchor_ms": round(anchor * 1000, 3),
                     }
                 )
-                print(f"  {size} x {character!r} in {field}: {rows[-1]['ms']} ms", file=sys.stderr)
+                shown = f"{length} x {character!r} in {field}"
+                print(f"  {shown}: {rows[-1]['ms']} ms", file=sys.stderr)
     return rows
 
 
