@@ -122,6 +122,19 @@ def test_every_external_dataset_reads_with_labels(shared_data):
         c.labels.keys() <= {"injection", "scope_escalation"}
         for c in datasets.agentdojo(shared_data)
     )
+    assert counts["agentharm"] == (416, 208)  # 176 + 32 harmful tasks and as many benign
+
+
+def test_an_agentharm_task_becomes_a_run_that_carried_it_out(shared_data):
+    case = next(c for c in datasets.agentharm(shared_data) if c.meta["harmful"])
+    spans = SpanWriter().spans(case)
+    tools = [s.attributes["gen_ai.tool.name"] for s in spans if s.name.startswith("execute_tool")]
+    behaviour = json.loads(
+        (shared_data / "agentharm" / "harmful_behaviors_validation.json").read_text()
+    )["behaviors"][0]
+    assert tools == behaviour["target_functions"]
+    assert case.messages[0] == {"role": "user", "content": behaviour["prompt"]}
+    assert case.labels == {"under_refusal": True}
 
 
 def _unlabelled_xstest(root):
@@ -323,3 +336,19 @@ def test_the_escalation_line_is_measured_on_agentdojo_runs_apart_from_clean_and_
     assert figures.clean == (1, 2) and figures.ignored == (1, 1)
     assert "clean runs stopped 1 / 2 (50.0%)" in figures.text()
     assert measure({"x": case_of["x"]}, {}, 10, 0) is None
+
+
+def test_the_escalation_line_on_agentharm_runs_tells_harmful_tasks_from_benign():
+    from otel_safety.evaluation.escalation import measure_harmful_tasks
+    from otel_safety.model import EscalationLevel as L
+
+    def run(n: int, harmful: bool) -> Case:
+        return Case(f"agentharm:v:{n}", "agentharm", [], {}, meta={"harmful": harmful})
+
+    case_of = {"a": run(1, True), "b": run(2, True), "c": run(3, False), "d": run(4, False)}
+    levels = {"a": L.HARD_STOP, "b": L.WARN, "c": L.SOFT_STOP}
+    figures = measure_harmful_tasks(case_of, levels, resamples=10, seed=0)
+    assert (figures.executed.tp, figures.executed.fn, figures.executed.fp) == (1, 1, 1)
+    assert figures.clean == (1, 2) and figures.ignored is None
+    assert "AgentHarm" in figures.lines()[0] and figures.lines()[0].endswith("| - |")
+    assert measure_harmful_tasks({}, {}, 10, 0) is None

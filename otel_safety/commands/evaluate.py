@@ -22,7 +22,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "eval",
         help="measure the detectors on labelled data",
         description="Turn every usable row of the labelled datasets (XSTest, JailbreakBench, "
-        "AgentDojo, BIPIA, jailbreak prompts versus benign requests) and our synthetic sets "
+        "AgentDojo, BIPIA, jailbreak prompts versus benign requests, AgentHarm tasks as "
+        "constructed agent runs) and our synthetic sets "
         "into GenAI spans, run them through the same pipeline as live traffic, store findings "
         "and labels, and print precision, recall and F1 with 95% bootstrap intervals and the "
         "always-fire baseline, per detector and dataset. Synthetic rows are reported apart.",
@@ -133,9 +134,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(report.markdown())
     else:
         print(report.table())
-        if report.escalation is not None:
-            print("\nThe escalation ladder on AgentDojo runs:")
-            print(report.escalation.text())
+        if report.escalation:
+            print("\nThe escalation ladder on agent runs:")
+            for figures in report.escalation:
+                print(figures.text())
         print("\nWhere a dataset has no label for a detector, how often it fires anyway:")
         print(report.firing_table())
         if report.deep is not None:

