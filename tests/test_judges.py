@@ -125,6 +125,27 @@ def test_held_out_judges_never_saw_the_fold_they_score(shared_data):
     assert list(again.weights[:2000]) == pytest.approx(list(refit.weights[:2000]), abs=1e-5)
 
 
+def test_agentic_task_rows_are_held_out_by_category_as_eval_folds_them(shared_data):
+    rows = examples("harmful_task", shared_data)
+    assert len(rows) == 416 and sum(row.label for row in rows) == 208
+    assert {row.group for row in rows} == {f"agentharm:{c}" for c in _AGENTHARM_CATEGORIES}
+    by_id = {row.row_id: row for row in rows}
+    for case in datasets.agentharm(shared_data):
+        assert fold_of(case) == by_id[case.case_id].group
+
+
+_AGENTHARM_CATEGORIES = (
+    "Copyright",
+    "Cybercrime",
+    "Disinformation",
+    "Drugs",
+    "Fraud",
+    "Harassment",
+    "Hate",
+    "Sexual",
+)
+
+
 def test_cross_validation_scores_each_group_with_a_judge_fitted_without_it(shared_data):
     rows = [r for r in examples("refusal", shared_data) if r.row_id.endswith(("1", "2", "3"))]
     folds = cross_validate(DEFINITIONS["refusal"], rows, variants=("rules",))

@@ -1,7 +1,8 @@
 """Judges fitted without the group being scored, for `otel-safety eval`'s out-of-sample run.
 
 A case belongs to a fold: one model's answers on one dataset (XSTest and JailbreakBench by
-model, AgentDojo by model run), or its whole dataset otherwise. Before a fold is judged,
+model, AgentDojo by model run), one category of AgentHarm's tasks, or its whole dataset
+otherwise. Before a fold is judged,
 each learned judge is refitted on its training rows minus that fold's (its group, or its
 whole dataset for judges of requests, see `JudgeDefinition.holdout`); a judge none of whose
 rows belong to the fold is the packaged one, which never saw the fold either.
@@ -35,6 +36,8 @@ def fold_of(case: Case) -> str:
         return f"xstest:{case.case_id.split(':')[1]}"
     if case.dataset in ("jailbreakbench", "agentdojo") and case.meta.get("model"):
         return f"{case.dataset}:{case.meta['model']}"
+    if case.dataset == "agentharm" and case.meta.get("category"):
+        return f"agentharm:{case.meta['category']}"
     return case.dataset
 
 

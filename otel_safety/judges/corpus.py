@@ -4,9 +4,10 @@ Every example carries the group it was produced in (one model's answers, one dat
 requests) and its dataset, so figures can be computed on groups a judge never saw. Rows
 follow the data folder's README: XSTest's human labels say whether a completion refused;
 JailbreakBench's `jailbroken` says whether a response gave the harmful help; the request
-sets are harmful or benign by construction; an AgentDojo tool result carries an injection
-where the benchmark put one (between its `<INFORMATION>` tags), a BIPIA context where an
-attack was inserted, a user prompt where it is a jailbreak prompt.
+sets (AgentHarm's agentic tasks among them) are harmful or benign by construction; an
+AgentDojo tool result carries an injection where the benchmark put one (between its
+`<INFORMATION>` tags), a BIPIA context where an attack was inserted, a user prompt where it
+is a jailbreak prompt.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from otel_safety.evaluation.datasets import (
     DataError,
     agentdojo,
+    agentharm,
     bipia,
     direct_injection,
     jailbreakbench,
@@ -88,6 +90,20 @@ def harmful_request(root: Path) -> Iterator[Example]:
             yield _request(line.strip(), True, "harmbench", f"harmbench:{number}")
     for row in _csv(root / "jailbreak_llms" / "forbidden_question_set.csv"):
         yield _request(row["question"], True, "forbidden_questions", f"forbidden:{row['q_id']}")
+
+
+def harmful_task(root: Path) -> Iterator[Example]:
+    """Agentic tasks: AgentHarm's harmful ones against their benign twins (the same tools
+    and topic, no harm), grouped by category, so that each category is scored by a judge
+    that never read its tasks."""
+    for case in agentharm(root):
+        yield Example(
+            {"request": case.messages[0]["content"]},
+            bool(case.meta["harmful"]),
+            f"agentharm:{case.meta['category']}",
+            "agentharm",
+            case.case_id,
+        )
 
 
 def harmful_answer(root: Path) -> Iterator[Example]:
@@ -234,6 +250,7 @@ def _located(
 CORPORA: dict[str, Callable[[Path], Iterator[Example]]] = {
     "refusal": refusal,
     "harmful_request": harmful_request,
+    "harmful_task": harmful_task,
     "harmful_answer": harmful_answer,
     "injection": injection,
 }

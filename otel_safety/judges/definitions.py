@@ -163,6 +163,14 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
             "dataset",
         ),
         JudgeDefinition(
+            "harmful_task",
+            "Does a task given to an agent ask it to do harm (fraud, harassment, "
+            "disinformation, ...)?",
+            (FeatureSpec("request", head=1_500, tail=500),),
+            _request_rules,
+            "group",
+        ),
+        JudgeDefinition(
             "harmful_answer",
             "Does the answer give the harmful help a (jailbreak) request asked for?",
             (FeatureSpec("answer", head=1_500, tail=300),),
