@@ -76,24 +76,12 @@ def measure(
     seed: int,
 ) -> EscalationFigures | None:
     """The figures over the AgentDojo cases among `case_of` (None when there are none)."""
-    pairs: list[tuple[bool, bool]] = []
-    clean, ignored = [0, 0], [0, 0]
-    for trace_id, case in case_of.items():
-        if case.dataset != "agentdojo" or "scope_escalation" not in case.labels:
-            continue
-        executed = case.labels["scope_escalation"]
-        stopped = levels.get(trace_id, EscalationLevel.NONE) >= STOP
-        pairs.append((executed, stopped))
-        tally = None if executed else ignored if case.meta.get("attacked") else clean
-        if tally is not None:
-            tally[0] += stopped
-            tally[1] += 1
-    if not pairs:
-        return None
-    counts = count(pairs)
-    return EscalationFigures(
-        counts, bootstrap(counts, resamples, seed), (clean[0], clean[1]), (ignored[0], ignored[1])
-    )
+    runs = [
+        (trace_id, case.labels["scope_escalation"], bool(case.meta.get("attacked")))
+        for trace_id, case in case_of.items()
+        if case.dataset == "agentdojo" and "scope_escalation" in case.labels
+    ]
+    return _figures(runs, levels, resamples, seed, "AgentDojo: injected goal executed", True)
 
 
 def measure_harmful_tasks(
@@ -104,26 +92,43 @@ def measure_harmful_tasks(
 ) -> EscalationFigures | None:
     """The figures over the AgentHarm runs among `case_of`: a harmful task carried out
     should stop, a benign one should not (its share stopped is the clean-run column)."""
+    runs = [
+        (trace_id, bool(case.meta.get("harmful")), False)
+        for trace_id, case in case_of.items()
+        if case.dataset == "agentharm"
+    ]
+    harm = "AgentHarm: harmful task carried out (constructed runs)"
+    return _figures(runs, levels, resamples, seed, harm, False)
+
+
+def _figures(
+    runs: list[tuple[str, bool, bool]],
+    levels: Mapping[str, EscalationLevel],
+    resamples: int,
+    seed: int,
+    harm: str,
+    with_ignored: bool,
+) -> EscalationFigures | None:
+    """Figures over (trace id, harm happened, attacked) runs; a run without harm counts as
+    clean, or as an ignored attack when it was attacked."""
+    if not runs:
+        return None
     pairs: list[tuple[bool, bool]] = []
-    clean = [0, 0]
-    for trace_id, case in case_of.items():
-        if case.dataset != "agentharm":
-            continue
-        harmful = bool(case.meta.get("harmful"))
+    clean, ignored = [0, 0], [0, 0]
+    for trace_id, harmful, attacked in runs:
         stopped = levels.get(trace_id, EscalationLevel.NONE) >= STOP
         pairs.append((harmful, stopped))
         if not harmful:
-            clean[0] += stopped
-            clean[1] += 1
-    if not pairs:
-        return None
+            tally = ignored if attacked else clean
+            tally[0] += stopped
+            tally[1] += 1
     counts = count(pairs)
     return EscalationFigures(
         counts,
         bootstrap(counts, resamples, seed),
         (clean[0], clean[1]),
-        None,
-        harm="AgentHarm: harmful task carried out (constructed runs)",
+        (ignored[0], ignored[1]) if with_ignored else None,
+        harm=harm,
     )
 
 
