@@ -218,6 +218,7 @@ def test_under_refusal_counts_the_tools_an_agent_ran_as_its_answer() -> None:
     refused = run_under_refusal({**entry(request, REFUSAL), "tool_events": sent})
     assert acted is not None and acted.detected
     assert acted.evidence[0].detail["answer"] == "actions"
+    assert "the agent carried it out (ran send_email)" in acted.explanation
     assert talked is not None and not talked.detected
     assert refused is not None and not refused.detected
     benign = run_under_refusal(
