@@ -393,11 +393,14 @@ _PIECE = re.compile(
     re.DOTALL,
 )
 _QUOTED_ESCAPE = re.compile(r'\\(["\\])')  # inside "...", only \" and \\ are escapes
+_BLANKS = re.compile(r"[ \t\r\n]+")
 
 
 def split_words(text: str) -> list[str]:
     """`shlex.split(text)` (POSIX mode) in one linear pass: shlex grows each word a
     character at a time, which costs the square of a long word's length."""
+    if "'" not in text and '"' not in text and "\\" not in text:  # no quoting: blanks cut
+        return [word for word in _BLANKS.split(text) if word]
     words: list[str] = []
     current: list[str] = []
     in_word = False
