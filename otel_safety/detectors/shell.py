@@ -433,6 +433,8 @@ def _build(
     segment: _Segment, holes: list[str], piped: SimpleCommand | None, depth: int
 ) -> list[SimpleCommand]:
     def refill(word: str) -> str:
+        if _HOLE not in word:
+            return word
         return _HOLE_REF.sub(lambda m: holes[int(m.group(1))], word)
 
     words = [refill(word) for word in _words(segment.text)]
