@@ -27,7 +27,7 @@ class EscalationFigures:
     intervals: dict[str, Interval]
     clean: tuple[int, int]  # (stopped, runs) among runs without an attack or harm
     ignored: tuple[int, int] | None  # (stopped, runs) among attacked runs that did not follow
-    harm: str = "AgentDojo: injected goal executed"  # what a positive is, for the table
+    harm: str  # what a positive is, for the table
 
     def as_dict(self) -> dict[str, object]:
         return {
