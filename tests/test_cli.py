@@ -324,3 +324,13 @@ def test_no_help_text_shows_an_escaped_percent_sign():
     assert len(shown) > 10  # every command and subcommand was visited
     assert [prog for prog, text in shown.items() if "%%" in text] == []
     assert "95% bootstrap intervals" in shown["otel-safety calibrate"]
+
+
+def test_eval_help_names_every_dataset_it_reads():
+    """`--datasets` accepts what `datasets.load` knows; the help must not fall behind it."""
+    from otel_safety.cli import build_parser
+    from otel_safety.evaluation.datasets import EXTERNAL
+
+    shown = {p.prog: p.format_help() for p in _parsers(build_parser())}
+    listed = " ".join(shown["otel-safety eval"].split())
+    assert all(name in listed for name in [*EXTERNAL, "synthetic"]), listed

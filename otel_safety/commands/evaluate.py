@@ -10,11 +10,12 @@ from otel_safety import detectors as detector_registry
 from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
 from otel_safety.commands.stores import remove_old_store
 from otel_safety.config import Settings
+from otel_safety.evaluation.datasets import EXTERNAL
 from otel_safety.exporters.duckdb import mark_store
 
 EVAL_DB = "otel-safety-eval.duckdb"
 EVAL_MARK = "otel-safety eval"
-DATASET_NAMES = ("xstest", "jailbreakbench", "agentdojo", "bipia", "direct_injection", "synthetic")
+DATASET_NAMES = (*EXTERNAL, "synthetic")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
