@@ -27,6 +27,7 @@ from otel_safety.evaluation.escalation import (
     HEADER,
     EscalationFigures,
     measure,
+    measure_acted_on,
     measure_harmful_tasks,
 )
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of
@@ -300,7 +301,7 @@ def run_eval(
         ),
         escalation=[
             figures
-            for measured in (measure, measure_harmful_tasks)
+            for measured in (measure, measure_acted_on, measure_harmful_tasks)
             if (figures := measured(case_of, levels, resamples, seed)) is not None
         ],
         deep=figures_deep,
