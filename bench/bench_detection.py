@@ -73,6 +73,15 @@ def throughput(traces: list[list[ReadableSpan]]) -> dict[str, Any]:
     }
 
 
+def spread(pool: list[tuple[str, str, str]], count: int) -> list[tuple[str, str, str]]:
+    """`count` triples taken evenly across `pool`: every run size gets the same mix of
+    short and long texts, so its cost per call compares with the others' (the first 200
+    results of the corpus are shorter, on average, than the first 1,000), and no text is
+    repeated within a run, which the per-trace analysis would judge only once."""
+    step = max(1, len(pool) // count)
+    return pool[::step][:count]
+
+
 def tool_texts(data: Path, count: int) -> list[tuple[str, str, str]]:
     """Real (tool name, arguments, result) triples from AgentDojo, cycled as needed."""
     found: list[tuple[str, str, str]] = []
@@ -162,10 +171,11 @@ def anchor_seconds(calls: list[tuple[str, str, str]]) -> float:
 
 def trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[str, Any]]:
     pipeline = Pipeline()
-    pipeline.evaluate(run_spans(tool_texts(data, 3), repeat_history))
+    pool = tool_texts(data, max(TRAJECTORY_SIZES))
+    pipeline.evaluate(run_spans(pool[:3], repeat_history))
     rows = []
     for size in TRAJECTORY_SIZES:
-        calls = tool_texts(data, size)
+        calls = spread(pool, size)
         count = max(3, runs if size <= 200 else runs // 4)
         traces = [run_spans(calls, repeat_history) for _ in range(count)]
         timings, anchors = [], []
@@ -187,6 +197,7 @@ def trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[
                 "p50_ms": round(p50 * 1000, 2),
                 "p99_ms": round(p99 * 1000, 2),
                 "p50_us_per_tool_call": round(p50 * 1e6 / size),
+                "chars_per_tool_call": round(sum(len(a) + len(r) for _, a, r in calls) / size),
                 "anchor_one_regex_ms": round(anchor * 1000, 3),
                 "p50_vs_anchor": round(p50 / anchor) if anchor else None,
             }
@@ -257,7 +268,8 @@ def main() -> None:
     for row in results["trajectory"]:
         print(
             f"| {row['tool_calls']} tool calls, all detectors | p50 {row['p50_ms']} ms, p99 "
-            f"{row['p99_ms']} ms ({row['p50_us_per_tool_call']} µs/call) | one regex: "
+            f"{row['p99_ms']} ms ({row['p50_us_per_tool_call']} µs/call, "
+            f"{row['chars_per_tool_call']} characters/call) | one regex: "
             f"{row['anchor_one_regex_ms']} ms | {row['p50_vs_anchor']}x |"
         )
 
