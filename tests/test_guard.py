@@ -384,6 +384,19 @@ def test_call_history_is_bounded_and_forgets() -> None:
     assert history.observe("c", "f", now=200).repeats == 0  # older than the ttl
 
 
+def test_call_history_counts_stay_exact_through_eviction_and_calls_out_of_order() -> None:
+    history = CallHistory(rate_window=10, max_calls=3)
+    for at in (0, 1, 2):
+        history.observe("c", "f", now=at)
+    assert history.observe("c", "f", now=3).repeats == 3  # then the first "f" is dropped
+    assert history.observe("c", "g", now=4).repeats == 0
+    assert history.observe("c", "f", now=5).repeats == 2
+    # A call older than the one before it: the window is counted by the calls' own times.
+    assert history.observe("d", "a", now=100).calls_in_window == 1
+    assert history.observe("d", "b", now=50).calls_in_window == 2  # 100 is not before 50
+    assert history.observe("d", "c", now=75).calls_in_window == 2  # 100 counts, 50 is past
+
+
 def test_approval_cache_expires_and_a_failing_approver_denies() -> None:
     now = [0.0]
     answers = iter([True, False])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass
+from collections import Counter, deque
+from dataclasses import dataclass, field
 
 from otel_safety.conversation import ExpiringStore
 
@@ -14,6 +14,34 @@ class Pace:
 
     repeats: int  # earlier identical calls still remembered
     calls_in_window: int  # side-effecting calls (this one included) within `rate_window`
+
+
+@dataclass
+class _Calls:
+    """One conversation's remembered calls, oldest first, with a count per fingerprint so
+    that a check costs the same after 250 calls as after one."""
+
+    entries: deque[tuple[float, str, bool]] = field(default_factory=deque)
+    counts: Counter[str] = field(default_factory=Counter)
+    in_order: bool = True  # every call's time >= the one before it
+
+    def drop_oldest(self) -> None:
+        _, fingerprint, _ = self.entries.popleft()
+        self.counts[fingerprint] -= 1
+        if not self.counts[fingerprint]:
+            del self.counts[fingerprint]
+
+    def side_effects_within(self, window: float, now: float) -> int:
+        """Side-effecting calls at most `window` seconds before `now`. In time order the
+        newest are read back to the first one older than that; out of order, every call."""
+        found = 0
+        for at, _, acts in reversed(self.entries):
+            if now - at > window:
+                if self.in_order:
+                    break
+                continue
+            found += acts
+        return found
 
 
 class CallHistory:
@@ -32,20 +60,26 @@ class CallHistory:
         self.rate_window = rate_window
         self.ttl = ttl
         self.max_calls = max_calls
-        self._calls: ExpiringStore[deque[tuple[float, str, bool]]] = ExpiringStore(
-            ttl=ttl, max_entries=max_conversations
-        )
+        self._calls: ExpiringStore[_Calls] = ExpiringStore(ttl=ttl, max_entries=max_conversations)
 
     def observe(
         self, conversation: str, fingerprint: str, now: float, side_effect: bool = True
     ) -> Pace:
         with self._calls.lock:
-            calls = self._calls.get(conversation, lambda: deque(maxlen=self.max_calls))
-            while calls and now - calls[0][0] > self.ttl:
-                calls.popleft()
-            repeats = sum(1 for _, seen, _ in calls if seen == fingerprint)
-            recent = sum(1 for at, _, acts in calls if acts and now - at <= self.rate_window)
-            calls.append((now, fingerprint, side_effect))
+            calls = self._calls.get(conversation, _Calls)
+            entries = calls.entries
+            while entries and now - entries[0][0] > self.ttl:
+                calls.drop_oldest()
+            repeats = calls.counts[fingerprint]
+            recent = calls.side_effects_within(self.rate_window, now)
+            if len(entries) >= self.max_calls:
+                calls.drop_oldest()
+            if entries and now < entries[-1][0]:
+                calls.in_order = False
+            elif not entries:
+                calls.in_order = True
+            entries.append((now, fingerprint, side_effect))
+            calls.counts[fingerprint] += 1
             return Pace(repeats=repeats, calls_in_window=recent + int(side_effect))
 
     def __len__(self) -> int:
