@@ -23,6 +23,11 @@ _PERCENT = regex.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
 _ROT13_CALL = regex.compile(
     r"""rot_?13['"]?\s*[,)]|codecs\.decode\(\s*['"]([^'"]{6,})['"]\s*,\s*['"]rot"""
 )
+# What any of the patterns above needs somewhere in a text: one search rules out the text
+# most calls carry (a word, a short path) before eight searches would.
+_ANY_ENCODING = regex.compile(
+    r"[A-Za-z0-9+/_-]{16}|[0-9a-fA-F]{12}|\$'|\\[xu0-3]|%[0-9a-fA-F]{2}%|rot_?13|codecs\.decode"
+)
 _MAX_DECODES = 16
 _MAX_INPUT = 20_000
 
@@ -30,6 +35,8 @@ _MAX_INPUT = 20_000
 def decoded_payloads(text: str) -> list[str]:
     """Readable texts hidden in `text` (empty when nothing decodes to something readable)."""
     text = text[:_MAX_INPUT]
+    if not _ANY_ENCODING.search(text):
+        return []
     found: list[str] = []
     for match in _BASE64.finditer(text):
         plain = _from_base64(match.group(1))
