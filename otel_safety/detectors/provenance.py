@@ -44,6 +44,7 @@ _OCCURRENCES = 3  # places per tool result a value is looked at; beyond, the fir
 # A run of characters `str.isalnum` accepts: the words a source's index is made of.
 _ALNUM_RUN = regex.compile(r"[\p{L}\p{N}]+")
 
+
 @dataclass
 class Source:
     """A tool result the agent had read: what it said, who produced it, and when."""
@@ -106,16 +107,20 @@ class Provenance:
             ]
         return cls(request, sources, rules)
 
-    def steered(self, call: ToolCall, index: int, taxonomy: Taxonomy) -> list[Steered]:
+    def steered(
+        self, call: ToolCall, index: int, taxonomy: Taxonomy, whole_reads: bool = False
+    ) -> list[Steered]:
         """The call's values that came only from an instruction in an earlier tool result.
 
         A call that only reads is traced through the addresses it contacts (url, link...):
-        opening a link an injection chose already reaches its author, while reading a record
-        an injection named does nothing by itself.
+        opening a link an injection chose already reaches its author. With `whole_reads`,
+        its other values too (the record it looks up), which the caller grades apart
+        (`Steered.value.address`): reading what an injection named sends nothing yet.
         """
         if not self.sources:
             return []
-        values = traceable_values(call.arguments, self.rules, reads_only(call, taxonomy))
+        addresses_only = reads_only(call, taxonomy) and not whole_reads
+        values = traceable_values(call.arguments, self.rules, addresses_only)
         found = []
         for value in values:
             if value.found_in(self.request, self._request_lowered):

@@ -73,6 +73,7 @@ class ProvenanceRules:
     """How argument provenance is judged: see [provenance] in the taxonomy file."""
 
     weight: float
+    read_weight: float  # a call that only reads what an injected instruction named
     reach: int
     instruction_score: float
     min_value_chars: int
@@ -162,8 +163,10 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
 
 def _compile_provenance(spec: Mapping[str, Any]) -> ProvenanceRules:
     weight = spec.get("weight", 0.9)
+    read_weight = spec.get("read_weight", 0.5)
     threshold = spec.get("instruction_score", 0.5)
-    for key, value in (("weight", weight), ("instruction_score", threshold)):
+    checked = (("weight", weight), ("read_weight", read_weight), ("instruction_score", threshold))
+    for key, value in checked:
         if not is_weight(value):
             raise ValueError(f"scope taxonomy provenance.{key}: must be a number in (0, 1]")
     sizes = {key: spec.get(key, default) for key, default in _PROVENANCE_SIZES.items()}
@@ -172,6 +175,7 @@ def _compile_provenance(spec: Mapping[str, Any]) -> ProvenanceRules:
             raise ValueError(f"scope taxonomy provenance.{key}: must be a positive integer")
     return ProvenanceRules(
         weight=float(weight),
+        read_weight=float(read_weight),
         instruction_score=float(threshold),
         address_arguments=_any_name(
             spec.get("address_arguments", []), "provenance.address_arguments"
