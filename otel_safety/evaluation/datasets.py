@@ -319,6 +319,8 @@ def _reached_a_tool(messages: list[dict[str, Any]]) -> bool:
 
 
 # What an injected block names that an agent can pass on: an address, an IBAN, a web address.
+# Kept apart from the detectors' own value patterns (`argument_values`), so that the label
+# does not share their blind spots.
 _IDENTIFIER = re.compile(
     r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b|(?:https?://|www\.)[^\s'\"<>]+"
 )

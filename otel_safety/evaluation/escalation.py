@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from otel_safety.evaluation.cases import Case
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
@@ -76,56 +77,37 @@ HEADER = [
 ]
 
 
-def measure(
-    case_of: Mapping[str, Case],
-    levels: Mapping[str, EscalationLevel],
-    resamples: int,
-    seed: int,
-) -> EscalationFigures | None:
-    """The figures over the AgentDojo cases among `case_of` (None when there are none)."""
-    return _agentdojo(
-        case_of,
-        levels,
-        resamples,
-        seed,
-        lambda case: case.labels["scope_escalation"],
-        "AgentDojo: injected goal executed",
-    )
-
-
-def measure_acted_on(
-    case_of: Mapping[str, Case],
-    levels: Mapping[str, EscalationLevel],
-    resamples: int,
-    seed: int,
-) -> EscalationFigures | None:
-    """The same runs against what the ladder promises: a run stops when an injection's
-    instruction reached an action's arguments (`datasets._acted_on`), whether or not the
-    attacker's whole goal was then met."""
-    return _agentdojo(
-        case_of,
-        levels,
-        resamples,
-        seed,
-        lambda case: bool(case.meta.get("acted_on")),
-        "AgentDojo: injection acted on (an address, IBAN or URL it names reached a call)",
-    )
-
-
 def _agentdojo(
     case_of: Mapping[str, Case],
     levels: Mapping[str, EscalationLevel],
     resamples: int,
     seed: int,
-    harmful: Callable[[Case], bool],
+    *,
+    positive: Callable[[Case], bool],
     harm: str,
 ) -> EscalationFigures | None:
+    """The figures over the AgentDojo cases among `case_of` (None when there are none)."""
     runs = [
-        (trace_id, harmful(case), bool(case.meta.get("attacked")))
+        (trace_id, positive(case), bool(case.meta.get("attacked")))
         for trace_id, case in case_of.items()
         if case.dataset == "agentdojo" and "scope_escalation" in case.labels
     ]
     return _figures(runs, levels, resamples, seed, harm, True)
+
+
+# Against the benchmark's own check: the attacker's whole goal was met.
+measure = partial(
+    _agentdojo,
+    positive=lambda case: case.labels["scope_escalation"],
+    harm="AgentDojo: injected goal executed",
+)
+# Against what the ladder promises: an injection's instruction reached an action's arguments
+# (`datasets._acted_on`), whether or not the attacker's whole goal was then met.
+measure_acted_on = partial(
+    _agentdojo,
+    positive=lambda case: bool(case.meta.get("acted_on")),
+    harm="AgentDojo: injection acted on (an address, IBAN or URL it names reached a call)",
+)
 
 
 def measure_harmful_tasks(
