@@ -11,7 +11,7 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from otel_safety.analysis import linear
-from otel_safety.analysis.prefilter import RelaxedFamily, relaxed_family
+from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 from otel_safety.detectors.tool_names import name_pattern
 
@@ -30,7 +30,6 @@ RULE_KINDS = (
     "flag",
     "key",
 )
-UNFILTERED_KINDS = frozenset({"text"})
 PATH_MODES = ("read", "write", "delete", "delete_tree", "any")
 ROLES = ("owner", "agent", "non_owner", "unknown", "anonymous")
 
@@ -102,7 +101,7 @@ class GuardData:
     database_products: tuple[Pattern, ...]  # a tool named after a database reads or writes it
     database_writes: tuple[Pattern, ...]
     trusted_domains: tuple[str, ...]
-    prefilters: Mapping[str, KindFilter | bool]  # per kind: may any rule's pattern match?
+    kind_rules: Mapping[str, KindRules]  # per kind that some rule has: its patterns as one set
     limits: GuardLimits = field(default_factory=GuardLimits)
     name_memo: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
@@ -159,32 +158,27 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         database_writes=tuple(
             regex.compile(name_pattern(e)) for e in data["database_tools"]["writes"]
         ),
-        prefilters={kind: _prefilter(rules, kind) for kind in RULE_KINDS},
+        kind_rules={kind: family for kind in RULE_KINDS if (family := _kind_rules(rules, kind))},
         limits=limits_from(data.get("limits", {}), "[limits]"),
     )
 
 
 @dataclass(frozen=True)
-class KindFilter:
-    """What a text must pass before one kind's rules are tried on it one by one: the
-    relaxed RE2 family (linear time, see analysis.prefilter), then the exact alternation
-    (None for free text, whose rules are many and unanchored: one huge `regex`
-    alternation over prose measured slower than the rules one by one)."""
+class KindRules:
+    """One kind's rule patterns as one RE2 set (see analysis.pattern_set): a single pass
+    over a text names the few rules that may match it, and only their own patterns then
+    run, so a call costs one pass per text rather than one search per rule."""
 
-    relaxed: RelaxedFamily | None
-    exact: Pattern | None
+    rules: tuple[int, ...]  # per entry of the set, the rule's index in `GuardData.rules`
+    patterns: PatternSet
 
 
-def _prefilter(rules: tuple[Rule, ...], kind: str) -> KindFilter | bool:
-    """All rules' patterns of one kind as one filter, so a harmless call costs one search
-    per text; False when no rule has this kind."""
-    compiled = [p for r in rules if (p := r.patterns[kind]) is not None]
-    if not compiled:
-        return False
-    exact = None
-    if kind not in UNFILTERED_KINDS:
-        exact = linear.compile("|".join(p.pattern for p in compiled))
-    return KindFilter(relaxed_family(compiled, whole_text=True), exact)
+def _kind_rules(rules: tuple[Rule, ...], kind: str) -> KindRules | None:
+    """None when no rule has patterns of this kind."""
+    numbers = tuple(n for n, rule in enumerate(rules) if rule.patterns[kind] is not None)
+    if not numbers:
+        return None
+    return KindRules(numbers, PatternSet([[rules[n].patterns[kind]] for n in numbers]))
 
 
 def scoped(pattern: str, ignore_case: bool) -> str:

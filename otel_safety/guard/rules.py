@@ -7,9 +7,8 @@ from collections.abc import Iterable, Iterator
 
 import regex
 
-from otel_safety.analysis.prefilter import may_match
 from otel_safety.detectors.base import clip
-from otel_safety.guard.data import RULE_KINDS, GuardData, KindFilter, Rule
+from otel_safety.guard.data import RULE_KINDS, GuardData, Rule
 from otel_safety.guard.verdict import RuleHit
 from otel_safety.guard.view import CallView
 
@@ -42,7 +41,6 @@ _HOME_CACHES = frozenset(
         "Library",
     }
 )
-SHORT_TEXT = 256  # characters
 _SCRATCH = regex.compile(r"^/(?:tmp|var/tmp|dev/shm|private/tmp|run/user/\d+)/")
 _UNBOUNDED_SQL = regex.compile(
     r"^\s*(?:DELETE\s+FROM\s+\S+|UPDATE\s+\S+\s+SET\s+(?:(?!\bWHERE\b).)+)\s*$", regex.IGNORECASE
@@ -52,12 +50,11 @@ _UNBOUNDED_SQL = regex.compile(
 def match_rules(view: CallView, data: GuardData, role: str) -> list[RuleHit]:
     """Every rule that matches the call, strongest first; plus the programmatic checks."""
     candidates = _candidates(view, data)
-    active = frozenset(kind for kind, texts in candidates.items() if texts)
     hits = [
         hit
-        for rule in data.rules
-        if (rule.kinds & active or not rule.kinds)
-        and (hit := _match(rule, view, role, candidates, data))
+        for number, rule in enumerate(data.rules)
+        if (number in candidates or not rule.kinds)
+        and (hit := _match(rule, view, role, candidates.get(number, {}), data))
     ]
     hits.extend(_limit_hits(view, data, role))
     hits.extend(_tree_removals(view))
@@ -65,9 +62,9 @@ def match_rules(view: CallView, data: GuardData, role: str) -> list[RuleHit]:
     return sorted(hits, key=lambda h: -h.risk)
 
 
-def _candidates(view: CallView, data: GuardData) -> dict[str, list]:
-    """Per pattern kind, the texts that match some rule at all: one search per text, so a
-    harmless call costs a handful of searches rather than one per rule."""
+def _candidates(view: CallView, data: GuardData) -> dict[int, dict[str, list]]:
+    """Per rule and kind, the call's texts (in their order) that the rule's pattern may
+    match: each text is read once by its kind's set, whatever the number of rules."""
     sources: dict[str, list] = {
         "tool": [view.name],
         "command": [c.line for c in view.commands],
@@ -81,17 +78,11 @@ def _candidates(view: CallView, data: GuardData) -> dict[str, list]:
         "flag": view.flags,
         "key": view.keys,
     }
-    found: dict[str, list] = {}
-    for kind, texts in sources.items():
-        prefilter = data.prefilters.get(kind, False)
-        if prefilter is False:
-            found[kind] = []
-        elif prefilter is True:
-            found[kind] = texts
-        elif kind == "path":
-            found[kind] = [(p, m) for p, m in texts if _passes(prefilter, p)]
-        else:
-            found[kind] = [t for t in texts if _passes(prefilter, t)]
+    found: dict[int, dict[str, list]] = {}
+    for kind, family in data.kind_rules.items():
+        for item in sources[kind]:
+            for entry in family.patterns.candidates(item[0] if kind == "path" else item):
+                found.setdefault(family.rules[entry], {}).setdefault(kind, []).append(item)
     return found
 
 
@@ -99,7 +90,8 @@ def _match(
     rule: Rule, view: CallView, role: str, candidates: dict[str, list], data: GuardData
 ) -> RuleHit | None:
     """A rule fires when its conditions hold, every kind it requires matches (all of them
-    with match = "all") and, of its other kinds, at least one does."""
+    with match = "all") and, of its other kinds, at least one does. `candidates`: per kind,
+    the texts its pattern may match (no other can)."""
     if rule.categories is not None and rule.categories.isdisjoint(view.categories):
         return None
     if rule.roles is not None and role not in rule.roles:
@@ -113,8 +105,8 @@ def _match(
         return _hit(rule, "filter selects every record") if rule.empty_filter else None
     matches: dict[str, str] = {}
     for kind in given:
-        texts = candidates[kind]
-        if kind == "path":
+        texts = candidates.get(kind)
+        if texts and kind == "path":
             texts = [p for p, used in texts if _mode_fits(rule.mode, used)]
         matched = _first(rule.patterns[kind], texts) if texts else None
         if matched is not None:
@@ -157,16 +149,6 @@ def _hit(rule: Rule, matched: str) -> RuleHit:
         matched=clip(matched, _MATCH_CHARS),
         reason=rule.reason,
     )
-
-
-def _passes(prefilter: KindFilter, text: str) -> bool:
-    """Short texts go straight to the exact alternation: RE2's fixed cost per search (about
-    a microsecond) is more than a backtracking search of a few words."""
-    if prefilter.exact is not None and len(text) < SHORT_TEXT:
-        return _search(prefilter.exact, text) is not None
-    if not may_match(prefilter.relaxed, text):
-        return False
-    return prefilter.exact is None or _search(prefilter.exact, text) is not None
 
 
 def _search(pattern: regex.Pattern, text: str) -> regex.Match | None:
