@@ -258,9 +258,9 @@ def test_a_halting_trace_without_a_conversation_is_counted_not_lost() -> None:
 def test_what_a_turn_needs_is_compiled_when_the_monitors_are_built() -> None:
     from otel_safety.analysis import secrets
 
-    secrets._families.cache_clear()
+    secrets._patterns.cache_clear()
     TurnMonitors([EthicsBoundary()], halts=HaltRegistry())
-    assert secrets._families.cache_info().currsize == 1  # not left to the agent's first turn
+    assert secrets._patterns.cache_info().currsize == 1  # not left to the agent's first turn
 
 
 def _shell_spans(conversation: str, command: str) -> list:

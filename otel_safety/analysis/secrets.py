@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import regex
 
-from otel_safety.analysis.prefilter import RelaxedFamily, may_match, relaxed_family
+from otel_safety.analysis.pattern_set import PatternSet
 
 __all__ = ["mask", "pattern_set", "secret_spans"]
 
@@ -81,23 +81,19 @@ def _maintained() -> Iterator[regex.Pattern]:
 
 
 @functools.cache
-def _families() -> tuple[
-    RelaxedFamily | None, tuple[regex.Pattern, ...], tuple[regex.Pattern, ...]
-]:
-    """The patterns RE2 can prefilter (one linear pass rules most texts out), and the rest."""
-    relaxable, other = [], []
-    for pattern in (*pattern_set(), _CARD):
-        fits = relaxed_family([pattern], whole_text=True) is not None
-        (relaxable if fits else other).append(pattern)
-    return relaxed_family(relaxable, whole_text=True), tuple(relaxable), tuple(other)
+def _patterns() -> tuple[tuple[regex.Pattern, ...], PatternSet]:
+    """Every pattern, and all of them as one RE2 set: one linear pass over a text names the
+    few that may match it (usually none), and only those run."""
+    patterns = (*pattern_set(), _CARD)
+    return patterns, PatternSet([[pattern] for pattern in patterns])
 
 
 def secret_spans(text: str) -> list[tuple[int, int]]:
     """Where the secrets in `text` are, merged and in order."""
-    family, relaxable, other = _families()
-    patterns = (*relaxable, *other) if may_match(family, text) else other
+    patterns, candidates = _patterns()
     found: list[tuple[int, int]] = []
-    for pattern in patterns:
+    for number in sorted(candidates.candidates(text)):
+        pattern = patterns[number]
         for match in pattern.finditer(text):
             if pattern is not _CARD:
                 found.append(_secret_of(match))
