@@ -11,6 +11,8 @@ import urllib.parse
 
 import regex
 
+from otel_safety.analysis.pattern_set import PatternSet
+
 _BASE64 = regex.compile(
     r"(?<![A-Za-z0-9+/=_-])([A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})(?![A-Za-z0-9+/=])"
 )
@@ -23,11 +25,6 @@ _PERCENT = regex.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
 _ROT13_CALL = regex.compile(
     r"""rot_?13['"]?\s*[,)]|codecs\.decode\(\s*['"]([^'"]{6,})['"]\s*,\s*['"]rot"""
 )
-# What any of the patterns above needs somewhere in a text: one search rules out the text
-# most calls carry (a word, a short path) before eight searches would.
-_ANY_ENCODING = regex.compile(
-    r"[A-Za-z0-9+/_-]{16}|[0-9a-fA-F]{12}|\$'|\\[xu0-3]|%[0-9a-fA-F]{2}%|rot_?13|codecs\.decode"
-)
 _MAX_DECODES = 16
 _MAX_INPUT = 20_000
 
@@ -35,34 +32,33 @@ _MAX_INPUT = 20_000
 def decoded_payloads(text: str) -> list[str]:
     """Readable texts hidden in `text` (empty when nothing decodes to something readable)."""
     text = text[:_MAX_INPUT]
-    if not _ANY_ENCODING.search(text):
+    present = _ENCODINGS.candidates(text)  # one pass: most texts carry no encoding at all
+    if not present:
         return []
     found: list[str] = []
-    for match in _BASE64.finditer(text):
-        plain = _from_base64(match.group(1))
-        if plain:
-            found.append(plain)
-        if len(found) >= _MAX_DECODES:
-            return found
-    if _ANSI_C.search(text):  # bash $'...' strings: the shell itself decodes these
+    if _BASE64_AT in present:
+        for match in _BASE64.finditer(text):
+            plain = _from_base64(match.group(1))
+            if plain:
+                found.append(plain)
+            if len(found) >= _MAX_DECODES:
+                return found
+    if _ANSI_C_AT in present and _ANSI_C.search(text):  # bash $'...': the shell decodes these
         plain = _ANSI_C.sub(lambda m: _from_escapes(m.group(1)) or m.group(0), text)
         if plain != text:
             found.append(plain)
-    for pattern, decode in (
-        (_HEX_ESCAPES, _from_escapes),
-        (_OCTAL_ESCAPES, _from_escapes),
-        (_UNICODE_ESCAPES, _from_escapes),
-        (_PERCENT, urllib.parse.unquote),
-        (_HEX_STRING, _from_hex),
-    ):
+    for number, (pattern, decode) in enumerate(_ESCAPES, _FIRST_ESCAPE):
+        if number not in present:
+            continue
         for match in pattern.finditer(text):
             plain = _readable(decode(match.group(0)))
             if plain:
                 found.append(plain)
                 found.append(text[: match.start()] + plain + text[match.end() :])
-    for match in _ROT13_CALL.finditer(text):
-        if match.group(1):
-            found.append(codecs.decode(match.group(1), "rot13"))
+    if _ROT13_AT in present:
+        for match in _ROT13_CALL.finditer(text):
+            if match.group(1):
+                found.append(codecs.decode(match.group(1), "rot13"))
     return found[:_MAX_DECODES]
 
 
@@ -106,3 +102,25 @@ def _readable(raw: bytes | str) -> str | None:
     if printable / len(raw) < 0.95 or letters / len(raw) < 0.3:
         return None
     return raw
+
+
+_ESCAPES = (
+    (_HEX_ESCAPES, _from_escapes),
+    (_OCTAL_ESCAPES, _from_escapes),
+    (_UNICODE_ESCAPES, _from_escapes),
+    (_PERCENT, urllib.parse.unquote),
+    (_HEX_STRING, _from_hex),
+)
+# Every encoding's pattern in one RE2 set, searched once per text: only the encodings it
+# reports are looked for (see analysis.pattern_set).
+_BASE64_AT, _ANSI_C_AT, _FIRST_ESCAPE = 0, 1, 2
+_ROT13_AT = _FIRST_ESCAPE + len(_ESCAPES)
+_ENCODINGS = PatternSet(
+    [
+        [regex.compile(r"[A-Za-z0-9+/_-]{16}")],  # in every base64 match (the set would
+        # read `{24,}` as `+`, and every word would send the text to `_BASE64`)
+        [_ANSI_C],
+        *([pattern] for pattern, _ in _ESCAPES),
+        [_ROT13_CALL],
+    ]
+)
