@@ -75,9 +75,18 @@ def _maintained() -> Iterator[regex.Pattern]:
             ):
                 for pattern in cls().denylist:
                     try:
-                        yield regex.compile(pattern.pattern, pattern.flags & _SHARED_FLAGS)
+                        yield regex.compile(pattern.pattern, _flags(pattern))
                     except regex.error:
                         logger.debug("secret pattern of %s not usable: %s", name, pattern)
+
+
+def _flags(pattern: re.Pattern) -> int:
+    """The pattern's flags for `regex`; VERBOSE dropped where it changes nothing (no space
+    or `#` in the source), so that RE2 can prefilter the pattern (it has no such flag)."""
+    flags = pattern.flags & _SHARED_FLAGS
+    if flags & re.VERBOSE and not re.search(r"[\s#]", pattern.pattern):
+        flags &= ~re.VERBOSE
+    return flags
 
 
 @functools.cache
