@@ -60,8 +60,9 @@ _ANY_TEXT = r"(?s:.*)"
 _RE2_FLAGS = frozenset("imsU")
 _SCOPED_LINES = regex.compile(r"\(\?[a-zA-Z]*m")
 _ZERO_WIDTH = frozenset("bBAZzG")
-# Counted repetitions above this become * or +: the relaxed form only has to match more,
-# and a long count (`\w{0,200}`) makes RE2's automaton large and slow.
+# Counted repetitions above this are cut to it (`{44}` reads `{16,}`, `{0,200}` reads `*`):
+# the relaxed form only has to match more, and a long count makes RE2's automaton large
+# and slow; keeping the first 16 still rules out texts with no such run at all.
 _MAX_COUNT = 16
 
 
@@ -153,7 +154,8 @@ class _Relaxer:
         if not (low or comma or high):
             self._emit(r"\{\}")  # `regex` reads an empty count as text
         elif max(int(low or 0), int(high or 0)) > _MAX_COUNT or not (low or high):
-            self._emit("*" if int(low or 0) == 0 else "+", quantifier=True)
+            least = min(int(low or 0), _MAX_COUNT)  # what every match still holds
+            self._emit({0: "*", 1: "+"}.get(least, f"{{{least},}}"), quantifier=True)
         else:  # written out in full: RE2 reads `{,n}` as text where `regex` means {0,n}
             self._emit("{" + (low or "0") + comma + high + "}", quantifier=True)
 
