@@ -117,8 +117,7 @@ _BASE64_AT, _ANSI_C_AT, _FIRST_ESCAPE = 0, 1, 2
 _ROT13_AT = _FIRST_ESCAPE + len(_ESCAPES)
 _ENCODINGS = PatternSet(
     [
-        [regex.compile(r"[A-Za-z0-9+/_-]{16}")],  # in every base64 match (the set would
-        # read `{24,}` as `+`, and every word would send the text to `_BASE64`)
+        [_BASE64],
         [_ANSI_C],
         *([pattern] for pattern, _ in _ESCAPES),
         [_ROT13_CALL],
