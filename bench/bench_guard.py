@@ -2,17 +2,21 @@
 
 Every call of the labelled set (shell, file, HTTP, SQL, messaging; block and allow rows) is
 checked repeatedly with its requester, on a warm guard (its data compiled at start-up, as in
-an app). Loop tracking is on, each row in its own conversation.
+an app). Loop tracking is on, each row in its own conversation. The anchor, timed over the
+same calls in the same run, is one plain regex search of the call's arguments as JSON: the
+least a check that reads the call at all must spend.
 
-Run: make bench   (or: python bench/bench_guard.py --rounds 20)
+Run: make bench   (or: python bench/bench_guard.py --rounds 20 [--format markdown])
 Figures are printed, not asserted; they depend on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import time
+
+import regex
 
 from otel_safety.evaluation.guard_bench import (
     PRINCIPALS_NAME,
@@ -22,10 +26,14 @@ from otel_safety.evaluation.guard_bench import (
 )
 from otel_safety.guard import Directory, Guard
 
+GOAL_P99_US = 50
+_ANCHOR = regex.compile(r"\brm\s+-\w*r", regex.IGNORECASE)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10, help="passes over the set (default 10)")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text")
     args = parser.parse_args()
 
     directory = packaged_set()
@@ -35,27 +43,72 @@ def main() -> None:
     startup = time.perf_counter() - started
 
     timings: dict[str, list[float]] = {"all": [], "block": [], "allow": [], "long": []}
+    anchor: list[float] = []
+    texts = [json.dumps(case.get("arguments")) for case in cases]
     for round_number in range(args.rounds):
         for number, case in enumerate(cases):
             elapsed = _check(guard, case, f"{round_number}:{number}")
             timings["all"].append(elapsed)
             timings[case["expect"]].append(elapsed)
+            anchor.append(_anchor(texts[number]))
         # The same calls made in one conversation, as a long agent session makes them: its
         # call history (loops, rapid fire) fills up to the guard's bound.
         for case in cases:
             timings["long"].append(_check(guard, case, f"long:{round_number}"))
 
+    if args.format == "markdown":
+        print(_markdown(timings, anchor, len(cases), args.rounds, startup))
+        return
     print(f"guard start-up (data compiled, principals loaded): {startup * 1000:.1f} ms")
     print(f"{len(cases)} labelled calls x {args.rounds} rounds, each call its own conversation")
     print("(long: the same calls again, all in one conversation per round)\n")
     print(f"{'calls':<8}{'n':>7}{'median µs':>12}{'p95 µs':>10}{'p99 µs':>10}{'max µs':>10}")
-    for name, values in timings.items():
+    for name, values in {**timings, "anchor": anchor}.items():
         ordered = sorted(values)
         print(
-            f"{name:<8}{len(values):>7}{statistics.median(ordered) * 1e6:>12.0f}"
-            f"{ordered[int(len(ordered) * 0.95)] * 1e6:>10.0f}"
-            f"{ordered[int(len(ordered) * 0.99)] * 1e6:>10.0f}{ordered[-1] * 1e6:>10.0f}"
+            f"{name:<8}{len(values):>7}{_at(ordered, 0.5):>12.0f}{_at(ordered, 0.95):>10.0f}"
+            f"{_at(ordered, 0.99):>10.0f}{ordered[-1] * 1e6:>10.0f}"
         )
+
+
+def _markdown(
+    timings: dict[str, list[float]], anchor: list[float], calls: int, rounds: int, startup: float
+) -> str:
+    ordered_anchor = sorted(anchor)
+    anchor_p50, anchor_p99 = _at(ordered_anchor, 0.5), _at(ordered_anchor, 0.99)
+    labels = {
+        "all": "every labelled call",
+        "block": "calls to block",
+        "allow": "calls to allow",
+        "long": "every call, one conversation per round",
+    }
+    lines = [
+        f"{calls} labelled calls x {rounds} rounds; guard start-up {startup * 1000:.0f} ms; "
+        f"goal p99 <= {GOAL_P99_US} µs",
+        "",
+        "| guard check | p50 | p99 | anchor: one regex over the arguments, p50 / p99 "
+        "| p50 vs anchor | p99 vs goal |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, values in timings.items():
+        ordered = sorted(values)
+        p50, p99 = _at(ordered, 0.5), _at(ordered, 0.99)
+        lines.append(
+            f"| {labels[name]} | {p50:.0f} µs | {p99:.0f} µs | {anchor_p50:.1f} / "
+            f"{anchor_p99:.1f} µs | {p50 / anchor_p50:.0f}x | {p99 / GOAL_P99_US:.1f}x |"
+        )
+    return "\n".join(lines)
+
+
+def _at(ordered: list[float], share: float) -> float:
+    """The value at `share` of the sorted timings, in microseconds."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] * 1e6
+
+
+def _anchor(text: str) -> float:
+    begin = time.perf_counter()
+    _ANCHOR.search(text)
+    return time.perf_counter() - begin
 
 
 def _check(guard: Guard, case: dict, conversation: str) -> float:

@@ -30,6 +30,10 @@ BENCHES = [
         ["bench/bench_app_overhead.py", "--format", "markdown"],
     ),
     (
+        "python bench/bench_guard.py --format markdown",
+        ["bench/bench_guard.py", "--format", "markdown"],
+    ),
+    (
         "python bench/bench_ingest.py --data ../shared/data",
         ["bench/bench_ingest.py", "--data", "{data}"],
     ),
