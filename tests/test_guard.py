@@ -572,3 +572,11 @@ def test_guard_check_reads_the_principals_variable(tmp_path: Path, monkeypatch, 
     )
     out = capsys.readouterr().out
     assert out.startswith("BLOCK") and "requester sam (non_owner, trust 1)" in out
+
+
+def test_what_a_blocked_call_needs_is_compiled_when_the_guard_is_built() -> None:
+    from otel_safety.analysis import secrets
+
+    secrets._patterns.cache_clear()
+    Guard(Directory())
+    assert secrets._patterns.cache_info().currsize == 1  # not left to the first hit

@@ -14,6 +14,7 @@ from opentelemetry import trace
 
 from otel_safety import guardrail
 from otel_safety import semconv as sc
+from otel_safety.analysis.secrets import mask
 from otel_safety.approvals.request import ApprovalRequest, approval_request
 from otel_safety.detectors.base import clip
 from otel_safety.guard.approval import ApprovalGate, Approver
@@ -97,6 +98,8 @@ class Guard:
         self.halts = halts if halts is not None else default_halts()
         self._deep_config = deep
         self._deep_client: Any = None
+        mask("")  # the secret patterns a hit's quote is masked with: built now, not on the
+        # first call that matches a rule (200 ms of an agent's tool call)
 
     def check_tool_call(
         self,
