@@ -109,7 +109,7 @@ class PatternSet:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: RE2 cannot read the text as it is
             return self._all
-        reported = self._set.Match(data) or []
+        reported = self._set._set.Match(data)  # google-re2's own call, not its wrapper
         if self._sentinel not in reported:
             return self._all
         numbers = self._numbers

@@ -31,6 +31,7 @@ try:
     import re2
 except ImportError:  # the pure-regex path below is exact, only slower
     re2 = None
+_UNANCHORED = None if re2 is None else re2._Anchor.UNANCHORED
 
 __all__ = ["Prefilter", "RelaxedFamily", "may_match", "relaxed_family", "utf8"]
 
@@ -72,7 +73,10 @@ class RelaxedFamily:
         if self.ascii_only and not text.isascii():
             return True
         compiled = self.regex
-        return compiled is None or compiled.search(utf8(text)) is not None
+        if compiled is None:
+            return True
+        data = utf8(text)  # google-re2's own call: its wrapper builds a match object
+        return compiled._regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] != -1
 
 
 def _compile_family(source: str) -> Any:
