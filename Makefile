@@ -58,6 +58,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_store.py --data $(DATA) --grow 0,100
 	$(BIN)/python bench/bench_otlp_json.py --data $(DATA)
 	$(BIN)/python bench/bench_guard.py
+	$(BIN)/python bench/bench_redaction.py --data $(DATA)
 	$(BIN)/python bench/bench_monitors.py
 	$(BIN)/python bench/bench_turns.py
 	$(BIN)/python bench/bench_injection_judge.py

@@ -1,0 +1,91 @@
+"""Benchmark: masking secrets in judged traces before they are stored or forwarded.
+
+`serve` redacts by default (`redact_secrets`): every string attribute of every span and span
+event, and every string of the trajectory, is searched for secrets after judging. AgentDojo
+runs from `../shared/data` are judged once (not timed), then redacted as the engine does
+(`redact_evaluation`, on fresh copies, `--repeats` times, the fastest kept). The anchor,
+in the same run, is one plain regex search of the same strings: the least a pass that reads
+each of them must spend.
+
+Run: python bench/bench_redaction.py --data ../shared/data [--traces 300] [--repeats 3]
+Figures are printed, not asserted; they depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import regex
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_detection import agentdojo_traces
+
+from otel_safety import Pipeline
+from otel_safety.redaction import redact_evaluation
+
+_ANCHOR = regex.compile(r"\bpassword\b", regex.IGNORECASE)
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a span attribute value or a dumped trajectory."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in strings(item)]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in strings(item)]
+    return []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--traces", type=int, default=300, help="AgentDojo runs (default 300)")
+    parser.add_argument("--repeats", type=int, default=3, help="passes (the fastest is kept)")
+    args = parser.parse_args()
+
+    pipeline = Pipeline()
+    evaluations = [pipeline.evaluate(spans) for spans in agentdojo_traces(args.data, args.traces)]
+    span_count = sum(len(evaluation.spans) for evaluation in evaluations)
+    texts = [
+        text
+        for evaluation in evaluations
+        for span in evaluation.spans
+        for text in strings(dict(span.attributes or {}))
+        + [t for event in span.events for t in strings(dict(event.attributes or {}))]
+    ]
+    texts += [
+        text
+        for evaluation in evaluations
+        if evaluation.trajectory is not None
+        for text in strings(evaluation.trajectory.model_dump())
+    ]
+
+    redact, anchor, masked = float("inf"), float("inf"), 0
+    for _ in range(args.repeats):
+        copies = [copy.copy(evaluation) for evaluation in evaluations]
+        started = time.process_time()
+        masked = sum(redact_evaluation(evaluation) for evaluation in copies)
+        redact = min(redact, time.process_time() - started)
+        started = time.process_time()
+        for text in texts:
+            _ANCHOR.search(text)
+        anchor = min(anchor, time.process_time() - started)
+
+    print(
+        f"{len(evaluations)} AgentDojo runs, {span_count:,} spans, {len(texts):,} strings, "
+        f"{masked} secrets masked\n"
+    )
+    print("| pass | CPU per span | vs anchor |")
+    print("|---|---|---|")
+    print(f"| anchor: one regex over every string | {anchor / span_count * 1e6:.1f} µs | 1.0 |")
+    print(f"| `redact_evaluation` | {redact / span_count * 1e6:.1f} µs | {redact / anchor:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
