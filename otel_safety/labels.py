@@ -40,7 +40,6 @@ MAX_NOTE = 4000
 ALLOW_UNKNOWN_TRACES = "--allow-unknown-traces"  # the flag of `label` and `labels import`
 
 
-
 class LabelError(ValueError):
     """Labels could not be read or written; the message says which and why."""
 

@@ -184,16 +184,19 @@ def test_inline_verdicts_on_spans_are_taken_as_decided(tmp_path: Path) -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
     guard = Guard(Directory(), approver=lambda verdict: True)
-    with tracer.start_as_current_span(
-        "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
-    ), tracer.start_as_current_span(
-        "execute_tool run_shell",
-        attributes={
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": "run_shell",
-            "gen_ai.tool.call.arguments": json.dumps({"command": "chmod 777 deploy.sh"}),
-        },
-    ) as span:
+    with (
+        tracer.start_as_current_span(
+            "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ),
+        tracer.start_as_current_span(
+            "execute_tool run_shell",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_shell",
+                "gen_ai.tool.call.arguments": json.dumps({"command": "chmod 777 deploy.sh"}),
+            },
+        ) as span,
+    ):
         verdict = guard.check_tool_call("run_shell", {"command": "chmod 777 deploy.sh"})
         assert dict(span.attributes)["otel_safety.guard.approval"] == "approved"
     guard.close()

@@ -179,9 +179,7 @@ def scan_text(index: PatternIndex, text: str) -> TextScan:
         for key in (word + " ", short) if short == long else (word + " ", short, long):
             if key in keys:
                 shown_by.setdefault(key, []).append(word)
-    occurrences: dict[str, list[int]] = {
-        word: [] for words in shown_by.values() for word in words
-    }
+    occurrences: dict[str, list[int]] = {word: [] for words in shown_by.values() for word in words}
     if occurrences:  # where each wanted word stands as a whole token, in one pass
         for token in _WORD.finditer(lowered):
             places = occurrences.get(token.group())

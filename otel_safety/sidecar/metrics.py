@@ -25,6 +25,7 @@ logger = logging.getLogger("otel_safety.sidecar")
 
 PREFIX = "otel_safety.sidecar"  # Prometheus: otel_safety_sidecar_<name>
 
+
 class Metrics:
     """serve's counters, kept through the OpenTelemetry metrics API (`own_metrics`): each
     `add` goes to a `Counter` on otel-safety's own meter, with the labels as attributes, and
