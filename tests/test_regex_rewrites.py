@@ -9,8 +9,9 @@ the pattern, the relaxed forms with and without anchors): every pattern the dete
 compile today must still give the same digest.
 
 A data-file change adds patterns the file does not know: they are skipped, and the file may
-be brought up to date with `python tests/test_regex_rewrites.py` (after a data change only,
-never to accept a change in what the rewrites write).
+be brought up to date with `python tests/test_regex_rewrites.py` (after a data change, or
+in the commit of a deliberate change to a rewrite, whose message names what it changed;
+never to wave through a change nobody meant).
 """
 
 from __future__ import annotations
