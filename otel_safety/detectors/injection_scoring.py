@@ -13,6 +13,7 @@ from typing import Literal
 
 import regex
 
+from otel_safety.detectors.injection_form import OFF_TOPIC_WEIGHT, off_topic_request
 from otel_safety.detectors.injection_mentions import is_mention, sentence_bounds
 from otel_safety.detectors.injection_prefilter import candidates, text_words
 from otel_safety.detectors.injection_rules import InjectionRule, InjectionRules, current_rules
@@ -80,8 +81,24 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
                 best[rule.id] = match
             if not match.mention:
                 break  # a plain instruction: the rule's full weight is already counted
+    if source == "data" and (request := off_topic_request(normal)):
+        best["off-topic-request"] = _off_topic(request, normal)
     matches = sorted(best.values(), key=lambda m: (-m.weight, m.start))
     return _combine(m.weight for m in matches), matches
+
+
+def _off_topic(request: str, subject: str) -> InjectionMatch:
+    """A loose request to an assistant about nothing else the text says, as a rule match."""
+    start = subject.find(request)
+    return InjectionMatch(
+        rule="off-topic-request",
+        category="task_hijack",
+        weight=OFF_TOPIC_WEIGHT,
+        text=request,
+        start=start,
+        end=start + len(request),
+        context=request,
+    )
 
 
 def _judge(
