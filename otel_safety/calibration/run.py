@@ -265,13 +265,15 @@ def _verdict(gate: Gate, real: Figures | None) -> list[str]:
             f"no labelled real traces (the gate needs {gate.min_real_traces}); synthetic "
             "labels show the rules do what we meant, not that they work"
         ]
+    # Judged on the figures as the file records them (rounded), so that a reader who
+    # checks a verdict against the file's figures always comes to the same one.
     c = real.counts
     return gate.judge(
         real_traces=real.traces,
-        f1=c.f1 if c else None,
-        precision=c.precision if c else None,
-        f1_low=real.intervals["f1"].low if c else None,
-        baseline_f1=real.baseline_f1,
+        f1=_r(c.f1) if c else None,
+        precision=_r(c.precision) if c else None,
+        f1_low=_r(real.intervals["f1"].low) if c else None,
+        baseline_f1=_r(real.baseline_f1),
     )
 
 
