@@ -22,6 +22,7 @@ from collections import Counter
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.analysis.memo import per_trace
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors import monitor_rules
@@ -94,6 +95,15 @@ _ASKS = ("can you ", "could you ", "would you ", "will you ")
 # Anchored, with a possessive run: linear however it is searched (bench_worst_case).
 _BELONGS = regex.compile(r"^(?:[-*<>]*+[\w .]{1,30}:\s|[-*\u2022]|\d{1,3}[.)]\s|\p{Ll})")
 _EDGES = " \t\"'*-\u2022>"
+# The lines that may be requests, found in one pass (on RE2 for ASCII text, see
+# analysis.linear): those with a question mark, and those opening with a request verb or
+# "can"/"could"/... (a superset of what `_request_shaped` takes, which then reads only them).
+_MAYBE_REQUEST = linear.compile(
+    r"^[ \t\"'*\u2022>,:-]*(?:"
+    + "|".join(sorted(REQUEST_VERBS))
+    + r"|can|could|would|will)\b[^\n]*|^[^\n?]*\?[^\n]*",
+    regex.IGNORECASE | regex.MULTILINE,
+)
 # A line is off-topic only beside a text that has a topic: this many words of its own.
 _TOPIC_WORDS = 10
 # What a loose off-topic request counts as a rule match: as much as the task-hijack rules
@@ -124,7 +134,8 @@ def off_topic_request(text: str) -> str:
     whole: Counter[str] | None = None
     total = 0
     stopwords = monitor_rules.current_rules().stopwords
-    for line in text.split("\n"):
+    for maybe in _MAYBE_REQUEST.finditer(text):
+        line = maybe.group()
         request = line.strip(_EDGES)
         if not _request_shaped(request) or _BELONGS.match(line.lstrip()):
             continue
