@@ -61,6 +61,8 @@ _KINDS = (
 _ARXIV = regex.compile(r"\barxiv(?:\.org/(?:abs|pdf)/|\s*[:/]?\s*)(?P<id>\d{4}\.\d+)", FLAGS)
 _DOI = regex.compile(r"(?:\bdoi\s*[:=]\s*|\bdoi\.org/)(?P<doi>[^\s,;)\]>\"']+)", FLAGS)
 _VALID_DOI = regex.compile(r"10\.\d{4,9}/\S+")
+_POSSESSIVE = regex.compile(r"['\u2019]s?\Z")
+_LEADING_THE = regex.compile(r"(?i)^the\s+")
 _YEAR = regex.compile(
     r"\((?:[A-Z][\w'\u2019-]+(?:\s+(?:et\s+al\.?|and|&)(?:\s+[A-Z][\w'\u2019-]+)?)?,?\s+)"
     r"(?P<year>\d{4})[a-z]?\s*\)|\bet\s+al\.?,?\s*\(?(?P<year>\d{4})\b"
@@ -271,8 +273,8 @@ def _unbacked(text: str, sources: str, rules: CitationRules) -> Iterable[Citatio
         if title not in sources:
             yield CitationHit("unbacked_title", _w(rules, "unbacked_title"), match.group(0))
     for match in _ACCORDING.finditer(text):
-        source = regex.sub(r"['\u2019]s?\Z", "", match.group("source").rstrip("."))
-        bare = regex.sub(r"(?i)^the\s+", "", source)
+        source = _POSSESSIVE.sub("", match.group("source").rstrip("."))
+        bare = _LEADING_THE.sub("", source)
         if rules.well_known.match(source) or rules.well_known.match(bare):
             continue
         if bare.lower() not in sources:

@@ -22,6 +22,7 @@ from otel_safety.guard.windows import looks_windows, parse_windows
 _MAX_TEXT = 20_000
 _MAX_VALUES = 200
 _URL = regex.compile(r"\b(?:https?|ftp|wss?)://[^\s'\"<>`)]+", regex.IGNORECASE)
+_RECIPIENT_SEPARATORS = regex.compile(r"[,;\s]+")
 _SQL_COMMENTS = regex.compile(r"--[^\n]*|/\*.*?\*/", regex.DOTALL)
 _SQL_READS = regex.compile(
     r"^\s*(?:SELECT|SHOW|DESCRIBE|DESC|EXPLAIN|VALUES|TABLE|WITH\b(?!.*\b(?:INSERT|UPDATE|DELETE)\b))\b",
@@ -255,7 +256,7 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
             view.urls.append(value)
         view.urls.extend(_URL.findall(value))
         if key in keys["recipients"]:
-            view.recipients += len([r for r in regex.split(r"[,;\s]+", value) if r])
+            view.recipients += len([r for r in _RECIPIENT_SEPARATORS.split(value) if r])
         if (
             key not in keys["shell"]
             and key not in keys["code"]

@@ -21,6 +21,7 @@ _WINDOWS_TEXT = regex.compile(
     regex.VERBOSE,
 )
 _SPLIT = regex.compile(r"""("[^"]*"|'[^']*')|(\&\&|\|\||[;&|\n])""")
+_WORD = regex.compile(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
 _ALIASES = {
     "rm": "remove-item",
     "del": "remove-item",
@@ -154,7 +155,7 @@ def _looks_path(word: str) -> bool:
 
 def _words(segment: str) -> list[str]:
     words = []
-    for match in regex.finditer(r'"([^"]*)"|\'([^\']*)\'|(\S+)', segment):
+    for match in _WORD.finditer(segment):
         words.append(next(g for g in match.groups() if g is not None))
     return words
 
