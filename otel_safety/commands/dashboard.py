@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
 from otel_safety.commands.options import add_db
+from otel_safety.commands.stopping import StopSignals
 from otel_safety.config import Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -126,9 +125,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from otel_safety.dashboard.server import DashboardServer
 
     server = DashboardServer(options, host=host, port=port)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()
     server.start()
     print(f"otel-safety dashboard: {server.url}/ over {Path(args.db).resolve()}", flush=True)
     if token:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from otel_safety.commands.dashboard import add_listen_options, dashboard_options, read_token
 from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
+from otel_safety.commands.stopping import StopSignals
 from otel_safety.config import PORT_OFF, Settings, from_environment
 from otel_safety.sidecar.forward import PROTOCOLS, check_endpoint
 from otel_safety.sidecar.server import Sidecar, SidecarOptions
@@ -283,9 +282,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             args.reviewer,
             beside_writer=True,
         )
-    stop = threading.Event()  # set before building: a stop while detectors load is orderly
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()  # before building: a stop while detectors load is orderly
     try:
         sidecar = Sidecar(settings, options)
         sidecar.start()
