@@ -3,6 +3,10 @@ off its own topic."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from otel_safety.detectors.injection import Injection
@@ -115,3 +119,21 @@ def test_a_request_needs_a_text_with_a_topic_around_it():
 )
 def test_a_line_that_belongs_to_a_list_or_a_sentence_is_not_loose(line):
     assert off_topic_request(_INVOICE.format(line=line)) == ""
+
+
+@pytest.mark.process
+def test_every_request_verb_opens_five_requests_outside_bipia(shared_data):
+    """The README's claim about the verbs, checked on the data by the tool that counts them."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[1] / "tools" / "request_openings.py"),
+            "--data",
+            str(shared_data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(a request verb)" in done.stdout
