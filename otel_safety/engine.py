@@ -1,14 +1,14 @@
 """Trace buffer + pipeline + sinks, driven by a worker thread or synchronously.
 
-`submit()` is the only thing on the application's hot path: a non-blocking put into a
-bounded queue. Everything else runs on the worker thread. `process()` runs the same steps
-inline for offline ingest.
+`submit()` is the only thing on the application's hot path: an append to a bounded deque,
+as BatchSpanProcessor does (a `queue.Queue` put takes a lock and notifies a condition).
+Everything else runs on the worker thread. `process()` runs the same steps inline for
+offline ingest.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import Counter, deque
@@ -94,9 +94,11 @@ class SafetyEngine:
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size
-        self._queue: queue.Queue[ReadableSpan | AgentStarted | _Control] = queue.Queue(
-            maxsize=queue_size
-        )
+        self._queue: deque[ReadableSpan | AgentStarted | _Control] = deque()
+        self._max_queue = queue_size
+        # Set by a submit that finds it down: the worker clears it before it waits, so a
+        # busy worker costs the app's thread no lock, and an idle one wakes at the first span.
+        self._wake = threading.Event()
         # GenAI log events wait apart, in a deque bounded by the same size: appending to it
         # wakes no thread (a log record is emitted for every message), and the worker takes
         # them before each batch of spans; an event is emitted before its span ends, so it is
@@ -129,21 +131,23 @@ class SafetyEngine:
             with self._drop_lock:
                 self.stats["log_events_dropped"] += 1
             return False
-        try:
-            self._queue.put_nowait(span)
+        queued = self._queue
+        if len(queued) < self._max_queue:
+            queued.append(span)
+            if not self._wake.is_set():
+                self._wake.set()
             return True
-        except queue.Full:
-            with self._drop_lock:  # a refused agent-start marker is not a lost span
-                self.stats[
-                    "markers_dropped" if isinstance(span, AgentStarted) else "spans_dropped"
-                ] += 1
-            self._drop_warnings.warning(
-                "otel-safety queue full (%d spans): dropped %d spans so far; raise "
-                "queue_size or OTEL_SAFETY_QUEUE_SIZE",
-                self._queue.maxsize,
-                self.stats["spans_dropped"],
-            )
-            return False
+        with self._drop_lock:  # a refused agent-start marker is not a lost span
+            self.stats[
+                "markers_dropped" if isinstance(span, AgentStarted) else "spans_dropped"
+            ] += 1
+        self._drop_warnings.warning(
+            "otel-safety queue full (%d spans): dropped %d spans so far; raise "
+            "queue_size or OTEL_SAFETY_QUEUE_SIZE",
+            self._max_queue,
+            self.stats["spans_dropped"],
+        )
+        return False
 
     def skipped_unsampled(self) -> None:
         """Count a span its sampler recorded but did not sample: neither judged nor
@@ -234,8 +238,8 @@ class SafetyEngine:
         """Say, once and in full, what this engine did not judge: spans refused while the
         queue was full, and spans still queued or buffered when shutdown ran out of time
         (serve's spool keeps those for its next start; an app's are gone)."""
-        with self._queue.mutex:  # the worker may still be taking from it
-            queued = sum(1 for item in self._queue.queue if isinstance(item, ReadableSpan))
+        # list() copies the deque in one step, while the worker may still be taking from it
+        queued = sum(1 for item in list(self._queue) if isinstance(item, ReadableSpan))
         running = self._worker is not None and self._worker.is_alive()
         unjudged = queued + (self.buffer.span_count if running else 0)
         self.stats["spans_unjudged_at_shutdown"] = unjudged
@@ -246,16 +250,14 @@ class SafetyEngine:
                 "(queue_size %d) and %d still waiting when shutdown timed out",
                 dropped + unjudged,
                 dropped,
-                self._queue.maxsize,
+                self._max_queue,
                 unjudged,
             )
 
     def _control(self, stop: bool, timeout_millis: int) -> bool:
         request = _Control(stop=stop, done=threading.Event())
-        try:
-            self._queue.put(request, timeout=timeout_millis / 1000)
-        except queue.Full:
-            return False
+        self._queue.append(request)  # past the bound: a request is not a span to drop
+        self._wake.set()
         return request.done.wait(timeout_millis / 1000)
 
     # -- worker ---------------------------------------------------------------------------
@@ -279,21 +281,17 @@ class SafetyEngine:
         """Take a batch of spans (or a control request) and process it."""
         batch: list[ReadableSpan | AgentStarted] = []
         control = None
-        try:
-            item = self._queue.get(timeout=self._wait_seconds())
-        except queue.Empty:
-            item = None
-        while item is not None:
+        queued = self._queue
+        if not queued:
+            self._wake.clear()  # before the last look: a span submitted after it sets it
+            if not queued:
+                self._wake.wait(self._wait_seconds())
+        while queued and len(batch) < self._batch_size:
+            item = queued.popleft()
             if isinstance(item, _Control):
                 control = item
                 break
             batch.append(item)
-            if len(batch) >= self._batch_size:
-                break
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                item = None
         try:
             self.process(batch)
         except Exception:  # the worker must survive anything
