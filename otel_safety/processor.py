@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -26,21 +27,35 @@ class SafetySpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         # Announcing agent runs lets a trace be judged when its runs end, even if its root
-        # (a chat session, a worker loop) stays open much longer.
-        with contextlib.suppress(Exception):
-            if span.context.trace_flags.sampled and is_agent_run(span.attributes):
+        # (a chat session, a worker loop) stays open much longer. (try, not
+        # contextlib.suppress: that builds an object and calls two methods on every span.)
+        try:
+            if span.context.trace_flags.sampled and is_agent_run(starting_attributes(span)):
                 self.engine.submit(AgentStarted(span.context.trace_id))
+        except Exception:  # never raise into the app
+            pass
 
     def on_end(self, span: ReadableSpan) -> None:
         # The application's thread: enqueue only, never block, never raise.
-        with contextlib.suppress(Exception):
+        try:
             if span.context.trace_flags.sampled:
                 self.engine.submit(span)
             else:
                 self.engine.skipped_unsampled()
+        except Exception:  # never raise into the app
+            pass
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.engine.force_flush(timeout_millis)
 
     def shutdown(self) -> None:
         self.engine.shutdown()
+
+
+def starting_attributes(span: Span) -> Mapping[str, Any]:
+    """The attributes a span starts with, read through the SDK's own dict when it keeps one.
+    Its public mapping answers every missing key with a raised and caught KeyError: three
+    lookups took 0.78 us a span on the app's thread, the dict 0.12 us
+    (`bench/bench_hot_path.py`). Any other span is read the public way."""
+    raw = getattr(getattr(span, "_attributes", None), "_dict", None)
+    return raw if type(raw) is dict else (span.attributes or {})
