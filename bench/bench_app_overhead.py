@@ -7,7 +7,11 @@ the application's process and in its children (the detection worker):
 
 - anchor: the SDK's BatchSpanProcessor with an exporter that drops everything;
 - otel-safety judging on the engine's thread (`detection="thread"`);
-- otel-safety judging in a worker process (`detection="process"`, the default).
+- otel-safety judging in a worker process (`detection="process"`, the default);
+- the same with a queue of 4,096 spans, full within a fraction of a
+  second: what the app pays once the queue is full and spans are dropped, where the default
+  queue (65,536 spans) is still filling during the run. While it fills, the app's garbage
+  collector walks every span waiting in it at each full collection.
 
 Each processor is measured in several rounds (`--rounds`), each against the anchor of its own
 round, and the medians are printed: one short run moves by a third on a busy VM.
@@ -23,6 +27,7 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +39,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from otel_safety import create_processor
 
+SMALL_QUEUE = 4096
 _ANSWER = "Here is the summary of the README you asked for. " * 20  # ~1 KB
 
 
@@ -119,16 +125,49 @@ def measure(name: str, processor: SpanProcessor, seconds: float) -> dict:
     }
 
 
+# (the row's name, detection, queue_size); None: BatchSpanProcessor, the anchor
+PROCESSORS: list[tuple[str, str | None, int | None]] = [
+    ("BatchSpanProcessor (anchor)", None, None),
+    ("otel-safety, detection=thread", "thread", None),
+    ("otel-safety, detection=process", "process", None),
+    (f"otel-safety, detection=process, queue_size={SMALL_QUEUE:,}", "process", SMALL_QUEUE),
+]
+
+
+def measure_one(index: int, seconds: float, folder: str) -> dict:
+    """One processor's row; run in a process of its own (`--one`)."""
+    name, detection, queue_size = PROCESSORS[index]
+    if detection is None:
+        return measure(name, BatchSpanProcessor(_Dropping()), seconds)
+    processor = create_processor(
+        str(Path(folder) / "store.duckdb"),
+        otlp=False,
+        detection=detection,
+        queue_size=queue_size,
+    )
+    row = measure(name, processor, seconds)
+    row["dropped"] = processor.engine.stats["spans_dropped"]
+    return row
+
+
 def one_round(seconds: float, folder: str, number: int) -> list[dict]:
     """The anchor, then otel-safety judging on a thread and in a worker process, each beside
-    the anchor measured in the same round."""
-    rows = [measure("BatchSpanProcessor (anchor)", BatchSpanProcessor(_Dropping()), seconds)]
-    for detection in ("thread", "process"):
-        print(f"round {number + 1}: otel-safety, detection={detection}...", file=sys.stderr)
-        processor = create_processor(
-            str(Path(folder) / f"{detection}-{number}.duckdb"), otlp=False, detection=detection
+    the anchor measured in the same round. Each runs in a fresh Python process: judging on a
+    thread loads every detector into the process, and a larger heap makes every later full
+    garbage collection slower, which would be charged to the rows after it."""
+    rows = []
+    for index, (name, _, _) in enumerate(PROCESSORS):
+        print(f"round {number + 1}: {name}...", file=sys.stderr)
+        here = Path(folder) / f"{number}-{index}"
+        here.mkdir()
+        done = subprocess.run(
+            [sys.executable, __file__, "--one", str(index), "--seconds", str(seconds)],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
         )
-        rows.append(measure(f"otel-safety, detection={detection}", processor, seconds))
+        rows.append(json.loads(done.stdout))
     for row in rows:
         row["app_vs_anchor"] = round(row["app_spans_per_s"] / rows[0]["app_spans_per_s"], 3)
     return rows
@@ -156,7 +195,11 @@ def main() -> None:
         "--rounds", type=int, default=3, help="rounds of all three, medians reported (default 3)"
     )
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a round's one row
     args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(measure_one(args.one, args.seconds, os.getcwd())))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         rows = medians([one_round(args.seconds, tmp, n) for n in range(max(1, args.rounds))])
     if args.format == "json":
@@ -168,15 +211,17 @@ def main() -> None:
     )
     print(
         "| processor | app spans/s | vs anchor | app-process CPU per span | worker CPU per span "
-        "| all judged after |\n|---|---|---|---|---|---|"
+        "| all judged after | spans dropped |\n|---|---|---|---|---|---|---|"
     )
     for row in rows:
         low, high = row["app_vs_anchor_range"]
+        dropped = f"{round(row['dropped']):,}" if "dropped" in row else "-"
         print(
             f"| {row['processor']} | {round(row['app_spans_per_s']):,} | "
             f"{round(row['app_vs_anchor'], 3)} [{low}-{high}] | "
             f"{round(row['app_process_cpu_ms_per_span'], 3)} ms | "
-            f"{round(row['worker_cpu_ms_per_span'], 3)} ms | {round(row['drained_s'], 1)} s |"
+            f"{round(row['worker_cpu_ms_per_span'], 3)} ms | {round(row['drained_s'], 1)} s | "
+            f"{dropped} |"
         )
 
 
