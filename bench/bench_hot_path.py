@@ -5,7 +5,9 @@ BatchSpanProcessor appends to a deque there; otel-safety must do no more than th
 noting an agent run's start. The spans are those of `bench_app_overhead`'s agent runs
 (an agent span, a ~2 KB chat span, a tool span). Each processor's calls are timed over
 all spans, best of `--repeat`; the engine has no worker thread here, so only the calls
-themselves are timed (its queue holds every span).
+themselves are timed (its queue holds every span; in one row it holds one, so every other
+span takes the path of a span dropped, the path of an app making spans faster than
+detection takes them).
 
 Also timed: reading the starting attributes of a span to tell an agent run, through the
 SDK's public mapping and through the dict it keeps (`processor.starting_attributes`).
@@ -77,14 +79,19 @@ def main() -> None:
         Pipeline(detectors=[]), [], background=False, queue_size=2 * len(spans) * (args.repeat + 1)
     )
     processor = SafetySpanProcessor(engine)
+    full = SafetySpanProcessor(
+        SafetyEngine(Pipeline(detectors=[]), [], background=False, queue_size=1)
+    )
     anchor_us = per_span_us(spans, both_calls(anchor), args.repeat)
     ours_us = per_span_us(spans, both_calls(processor), args.repeat)
+    full_us = per_span_us(spans, both_calls(full), args.repeat)
     public_us = per_span_us(spans, lambda s: is_agent_run(s.attributes), args.repeat)
     raw_us = per_span_us(spans, lambda s: is_agent_run(starting_attributes(s)), args.repeat)
     anchor.shutdown()
     rows = [
         {"call": "BatchSpanProcessor on_start + on_end (anchor)", "us_per_span": anchor_us},
         {"call": "otel-safety on_start + on_end", "us_per_span": ours_us},
+        {"call": "otel-safety, the queue full (every span dropped)", "us_per_span": full_us},
         {"call": "is an agent run? public attribute mapping", "us_per_span": public_us},
         {"call": "is an agent run? the SDK's dict", "us_per_span": raw_us},
     ]

@@ -108,6 +108,9 @@ class SafetyEngine:
         self._lock = threading.Lock()
         self._drop_lock = threading.Lock()
         self._drop_warnings = RateLimitedLog(logger)
+        # A span dropped skips the warning's lock and clock until its window has passed:
+        # once the queue is full, every span the app makes takes this path.
+        self._quiet_until = 0.0
         self._closed = False
         self._abandoned = False  # set when shutdown stops waiting for the worker thread
         # The optional deep analysis tier (otel_safety.deep), fed after the sinks: the first
@@ -141,12 +144,15 @@ class SafetyEngine:
             self.stats[
                 "markers_dropped" if isinstance(span, AgentStarted) else "spans_dropped"
             ] += 1
-        self._drop_warnings.warning(
-            "otel-safety queue full (%d spans): dropped %d spans so far; raise "
-            "queue_size or OTEL_SAFETY_QUEUE_SIZE",
-            self._max_queue,
-            self.stats["spans_dropped"],
-        )
+        now = time.monotonic()
+        if now >= self._quiet_until:
+            self._quiet_until = now + self._drop_warnings.window
+            self._drop_warnings.warning(
+                "otel-safety queue full (%d spans): dropped %d spans so far; raise "
+                "queue_size or OTEL_SAFETY_QUEUE_SIZE",
+                self._max_queue,
+                self.stats["spans_dropped"],
+            )
         return False
 
     def skipped_unsampled(self) -> None:
