@@ -54,8 +54,8 @@ class SafetySpanProcessor(SpanProcessor):
 
 def starting_attributes(span: Span) -> Mapping[str, Any]:
     """The attributes a span starts with, read through the SDK's own dict when it keeps one.
-    Its public mapping answers every missing key with a raised and caught KeyError: three
-    lookups took 0.78 us a span on the app's thread, the dict 0.12 us
-    (`bench/bench_hot_path.py`). Any other span is read the public way."""
+    Its public mapping answers every missing key with a raised and caught KeyError, several
+    times the cost of the dict's lookups on the app's thread (`bench/bench_hot_path.py`
+    times both). Any other span is read the public way."""
     raw = getattr(getattr(span, "_attributes", None), "_dict", None)
     return raw if type(raw) is dict else (span.attributes or {})
