@@ -54,6 +54,7 @@ def create_processor(
     requester_attribute: str | None = None,
     conversation_attribute: str | None = None,
     store: bool | None = None,
+    store_keep_open: float | None = None,
     calibration: str | None = None,
     principals: str | None = None,
     monitor_modes: Mapping[str, str] | None = None,
@@ -94,6 +95,7 @@ def create_processor(
         requester_attribute=requester_attribute,
         conversation_attribute=conversation_attribute,
         store=store,
+        store_keep_open=store_keep_open,
         calibration=calibration,
         principals=principals,
         monitor_modes=dict(monitor_modes) if monitor_modes is not None else None,
@@ -104,7 +106,7 @@ def create_processor(
     # First: the halt is in force before the writes.
     sinks: list[Sink] = [HaltSink(halts, on=settings.halt_on)]
     if settings.store:
-        sinks.append(DuckDBStore(settings.db_path))
+        sinks.append(DuckDBStore(settings.db_path, keep_open=settings.store_keep_open))
     if logger_provider is not None and settings.evaluation_events != "spans":
         sinks.append(EvaluationLogSink(logger_provider))
     sinks.extend(ExporterSink(exporter) for exporter in exporters)

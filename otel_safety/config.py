@@ -58,6 +58,12 @@ class Settings(BaseSettings):
 
     db_path: str = Field("otel-safety.duckdb", description="DuckDB store file (OTEL_SAFETY_DB)")
     store: bool = Field(True, description="write the DuckDB store at all (OTEL_SAFETY_STORE)")
+    store_keep_open: float = Field(
+        0.0,
+        ge=0,
+        description="seconds the store file may stay open while writes keep coming "
+        "(0: let go after every write)",
+    )
     detectors: list[str] | None = Field(None, description="detector keys; all when unset")
     thresholds: dict[str, float] = Field(default_factory=dict, description="key=value overrides")
     decision_wait: float = Field(30.0, ge=0, description="seconds a trace may sit idle")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from datetime import datetime
 
 import duckdb
@@ -245,3 +246,82 @@ def test_a_version_2_store_gets_the_finding_details_columns(tmp_path, span_facto
     assert row == ("capability_drop", False)
     assert version == (str(SCHEMA_VERSION),)
     assert by_policy == (False,)
+
+
+def _readable_now(path) -> bool:
+    """Whether another connection can open the file read-only at once (in this process a
+    read-write connection still open refuses it, as another process's lock would)."""
+    try:
+        duckdb.connect(str(path), read_only=True).close()
+    except duckdb.Error:
+        return False
+    return True
+
+
+def test_by_default_the_file_is_let_go_after_every_write(tmp_path, span_factory):
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path, write_interval=0.0)
+    assert _readable_now(path)
+    store.write([Pipeline(detectors=[]).evaluate(span_factory.agent_run())])
+    assert _readable_now(path)
+    store.shutdown()
+
+
+def test_keep_open_holds_the_file_between_writes_and_lets_go_when_they_pause(
+    tmp_path, span_factory
+):
+    path = tmp_path / "s.duckdb"
+    pipeline = Pipeline(detectors=[])
+    store = DuckDBStore(path, write_interval=0.0, keep_open=3600)
+    assert _readable_now(path)  # creating the schema does not keep it
+    store.write([pipeline.evaluate(span_factory.agent_run())])
+    store.write([pipeline.evaluate(span_factory.agent_run())])
+    assert not _readable_now(path)  # kept open from one write to the next
+    store.tick()  # nothing pending and write_interval (0 s) since the last write: a pause
+    assert _readable_now(path)
+    store.write([pipeline.evaluate(span_factory.agent_run())])
+    assert not _readable_now(path)
+    assert store.force_flush()  # a flush makes what it wrote readable elsewhere
+    assert _readable_now(path)
+    store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (6,)
+
+
+def test_keep_open_is_a_bound_while_writes_keep_coming(tmp_path, span_factory):
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path, write_interval=0.5, keep_open=1.0)
+    pipeline = Pipeline(detectors=[])
+    store.write([pipeline.evaluate(span_factory.agent_run())])  # the first write is due
+    assert not _readable_now(path)
+    time.sleep(1.1)  # past keep_open (no tick: writes never paused)
+    store.write([pipeline.evaluate(span_factory.agent_run())])  # due again: written, let go
+    assert _readable_now(path)
+    store.shutdown()
+
+
+def test_store_keep_open_reaches_the_store_from_an_argument_or_the_environment(
+    tmp_path, monkeypatch
+):
+    from otel_safety import create_processor
+
+    def quiet(path):  # judging on a thread, no detectors: nothing to start or build
+        return create_processor(str(path), otlp=False, detection="thread", detectors=[])
+
+    def keep_open_of(processor):
+        (store,) = [s for s in processor.engine.sinks if isinstance(s, DuckDBStore)]
+        processor.shutdown()
+        return store.keep_open
+
+    given = create_processor(
+        str(tmp_path / "a.duckdb"),
+        otlp=False,
+        store_keep_open=2.5,
+        detection="thread",
+        detectors=[],
+    )
+    assert keep_open_of(given) == 2.5
+    monkeypatch.setenv("OTEL_SAFETY_STORE_KEEP_OPEN", "1.5")
+    assert keep_open_of(quiet(tmp_path / "b.duckdb")) == 1.5
+    monkeypatch.delenv("OTEL_SAFETY_STORE_KEEP_OPEN")
+    assert keep_open_of(quiet(tmp_path / "c.duckdb")) == 0.0

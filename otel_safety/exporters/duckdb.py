@@ -59,9 +59,14 @@ class DuckDBStore(BatchingSink):
     DuckDB lets one process write a file at a time, so by default the store opens the file
     only to write, at most once per `write_interval` seconds: `otel-safety query` and the
     DuckDB CLI can read it while the application runs. `hold=True` keeps it open (bulk
-    ingest, `:memory:`). Writes replace rows with the same keys, so ingesting a file twice
-    leaves one copy of each span, finding and trace. While another process holds the file,
-    traces wait (up to `max_pending` of them) and are written on a later try.
+    ingest, `:memory:`). With `keep_open` seconds, the file stays open from one write to the
+    next while writes keep coming, and is let go when they pause, at `force_flush`, and at
+    least that often: closing after a write checkpoints the file, a cost per table written
+    that small writes pay in full (`bench/bench_store.py` times both), while a reader waits
+    up to `keep_open` (`otel-safety query` waits; the DuckDB CLI does not). Writes replace
+    rows with the same keys, so ingesting a file twice leaves one copy of each span, finding
+    and trace. While another process holds the file, traces wait (up to `max_pending` of
+    them) and are written on a later try.
     """
 
     retry_on = (StoreError,)
@@ -73,8 +78,11 @@ class DuckDBStore(BatchingSink):
         hold: bool = False,
         write_interval: float = 1.0,
         max_pending: int = 10_000,
+        keep_open: float = 0.0,
     ) -> None:
         self.path = str(path)
+        self.keep_open = keep_open
+        self._opened_at = 0.0
         super().__init__(self.path, write_interval=write_interval, max_pending=max_pending)
         self.hold = hold or self.path == ":memory:"
         if self.path != ":memory:":
@@ -83,9 +91,8 @@ class DuckDBStore(BatchingSink):
         self._deep_pending: list[DeepResult] = []
         self._deep_counters: dict[str, int] | None = None
         self.deep_dropped = 0
-        con = self._open()
-        ensure_schema(con, self.path)
-        self._release(con)
+        ensure_schema(self._open(), self.path)
+        self._let_go()
 
     def write_deep(self, results: Sequence[DeepResult]) -> None:
         """Deep analyses (otel_safety.deep): written at once, after the traces they judge
@@ -107,14 +114,19 @@ class DuckDBStore(BatchingSink):
 
     def tick(self) -> None:
         super().tick()
-        if self._deep_pending or self._deep_counters is not None:
-            with self._lock:
+        with self._lock:
+            if self._deep_pending or self._deep_counters is not None:
                 self._write_deep_pending()
+            idle = time.monotonic() - self._last_write
+            if not self._pending and idle >= self.write_interval:  # writes have paused
+                self._let_go()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         ok = super().force_flush(timeout_millis)
         with self._lock:
-            return self._write_deep_pending() and ok
+            ok = self._write_deep_pending() and ok
+            self._let_go()  # what was flushed is readable by other processes now
+            return ok
 
     def _write_deep_pending(self) -> bool:
         """Under the lock: the traces first (a deep result updates their rows), then the
@@ -183,16 +195,21 @@ class DuckDBStore(BatchingSink):
         if self._con is not None:
             return self._con
         try:
-            con = connect_store(self.path)
+            self._con = connect_store(self.path)
         except duckdb.Error as exc:
             raise StoreError(f"cannot open DuckDB store {self.path}: {exc}") from exc
-        if self.hold:
-            self._con = con
-        return con
+        self._opened_at = time.monotonic()
+        return self._con
 
     def _release(self, con: duckdb.DuckDBPyConnection) -> None:
+        """After a write: the file is kept only while `keep_open` allows."""
+        if time.monotonic() - self._opened_at >= self.keep_open:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Close the file (unless held for good), so that other processes can open it."""
         if not self.hold:
-            con.close()
+            self._close()
 
 
 def rows_by_table(

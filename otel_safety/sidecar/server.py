@@ -220,7 +220,7 @@ class Sidecar:
             from otel_safety.exporters.ducklake import DuckLakeStore
 
             return DuckLakeStore(self.options.lake, self.options.lake_data_path)
-        return DuckDBStore(self.settings.db_path)
+        return DuckDBStore(self.settings.db_path, keep_open=self.settings.store_keep_open)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Sidecar:
