@@ -11,8 +11,15 @@ included): in an application that is CPU taken beside the app's own work.
 `--grow` also times one write into stores that already hold that many copies of the
 corpus (copied in SQL under other trace ids): a write must not cost more as the store grows.
 
+`--writes-of N` also writes the corpus in writes of N traces, as an app's engine writes
+what it judged in the last second: the file let go after every write (the default), and
+kept open between writes (`keep_open`, 3 s). Each close after a write checkpoints the file,
+a cost per table written that a small write pays in full. The writes follow each other at
+once, so the kept-open file is closed only at the final flush: at an app's one write a
+second it would close every third write, between the two figures.
+
 Run: python bench/bench_store.py --data ../shared/data [--traces 300] [--repeats 3]
-     [--grow 0,10,100]
+     [--grow 0,10,100] [--writes-of 30]
 Figures are printed, not asserted; they depend on the machine.
 """
 
@@ -35,6 +42,8 @@ from bench_detection import agentdojo_traces
 
 from otel_safety import DuckDBStore, Pipeline
 from otel_safety.mapping import span_id_hex, trace_id_hex
+
+KEEP_OPEN = 3.0  # seconds, for the kept-open writes of `--writes-of`
 
 
 def store_cpu(evaluations: list, path: Path) -> tuple[float, float]:
@@ -72,6 +81,18 @@ def anchor_cpu(evaluations: list, path: Path) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
+def small_writes(evaluations: list, path: Path, size: int, keep_open: float) -> float:
+    """CPU seconds to write every evaluation, `size` traces a write, into a new file."""
+    store = DuckDBStore(path, write_interval=0.0, keep_open=keep_open)
+    cpu = time.process_time()
+    for start in range(0, len(evaluations), size):
+        store.write(evaluations[start : start + size])
+    store.force_flush()
+    cpu = time.process_time() - cpu
+    store.shutdown()
+    return cpu
+
+
 def grown_write(evaluations: list, path: Path, copies: int) -> dict[str, Any]:
     """One write of `evaluations` into a store already holding `copies` of them."""
     store = DuckDBStore(path)
@@ -103,6 +124,9 @@ def main() -> None:
     parser.add_argument(
         "--grow", default="", help="comma-separated copies of the corpus already in the store"
     )
+    parser.add_argument(
+        "--writes-of", type=int, default=0, help="also write the corpus N traces a write"
+    )
     args = parser.parse_args()
     traces = agentdojo_traces(args.data, args.traces)
     print(f"judging {len(traces)} traces (not timed)...", file=sys.stderr)
@@ -119,6 +143,12 @@ def main() -> None:
             for copies in args.grow.split(",")
             if copies
         ]
+        small = {}
+        for keep_open in (0.0, KEEP_OPEN) if args.writes_of else ():
+            files = [Path(tmp) / f"small-{keep_open:g}-{r}.duckdb" for r in range(args.repeats)]
+            small[keep_open] = statistics.median(
+                small_writes(evaluations, file, args.writes_of, keep_open) for file in files
+            )
     store_cpu_s = statistics.median(cpu for cpu, _ in store)
     anchor_cpu_s = statistics.median(cpu for cpu, _ in anchor)
     result: dict[str, Any] = {
@@ -134,6 +164,14 @@ def main() -> None:
         row["write_vs_anchor"] = round(row.pop("write_cpu_s") / anchor_cpu_s, 2)
     if grown:
         result["write_into_a_grown_store"] = grown
+    if small:
+        result[f"writes_of_{args.writes_of}_traces"] = {
+            f"keep_open_{keep_open:g}_s": {
+                "cpu_ms_per_span": round(cpu * 1000 / spans, 3),
+                "vs_anchor": round(cpu / anchor_cpu_s, 2),
+            }
+            for keep_open, cpu in small.items()
+        }
     if args.format == "json":
         print(json.dumps(result, indent=2))
         return
@@ -149,6 +187,12 @@ def main() -> None:
         print(
             f"| DuckDBStore, the same traces again | {row['store_spans']:,} spans | "
             f"{row['write_cpu_ms_per_span']} ms | {row['write_vs_anchor']} |"
+        )
+    for keep_open, cpu in small.items():
+        how = "let go after each" if not keep_open else f"kept open up to {keep_open:g} s"
+        print(
+            f"| DuckDBStore, writes of {args.writes_of} traces, file {how} | 0 spans | "
+            f"{round(cpu * 1000 / spans, 3)} ms | {round(cpu / anchor_cpu_s, 2)} |"
         )
 
 

@@ -42,8 +42,19 @@ BENCHES = [
         ["bench/bench_ingest.py", "--data", "{data}"],
     ),
     (
-        "python bench/bench_store.py --data ../shared/data --grow 0,100 --format markdown",
-        ["bench/bench_store.py", "--data", "{data}", "--grow", "0,100", "--format", "markdown"],
+        "python bench/bench_store.py --data ../shared/data --grow 0,100 --writes-of 30 "
+        "--format markdown",
+        [
+            "bench/bench_store.py",
+            "--data",
+            "{data}",
+            "--grow",
+            "0,100",
+            "--writes-of",
+            "30",
+            "--format",
+            "markdown",
+        ],
     ),
     (
         "python bench/bench_worst_case.py --sizes 1000000 --format markdown",
