@@ -325,3 +325,12 @@ def test_store_keep_open_reaches_the_store_from_an_argument_or_the_environment(
     assert keep_open_of(quiet(tmp_path / "b.duckdb")) == 1.5
     monkeypatch.delenv("OTEL_SAFETY_STORE_KEEP_OPEN")
     assert keep_open_of(quiet(tmp_path / "c.duckdb")) == 0.0
+
+
+def test_serve_takes_store_keep_open_from_its_flag():
+    from otel_safety.cli import build_parser
+    from otel_safety.commands.serve import options_from_args
+
+    args = build_parser().parse_args(["serve", "--store-keep-open", "2"])
+    settings, _ = options_from_args(args)
+    assert settings.store_keep_open == 2.0

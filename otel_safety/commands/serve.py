@@ -85,6 +85,14 @@ def add_commands(subparsers: Any) -> None:
         "--no-store", action="store_true", help="write no store at all [OTEL_SAFETY_STORE=false]"
     )
     store.add_argument(
+        "--store-keep-open",
+        type=float,
+        metavar="SECONDS",
+        help="keep the store file open up to this long while writes keep coming: no "
+        "checkpoint per write, but readers wait up to that long (default 0: let go after "
+        "every write) [OTEL_SAFETY_STORE_KEEP_OPEN]",
+    )
+    store.add_argument(
         "--spool",
         metavar="DIR|off",
         help="write-ahead spool: each request is on disk here before it is acknowledged, "
@@ -198,6 +206,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
     settings = Settings.resolve(
         db_path=args.db,
         store=False if args.no_store else None,
+        store_keep_open=args.store_keep_open,
         detectors=detector_keys(args.detectors),
         decision_wait=args.decision_wait,
         queue_size=args.queue_size,
