@@ -14,7 +14,11 @@ the application's process and in its children (the detection worker):
   collector walks every span waiting in it at each full collection.
 
 Each processor is measured in several rounds (`--rounds`), each against the anchor of its own
-round, and the medians are printed: one short run moves by a third on a busy VM.
+round, and the medians are printed: one short run moves by a third on a busy VM. With
+`--seconds 4` or so, a second table shows the app's spans second by second: slow while the
+default queue fills, close to the anchor once it is full. `--no-gc` turns the app's garbage
+collector off during the runs, which shows what the spans waiting in the queue cost it;
+`--rows anchor,process` runs only those.
 
 Run: make bench   (or: python bench/bench_app_overhead.py --seconds 10)
 Figures are printed, not asserted; they depend on the machine.
@@ -23,6 +27,7 @@ Figures are printed, not asserted; they depend on the machine.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -97,7 +102,9 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(name: str, processor: SpanProcessor, seconds: float) -> dict:
+def measure(name: str, processor: SpanProcessor, seconds: float, collect: bool = True) -> dict:
+    """The app's run with `processor`; `collect=False` turns the app's garbage collector off
+    for the run, to show its share."""
     provider = TracerProvider()
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("bench")
@@ -105,12 +112,21 @@ def measure(name: str, processor: SpanProcessor, seconds: float) -> dict:
         agent_run(tracer, number)
     provider.force_flush(300_000)
     own_before, children_before = cpu(processor)
+    if not collect:
+        gc.disable()
     spans, started = 0, time.perf_counter()
-    number = 0
-    while time.perf_counter() - started < seconds:
-        spans += agent_run(tracer, number)
-        number += 1
+    number, per_second, second_ends, in_second = 0, [], started + 1, 0
+    while (now := time.perf_counter()) - started < seconds:
+        if now >= second_ends:
+            per_second.append(in_second)
+            second_ends, in_second = second_ends + 1, 0
+        made = agent_run(tracer, number)
+        spans, in_second, number = spans + made, in_second + made, number + 1
     elapsed = time.perf_counter() - started
+    gc.enable()
+    last = started + elapsed - (second_ends - 1)  # the run's last, maybe shorter, second
+    if last >= 0.5:
+        per_second.append(in_second / last)
     provider.force_flush(600_000)  # what the app process and the worker spent on them
     drained = time.perf_counter() - started
     own_after, children_after = cpu(processor)
@@ -118,6 +134,7 @@ def measure(name: str, processor: SpanProcessor, seconds: float) -> dict:
     return {
         "processor": name,
         "app_spans_per_s": round(spans / elapsed),
+        "per_second": per_second,  # the app's spans in each whole second of the run
         "spans": spans,
         "drained_s": round(drained, 1),
         "app_process_cpu_ms_per_span": round((own_after - own_before) * 1000 / spans, 3),
@@ -125,43 +142,53 @@ def measure(name: str, processor: SpanProcessor, seconds: float) -> dict:
     }
 
 
-# (the row's name, detection, queue_size); None: BatchSpanProcessor, the anchor
-PROCESSORS: list[tuple[str, str | None, int | None]] = [
-    ("BatchSpanProcessor (anchor)", None, None),
-    ("otel-safety, detection=thread", "thread", None),
-    ("otel-safety, detection=process", "process", None),
-    (f"otel-safety, detection=process, queue_size={SMALL_QUEUE:,}", "process", SMALL_QUEUE),
+# (the row's key for --rows, its name, detection, queue_size); detection None: the anchor
+PROCESSORS: list[tuple[str, str, str | None, int | None]] = [
+    ("anchor", "BatchSpanProcessor (anchor)", None, None),
+    ("thread", "otel-safety, detection=thread", "thread", None),
+    ("process", "otel-safety, detection=process", "process", None),
+    (
+        "small",
+        f"otel-safety, detection=process, queue_size={SMALL_QUEUE:,}",
+        "process",
+        SMALL_QUEUE,
+    ),
 ]
 
 
-def measure_one(index: int, seconds: float, folder: str) -> dict:
+def measure_one(index: int, seconds: float, folder: str, collect: bool) -> dict:
     """One processor's row; run in a process of its own (`--one`)."""
-    name, detection, queue_size = PROCESSORS[index]
+    _, name, detection, queue_size = PROCESSORS[index]
     if detection is None:
-        return measure(name, BatchSpanProcessor(_Dropping()), seconds)
+        return measure(name, BatchSpanProcessor(_Dropping()), seconds, collect)
     processor = create_processor(
         str(Path(folder) / "store.duckdb"),
         otlp=False,
         detection=detection,
         queue_size=queue_size,
     )
-    row = measure(name, processor, seconds)
+    row = measure(name, processor, seconds, collect)
     row["dropped"] = processor.engine.stats["spans_dropped"]
     return row
 
 
-def one_round(seconds: float, folder: str, number: int) -> list[dict]:
+def one_round(
+    seconds: float, folder: str, number: int, keys: list[str], collect: bool
+) -> list[dict]:
     """The anchor, then otel-safety judging on a thread and in a worker process, each beside
     the anchor measured in the same round. Each runs in a fresh Python process: judging on a
     thread loads every detector into the process, and a larger heap makes every later full
     garbage collection slower, which would be charged to the rows after it."""
     rows = []
-    for index, (name, _, _) in enumerate(PROCESSORS):
+    for index, (key, name, _, _) in enumerate(PROCESSORS):
+        if key not in keys:
+            continue
         print(f"round {number + 1}: {name}...", file=sys.stderr)
         here = Path(folder) / f"{number}-{index}"
         here.mkdir()
+        garbage = [] if collect else ["--no-gc"]
         done = subprocess.run(
-            [sys.executable, __file__, "--one", str(index), "--seconds", str(seconds)],
+            [sys.executable, __file__, "--one", str(index), "--seconds", str(seconds), *garbage],
             cwd=here,
             capture_output=True,
             text=True,
@@ -180,7 +207,10 @@ def medians(rounds: list[list[dict]]) -> list[dict]:
     for rows in zip(*rounds, strict=True):
         row = {"processor": rows[0]["processor"], "rounds": len(rows)}
         for key in rows[0]:
-            if key != "processor":
+            if key == "per_second":  # second by second, as far as every round got
+                seconds = zip(*(r[key] for r in rows), strict=False)
+                row[key] = [statistics.median(s) for s in seconds]
+            elif key != "processor":
                 row[key] = statistics.median(r[key] for r in rows)
         ratios = sorted(r["app_vs_anchor"] for r in rows)
         row["app_vs_anchor_range"] = [ratios[0], ratios[-1]]
@@ -192,16 +222,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="app run per processor")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="rounds of all three, medians reported (default 3)"
+        "--rounds", type=int, default=3, help="rounds of every row, medians reported (default 3)"
     )
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    parser.add_argument(
+        "--rows",
+        default=",".join(key for key, *_ in PROCESSORS),
+        help="processors to run, of: "
+        + ", ".join(key for key, *_ in PROCESSORS)
+        + " (the anchor always runs)",
+    )
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="turn the app's garbage collector off during each run, to show its share",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a round's one row
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(measure_one(args.one, args.seconds, os.getcwd())))
+        row = measure_one(args.one, args.seconds, os.getcwd(), collect=not args.no_gc)
+        print(json.dumps(row))
         return
+    keys = ["anchor", *(k.strip() for k in args.rows.split(",") if k.strip() != "anchor")]
+    unknown = set(keys) - {key for key, *_ in PROCESSORS}
+    if unknown:
+        parser.error(f"unknown --rows: {', '.join(sorted(unknown))}")
+    collect = not args.no_gc
     with tempfile.TemporaryDirectory() as tmp:
-        rows = medians([one_round(args.seconds, tmp, n) for n in range(max(1, args.rounds))])
+        rounds = [
+            one_round(args.seconds, tmp, n, keys, collect) for n in range(max(1, args.rounds))
+        ]
+        rows = medians(rounds)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return
@@ -223,6 +274,26 @@ def main() -> None:
             f"{round(row['worker_cpu_ms_per_span'], 3)} ms | {round(row['drained_s'], 1)} s | "
             f"{dropped} |"
         )
+    if len(rows[0]["per_second"]) >= 2:
+        _print_seconds(rows)
+
+
+def _print_seconds(rows: list[dict]) -> None:
+    """Second by second: a growing queue costs the app more than a full one."""
+    anchor = rows[0]["per_second"]
+    count = min(len(row["per_second"]) for row in rows)
+    print(
+        "\nThe app's spans in each second of the run (medians over the rounds), and the ratio "
+        "to the anchor's same second:\n"
+    )
+    print("| processor | " + " | ".join(f"second {n + 1}" for n in range(count)) + " |")
+    print("|---|" + "---|" * count)
+    for row in rows:
+        cells = [
+            f"{round(made):,} ({made / anchor[n]:.2f})"
+            for n, made in enumerate(row["per_second"][:count])
+        ]
+        print(f"| {row['processor']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
