@@ -346,9 +346,8 @@ def test_starting_attributes_read_the_sdks_own_dict_and_agree_with_the_public_ma
         assert type(raw) is dict and raw == dict(agent.attributes)
         assert is_agent_run(raw)
     with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}) as chat:
-        assert starting_attributes(chat) == dict(chat.attributes) and not is_agent_run(
-            starting_attributes(chat)
-        )
+        assert starting_attributes(chat) == dict(chat.attributes)
+        assert not is_agent_run(starting_attributes(chat))
     plain = ReadableSpan(name="x", attributes={"openinference.span.kind": "AGENT"})
     assert is_agent_run(starting_attributes(plain))  # no SDK dict inside: the public way
     assert starting_attributes(ReadableSpan(name="bare")) == {}

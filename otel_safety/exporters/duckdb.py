@@ -154,7 +154,7 @@ class DuckDBStore(BatchingSink):
             logger.exception("otel-safety store rejected %d deep results", len(self._deep_pending))
             self._deep_pending.clear()
         finally:
-            self._release(con)
+            self._after_write()
         return True
 
     def _store(self, evaluations: Sequence[TraceEvaluation]) -> None:
@@ -162,7 +162,7 @@ class DuckDBStore(BatchingSink):
         try:
             self._insert_all(con, evaluations)
         finally:
-            self._release(con)
+            self._after_write()
 
     def _close(self) -> None:
         if self._con is not None:
@@ -201,8 +201,8 @@ class DuckDBStore(BatchingSink):
         self._opened_at = time.monotonic()
         return self._con
 
-    def _release(self, con: duckdb.DuckDBPyConnection) -> None:
-        """After a write: the file is kept only while `keep_open` allows."""
+    def _after_write(self) -> None:
+        """The file is kept only while `keep_open` allows."""
         if time.monotonic() - self._opened_at >= self.keep_open:
             self._let_go()
 
