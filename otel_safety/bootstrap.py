@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety import detectors as detector_registry
+from otel_safety.analysis.memo import set_capacity
 from otel_safety.app_metrics import app_metrics
 from otel_safety.behavior import BehaviorMonitor, MonitorMode
 from otel_safety.calibration.file import load_calibration
@@ -225,6 +226,7 @@ def build_pipeline(
     detector that cannot be built, which is then left out (`otel-safety detectors --check`).
     """
     use_data_files(settings.data_dir, settings.scope_taxonomy)  # what the detectors read
+    set_capacity(settings.analysis_cache)
     folder = current_data_dir()
     if folder and not Path(folder).is_dir():  # misspelt: every data-backed detector would
         raise ConfigError(  # silently run on the packaged data alone

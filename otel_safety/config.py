@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from otel_safety.analysis.memo import DEFAULT_CAPACITY
 from otel_safety.model import EscalationLevel
 
 ENV_PREFIX = "OTEL_SAFETY_"
@@ -70,6 +71,12 @@ class Settings(BaseSettings):
     max_traces: int = Field(10_000, ge=1, description="traces held at once")
     max_spans: int = Field(200_000, ge=1, description="spans held at once")
     queue_size: int = Field(65_536, ge=1, description="spans waiting for the worker")
+    analysis_cache: int = Field(
+        DEFAULT_CAPACITY,
+        ge=0,
+        description="analysed texts kept across traces, per generation of two "
+        "(0: each trace's own only)",
+    )
     max_buffer_bytes: int = Field(
         512 << 20, ge=1, description="bytes of span text held while traces wait to be judged"
     )

@@ -1,4 +1,4 @@
-"""The shared analysis layer: per-trace memo, relaxed RE2 prefilters that never hide a match."""
+"""The shared analysis layer: the content memo, relaxed RE2 prefilters that never hide a match."""
 
 from __future__ import annotations
 
@@ -8,28 +8,85 @@ import pytest
 import regex
 
 from otel_safety import detectors as detector_registry
-from otel_safety.analysis import per_trace, trace_scope
+from otel_safety.analysis import content_memo, memo, trace_scope
+from otel_safety.analysis.memo import DEFAULT_CAPACITY, depends_on, set_capacity
 from otel_safety.analysis.prefilter import Prefilter, relaxed_family
 from otel_safety.analysis.relax import relax
 from otel_safety.evaluation import datasets
 
 
-def test_per_trace_memo_runs_each_text_once_inside_a_scope_only():
-    calls: list[str] = []
-
-    @per_trace
+def _counted(calls: list[str]):
+    @content_memo
     def words(text: str) -> int:
         calls.append(text)
         return len(text.split())
 
+    return words
+
+
+def test_the_memo_runs_each_text_once_across_judging_scopes_and_not_outside_one():
+    calls: list[str] = []
+    words = _counted(calls)
     with trace_scope():
         assert words("a b") == 2
         assert words("a b") == 2
         assert words("c") == 1
+    with trace_scope():  # the next trace: its repeated texts are not analysed again
+        assert words("a b") == 2
     assert calls == ["a b", "c"]
     words("a b")
     words("a b")
-    assert calls == ["a b", "c", "a b", "a b"]  # no scope: nothing kept between traces
+    assert calls == ["a b", "c", "a b", "a b"]  # no scope (the inline guard): nothing kept
+
+
+def test_capacity_zero_keeps_one_traces_analyses_only():
+    calls: list[str] = []
+    words = _counted(calls)
+    set_capacity(0)
+    try:
+        for _ in range(2):
+            with trace_scope():
+                words("a b")
+                words("a b")
+    finally:
+        set_capacity(DEFAULT_CAPACITY)
+    assert calls == ["a b", "a b"]
+
+
+def test_the_memo_is_bounded_and_keeps_what_is_still_asked_for():
+    calls: list[str] = []
+    words = _counted(calls)
+    set_capacity(2)
+    try:
+        with trace_scope():
+            for text in ("a", "b", "c"):  # the third entry fills the young generation
+                words(text)
+            words("a")  # promoted from the old generation, not run again
+            for text in ("d", "e", "f"):  # two more turnovers: "b" and "c" are dropped
+                words(text)
+            words("b")
+    finally:
+        set_capacity(DEFAULT_CAPACITY)
+    assert calls == ["a", "b", "c", "d", "e", "f", "b"]
+
+
+def test_a_changed_dependency_is_never_served_an_earlier_analysis():
+    calls: list[str] = []
+    words = _counted(calls)
+    folder = ["one"]
+    depends_on(lambda: folder[0])
+    try:
+        with trace_scope():
+            words("a b")
+        folder[0] = "two"
+        with trace_scope():
+            words("a b")
+        folder[0] = "one"
+        with trace_scope():  # the earlier state's memo is still kept
+            words("a b")
+    finally:
+        memo._sources.pop()
+    assert calls == ["a b", "a b"]
 
 
 # Each pair: a pattern written for `regex`, and a text it matches that a naive RE2 port

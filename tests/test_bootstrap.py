@@ -19,6 +19,8 @@ from pydantic_ai.models.function import FunctionModel
 
 import otel_safety
 from otel_safety import semconv as sc
+from otel_safety.analysis import memo
+from otel_safety.bootstrap import build_pipeline
 from otel_safety.config import ConfigError, Settings
 from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.otlp import spans_from_request
@@ -135,6 +137,20 @@ def test_arguments_beat_environment_beat_defaults():
     assert settings.thresholds == {"scope_escalation": 0.4}
     assert settings.store is False
     assert Settings.resolve({}).max_traces == 10_000
+
+
+def test_the_analysis_cache_size_comes_from_the_environment_and_reaches_the_memo():
+    settings = Settings.resolve({"OTEL_SAFETY_ANALYSIS_CACHE": "0"})
+    assert settings.analysis_cache == 0
+    try:
+        build_pipeline(settings, lazy=True)
+        assert memo._capacity == 0
+        build_pipeline(Settings.resolve({}), lazy=True)
+        assert memo._capacity == memo.DEFAULT_CAPACITY
+    finally:
+        memo.set_capacity(memo.DEFAULT_CAPACITY)
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_ANALYSIS_CACHE"):
+        Settings.resolve({"OTEL_SAFETY_ANALYSIS_CACHE": "-1"})
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from otel_safety.analysis import trace_scope
 from otel_safety.analysis.features import FeatureSpec, char_ids, feature_ids, window
 from otel_safety.detectors.injection import Injection
 from otel_safety.detectors.jailbreak_compliance import JailbreakCompliance
@@ -106,6 +107,18 @@ def test_an_override_replaces_the_packaged_judge_for_a_block():
         assert ask("harmful_answer", request=REQUEST, answer=HARMFUL).probability < 0.01
         assert not JailbreakCompliance().evaluate(_run(JAILBREAK, HARMFUL)).detected
     assert ask("harmful_answer", request=REQUEST, answer=HARMFUL).probability > 0.5
+
+
+def test_judges_put_in_place_are_asked_again_not_served_a_memoised_verdict():
+    spec = FeatureSpec("answer", bits=4)
+    never = LinearJudge("harmful_answer", "0", (spec,), -30.0, array("f", [0.0] * 16), {})
+    run, detector = _run(JAILBREAK, HARMFUL), JailbreakCompliance()
+    with trace_scope():
+        assert detector.evaluate(run).detected
+    with using({"harmful_answer": never}), trace_scope():
+        assert not detector.evaluate(run).detected
+    with trace_scope():
+        assert detector.evaluate(run).detected
 
 
 def test_held_out_judges_never_saw_the_fold_they_score(shared_data):

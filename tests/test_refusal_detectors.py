@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from otel_safety.analysis import trace_scope
 from otel_safety.detectors import available, create
 from otel_safety.detectors.datafiles import DATA_DIR_ENV
 from otel_safety.detectors.jailbreak_compliance import JailbreakCompliance, run_jailbreak_compliance
@@ -471,6 +472,24 @@ def test_a_user_file_adds_a_refusal_phrase(monkeypatch, tmp_path: Path) -> None:
     assert refusal_score(REFUSAL).score == 1.0
     monkeypatch.delenv(DATA_DIR_ENV)
     assert refusal_score(phrase).score == 0.0
+
+
+def test_a_data_folder_set_between_traces_is_seen_through_the_content_memo(
+    monkeypatch, tmp_path: Path
+) -> None:
+    phrase = "Computer says no."
+    (tmp_path / "refusal.toml").write_text(
+        "version = 1\n[refusal]\nexplicit = ['''\\bcomputer says no\\b''']\n",
+        encoding="utf-8",
+    )
+    with trace_scope():  # one trace judged with the packaged phrases: analysis memoised
+        assert refusal_score(phrase).score == 0.0
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    with trace_scope():
+        assert refusal_score(phrase).score == 1.0
+    monkeypatch.delenv(DATA_DIR_ENV)
+    with trace_scope():
+        assert refusal_score(phrase).score == 0.0
 
 
 def test_a_user_file_adds_a_harm_category(monkeypatch, tmp_path: Path) -> None:

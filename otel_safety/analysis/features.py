@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 
 __all__ = ["FeatureSpec", "char_ids", "feature_ids", "words"]
 
@@ -48,7 +48,7 @@ def window(text: str, head: int, tail: int) -> str:
     return text[:head] + ("\n" + text[-tail:] if tail else "")
 
 
-@per_trace
+@content_memo
 def words(text: str) -> tuple[str, ...]:
     """Lower-cased word tokens (curly apostrophes straightened)."""
     return tuple(_WORD.findall(text.replace("\u2019", "'").lower()))
@@ -71,7 +71,7 @@ def feature_ids(text: str | None, spec: FeatureSpec) -> set[int]:
     return ids
 
 
-@per_trace
+@content_memo
 def _letters(text: str) -> str:
     return _NOT_ALNUM.sub("", text.lower())
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.re2_syntax import translate
 from otel_safety.detectors.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
 
@@ -53,7 +53,7 @@ except ImportError:
     MAXREPEAT = None
 
 
-@per_trace
+@content_memo
 def _ascii(text: str) -> bytes:
     return text.encode("ascii")
 

@@ -1,53 +1,129 @@
-"""A per-trace memo for pure functions of text: each text is analysed once per trace.
+"""A content memo for pure functions of text: each text is analysed once, not once per trace.
 
-The memo lives only while a trace is judged (`trace_scope`), so it never grows with
-traffic and a data file reloaded between traces is always seen. Outside a scope (the
-inline guard, a unit test) the functions simply run.
+Traces repeat texts: every trace of an app carries its system prompt and tool definitions,
+and each turn's trace repeats the conversation so far. The memo keeps analyses across traces,
+bounded: two generations of at most `capacity` entries each (a lookup promotes an entry from
+the old generation; when the young one fills, the old one is dropped), so it never grows with
+traffic. Capacity 0 keeps analyses for one trace only.
+
+What a memoised function reads besides its arguments (the detector data folder and extra
+taxonomy in force) is a registered `depends_on` source: each judging scope reads the sources
+once, and a changed value starts a memo of its own, so a data folder set between traces is
+always seen. Only judging scopes (`trace_scope`) use the memo;
+outside one (the inline guard, a unit test) the functions simply run.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["per_trace", "trace_scope"]
+__all__ = ["DEFAULT_CAPACITY", "content_memo", "depends_on", "set_capacity", "trace_scope"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+DEFAULT_CAPACITY = 20_000
 _MISSING = object()
-_scope: ContextVar[dict[Hashable, Any] | None] = ContextVar("otel_safety_trace_memo", default=None)
+_KEPT_STATES = 2  # memos kept at once, one per data folder in force
+
+
+class _Memo:
+    """Two generations of results: `young` takes every new entry and hits; `old` is what
+    young held when it last filled."""
+
+    __slots__ = ("capacity", "old", "young")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.young: dict[Hashable, Any] = {}
+        self.old: dict[Hashable, Any] = {}
+
+    def promote(self, key: Hashable) -> Any:
+        """The result from the old generation (moved to the young one), or _MISSING."""
+        found = self.old.pop(key, _MISSING)
+        if found is not _MISSING:
+            self.store(key, found)
+        return found
+
+    def store(self, key: Hashable, value: Any) -> None:
+        young = self.young
+        young[key] = value
+        if len(young) > self.capacity:  # races lose entries, never results
+            self.old, self.young = young, {}
+
+
+_scope: ContextVar[_Memo | None] = ContextVar("otel_safety_content_memo", default=None)
+_sources: list[Callable[[], Hashable]] = []
+_memos: dict[tuple[Hashable, ...], _Memo] = {}
+_lock = threading.Lock()
+_capacity = DEFAULT_CAPACITY
+
+
+def depends_on(source: Callable[[], Hashable]) -> None:
+    """Register state that memoised functions read besides their arguments: results found
+    under one value of it are never served under another."""
+    _sources.append(source)
+
+
+def set_capacity(entries: int) -> None:
+    """Entries per generation from now on (0: one trace's analyses only); drops the memo."""
+    global _capacity
+    if entries < 0:
+        raise ValueError(f"analysis cache size must be >= 0, not {entries}")
+    with _lock:
+        _capacity = entries
+        _memos.clear()
+
+
+def _memo_for_now() -> _Memo:
+    if _capacity == 0:
+        return _Memo(1 << 62)  # this trace's own, dropped when its scope ends
+    state = tuple(source() for source in _sources)
+    with _lock:
+        memo = _memos.get(state)
+        if memo is None:
+            while len(_memos) >= _KEPT_STATES:
+                del _memos[next(iter(_memos))]
+            memo = _memos[state] = _Memo(_capacity)
+        return memo
 
 
 @contextmanager
 def trace_scope() -> Iterator[None]:
-    """Memoise `per_trace` functions until the block ends (nested scopes share the outer)."""
+    """Memoise `content_memo` functions until the block ends (nested scopes share the
+    outer)."""
     if _scope.get() is not None:
         yield
         return
-    token = _scope.set({})
+    token = _scope.set(_memo_for_now())
     try:
         yield
     finally:
         _scope.reset(token)
 
 
-def per_trace(function: Callable[P, R]) -> Callable[P, R]:
-    """Mark a pure function of hashable arguments (texts): within a trace scope, each
-    distinct call runs once. Its result is shared, so it must not be mutated."""
+def content_memo(function: Callable[P, R]) -> Callable[P, R]:
+    """Mark a pure function of hashable arguments (texts): within judging scopes, each
+    distinct call runs once while the memo holds it. Its result is shared, so it must not be
+    mutated, and anything else it reads must be a `depends_on` source."""
 
     @functools.wraps(function)
     def memoised(*args: P.args, **kwargs: P.kwargs) -> R:
-        cache = _scope.get()
-        if cache is None or kwargs:
+        memo = _scope.get()
+        if memo is None or kwargs:
             return function(*args, **kwargs)
         key = (function, *args)
-        found = cache.get(key, _MISSING)
+        found = memo.young.get(key, _MISSING)
         if found is _MISSING:
-            found = cache[key] = function(*args)
+            found = memo.promote(key)
+            if found is _MISSING:
+                found = function(*args)
+                memo.store(key, found)
         return found
 
     return memoised

@@ -3,7 +3,7 @@
 A detector that tries a list of patterns one after another on the same text pays one search
 per pattern, and most of them find nothing. Here the relaxed RE2 form of every entry (one
 pattern, or a family of patterns as one alternation; see `relax`) goes into one RE2 set,
-searched once per text and trace: an entry the set does not report cannot match, so only the
+searched once per text: an entry the set does not report cannot match, so only the
 reported entries (and those RE2 cannot take) are tried, in their own order, and every
 result stays exactly what the patterns say.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.relax import relax
 
 try:
@@ -120,6 +120,6 @@ class PatternSet:
         return frozenset(found)
 
 
-@per_trace
+@content_memo
 def _candidates(patterns: PatternSet, text: str) -> frozenset[int]:
     return patterns._search(text)

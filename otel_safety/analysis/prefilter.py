@@ -24,7 +24,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis import linear
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.relax import relax
 
 try:
@@ -40,9 +40,9 @@ _CONTEXT_SENSITIVE = regex.compile(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
 _RE2_MAX_MEM = 64 << 20
 
 
-@per_trace
+@content_memo
 def utf8(text: str) -> bytes:
-    """The text as RE2 reads it, encoded once per trace (lone surrogates replaced)."""
+    """The text as RE2 reads it, encoded once (lone surrogates replaced)."""
     return text.encode("utf-8", "replace")
 
 

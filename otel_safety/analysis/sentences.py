@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 
 __all__ = ["sentence_spans"]
 
 _SENTENCE_END = regex.compile(r"(?<=[.!?])\s+|\n+")
 
 
-@per_trace
+@content_memo
 def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     """(start, end) of every non-empty sentence of `text`, in order."""
     spans: list[tuple[int, int]] = []

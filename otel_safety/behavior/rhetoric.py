@@ -19,7 +19,7 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
 from otel_safety.detectors.data_patterns import (
@@ -98,7 +98,7 @@ def rhetoric_hits(text: str, families: tuple[Family, ...]) -> list[RhetoricHit]:
     return hits
 
 
-@per_trace  # the fallacy and the manipulation families read the same answer
+@content_memo  # the fallacy and the manipulation families read the same answer
 def _unquoted(text: str) -> str:
     return _QUOTED.sub(" ", text)
 

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+from otel_safety.analysis.memo import depends_on
 from otel_safety.config import env_name, from_environment
 
 __all__ = [
@@ -97,6 +98,10 @@ def current_scope_taxonomy() -> str | None:
     if "scope_taxonomy" in _handed_down:
         return _handed_down["scope_taxonomy"]
     return from_environment("scope_taxonomy")
+
+
+depends_on(current_data_dir)  # analyses memoised under one data folder serve only it
+depends_on(current_scope_taxonomy)
 
 
 def load_data(

@@ -23,7 +23,7 @@ from collections import Counter
 import regex
 
 from otel_safety.analysis import linear
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors import monitor_rules
 
@@ -127,7 +127,7 @@ def form_sentence(text: str) -> str:
     return ""
 
 
-@per_trace
+@content_memo
 def off_topic_request(text: str) -> str:
     """The first line of `text` that is a request to an assistant sharing no topic word
     with the rest of the text ("" if none). Only data has one: a user asks what they like."""

@@ -13,7 +13,7 @@ import unicodedata
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.text_forms import undo_escaped_breaks
 
 __all__ = ["INVISIBLE", "normalize_for_rules", "shown"]
@@ -27,7 +27,7 @@ _ESCAPED_TAB_OR_QUOTE = regex.compile(r"(?<!\\)\\+(?:t|(?=[\"']))")  # run start
 _BLANKS = regex.compile(r"[ \t\u00A0]{2,}|[\t\u00A0]")
 
 
-@per_trace
+@content_memo
 def normalize_for_rules(text: str) -> str:
     """The text a rule sees: escapes undone, compatibility forms folded, invisibles dropped,
     runs of spaces and tabs made one space (line breaks are kept for line-anchored rules)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
 from otel_safety.detectors.text_forms import undo_escaped_breaks
 
@@ -43,7 +43,7 @@ class Instruction:
     cues: tuple[str, ...]
 
 
-@per_trace  # scope_escalation and tool_guard trace the same values through the same results
+@content_memo  # scope_escalation and tool_guard trace the same values through the same results
 def instruction_at(
     text: str, start: int, end: int, reach: int, threshold: float
 ) -> Instruction | None:

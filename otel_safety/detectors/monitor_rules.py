@@ -16,7 +16,7 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.datafiles import current_data_dir, load_compiled
 
@@ -91,7 +91,7 @@ class MonitorRules:
         return terms(text, self.stopwords)
 
 
-@per_trace
+@content_memo
 def terms(text: str, stopwords: frozenset[str] = frozenset()) -> Counter[str]:
     """Word stems of `text` without stop words: the vector topic similarity compares."""
     if text.isascii():  # lower-casing ASCII moves no word boundary: one call for all

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.prefilter import RelaxedFamily, may_match, relaxed_family
 from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 
@@ -164,7 +164,7 @@ class TextScan:
         return list(indexed.pattern.finditer(self.text))
 
 
-@per_trace  # every text of a trace is read once, however long the trace
+@content_memo  # every text of a trace is read once, however long the trace
 @functools.lru_cache(maxsize=64)  # outside a trace (the inline guard), the last few texts
 def scan_text(index: PatternIndex, text: str) -> TextScan:
     """Index the words of `text` once; detectors ask several questions of the same text."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors.adversarial_suffix import adversarial_suffix
 from otel_safety.detectors.harm_vocabulary import inflect
@@ -94,7 +94,7 @@ class Refusal(Signal):
     position: int = -1  # where the refusal starts, -1 when none
 
 
-@per_trace
+@content_memo
 def normalize(text: str | None) -> str:
     """One space between words, straight quotes, line breaks kept (lists start lines); a
     very long text keeps its first and last parts."""
@@ -116,7 +116,7 @@ def user_text(trajectory: Trajectory) -> str:
 # --- Output side ------------------------------------------------------------------------------
 
 
-@per_trace
+@content_memo
 def refusal_score(output: str | None) -> Refusal:
     """How much the answer is a refusal: 1.0 for a flat "I can't help with that", less when
     real content follows it, 0 for an answer that only carries a disclaimer or corrects a
@@ -125,7 +125,7 @@ def refusal_score(output: str | None) -> Refusal:
     return _refusal(scan, rest) if scan.text else Refusal(0.0)
 
 
-@per_trace
+@content_memo
 def answer_score(output: str | None) -> Signal:
     """How much the output is a real answer rather than a refusal: instructions and
     compliant openings count fully, plain prose less, a line or two little."""
@@ -133,7 +133,7 @@ def answer_score(output: str | None) -> Signal:
     return _answer(scan, _refusal(scan, rest), rest) if scan.text else NO_SIGNAL
 
 
-@per_trace
+@content_memo
 def compliance_score(output: str | None, system: str = "") -> Signal:
     """Evidence that the answer went along with a jailbreak: it speaks as the persona it was
     given, gives advice the system prompt forbids, opens by agreeing, or simply answers."""
@@ -253,7 +253,7 @@ def _answer(scan: TextScan, refusal: Refusal, rest: int = 0) -> Signal:
 # --- Input side ----------------------------------------------------------------------------------
 
 
-@per_trace
+@content_memo
 def harm_score(request: str | None) -> Signal:
     """The heaviest harm category the request asks for, and the words that show it.
 
@@ -263,7 +263,7 @@ def harm_score(request: str | None) -> Signal:
     return _harm(scan_text(markers.book, normalize(request)), markers)
 
 
-@per_trace
+@content_memo
 def adversarial_score(request: str | None) -> Signal:
     """How strongly the request tries to talk the model out of its rules: each kind of
     attempt (override, persona, role-play, ...) is independent evidence."""
@@ -271,7 +271,7 @@ def adversarial_score(request: str | None) -> Signal:
     return _attempt(scan_text(markers.book, normalize(request)), markers)
 
 
-@per_trace
+@content_memo
 def input_risk(request: str | None) -> Signal:
     """Harm or jailbreak markers in the request, whichever is stronger."""
     markers = current_markers()

@@ -13,7 +13,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 
 __all__ = ["MAX_DEPTH", "SimpleCommand", "parse_commands"]
 
@@ -140,10 +140,10 @@ class SimpleCommand:
         return " ".join([self.program, *self.args])
 
 
-@per_trace
+@content_memo
 def parse_commands(script: str, *, _depth: int = 0) -> list[SimpleCommand]:
     """Every simple command in `script`, outer wrappers first, then what they run (parsed
-    once per trace: several detectors read the same scripts; the list is shared, not to be
+    once: several detectors read the same scripts; the list is shared, not to be
     changed)."""
     if not script or not script.strip() or _depth > MAX_DEPTH:
         return []

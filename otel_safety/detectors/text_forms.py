@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import regex
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 
 __all__ = ["straight_apostrophes", "straight_quotes", "undo_escaped_breaks"]
 
@@ -19,7 +19,7 @@ _ESCAPED_BREAK = regex.compile(r"(?<!\\)\\+[nr]")  # from a run's start only: li
 _CURLY_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 
-@per_trace
+@content_memo
 def undo_escaped_breaks(text: str) -> str:
     """Text with the escaped line breaks of a JSON, YAML or repr dump made real ones.
 

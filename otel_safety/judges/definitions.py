@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from otel_safety.analysis.features import FeatureSpec
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.injection_form import form_features
 from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
 from otel_safety.detectors.injection_text import normalize_for_rules
@@ -78,9 +78,9 @@ def passages(text: str, size: int) -> list[str]:
     return cuts
 
 
-@per_trace
+@content_memo
 def injection_rules(text: str, source: str) -> tuple[float, list[InjectionMatch]]:
-    """The injection rules' score and matches for one text, worked out once per trace (the
+    """The injection rules' score and matches for one text, worked out once (the
     detector and the judge both read them)."""
     return injection_score(text, "input" if source == "input" else "data")
 

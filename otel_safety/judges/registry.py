@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from otel_safety.analysis.memo import per_trace
+from otel_safety.analysis.memo import content_memo
 from otel_safety.judges.definitions import DEFINITIONS
 from otel_safety.judges.model import LinearJudge, load_judge
 
@@ -69,7 +69,7 @@ def ask(name: str, evidence_field: str = "answer", **fields: str) -> Verdict | N
     return _ask(learned, name, evidence_field, tuple(sorted(fields.items())))
 
 
-@per_trace
+@content_memo
 def _ask(
     learned: LinearJudge, name: str, evidence_field: str, items: tuple[tuple[str, str], ...]
 ) -> Verdict:
