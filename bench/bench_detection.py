@@ -4,10 +4,13 @@
    importing the package.
 1. Throughput of the full detector suite on real AgentDojo traces (spans per CPU-second),
    against the pipeline with no detectors (mapping, assembly, annotation: the floor) and
-   the goal of 20,000 spans/s per core.
+   the goal of 20,000 spans/s per core: once every pattern is compiled, with the content
+   memo cleared before the pass (texts repeated across traces are analysed once), with it
+   off, and the first pass, which compiles what is compiled on first use.
 2. One agent run with 10, 50, 200 and 1,000 tool calls through every detector (p50 / p99
-   over several runs, each a new trace), against one plain regex pass over the same texts:
-   the per-tool-call cost shows whether growth is linear. Chat spans carry only their new
+   over several runs, each a new trace, its texts analysed as never seen before), against
+   one plain regex pass over the same texts: the per-tool-call cost shows whether growth
+   is linear. Chat spans carry only their new
    messages; `--repeat-history` makes them repeat the whole history, as SDKs send it.
 
 Run: make bench   (or: python bench/bench_detection.py --data ../shared/data)
@@ -30,11 +33,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_safety.analysis import memo
 from otel_safety.evaluation import datasets
 from otel_safety.evaluation.cases import SpanWriter
 from otel_safety.pipeline import Pipeline
 
 GOAL_SPANS_PER_CORE = 20_000
+PASSES = 3
 TRAJECTORY_SIZES = (10, 50, 200, 1000)
 _ANCHOR = regex.compile(r"\bignore\b", regex.IGNORECASE)
 
@@ -56,19 +61,38 @@ def cpu_seconds(pipeline: Pipeline, traces: list[list[ReadableSpan]]) -> float:
 
 
 def throughput(traces: list[list[ReadableSpan]]) -> dict[str, Any]:
+    """Spans per CPU-second once every pattern is compiled (a first pass over the corpus,
+    timed on its own, compiles what is compiled on first use): medians of `PASSES` passes
+    with the content memo cleared before each and with it off, against the pipeline with
+    no detectors."""
     spans = sum(len(t) for t in traces)
     floor, suite = Pipeline([]), Pipeline()
-    for pipeline in (floor, suite):
-        for warm in traces[:5]:
-            pipeline.evaluate(warm)
-    floor_rate = spans / cpu_seconds(floor, traces)
-    suite_rate = spans / cpu_seconds(suite, traces)
+    rates: dict[str, list[float]] = {"floor": [], "alone": [], "suite": []}
+    try:
+        memo.set_capacity(0)
+        cpu_seconds(floor, traces)  # its warm-up pass
+        first_rate = spans / cpu_seconds(suite, traces)
+        for _ in range(PASSES):  # alternated: the machine's drift falls on each alike
+            rates["floor"].append(spans / cpu_seconds(floor, traces))
+            memo.set_capacity(0)
+            rates["alone"].append(spans / cpu_seconds(suite, traces))
+            memo.set_capacity(memo.DEFAULT_CAPACITY)  # cleared: starts cold
+            rates["suite"].append(spans / cpu_seconds(suite, traces))
+    finally:
+        memo.set_capacity(memo.DEFAULT_CAPACITY)
+    floor_rate, alone_rate, suite_rate = (
+        statistics.median(rates[k]) for k in ("floor", "alone", "suite")
+    )
     return {
         "traces": len(traces),
         "spans": spans,
         "suite_spans_per_cpu_s": round(suite_rate),
+        "suite_memo_off_spans_per_cpu_s": round(alone_rate),
+        "suite_first_pass_spans_per_cpu_s": round(first_rate),
         "anchor_no_detectors_spans_per_cpu_s": round(floor_rate),
         "suite_vs_anchor": round(suite_rate / floor_rate, 3),
+        "memo_off_vs_anchor": round(alone_rate / floor_rate, 3),
+        "first_pass_vs_anchor": round(first_rate / floor_rate, 3),
         "suite_vs_goal": round(suite_rate / GOAL_SPANS_PER_CORE, 3),
     }
 
@@ -170,6 +194,16 @@ def anchor_seconds(calls: list[tuple[str, str, str]]) -> float:
 
 
 def trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[str, Any]]:
+    """Each run judges its texts as if never seen before: the runs of one size repeat the
+    same calls, which the content memo would otherwise answer from the previous run."""
+    memo.set_capacity(0)
+    try:
+        return _trajectory_growth(data, runs, repeat_history)
+    finally:
+        memo.set_capacity(memo.DEFAULT_CAPACITY)
+
+
+def _trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[str, Any]]:
     pipeline = Pipeline()
     pool = tool_texts(data, max(TRAJECTORY_SIZES))
     pipeline.evaluate(run_spans(pool[:3], repeat_history))
@@ -260,10 +294,21 @@ def main() -> None:
         f"the package: {start['anchor_import_cpu_s']} CPU-s | "
         f"{round(start['build_cpu_s'] / start['anchor_import_cpu_s'], 1)}x |"
     )
+    anchor = f"no detectors: {rate['anchor_no_detectors_spans_per_cpu_s']:,}"
     print(
         f"| full suite, {rate['traces']} AgentDojo traces | {rate['suite_spans_per_cpu_s']:,} "
-        f"spans/CPU-s | no detectors: {rate['anchor_no_detectors_spans_per_cpu_s']:,} | "
+        f"spans/CPU-s | {anchor} | "
         f"{rate['suite_vs_anchor']} (goal {GOAL_SPANS_PER_CORE:,}: {rate['suite_vs_goal']}) |"
+    )
+    print(
+        f"| the same, content memo off (`OTEL_SAFETY_ANALYSIS_CACHE=0`) | "
+        f"{rate['suite_memo_off_spans_per_cpu_s']:,} spans/CPU-s | {anchor} | "
+        f"{rate['memo_off_vs_anchor']} |"
+    )
+    print(
+        f"| the same, first pass (patterns compiled on first use) | "
+        f"{rate['suite_first_pass_spans_per_cpu_s']:,} spans/CPU-s | {anchor} | "
+        f"{rate['first_pass_vs_anchor']} |"
     )
     for row in results["trajectory"]:
         print(

@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     analysis_cache: int = Field(
         DEFAULT_CAPACITY,
         ge=0,
-        description="analysed texts kept across traces, per generation of two "
+        description="characters of analysed text kept across traces, per generation of two "
         "(0: each trace's own only)",
     )
     max_buffer_bytes: int = Field(

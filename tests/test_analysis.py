@@ -9,7 +9,7 @@ import regex
 
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import content_memo, memo, trace_scope
-from otel_safety.analysis.memo import DEFAULT_CAPACITY, depends_on, set_capacity
+from otel_safety.analysis.memo import DEFAULT_CAPACITY, ENTRY_WEIGHT, depends_on, set_capacity
 from otel_safety.analysis.prefilter import Prefilter, relaxed_family
 from otel_safety.analysis.relax import relax
 from otel_safety.evaluation import datasets
@@ -56,7 +56,7 @@ def test_capacity_zero_keeps_one_traces_analyses_only():
 def test_the_memo_is_bounded_and_keeps_what_is_still_asked_for():
     calls: list[str] = []
     words = _counted(calls)
-    set_capacity(2)
+    set_capacity(2 * ENTRY_WEIGHT + 2)  # two one-letter texts
     try:
         with trace_scope():
             for text in ("a", "b", "c"):  # the third entry fills the young generation

@@ -2,9 +2,9 @@
 
 Traces repeat texts: every trace of an app carries its system prompt and tool definitions,
 and each turn's trace repeats the conversation so far. The memo keeps analyses across traces,
-bounded: two generations of at most `capacity` entries each (a lookup promotes an entry from
-the old generation; when the young one fills, the old one is dropped), so it never grows with
-traffic. Capacity 0 keeps analyses for one trace only.
+bounded: two generations of at most `capacity` characters of analysed text each (a lookup
+promotes an entry from the old generation; when the young one fills, the old one is dropped),
+so it never grows with traffic. Capacity 0 keeps analyses for one trace only.
 
 What a memoised function reads besides its arguments (the detector data folder and extra
 taxonomy in force) is a registered `depends_on` source: each judging scope reads the sources
@@ -27,34 +27,38 @@ __all__ = ["DEFAULT_CAPACITY", "content_memo", "depends_on", "set_capacity", "tr
 P = ParamSpec("P")
 R = TypeVar("R")
 
-DEFAULT_CAPACITY = 20_000
+DEFAULT_CAPACITY = 4_000_000  # characters of text per generation
+ENTRY_WEIGHT = 64  # what an entry costs beside its text, in characters
+_TEXTS = (str, bytes)
 _MISSING = object()
 _KEPT_STATES = 2  # memos kept at once, one per data folder in force
 
 
 class _Memo:
     """Two generations of results: `young` takes every new entry and hits; `old` is what
-    young held when it last filled."""
+    young held when it last filled. Entries are weighed by the text they were asked of
+    (results are about as large), plus a fixed cost for the entry itself."""
 
-    __slots__ = ("capacity", "old", "young")
+    __slots__ = ("capacity", "old", "weight", "young")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
+        self.weight = 0
         self.young: dict[Hashable, Any] = {}
         self.old: dict[Hashable, Any] = {}
 
-    def promote(self, key: Hashable) -> Any:
+    def promote(self, key: tuple[Any, ...]) -> Any:
         """The result from the old generation (moved to the young one), or _MISSING."""
         found = self.old.pop(key, _MISSING)
         if found is not _MISSING:
             self.store(key, found)
         return found
 
-    def store(self, key: Hashable, value: Any) -> None:
-        young = self.young
-        young[key] = value
-        if len(young) > self.capacity:  # races lose entries, never results
-            self.old, self.young = young, {}
+    def store(self, key: tuple[Any, ...], value: Any) -> None:
+        self.young[key] = value
+        self.weight += ENTRY_WEIGHT + sum(len(a) for a in key if type(a) in _TEXTS)
+        if self.weight > self.capacity:  # races lose entries, never results
+            self.old, self.young, self.weight = self.young, {}, 0
 
 
 _scope: ContextVar[_Memo | None] = ContextVar("otel_safety_content_memo", default=None)
@@ -70,13 +74,14 @@ def depends_on(source: Callable[[], Hashable]) -> None:
     _sources.append(source)
 
 
-def set_capacity(entries: int) -> None:
-    """Entries per generation from now on (0: one trace's analyses only); drops the memo."""
+def set_capacity(characters: int) -> None:
+    """Characters of analysed text per generation from now on (0: one trace's analyses
+    only); drops the memo."""
     global _capacity
-    if entries < 0:
-        raise ValueError(f"analysis cache size must be >= 0, not {entries}")
+    if characters < 0:
+        raise ValueError(f"analysis cache size must be >= 0, not {characters}")
     with _lock:
-        _capacity = entries
+        _capacity = characters
         _memos.clear()
 
 
