@@ -10,7 +10,7 @@ span takes the path of a span dropped, the path of an app making spans faster th
 detection takes them).
 
 Also timed: reading the starting attributes of a span to tell an agent run, through the
-SDK's public mapping and through the dict it keeps (`processor.starting_attributes`).
+SDK's public mapping and through the dict it keeps (`processor.span_attributes`).
 
 Run: make bench   (or: python bench/bench_hot_path.py)
 Figures are printed, not asserted; they depend on the machine.
@@ -29,8 +29,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_safety.engine import SafetyEngine
 from otel_safety.mapping import is_agent_run
+from otel_safety.mapping.attributes import span_attributes
 from otel_safety.pipeline import Pipeline
-from otel_safety.processor import SafetySpanProcessor, starting_attributes
+from otel_safety.processor import SafetySpanProcessor
 
 
 class _Collect(SpanProcessor):
@@ -86,7 +87,7 @@ def main() -> None:
     ours_us = per_span_us(spans, both_calls(processor), args.repeat)
     full_us = per_span_us(spans, both_calls(full), args.repeat)
     public_us = per_span_us(spans, lambda s: is_agent_run(s.attributes), args.repeat)
-    raw_us = per_span_us(spans, lambda s: is_agent_run(starting_attributes(s)), args.repeat)
+    raw_us = per_span_us(spans, lambda s: is_agent_run(span_attributes(s)), args.repeat)
     anchor.shutdown()
     rows = [
         {"call": "BatchSpanProcessor on_start + on_end (anchor)", "us_per_span": anchor_us},

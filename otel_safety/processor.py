@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_safety.engine import AgentStarted, SafetyEngine
 from otel_safety.mapping import is_agent_run
+from otel_safety.mapping.attributes import span_attributes
 
 
 class SafetySpanProcessor(SpanProcessor):
@@ -30,7 +28,7 @@ class SafetySpanProcessor(SpanProcessor):
         # (a chat session, a worker loop) stays open much longer. (try, not
         # contextlib.suppress: that builds an object and calls two methods on every span.)
         try:
-            if span.context.trace_flags.sampled and is_agent_run(starting_attributes(span)):
+            if span.context.trace_flags.sampled and is_agent_run(span_attributes(span)):
                 self.engine.submit(AgentStarted(span.context.trace_id))
         except Exception:  # never raise into the app
             pass
@@ -51,11 +49,3 @@ class SafetySpanProcessor(SpanProcessor):
     def shutdown(self) -> None:
         self.engine.shutdown()
 
-
-def starting_attributes(span: Span) -> Mapping[str, Any]:
-    """The attributes a span starts with, read through the SDK's own dict when it keeps one.
-    Its public mapping answers every missing key with a raised and caught KeyError, several
-    times the cost of the dict's lookups on the app's thread (`bench/bench_hot_path.py`
-    times both). Any other span is read the public way."""
-    raw = getattr(getattr(span, "_attributes", None), "_dict", None)
-    return raw if type(raw) is dict else (span.attributes or {})

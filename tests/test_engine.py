@@ -328,26 +328,30 @@ def test_a_batch_judged_after_shutdown_gave_up_reaches_no_sink(span_factory):
     assert engine.stats["spans_unwritten_after_shutdown"] == 2  # counted, never silent
 
 
-def test_starting_attributes_read_the_sdks_own_dict_and_agree_with_the_public_mapping():
-    """The processor reads a starting span's attributes through the dict the SDK keeps (the
-    public mapping raises a KeyError per missing key). Should the SDK stop keeping one, the
-    fast path is gone and this says so; the answer must be the same either way."""
+def test_span_attributes_read_the_sdks_own_dict_and_agree_with_the_public_mapping():
+    """The processor (a starting span) and the mappers (a finished one) read attributes through
+    the dict the SDK keeps (the public mapping raises a KeyError per missing key). Should the
+    SDK stop keeping one, the fast path is gone and this says so; the answer must be the same
+    either way."""
     from opentelemetry.sdk.trace import ReadableSpan
 
     from otel_safety.mapping import is_agent_run
-    from otel_safety.processor import starting_attributes
+    from otel_safety.mapping.attributes import span_attributes
 
     provider = TracerProvider()
     tracer = provider.get_tracer("test")
     with tracer.start_as_current_span(
         "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent", "n": 3}
     ) as agent:
-        raw = starting_attributes(agent)
+        raw = span_attributes(agent)
         assert type(raw) is dict and raw == dict(agent.attributes)
         assert is_agent_run(raw)
     with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}) as chat:
-        assert starting_attributes(chat) == dict(chat.attributes)
-        assert not is_agent_run(starting_attributes(chat))
+        assert span_attributes(chat) == dict(chat.attributes)
+        assert not is_agent_run(span_attributes(chat))
+    finished = chat._readable_span()
+    assert type(span_attributes(finished)) is dict
+    assert span_attributes(finished) == dict(finished.attributes)
     plain = ReadableSpan(name="x", attributes={"openinference.span.kind": "AGENT"})
-    assert is_agent_run(starting_attributes(plain))  # no SDK dict inside: the public way
-    assert starting_attributes(ReadableSpan(name="bare")) == {}
+    assert is_agent_run(span_attributes(plain))  # no SDK dict inside: the public way
+    assert span_attributes(ReadableSpan(name="bare")) == {}

@@ -25,6 +25,7 @@ from itertools import islice
 
 import regex
 
+from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.actions import reads_only
 from otel_safety.detectors.argument_values import ArgumentValue, traceable_values
 from otel_safety.detectors.instructions import (
@@ -43,6 +44,11 @@ _OCCURRENCES = 3  # places per tool result a value is looked at; beyond, the fir
 
 # A run of characters `str.isalnum` accepts: the words a source's index is made of.
 _ALNUM_RUN = regex.compile(r"[\p{L}\p{N}]+")
+
+
+@content_memo  # scope_escalation and tool_guard index the same results
+def _words_of(lowered: str) -> frozenset[str]:
+    return frozenset(_ALNUM_RUN.findall(lowered))
 
 
 @dataclass
@@ -153,7 +159,7 @@ class Provenance:
                 if len(lowered) != len(source.text):  # matched as written: keep it in view
                     self._unindexed.append(number)
                     continue
-                for word in set(_ALNUM_RUN.findall(lowered)):
+                for word in _words_of(lowered):
                     self._by_token.setdefault(word, []).append(number)
         found = self._by_token.get(token, [])
         return sorted({*found, *self._unindexed}) if self._unindexed else found

@@ -8,6 +8,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.mapping import genai, openinference, openllmetry
+from otel_safety.mapping.attributes import span_attributes
 from otel_safety.mapping.types import Dialect, MappedSpan, SpanRole
 from otel_safety.mapping.values import Notes
 from otel_safety.model import Principal
@@ -72,7 +73,7 @@ def map_span(
     conversation_keys: Sequence[str] = CONVERSATION_KEYS,
 ) -> MappedSpan | None:
     """Recognise the span's dialect and read it; never raises (problems land in `notes`)."""
-    attributes = span.attributes or {}
+    attributes = span_attributes(span)
     found = _dialect(span, attributes)
     if found is None:
         return None

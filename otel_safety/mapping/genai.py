@@ -8,6 +8,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from otel_safety.mapping.attributes import span_attributes
 from otel_safety.mapping.types import MappedSpan, SpanRole
 from otel_safety.mapping.values import (
     Notes,
@@ -50,7 +51,7 @@ def has_events(span: ReadableSpan) -> bool:
 
 def map_current(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
     """Read `gen_ai.*` attributes (messages as JSON strings or structured values)."""
-    attributes = span.attributes or {}
+    attributes = span_attributes(span)
     notes = base.notes
     sid = base.span_id
     base.role = _role(attributes, span.name)
@@ -104,7 +105,7 @@ def map_events(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
                 _legacy_messages(completion, notes, sid, "gen_ai.completion")
             )
     base.content_captured = _has_content(base)  # events without bodies when capture is off
-    base.role = _role(span.attributes or {}, span.name)
+    base.role = _role(span_attributes(span), span.name)
     return base
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from otel_safety.mapping.attributes import span_attributes
 from otel_safety.mapping.types import MappedSpan, SpanRole
 from otel_safety.mapping.values import Notes, arguments, indexed, structured, text
 from otel_safety.model import Message, ToolCall
@@ -30,7 +31,7 @@ def role_of(attributes: Mapping[str, Any]) -> SpanRole | None:
 
 
 def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
-    attributes = span.attributes or {}
+    attributes = span_attributes(span)
     notes = base.notes
     sid = base.span_id
     if base.role == "llm":
