@@ -4,9 +4,11 @@
    importing the package.
 1. Throughput of the full detector suite on real AgentDojo traces (spans per CPU-second),
    against the pipeline with no detectors (mapping, assembly, annotation: the floor) and
-   the goal of 20,000 spans/s per core: once every pattern is compiled, with the content
-   memo cleared before the pass (texts repeated across traces are analysed once), with it
-   off, and the first pass, which compiles what is compiled on first use.
+   the goal of 20,000 spans/s per core: once every pattern is compiled and with the garbage
+   collector set as a detection process sets it, with the content memo cleared before the
+   pass (texts repeated across traces are analysed once), with it off, with CPython's
+   collector settings (as on a thread in an app), and the first pass, which compiles what
+   is compiled on first use.
 2. One agent run with 10, 50, 200 and 1,000 tool calls through every detector (p50 / p99
    over several runs, each a new trace, its texts analysed as never seen before), against
    one plain regex pass over the same texts: the per-tool-call cost shows whether growth
@@ -20,6 +22,7 @@ Figures are printed, not asserted; they depend on the machine.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import statistics
@@ -34,6 +37,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_safety.analysis import memo
+from otel_safety.detection_worker import tune_collector
 from otel_safety.evaluation import datasets
 from otel_safety.evaluation.cases import SpanWriter
 from otel_safety.pipeline import Pipeline
@@ -62,12 +66,13 @@ def cpu_seconds(pipeline: Pipeline, traces: list[list[ReadableSpan]]) -> float:
 
 def throughput(data: Path, limit: int) -> dict[str, Any]:
     """Spans per CPU-second once every pattern is compiled (a first pass over the corpus,
-    timed on its own, compiles what is compiled on first use): medians of `PASSES` passes
-    with the content memo cleared before each and with it off, against the pipeline with
-    no detectors. Each pass judges the corpus written anew, as new traces: the monitors
-    keep what they learnt of a trace, so a trace judged twice would cost them less."""
+    timed on its own, compiles what is compiled on first use), with the garbage collector
+    set as a detection process sets it: medians of `PASSES` passes with the content memo
+    cleared before each, with it off, and with CPython's collector settings, against the
+    pipeline with no detectors. Each pass judges the corpus written anew, as new traces: the
+    monitors keep what they learnt of a trace, so a trace judged twice would cost them less."""
     floor, suite = Pipeline([]), Pipeline()
-    rates: dict[str, list[float]] = {"floor": [], "alone": [], "suite": []}
+    rates: dict[str, list[float]] = {"floor": [], "alone": [], "suite": [], "untuned": []}
     judged: list[int] = []
 
     def rate(pipeline: Pipeline) -> float:
@@ -75,10 +80,12 @@ def throughput(data: Path, limit: int) -> dict[str, Any]:
         judged.append(len(traces))
         return sum(len(t) for t in traces) / cpu_seconds(pipeline, traces)
 
+    defaults = gc.get_threshold()
     try:
         memo.set_capacity(0)
         rate(floor)  # its warm-up pass
         suite.warm()  # building the detectors is the start-up row's
+        tune_collector()
         first_rate = rate(suite)
         for _ in range(PASSES):  # alternated: the machine's drift falls on each alike
             rates["floor"].append(rate(floor))
@@ -86,19 +93,28 @@ def throughput(data: Path, limit: int) -> dict[str, Any]:
             rates["alone"].append(rate(suite))
             memo.set_capacity(memo.DEFAULT_CAPACITY)  # cleared: starts cold
             rates["suite"].append(rate(suite))
+            gc.unfreeze()
+            gc.set_threshold(*defaults)
+            memo.set_capacity(memo.DEFAULT_CAPACITY)
+            rates["untuned"].append(rate(suite))
+            tune_collector()
     finally:
         memo.set_capacity(memo.DEFAULT_CAPACITY)
-    floor_rate, alone_rate, suite_rate = (
-        statistics.median(rates[k]) for k in ("floor", "alone", "suite")
+        gc.unfreeze()
+        gc.set_threshold(*defaults)
+    floor_rate, alone_rate, suite_rate, untuned_rate = (
+        statistics.median(rates[k]) for k in ("floor", "alone", "suite", "untuned")
     )
     return {
         "traces": judged[-1],
         "suite_spans_per_cpu_s": round(suite_rate),
         "suite_memo_off_spans_per_cpu_s": round(alone_rate),
+        "suite_collector_untuned_spans_per_cpu_s": round(untuned_rate),
         "suite_first_pass_spans_per_cpu_s": round(first_rate),
         "anchor_no_detectors_spans_per_cpu_s": round(floor_rate),
         "suite_vs_anchor": round(suite_rate / floor_rate, 3),
         "memo_off_vs_anchor": round(alone_rate / floor_rate, 3),
+        "collector_untuned_vs_anchor": round(untuned_rate / floor_rate, 3),
         "first_pass_vs_anchor": round(first_rate / floor_rate, 3),
         "suite_vs_goal": round(suite_rate / GOAL_SPANS_PER_CORE, 3),
     }
@@ -202,18 +218,23 @@ def anchor_seconds(calls: list[tuple[str, str, str]]) -> float:
 
 def trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[str, Any]]:
     """Each run judges its texts as if never seen before: the runs of one size repeat the
-    same calls, which the content memo would otherwise answer from the previous run."""
+    same calls, which the content memo would otherwise answer from the previous run. The
+    collector is set as a detection process sets it."""
     memo.set_capacity(0)
+    defaults = gc.get_threshold()
     try:
         return _trajectory_growth(data, runs, repeat_history)
     finally:
         memo.set_capacity(memo.DEFAULT_CAPACITY)
+        gc.unfreeze()
+        gc.set_threshold(*defaults)
 
 
 def _trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[str, Any]]:
     pipeline = Pipeline()
     pool = tool_texts(data, max(TRAJECTORY_SIZES))
     pipeline.evaluate(run_spans(pool[:3], repeat_history))
+    tune_collector()  # as a detection process runs
     rows = []
     for size in TRAJECTORY_SIZES:
         calls = spread(pool, size)
@@ -311,6 +332,11 @@ def main() -> None:
         f"| the same, content memo off (`OTEL_SAFETY_ANALYSIS_CACHE=0`) | "
         f"{rate['suite_memo_off_spans_per_cpu_s']:,} spans/CPU-s | {anchor} | "
         f"{rate['memo_off_vs_anchor']} |"
+    )
+    print(
+        f"| the same, CPython's collector settings (as in an app's process) | "
+        f"{rate['suite_collector_untuned_spans_per_cpu_s']:,} spans/CPU-s | {anchor} | "
+        f"{rate['collector_untuned_vs_anchor']} |"
     )
     print(
         f"| the same, first pass (patterns compiled on first use) | "
