@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -15,7 +16,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_safety import create_processor
 from otel_safety import semconv as sc
 from otel_safety.config import ConfigError
-from otel_safety.detection_worker import ProcessPipeline, span_from_wire, span_to_wire
+from otel_safety.detection_worker import (
+    COLLECTOR_THRESHOLDS,
+    ProcessPipeline,
+    span_from_wire,
+    span_to_wire,
+    tune_collector,
+)
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import SeverityPolicy
@@ -169,3 +176,15 @@ def test_a_policy_object_keeps_judging_in_this_process(tmp_path):
         assert isinstance(processor.engine.pipeline, Pipeline)
     finally:
         processor.shutdown()
+
+
+def test_a_judging_process_freezes_what_it_built_and_collects_young_objects_less_often():
+    defaults = gc.get_threshold()
+    try:
+        tune_collector()
+        assert gc.get_threshold() == COLLECTOR_THRESHOLDS
+        assert gc.get_freeze_count() > 0  # everything alive now, the modules' data included
+        assert COLLECTOR_THRESHOLDS[0] > defaults[0]
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*defaults)
