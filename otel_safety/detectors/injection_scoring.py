@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import regex
 
 from otel_safety.detectors.injection_form import OFF_TOPIC_WEIGHT, off_topic_request
-from otel_safety.detectors.injection_mentions import is_mention, sentence_bounds
+from otel_safety.detectors.injection_mentions import (
+    CuePlaces,
+    cue_places,
+    is_mention,
+    sentence_bounds,
+)
 from otel_safety.detectors.injection_prefilter import candidates, text_words
 from otel_safety.detectors.injection_rules import InjectionRule, InjectionRules, current_rules
 from otel_safety.detectors.injection_text import normalize_for_rules
@@ -23,6 +28,7 @@ __all__ = ["InjectionMatch", "Source", "injection_score"]
 
 # Where a text came from: the user ("input"), or a tool, retriever or document ("data").
 Source = Literal["input", "data"]
+_UNSET: Any = object()  # cue places not searched for yet
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     ascii_only = text.isascii()
     shown = rules.rule_set.candidates(normal)  # the text rules that can match at all
     best: dict[str, InjectionMatch] = {}
+    places: Any = _UNSET
     for number, rule in enumerate(rules.rules):
         if rule.scope == "data" and source != "data":
             continue
@@ -75,7 +82,9 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
             found_all = candidates(rule, normal, lowered)
         subject = text if rule.raw else normal
         for found in found_all:
-            match = _judge(rule, found, subject, rules)
+            if places is _UNSET:  # one search for cues, only once a rule has matched
+                places = cue_places(normal, rules.mention_cues)
+            match = _judge(rule, found, subject, rules, None if rule.raw else places)
             current = best.get(rule.id)
             if current is None or match.weight > current.weight:
                 best[rule.id] = match
@@ -102,11 +111,15 @@ def _off_topic(request: str, subject: str) -> InjectionMatch:
 
 
 def _judge(
-    rule: InjectionRule, found: regex.Match, subject: str, rules: InjectionRules
+    rule: InjectionRule,
+    found: regex.Match,
+    subject: str,
+    rules: InjectionRules,
+    places: CuePlaces | None,
 ) -> InjectionMatch:
     """A match, discounted when it is quoted in prose that talks about attacks."""
     start, end = found.span()
-    mention = not rule.raw and is_mention(subject, start, end, rules.mention_cues)
+    mention = not rule.raw and is_mention(subject, start, end, rules.mention_cues, places)
     weight = rule.weight * rules.mention_factor if mention else rule.weight
     left, right = sentence_bounds(subject, start, end, reach=100)
     return InjectionMatch(
