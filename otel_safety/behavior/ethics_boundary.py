@@ -184,7 +184,7 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
         results += [call.result for call in trajectory.tool_calls if call.result]
         typed = [m.content for m in trajectory.messages if m.role == "user" and m.content]
         return TraceValues(
-            listed=contact_values(privacy_rules, "\n".join(results)) if results else set(),
+            listed=contact_values(privacy_rules, results),
             users=user_values(privacy_rules, "\n".join(typed)) if typed else set(),
         )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.prefilter import Prefilter
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors.base import clip
@@ -306,13 +307,23 @@ def mask(value: str) -> str:
     return body + kept
 
 
-def contact_values(rules: PrivacyRules, text: str) -> set[str]:
-    """Emails and phone numbers in `text`, keyed for comparison."""
-    return {
+def contact_values(rules: PrivacyRules, texts: Iterable[str]) -> set[str]:
+    """Emails and phone numbers in each of `texts`, keyed for comparison. Each text is read
+    once (a tool's result shows both as its message and as its call's result) and on its
+    own: a contact never runs from one tool result into the next."""
+    found: set[str] = set()
+    for text in dict.fromkeys(texts):
+        found.update(_contacts_in(rules.email, rules.phone, text))
+    return found
+
+
+@content_memo  # every turn of a trace, and the next trace, reads the same tool results
+def _contacts_in(email: regex.Pattern, phone: regex.Pattern, text: str) -> frozenset[str]:
+    return frozenset(
         _key(kind, m.group(0))
-        for kind in ("email", "phone")
-        for m in getattr(rules, kind).finditer(text)
-    }
+        for kind, pattern in (("email", email), ("phone", phone))
+        for m in pattern.finditer(text)
+    )
 
 
 def privacy(
