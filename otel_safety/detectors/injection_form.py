@@ -24,6 +24,7 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.prefilter import may_match, relaxed_family
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors import monitor_rules
 
@@ -48,6 +49,10 @@ ANSWER_FORMAT = regex.compile(
     r"|\b(?:respond|reply|answer)\s+(?:only\s+)?(?:in|with|as(?!\s+soon)|using|like)\b",
     regex.IGNORECASE | regex.VERSION1,
 )
+
+# Its RE2 superset, searched first: most passages hold no reply directive at all, and the
+# pattern's lazy word run tries every "use", "make" and "end" it meets.
+_ANSWER_FORMAT_RELAXED = relaxed_family([ANSWER_FORMAT])
 
 
 # The imperative verbs that open at least five of the requests people write to assistants
@@ -116,7 +121,8 @@ def form_features(text: str, source: str = "data") -> dict[str, float]:
     data: a user may well say how to answer ("reply in French"), a fetched text may not."""
     if source != "data":
         return {}
-    return {"form:answer_format": 1.0} if ANSWER_FORMAT.search(text) else {}
+    found = may_match(_ANSWER_FORMAT_RELAXED, text) and ANSWER_FORMAT.search(text)
+    return {"form:answer_format": 1.0} if found else {}
 
 
 def form_sentence(text: str) -> str:
