@@ -395,37 +395,34 @@ def test_a_cue_word_inside_an_address_does_not_make_an_injection_a_mention():
     assert discussed is not None and not discussed.detected
 
 
-def test_a_mention_after_text_beyond_ascii_is_still_a_mention():
-    """The cues are found in the text's UTF-8 bytes and placed back in characters: here the
-    cue's bytes lie far past its characters."""
+def test_a_mention_in_text_beyond_ascii_is_still_a_mention():
+    """The relaxed cues read the sentence's UTF-8 bytes: characters beyond ASCII around the
+    cue must not hide it."""
     prefix = "Répertoire du café 😀 " * 100 + "\n\n"
     _, matches = injection_score(
-        prefix + "Attackers hide ignore all previous instructions inside documents."
+        prefix + "Les attackers 😀 hide ignore all previous instructions inside documents."
     )
     (match,) = matches
     assert match.mention
 
 
-def test_the_cue_prefilter_never_hides_a_cue_the_sentence_holds(shared_data):
+def test_the_cue_prefilter_never_hides_a_cue_a_sentence_holds(shared_data):
     """Wherever the exact mention cues find something in a window of a real text, the
-    whole-text relaxed search must report a match touching that window (else a mention
-    would be judged an instruction)."""
+    relaxed search must find something there too (else a mention would be judged an
+    instruction)."""
     from test_analysis import dataset_texts
 
-    from otel_safety.detectors.injection_mentions import _may_hold_cue, cue_places
+    from otel_safety.detectors.injection_mentions import _may_hold_cue
 
     cues = current_rules().mention_cues
     found = ruled_out = 0
     for text in dataset_texts(shared_data, every=25):
-        places = cue_places(text, cues)
-        if places is None:
-            continue
         for low in range(0, len(text), 37):
             for size in (40, 150, 300):
-                high = min(len(text), low + size)
-                held = cues.search(text[low:high]) is not None
-                may = _may_hold_cue(places, low, high)
-                assert may or not held, (text[low:high], low, high)
+                window = text[low : low + size]
+                held = cues.search(window) is not None
+                may = _may_hold_cue(cues, window)
+                assert may or not held, window
                 found += held
                 ruled_out += not may
     assert found > 100 and ruled_out > 1000  # both answers were exercised

@@ -5,55 +5,38 @@ security blog writes that messages such as 'ignore previous instructions' are ty
 prompt injection. Such a match is discounted: it is quoted as a literal, or it sits in a
 sentence that talks about attacks (a mention cue) and is quoted or never speaks to "you".
 
-An attack matches many rules in the same few sentences, and each match would search its
-sentence for cues again. So the cues' relaxed RE2 form (see `analysis.relax`: it matches
-wherever a cue could, whatever surrounds it) is searched once over the whole text, and a
-sentence none of its matches touches cannot hold a cue: an exact match inside the sentence
-would be, or overlap, one of them.
+An attack matches many rules in the same few sentences, and most sentences hold no cue: the
+cues' relaxed RE2 form (see `analysis.relax`: it matches wherever a cue could, whatever
+surrounds it) rules a sentence out in linear time before the exact cues (lookarounds, full
+case folding, on the backtracking engine) read it.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
 from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import content_memo
-from otel_safety.analysis.prefilter import relaxed_family, utf8
+from otel_safety.analysis.prefilter import relaxed_family
 
-__all__ = ["CuePlaces", "cue_places", "is_mention", "sentence_bounds"]
+__all__ = ["is_mention", "sentence_bounds"]
 
 _SENTENCE_END = regex.compile(r"[.!?]\s|\n\s*\n|\n(?=\s*[-*#>\d])")
 _QUOTES = {'"': '"', "\u201c": "\u201d", "'": "'", "\u2018": "\u2019", "\u00ab": "\u00bb", "`": "`"}
-REACH = 300  # characters a sentence is looked for either side of a match
 _SECOND_PERSON = regex.compile(r"\b(?:you|your|yours|yourself)\b", regex.IGNORECASE)
 
 
-def is_mention(
-    text: str,
-    start: int,
-    end: int,
-    cues: regex.Pattern | None,
-    places: CuePlaces | None = None,
-) -> bool:
-    """Quoted as a literal (`"<|im_start|>"` in a tokenizer's docs), or discussed in prose.
-    `places`: `cue_places(text, cues)`, worked out once for all of a text's matches."""
+def is_mention(text: str, start: int, end: int, cues: regex.Pattern | None) -> bool:
+    """Quoted as a literal (`"<|im_start|>"` in a tokenizer's docs), or discussed in prose."""
     if _wrapped(text, start, end):
         return True
     if cues is None:
         return False
-    if places is not None and not (  # the sentence lies within REACH either side
-        _may_hold_cue(places, start - REACH, start) or _may_hold_cue(places, end, end + REACH)
-    ):
-        return False
     left, right = sentence_bounds(text, start, end)
-    if places is not None and not (
-        _may_hold_cue(places, left, start) or _may_hold_cue(places, end, right)
-    ):
-        return False
     before, after = text[left:start], text[end:right]
+    if not (_may_hold_cue(cues, before) or _may_hold_cue(cues, after)):
+        return False
     if not (cues.search(before) or cues.search(after)):
         return False
     if _quoted(before, after):
@@ -61,7 +44,7 @@ def is_mention(
     return not (_SECOND_PERSON.search(before) or _SECOND_PERSON.search(after))
 
 
-def sentence_bounds(text: str, start: int, end: int, reach: int = REACH) -> tuple[int, int]:
+def sentence_bounds(text: str, start: int, end: int, reach: int = 300) -> tuple[int, int]:
     """The sentence around text[start:end], looking at most `reach` characters either way."""
     left = max(0, start - reach)
     ends = list(_SENTENCE_END.finditer(text, left, start))
@@ -97,41 +80,14 @@ def _quoted(before: str, after: str, reach: int = 60) -> bool:
     return False
 
 
-CuePlaces = tuple[list[int], list[int]]  # starts and ends of the relaxed cues' matches
-
-
-def cue_places(text: str, cues: Any) -> CuePlaces | None:
-    """Where the cues' relaxed form matches over the whole text, in characters, or None when
-    it proves nothing (no relaxed form)."""
-    if cues is None:
-        return None
-    return _relaxed_places(text, cues)
-
-
-def _may_hold_cue(places: CuePlaces, low: int, high: int) -> bool:
-    """False only when no cue can match inside text[low:high]."""
-    starts, ends = places
-    first = bisect.bisect_right(ends, low)  # ends ascend: matches never overlap
-    return first < len(starts) and starts[first] < high
-
-
-@content_memo
-def _relaxed_places(text: str, cues: Any) -> CuePlaces | None:
-    family = _relaxed_cues(cues)
-    if family is None or family.regex is None:
-        return None
-    ascii_text = text.isascii()
-    if family.ascii_only and not ascii_text and _folds_into_ascii(text):
-        return None  # a long s or "ß" may stand for ASCII letters in a full fold: unproven
-    data = utf8(text)
-    starts, ends = [], []
-    for match in family.regex.finditer(data):
-        starts.append(match.start())
-        ends.append(match.end())
-    if not ascii_text:  # bytes to characters (RE2 matches whole UTF-8 characters)
-        starts = [len(data[:at].decode("utf-8")) for at in starts]
-        ends = [len(data[:at].decode("utf-8")) for at in ends]
-    return starts, ends
+def _may_hold_cue(cues: Any, text: str) -> bool:
+    """False only when no cue can match in `text`: its relaxed form finds nothing there."""
+    relaxed = _relaxed_cues(cues)
+    if relaxed is None or relaxed.regex is None:
+        return True
+    if relaxed.ascii_only and not text.isascii() and _folds_into_ascii(text):
+        return True  # a long s or "ß" may stand for ASCII letters in a full fold: unproven
+    return relaxed.regex.search(text.encode("utf-8", "replace")) is not None
 
 
 def _folds_into_ascii(text: str) -> bool:

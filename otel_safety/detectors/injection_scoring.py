@@ -9,17 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import regex
 
 from otel_safety.detectors.injection_form import OFF_TOPIC_WEIGHT, off_topic_request
-from otel_safety.detectors.injection_mentions import (
-    CuePlaces,
-    cue_places,
-    is_mention,
-    sentence_bounds,
-)
+from otel_safety.detectors.injection_mentions import is_mention, sentence_bounds
 from otel_safety.detectors.injection_prefilter import candidates, text_words
 from otel_safety.detectors.injection_rules import InjectionRule, InjectionRules, current_rules
 from otel_safety.detectors.injection_text import normalize_for_rules
@@ -28,7 +23,6 @@ __all__ = ["InjectionMatch", "Source", "injection_score"]
 
 # Where a text came from: the user ("input"), or a tool, retriever or document ("data").
 Source = Literal["input", "data"]
-_UNSET: Any = object()  # cue places not searched for yet
 
 
 @dataclass(frozen=True)
@@ -66,7 +60,6 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     ascii_only = text.isascii()
     shown = rules.rule_set.candidates(normal)  # the text rules that can match at all
     best: dict[str, InjectionMatch] = {}
-    places: Any = _UNSET
     for number, rule in enumerate(rules.rules):
         if rule.scope == "data" and source != "data":
             continue
@@ -82,9 +75,7 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
             found_all = candidates(rule, normal, lowered)
         subject = text if rule.raw else normal
         for found in found_all:
-            if places is _UNSET:  # one search for cues, only once a rule has matched
-                places = cue_places(normal, rules.mention_cues)
-            match = _judge(rule, found, subject, rules, None if rule.raw else places)
+            match = _judge(rule, found, subject, rules)
             current = best.get(rule.id)
             if current is None or match.weight > current.weight:
                 best[rule.id] = match
@@ -111,15 +102,11 @@ def _off_topic(request: str, subject: str) -> InjectionMatch:
 
 
 def _judge(
-    rule: InjectionRule,
-    found: regex.Match,
-    subject: str,
-    rules: InjectionRules,
-    places: CuePlaces | None,
+    rule: InjectionRule, found: regex.Match, subject: str, rules: InjectionRules
 ) -> InjectionMatch:
     """A match, discounted when it is quoted in prose that talks about attacks."""
     start, end = found.span()
-    mention = not rule.raw and is_mention(subject, start, end, rules.mention_cues, places)
+    mention = not rule.raw and is_mention(subject, start, end, rules.mention_cues)
     weight = rule.weight * rules.mention_factor if mention else rule.weight
     left, right = sentence_bounds(subject, start, end, reach=100)
     return InjectionMatch(
