@@ -10,7 +10,7 @@ span takes the path of a span dropped, the path of an app making spans faster th
 detection takes them).
 
 Also timed: reading the starting attributes of a span to tell an agent run, through the
-SDK's public mapping and through the dict it keeps (`processor.span_attributes`).
+SDK's public mapping and through the dict it keeps (`mapping.attributes.span_attributes`).
 
 Run: make bench   (or: python bench/bench_hot_path.py)
 Figures are printed, not asserted; they depend on the machine.
