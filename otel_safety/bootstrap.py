@@ -125,8 +125,6 @@ def create_processor(
         detection=settings.detection if policy_object is None else "thread",
         workers=1 if settings.workers is None else settings.workers,  # the app's cores
     )
-    if "analysis_cache" not in settings.model_fields_set:
-        set_capacity(0)  # what this (the app's) process judges keeps no analyses past its trace
     if logger_provider is not None:
         logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
     closer = app_metrics(engine.stats, engine.sinks)

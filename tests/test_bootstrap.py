@@ -153,26 +153,6 @@ def test_the_analysis_cache_size_comes_from_the_environment_and_reaches_the_memo
         Settings.resolve({"OTEL_SAFETY_ANALYSIS_CACHE": "-1"})
 
 
-def test_an_app_process_keeps_no_analyses_past_a_trace_unless_told(tmp_path, monkeypatch):
-    """What the app's own process judges (on its thread, or when the worker is gone) keeps
-    each trace's analyses only: the app's garbage collector would walk what we keep."""
-    monkeypatch.delenv("OTEL_SAFETY_ANALYSIS_CACHE", raising=False)
-
-    def capacity_after_start(name: str) -> int:
-        processor = otel_safety.create_processor(
-            str(tmp_path / name), otlp=False, detection="thread", detectors=[]
-        )
-        processor.shutdown()
-        return memo._capacity
-
-    try:
-        assert capacity_after_start("a.duckdb") == 0
-        monkeypatch.setenv("OTEL_SAFETY_ANALYSIS_CACHE", "1000")
-        assert capacity_after_start("b.duckdb") == 1000
-    finally:
-        memo.set_capacity(memo.DEFAULT_CAPACITY)
-
-
 @pytest.mark.parametrize(
     ("env", "message"),
     [
