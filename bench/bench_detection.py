@@ -12,8 +12,8 @@
 2. One agent run with 10, 50, 200 and 1,000 tool calls through every detector (p50 / p99
    over several runs, each a new trace, its texts analysed as never seen before), against
    one plain regex pass over the same texts: the per-tool-call cost shows whether growth
-   is linear. Chat spans carry only their new
-   messages; `--repeat-history` makes them repeat the whole history, as SDKs send it.
+   is linear. Chat spans carry only their new messages; `--repeat-history` makes them
+   repeat the whole history, as SDKs send it.
 
 Run: make bench   (or: python bench/bench_detection.py --data ../shared/data)
 Figures are printed, not asserted; they depend on the machine.
@@ -22,12 +22,14 @@ Figures are printed, not asserted; they depend on the machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,19 @@ def cpu_seconds(pipeline: Pipeline, traces: list[list[ReadableSpan]]) -> float:
     return time.process_time() - started
 
 
+@contextlib.contextmanager
+def restored_afterwards() -> Iterator[tuple[int, int, int]]:
+    """The collector's thresholds as CPython set them (yielded), and the content memo at its
+    default: both as they were once the block ends."""
+    defaults = gc.get_threshold()
+    try:
+        yield defaults
+    finally:
+        memo.set_capacity(memo.DEFAULT_CAPACITY)
+        gc.unfreeze()
+        gc.set_threshold(*defaults)
+
+
 def throughput(data: Path, limit: int) -> dict[str, Any]:
     """Spans per CPU-second once every pattern is compiled (a first pass over the corpus,
     timed on its own, compiles what is compiled on first use), with the garbage collector
@@ -80,8 +95,7 @@ def throughput(data: Path, limit: int) -> dict[str, Any]:
         judged.append(len(traces))
         return sum(len(t) for t in traces) / cpu_seconds(pipeline, traces)
 
-    defaults = gc.get_threshold()
-    try:
+    with restored_afterwards() as defaults:
         memo.set_capacity(0)
         rate(floor)  # its warm-up pass
         suite.warm()  # building the detectors is the start-up row's
@@ -91,17 +105,13 @@ def throughput(data: Path, limit: int) -> dict[str, Any]:
             rates["floor"].append(rate(floor))
             memo.set_capacity(0)
             rates["alone"].append(rate(suite))
-            memo.set_capacity(memo.DEFAULT_CAPACITY)  # cleared: starts cold
+            memo.set_capacity(memo.DEFAULT_CAPACITY)  # each set_capacity starts the memo cold
             rates["suite"].append(rate(suite))
             gc.unfreeze()
             gc.set_threshold(*defaults)
             memo.set_capacity(memo.DEFAULT_CAPACITY)
             rates["untuned"].append(rate(suite))
             tune_collector()
-    finally:
-        memo.set_capacity(memo.DEFAULT_CAPACITY)
-        gc.unfreeze()
-        gc.set_threshold(*defaults)
     floor_rate, alone_rate, suite_rate, untuned_rate = (
         statistics.median(rates[k]) for k in ("floor", "alone", "suite", "untuned")
     )
@@ -220,14 +230,9 @@ def trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[
     """Each run judges its texts as if never seen before: the runs of one size repeat the
     same calls, which the content memo would otherwise answer from the previous run. The
     collector is set as a detection process sets it."""
-    memo.set_capacity(0)
-    defaults = gc.get_threshold()
-    try:
+    with restored_afterwards():
+        memo.set_capacity(0)
         return _trajectory_growth(data, runs, repeat_history)
-    finally:
-        memo.set_capacity(memo.DEFAULT_CAPACITY)
-        gc.unfreeze()
-        gc.set_threshold(*defaults)
 
 
 def _trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict[str, Any]]:

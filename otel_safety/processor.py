@@ -48,4 +48,3 @@ class SafetySpanProcessor(SpanProcessor):
 
     def shutdown(self) -> None:
         self.engine.shutdown()
-
