@@ -22,6 +22,7 @@ from otel_safety.logs import LogEvent
 from otel_safety.mapping import (
     CONVERSATION_KEYS,
     DEFAULT_REQUESTER_KEYS,
+    SharedHistories,
     map_span,
     span_id_hex,
     trace_id_hex,
@@ -205,9 +206,12 @@ class Pipeline:
             return Judgement(trace_id, reason, error=f"{type(exc).__name__}: {exc}")
 
     def _judge(self, trace_id: str, spans: Sequence[ReadableSpan], reason: str) -> Judgement:
+        histories = SharedHistories()
         mapped = [
             m
-            for m in (map_span(s, self.requester_keys, self.conversation_keys) for s in spans)
+            for m in (
+                map_span(s, self.requester_keys, self.conversation_keys, histories) for s in spans
+            )
             if m is not None
         ]
         if not mapped:  # not a GenAI trace: pass through untouched

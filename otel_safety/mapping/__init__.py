@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.mapping import genai, openinference, openllmetry
 from otel_safety.mapping.attributes import span_attributes
+from otel_safety.mapping.history import SharedHistories
 from otel_safety.mapping.types import Dialect, MappedSpan, SpanRole
 from otel_safety.mapping.values import Notes
 from otel_safety.model import Principal
@@ -17,6 +18,7 @@ __all__ = [
     "CONVERSATION_KEYS",
     "DEFAULT_REQUESTER_KEYS",
     "MappedSpan",
+    "SharedHistories",
     "conversation_of",
     "is_agent_run",
     "map_span",
@@ -71,8 +73,10 @@ def map_span(
     span: ReadableSpan,
     requester_keys: Sequence[str] = DEFAULT_REQUESTER_KEYS,
     conversation_keys: Sequence[str] = CONVERSATION_KEYS,
+    histories: SharedHistories | None = None,
 ) -> MappedSpan | None:
-    """Recognise the span's dialect and read it; never raises (problems land in `notes`)."""
+    """Recognise the span's dialect and read it; never raises (problems land in `notes`).
+    `histories`, shared by the spans of one trace, spares re-reading repeated histories."""
     attributes = span_attributes(span)
     found = _dialect(span, attributes)
     if found is None:
@@ -86,7 +90,10 @@ def map_span(
         dialect=dialect,
     )
     try:
-        mapped = _READERS[dialect](span, base)
+        if dialect == "genai":
+            mapped = genai.map_current(span, base, histories)
+        else:
+            mapped = _READERS[dialect](span, base)
     except Exception as exc:  # a mapper bug must not lose the span or reach the app
         base.notes.add(f"mapping failed: {type(exc).__name__}: {exc}")
         mapped = base

@@ -74,9 +74,13 @@ def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> lis
     seen: Counter[tuple[object, ...]] = Counter()
     calls: set[tuple[object, ...]] = set()
     conversation: list[Message] = []
+    previous: tuple[str, Counter[tuple[object, ...]]] | None = None
     for span in models:
-        local: Counter[tuple[object, ...]] = Counter()
-        for message in span.input_messages:
+        # A history that begins with the previous span's (the same messages, as mapping
+        # found) counts those as that span did; none of them can be new a second time.
+        shared = previous is not None and span.history_of == previous[0]
+        local = previous[1] if shared and previous else Counter()
+        for message in span.input_messages[span.history_length if shared else 0 :]:
             key = _key(message)
             local[key] += 1
             if local[key] > seen[key]:
@@ -94,6 +98,7 @@ def _conversation(models: Sequence[MappedSpan], agent_of: dict[str, str]) -> lis
             if message.agent is None:
                 message.agent = agent_of.get(span.span_id)
             conversation.append(message)
+        previous = (span.span_id, local)
     return conversation
 
 
@@ -118,14 +123,13 @@ def _agent_of(spans: Sequence[MappedSpan], parents: Mapping[str, str]) -> dict[s
 
 
 def _scope(models: Sequence[MappedSpan], agents: Sequence[MappedSpan]) -> Scope:
-    instructions = _unique(
-        text
-        for span in [*agents, *models]
-        for text in [
-            *span.system_instructions,
-            *(m.content for m in span.input_messages if m.role == "system"),
-        ]
-    )
+    texts: list[str] = []
+    read: set[str] = set()
+    for span in [*agents, *models]:
+        texts += span.system_instructions
+        texts += (m.content for m in _own_messages(span, read) if m.role == "system")
+        read.add(span.span_id)
+    instructions = _unique(texts)
     request, span_id = "", None
     first = models[0] if models else next((a for a in agents if a.input_messages), None)
     if first is not None:
@@ -141,6 +145,13 @@ def _scope(models: Sequence[MappedSpan], agents: Sequence[MappedSpan]) -> Scope:
         user_request=request,
         span_id=span_id or (models[0].span_id if models else None),
     )
+
+
+def _own_messages(span: MappedSpan, read: set[str]) -> Sequence[Message]:
+    """A span's input messages less the history it shares with a span already read."""
+    if span.history_of in read:
+        return span.input_messages[span.history_length :]
+    return span.input_messages
 
 
 def _tool_calls(

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_safety.mapping.attributes import span_attributes
+from otel_safety.mapping.history import SharedHistories
 from otel_safety.mapping.types import MappedSpan, SpanRole
 from otel_safety.mapping.values import (
     Notes,
@@ -22,7 +23,8 @@ from otel_safety.model import Message, ToolCall
 
 AGENT_OPERATIONS = {"invoke_agent", "create_agent", "invoke_workflow"}
 SYSTEM_KEY = "gen_ai.system_instructions"
-MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+INPUT_KEY = "gen_ai.input.messages"
+MESSAGE_KEYS = (INPUT_KEY, "gen_ai.output.messages", "gen_ai.system_instructions")
 
 # Older conventions logged each message as an event; the role is in the event name.
 EVENT_ROLES = {
@@ -49,8 +51,12 @@ def has_events(span: ReadableSpan) -> bool:
     )
 
 
-def map_current(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
-    """Read `gen_ai.*` attributes (messages as JSON strings or structured values)."""
+def map_current(
+    span: ReadableSpan, base: MappedSpan, histories: SharedHistories | None = None
+) -> MappedSpan:
+    """Read `gen_ai.*` attributes (messages as JSON strings or structured values). With
+    `histories` (one trace's), an input history extending one read before is read only for
+    what it adds."""
     attributes = span_attributes(span)
     notes = base.notes
     sid = base.span_id
@@ -62,7 +68,7 @@ def map_current(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
         content = part.get("content") if isinstance(part, dict) else part
         if content:
             base.system_instructions.append(text(content, notes, SYSTEM_KEY))
-    base.input_messages = _messages(attributes.get("gen_ai.input.messages"), notes, sid, "input")
+    base.input_messages = _input_messages(base, attributes.get("gen_ai.input.messages"), histories)
     base.output_messages = _messages(attributes.get("gen_ai.output.messages"), notes, sid, "output")
     base.content_captured = _has_content(base)
     if base.role == "tool":
@@ -140,10 +146,35 @@ def _tool_call(
     )
 
 
+def _input_messages(
+    base: MappedSpan, value: Any, histories: SharedHistories | None
+) -> list[Message]:
+    if histories is not None and isinstance(value, str):
+        read = histories.read(
+            value,
+            base.notes,
+            base.span_id,
+            INPUT_KEY,
+            lambda raws, notes: _read_messages(raws, notes, base.span_id, "input"),
+        )
+        if read is not None:
+            messages, earlier = read
+            if earlier is not None:
+                base.history_of = earlier.span_id
+                base.history_length = len(earlier.messages)
+            return messages
+    return _messages(value, base.notes, base.span_id, "input")
+
+
 def _messages(value: Any, notes: Notes, span_id: str, which: str) -> list[Message]:
+    raws = json_list(value, notes, f"gen_ai.{which}.messages")
+    return _read_messages(raws, notes, span_id, which)
+
+
+def _read_messages(raws: list[Any], notes: Notes, span_id: str, which: str) -> list[Message]:
     key = f"gen_ai.{which}.messages"
     messages: list[Message] = []
-    for raw in json_list(value, notes, key):
+    for raw in raws:
         if not isinstance(raw, dict):
             notes.add(f"{key}: message is {type(raw).__name__}, not an object")
             continue

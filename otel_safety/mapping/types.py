@@ -32,3 +32,7 @@ class MappedSpan:
     output_text: str | None = None
     content_captured: bool = False
     notes: Notes = field(default_factory=Notes)
+    # The span whose input history this one's begins with (as the same message objects),
+    # and that history's length: assembly need not look at those messages again.
+    history_of: str | None = None
+    history_length: int = 0
