@@ -77,18 +77,16 @@ class SharedHistories:
 
     def _extended(self, text: str) -> ReadHistory | None:
         """The longest history read earlier that `text` continues: the same array with more
-        elements after them, or none."""
-        best: ReadHistory | None = None
-        for earlier in self._read:
+        elements after them, or none. (Histories of one conversation are each other's
+        prefixes: trying the longest first compares one of them, not all.)"""
+        for earlier in sorted(self._read, key=lambda read: len(read.body), reverse=True):
             body = earlier.body
             if len(text) <= len(body) or not text.startswith(body):
                 continue
-            if best is not None and len(body) <= len(best.body):
-                continue
             rest = text[len(body) :].lstrip()
             if rest == "]" or rest.startswith(","):
-                best = earlier
-        return best
+                return earlier
+        return None
 
 
 def _array(text: str, notes: Notes, key: str) -> list[Any] | None:
