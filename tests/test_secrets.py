@@ -125,3 +125,47 @@ def test_the_prefilter_never_hides_a_secret_the_patterns_find(shared_data):
         }
         found = secrets.secret_spans(text)
         assert all(any(s <= a and b <= e for s, e in found) for a, b in exhaustive if b > a)
+
+
+def _planted_texts(shared_data) -> list[str]:
+    """Real texts with secrets planted among them, and runs of digits, spaces and hyphens
+    that are and are not card numbers, beside each other and at the edges."""
+    from otel_safety.evaluation import datasets
+
+    cases = datasets.sample(datasets.load(shared_data, ["xstest", "agentdojo"]), 40)
+    texts = [message["content"] or "" for case in cases for message in case.messages]
+    plants = [FINE_GRAINED, GOOGLE, CARD, SLACK, "token=abcd1234", "AKIAIOSFODNN7EXAMPLE"]
+    runs = [
+        "4111111111111111",
+        "-4111 1111 1111 1111-",
+        "4111-1111-1111-1111 4012 8888 8888 1881",
+        "12345678901234567890123",
+        "1 2 3 4 5 6 7 8 9 0 1 2 3 4",
+        "--------------------------",
+    ]
+    planted = []
+    for number, text in enumerate(texts):
+        plant, run = plants[number % len(plants)], runs[number % len(runs)]
+        middle = len(text) // 2
+        planted.append(f"{run}{text[:middle]} {plant} {run}{text[middle:]}{run}")
+    return planted
+
+
+def test_secret_patterns_on_re2_find_what_regex_finds(shared_data, monkeypatch):
+    """Long ASCII texts are searched on RE2 (`analysis.linear`): every pattern that has an
+    RE2 twin finds the very matches `regex` finds, and card numbers are found in the same
+    places through the runs RE2 locates as by searching the whole text."""
+    from otel_safety.analysis import linear, secrets
+
+    monkeypatch.setattr(linear, "SHORT", 0)  # RE2 for every ASCII text, short ones too
+    texts = [text.encode("ascii", "ignore").decode() for text in _planted_texts(shared_data)]
+    twins = [p for p in pattern_set() if isinstance(p, linear.LinearPattern) and linear.on_re2(p)]
+    assert len(twins) >= len(_BUILTIN) - 1  # the keyed-value pattern among them
+    for text in texts:
+        for pattern in twins:
+            found = [(m.span(), m.groups()) for m in pattern.finditer(text)]
+            expected = [(m.span(), m.groups()) for m in pattern.backtracking.finditer(text)]
+            assert found == expected, (pattern.pattern[:80], text[:80])
+        cards = [m.span() for m in secrets._cards(text)]
+        assert cards == [m.span() for m in secrets._CARD.finditer(text)], text[:80]
+    assert any(next(secrets._cards(text), None) for text in texts)

@@ -4,6 +4,7 @@ calls and notes on every span."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -84,7 +85,7 @@ def test_a_growing_history_is_read_once_and_assembles_the_same(span_factory, dum
     mapped = _same_either_way(_trace(span_factory, _growing(6, dumps)))
     chats = sorted((m for m in mapped if m.role == "llm"), key=lambda m: m.start_ns)
     assert chats[0].history_of is None
-    for earlier, later in zip(chats, chats[1:], strict=False):
+    for earlier, later in itertools.pairwise(chats):
         assert later.history_of == earlier.span_id
         assert later.history_length == len(earlier.input_messages)
         shared = later.input_messages[: later.history_length]
@@ -94,7 +95,8 @@ def test_a_growing_history_is_read_once_and_assembles_the_same(span_factory, dum
 def test_two_conversations_interleaved_in_one_trace(span_factory):
     first = _growing(4, SPACED)
     second = _growing(4, COMPACT, [_text("user", "Another task entirely.")])
-    mapped = _same_either_way(_trace(span_factory, [h for pair in zip(first, second) for h in pair]))
+    interleaved = [history for pair in zip(first, second, strict=True) for history in pair]
+    mapped = _same_either_way(_trace(span_factory, interleaved))
     assert sum(m.history_of is not None for m in mapped) == 6
 
 
@@ -127,7 +129,7 @@ def test_damaged_histories_and_retries_read_as_alone(span_factory):
 def test_repeated_identical_messages_stay_a_multiset(span_factory):
     history = [_text("user", "yes")]
     sent = []
-    for number in range(4):
+    for _ in range(4):
         sent.append(SPACED(history))
         history = [*history, _text("assistant", "Shall I go on?"), _text("user", "yes")]
     outputs = [[_text("assistant", "Shall I go on?")] for _ in sent]

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.analysis.pattern_set import PatternSet
 
 __all__ = ["mask", "pattern_set", "secret_spans"]
@@ -43,6 +44,9 @@ _BUILTIN = [
     r"://[^:/?#\[\]@\s\"']+:(?P<secret>[^/?#\[\]@\s\"']+)@",
 ]
 _CARD = regex.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+# Where a card number can be: a run of 13 or more digits, spaces and hyphens. Its lookarounds
+# keep `_CARD` off RE2; RE2 finds the runs, and `_CARD` searches only them.
+_CARD_RUN = None if linear.re2 is None else linear.re2.compile(rb"[0-9 \-]{13,}")
 # Flags with the same meaning (and value) in `re` and `regex`.
 _SHARED_FLAGS = re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE
 # detect-secrets plugins that find things that are not secrets to hide (addresses).
@@ -51,9 +55,12 @@ _NOT_SECRETS = frozenset({"IPPublicDetector"})
 
 @functools.cache
 def pattern_set() -> tuple[regex.Pattern, ...]:
-    """The compiled patterns: ours, then detect-secrets' when the `secrets` extra is in."""
-    patterns = [regex.compile(source, regex.IGNORECASE) for source in _BUILTIN[:1]]
-    patterns += [regex.compile(source) for source in _BUILTIN[1:]]
+    """The compiled patterns: ours, then detect-secrets' when the `secrets` extra is in.
+    Each searches long ASCII text on RE2 where RE2 reads it alike (`analysis.linear`): every
+    stored span is masked, and a history resent by every model call of a long run is
+    hundreds of megabytes."""
+    patterns = [linear.compile(source, regex.IGNORECASE) for source in _BUILTIN[:1]]
+    patterns += [linear.compile(source) for source in _BUILTIN[1:]]
     patterns += list(_maintained())
     return tuple(patterns)
 
@@ -75,7 +82,7 @@ def _maintained() -> Iterator[regex.Pattern]:
             ):
                 for pattern in cls().denylist:
                     try:
-                        yield regex.compile(pattern.pattern, _flags(pattern))
+                        yield linear.compile(pattern.pattern, _flags(pattern))
                     except regex.error:
                         logger.debug("secret pattern of %s not usable: %s", name, pattern)
 
@@ -103,7 +110,7 @@ def secret_spans(text: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for number in sorted(candidates.candidates(text)):
         pattern = patterns[number]
-        for match in pattern.finditer(text):
+        for match in _cards(text) if pattern is _CARD else pattern.finditer(text):
             if pattern is not _CARD:
                 found.append(_secret_of(match))
             elif _luhn(match.group(0)):
@@ -115,6 +122,17 @@ def secret_spans(text: str) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+def _cards(text: str) -> Iterator[regex.Match]:
+    """`_CARD`'s matches in `text`. In a long ASCII text, only the runs RE2 finds are searched:
+    a match lies inside one run, and the characters around a run are neither digits nor
+    hyphens, which is all `_CARD`'s lookarounds ask of them there."""
+    if _CARD_RUN is None or len(text) < linear.SHORT or not text.isascii():
+        yield from _CARD.finditer(text)
+        return
+    for run in _CARD_RUN.finditer(text.encode("ascii")):  # bytes: offsets are characters
+        yield from _CARD.finditer(text, run.start(), run.end())
 
 
 def mask(text: str) -> tuple[str, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from otel_safety.analysis.memo import content_memo
 from otel_safety.model import Trajectory
 
 __all__ = ["DEFAULT_AGENT", "AgentTurn", "agent_turns"]
@@ -33,8 +34,14 @@ class AgentTurn:
     def digest(self) -> str:
         """Same request and answer: the same turn, whichever trace replays it (a replayed
         answer may have lost its agent's name, so the name is not part of it)."""
-        key = "\x1f".join((" ".join(self.prompt.split()), " ".join(self.text.split())))
-        return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        return turn_digest(self.prompt, self.text)
+
+
+@content_memo
+def turn_digest(prompt: str, text: str) -> str:
+    """A turn's digest, worked out once per trace for all the monitors that ask."""
+    key = "\x1f".join((" ".join(prompt.split()), " ".join(text.split())))
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def agent_turns(trajectory: Trajectory) -> list[AgentTurn]:
