@@ -5,7 +5,9 @@ event, and every string of the trajectory, is searched for secrets after judging
 runs from `../shared/data` are judged once (not timed), then redacted as the engine does
 (`redact_evaluation`, on fresh copies, `--repeats` times, the fastest kept). The anchor,
 in the same run, is one plain regex search of the same strings: the least a pass that reads
-each of them must spend.
+each of them must spend. Then one agent run of 200 and of 1,000 tool calls whose chat spans
+each resend the whole history, as SDKs send it: its input grows with the square of the run,
+and so would masking each history whole.
 
 Run: python bench/bench_redaction.py --data ../shared/data [--traces 300] [--repeats 3]
 Figures are printed, not asserted; they depend on the machine.
@@ -23,7 +25,7 @@ from typing import Any
 import regex
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_detection import agentdojo_traces
+from bench_detection import agentdojo_traces, run_spans, spread, tool_texts
 
 from otel_safety import Pipeline
 from otel_safety.redaction import redact_evaluation
@@ -66,16 +68,7 @@ def main() -> None:
         for text in strings(evaluation.trajectory.model_dump())
     ]
 
-    redact, anchor, masked = float("inf"), float("inf"), 0
-    for _ in range(args.repeats):
-        copies = [copy.copy(evaluation) for evaluation in evaluations]
-        started = time.process_time()
-        masked = sum(redact_evaluation(evaluation) for evaluation in copies)
-        redact = min(redact, time.process_time() - started)
-        started = time.process_time()
-        for text in texts:
-            _ANCHOR.search(text)
-        anchor = min(anchor, time.process_time() - started)
+    redact, anchor, masked = _timed(evaluations, texts, args.repeats)
 
     print(
         f"{len(evaluations)} AgentDojo runs, {span_count:,} spans, {len(texts):,} strings, "
@@ -85,6 +78,33 @@ def main() -> None:
     print("|---|---|---|")
     print(f"| anchor: one regex over every string | {anchor / span_count * 1e6:.1f} µs | 1.0 |")
     print(f"| `redact_evaluation` | {redact / span_count * 1e6:.1f} µs | {redact / anchor:.1f}x |")
+    pool = tool_texts(args.data, 1000)
+    print("\n| one run, histories resent | characters | `redact_evaluation` | anchor | vs anchor |")
+    print("|---|---|---|---|---|")
+    for size in (200, 1000):
+        evaluation = pipeline.evaluate(run_spans(spread(pool, size), repeat_history=True))
+        strings_of_run = [t for span in evaluation.spans for t in strings(dict(span.attributes))]
+        redact, anchor, _ = _timed([evaluation], strings_of_run, args.repeats)
+        print(
+            f"| {size} tool calls | {sum(map(len, strings_of_run)):,} | {redact:.3f} s | "
+            f"{anchor:.3f} s | {redact / anchor:.1f}x |"
+        )
+
+
+def _timed(evaluations: list[Any], texts: list[str], repeats: int) -> tuple[float, float, int]:
+    """CPU seconds to redact fresh copies of `evaluations`, and to run the anchor over
+    `texts` (fastest of `repeats`), and how many secrets were masked."""
+    redact, anchor, masked = float("inf"), float("inf"), 0
+    for _ in range(repeats):
+        copies = [copy.copy(evaluation) for evaluation in evaluations]
+        started = time.process_time()
+        masked = sum(redact_evaluation(evaluation) for evaluation in copies)
+        redact = min(redact, time.process_time() - started)
+        started = time.process_time()
+        for text in texts:
+            _ANCHOR.search(text)
+        anchor = min(anchor, time.process_time() - started)
+    return redact, anchor, masked
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ replaced by [REDACTED] (see `analysis.secrets`). Findings' evidence is always ma
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -16,16 +17,21 @@ from otel_safety.analysis.secrets import mask
 from otel_safety.annotate import rebuild_span
 from otel_safety.model import Trajectory
 from otel_safety.pipeline import TraceEvaluation
+from otel_safety.repeated_masks import RepeatedTextMasker
 
 __all__ = ["redact_evaluation"]
 
+Masker = Callable[[str], tuple[str, int]]
+
 
 def redact_evaluation(evaluation: TraceEvaluation) -> int:
-    """Mask the evaluation's spans and trajectory in place; how many secrets were masked."""
+    """Mask the evaluation's spans and trajectory in place; how many secrets were masked.
+    The histories the trace's model calls resend are masked once (`RepeatedTextMasker`)."""
     masked = 0
     spans = []
+    masker = RepeatedTextMasker()
     for span in evaluation.spans:
-        copy, count = _span(span)
+        copy, count = _span(span, masker.mask)
         spans.append(copy)
         masked += count
     evaluation.spans = spans
@@ -37,11 +43,11 @@ def redact_evaluation(evaluation: TraceEvaluation) -> int:
     return masked
 
 
-def _span(span: ReadableSpan) -> tuple[ReadableSpan, int]:
-    attributes, count = _value(dict(span.attributes or {}))
+def _span(span: ReadableSpan, masker: Masker) -> tuple[ReadableSpan, int]:
+    attributes, count = _value(dict(span.attributes or {}), masker)
     events, event_count = [], 0
     for event in span.events:
-        event_attributes, found = _value(dict(event.attributes or {}))
+        event_attributes, found = _value(dict(event.attributes or {}), masker)
         event_count += found
         events.append(Event(event.name, event_attributes, event.timestamp) if found else event)
     if not count and not event_count:
@@ -50,19 +56,19 @@ def _span(span: ReadableSpan) -> tuple[ReadableSpan, int]:
     return copy, count + event_count
 
 
-def _value(value: Any) -> tuple[Any, int]:
+def _value(value: Any, masker: Masker = mask) -> tuple[Any, int]:
     if isinstance(value, str):
-        return mask(value)
+        return masker(value)
     if isinstance(value, dict):
         total, out = 0, {}
         for key, item in value.items():
-            out[key], count = _value(item)
+            out[key], count = _value(item, masker)
             total += count
         return out, total
     if isinstance(value, list | tuple):
         total, items = 0, []
         for item in value:
-            masked, count = _value(item)
+            masked, count = _value(item, masker)
             items.append(masked)
             total += count
         return (tuple(items) if isinstance(value, tuple) else items), total

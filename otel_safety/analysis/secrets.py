@@ -23,7 +23,7 @@ import regex
 from otel_safety.analysis import linear
 from otel_safety.analysis.pattern_set import PatternSet
 
-__all__ = ["mask", "pattern_set", "secret_spans"]
+__all__ = ["mask", "masked_at", "pattern_set", "secret_spans"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,11 @@ def _cards(text: str) -> Iterator[regex.Match]:
 
 def mask(text: str) -> tuple[str, int]:
     """`text` with every secret replaced by [REDACTED], and how many there were."""
-    spans = secret_spans(text)
+    return masked_at(text, secret_spans(text))
+
+
+def masked_at(text: str, spans: list[tuple[int, int]]) -> tuple[str, int]:
+    """`text` with `spans` (from `secret_spans`) replaced by [REDACTED], and how many."""
     if not spans:
         return text, 0
     parts, last = [], 0
