@@ -142,3 +142,14 @@ def test_a_history_branching_from_an_earlier_span(span_factory):
     branch.append(_text("user", "Actually, stop here."))
     mapped = _same_either_way(_trace(span_factory, [*sent, SPACED(branch)]))
     assert mapped[-2].history_of is not None  # the branch extends the second history
+
+
+def test_pydantic_ai_histories_are_read_once():
+    """pydantic-ai's own chat spans (a scripted model, one tool call): its second model call
+    resends the first's history, which is not parsed again."""
+    from instrumented import run_pydantic_ai_agent
+
+    spans = sorted(run_pydantic_ai_agent(), key=lambda span: span.end_time or 0)
+    mapped = _same_either_way(spans)
+    chats = [m for m in mapped if m.role == "llm"]
+    assert len(chats) == 2 and chats[1].history_of == chats[0].span_id
