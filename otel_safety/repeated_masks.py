@@ -53,7 +53,7 @@ class RepeatedTextMasker:
         if masked_body is None:
             masked_body = _whole(body)
         self._masked.append(masked_body)
-        if masked_body.open_end:  # a secret may run on into the closing bracket
+        if masked_body.open_end or _bracket_counts(text):
             return mask(text)
         return masked_body.masked + "]", masked_body.count
 
@@ -85,6 +85,14 @@ def _joined(earlier: _Masked, body: str) -> _Masked | None:
         return None  # a secret crosses the seam, or reads differently beside it
     rest = _whole(added)
     return _Masked(body, earlier.masked + rest.masked, earlier.count + rest.count, rest.open_end)
+
+
+def _bracket_counts(text: str) -> bool:
+    """Whether the closing bracket changes a secret found near the end (a short value that
+    the bracket makes long enough, say)."""
+    tail = text[-SEAM:]
+    last = (SEAM // 2, SEAM)
+    return _within(secret_spans(tail), last) != _within(secret_spans(tail[:-1]), last)
 
 
 def _shifted(spans: list[tuple[int, int]], by: int) -> list[tuple[int, int]]:
