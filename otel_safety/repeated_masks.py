@@ -15,10 +15,10 @@ from collections import deque
 from dataclasses import dataclass
 
 from otel_safety.analysis.secrets import mask, masked_at, secret_spans
+from otel_safety.mapping.history import KEPT, longest_extended
 
 __all__ = ["RepeatedTextMasker"]
 
-KEPT = 8  # earlier arrays kept to extend: a few agents' conversations in one trace
 # Characters either side of a seam searched for a secret that crosses it: far longer than
 # any token a pattern finds; a longer match can only be one that reached the end before.
 SEAM = 512
@@ -46,7 +46,7 @@ class RepeatedTextMasker:
         if len(text) < SHORTEST or not (text.startswith("[") and text.endswith("]")):
             return mask(text)
         body = text[:-1]
-        earlier = self._extended(text)
+        earlier = longest_extended(text, self._masked)
         masked_body = None
         if earlier is not None:
             masked_body = _joined(earlier, body)
@@ -56,13 +56,6 @@ class RepeatedTextMasker:
         if masked_body.open_end or _bracket_counts(text):
             return mask(text)
         return masked_body.masked + "]", masked_body.count
-
-    def _extended(self, text: str) -> _Masked | None:
-        for earlier in sorted(self._masked, key=lambda m: len(m.body), reverse=True):
-            body = earlier.body
-            if len(text) > len(body) + 1 and text[len(body)] == "," and text.startswith(body):
-                return earlier
-        return None
 
 
 def _whole(body: str) -> _Masked:

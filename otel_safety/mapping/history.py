@@ -8,14 +8,14 @@ shares are the very objects read before, so the trajectory's assembly can skip t
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from otel_safety.mapping.values import Notes, structured
 from otel_safety.model import Message
 
-__all__ = ["ReadHistory", "SharedHistories"]
+__all__ = ["ReadHistory", "SharedHistories", "longest_extended"]
 
 # Histories kept to extend: enough for a few agents interleaving their conversations in
 # one trace, few enough that looking through them costs nothing.
@@ -76,17 +76,28 @@ class SharedHistories:
         return messages, earlier
 
     def _extended(self, text: str) -> ReadHistory | None:
-        """The longest history read earlier that `text` continues: the same array with more
-        elements after them, or none. (Histories of one conversation are each other's
-        prefixes: trying the longest first compares one of them, not all.)"""
-        for earlier in sorted(self._read, key=lambda read: len(read.body), reverse=True):
-            body = earlier.body
-            if len(text) <= len(body) or not text.startswith(body):
-                continue
-            rest = text[len(body) :].lstrip()
-            if rest == "]" or rest.startswith(","):
-                return earlier
-        return None
+        return longest_extended(text, self._read)
+
+
+class _Array(Protocol):
+    body: str  # a JSON array's text without its closing bracket
+
+
+A = TypeVar("A", bound=_Array)
+
+
+def longest_extended(text: str, earlier: Iterable[A]) -> A | None:
+    """Of the `earlier` arrays, the longest that the JSON array `text` continues: the same
+    array, or it with more elements after. (Histories of one conversation are each other's
+    prefixes: trying the longest first compares one of them, not all.)"""
+    for array in sorted(earlier, key=lambda array: len(array.body), reverse=True):
+        body = array.body
+        if len(text) <= len(body) or not text.startswith(body):
+            continue
+        rest = text[len(body) :].lstrip()
+        if rest == "]" or rest.startswith(","):
+            return array
+    return None
 
 
 def _array(text: str, notes: Notes, key: str) -> list[Any] | None:
