@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
@@ -49,6 +50,7 @@ __all__ = ["ProcessPipeline", "span_from_wire", "span_to_wire"]
 
 START_TIMEOUT = 120.0  # seconds for the child to import and compile its detectors
 BATCH_TIMEOUT = 120.0  # seconds for one batch before the child is taken for stalled
+WAIT_TICK = 0.02  # seconds between calls of `while_waiting` while the child works
 _HEADER = struct.Struct("!Q")
 
 Wire = tuple[Any, ...]
@@ -158,6 +160,9 @@ class ProcessPipeline:
         self._closed = False  # no child is started once the engine has shut down
         self._in_force: list[tuple[str, str | None]] = []  # the child's detectors, when built
         self._lock = threading.Lock()
+        # Called every WAIT_TICK seconds while this thread waits for the child (the
+        # engine parks its backlog then); it must not call back into this pipeline.
+        self.while_waiting: Callable[[], None] | None = None
 
     @property
     def in_process(self) -> bool:
@@ -284,7 +289,7 @@ class ProcessPipeline:
             return None
         stdout = child.stdout
         try:
-            answer = _with_timeout(lambda: _receive(stdout), BATCH_TIMEOUT)
+            answer = _with_timeout(lambda: _receive(stdout), BATCH_TIMEOUT, self.while_waiting)
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
             return None
@@ -302,7 +307,7 @@ class ProcessPipeline:
         assert self._child is not None and self._child.stdout is not None
         stdout = self._child.stdout
         try:
-            ready = _with_timeout(lambda: _receive(stdout), START_TIMEOUT)
+            ready = _with_timeout(lambda: _receive(stdout), START_TIMEOUT, self.while_waiting)
         except Exception as exc:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
@@ -355,8 +360,11 @@ def _trace_to_wire(trace: TraceInput) -> tuple[list[Wire], str]:
     return [span_to_wire(s) for s in with_log_events(spans, events[0] if events else ())], reason
 
 
-def _with_timeout(read: Callable[[], Any], seconds: float) -> Any:
-    """`read()` on a helper thread, or TimeoutError once `seconds` pass."""
+def _with_timeout(
+    read: Callable[[], Any], seconds: float, while_waiting: Callable[[], None] | None = None
+) -> Any:
+    """`read()` on a helper thread, or TimeoutError once `seconds` pass; `while_waiting` is
+    called every WAIT_TICK seconds meanwhile (its failure is logged, not raised)."""
     result: list[Any] = []
     failure: list[BaseException] = []
 
@@ -368,7 +376,14 @@ def _with_timeout(read: Callable[[], Any], seconds: float) -> Any:
 
     reader = threading.Thread(target=run, name="otel-safety-detection-read", daemon=True)
     reader.start()
-    reader.join(seconds)
+    deadline = time.monotonic() + seconds
+    while while_waiting is not None and reader.is_alive() and time.monotonic() < deadline:
+        try:
+            while_waiting()
+        except Exception:
+            logger.exception("otel-safety: the wait hook failed")
+        reader.join(min(WAIT_TICK, max(0.0, deadline - time.monotonic())))
+    reader.join(max(0.0, deadline - time.monotonic()))
     if reader.is_alive():
         raise TimeoutError(f"no answer within {seconds:.0f} s")
     if failure:

@@ -22,6 +22,7 @@ from otel_safety.buffer import TraceBuffer
 from otel_safety.exporters.span_batching import ExporterSink
 from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import matched
+from otel_safety.parking import ParkedSpan, is_parked, park, unpark
 from otel_safety.pipeline import Pipeline, PipelineClosed, TraceEvaluation, TraceInput
 from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.redaction import redact_evaluation
@@ -96,6 +97,13 @@ class SafetyEngine:
         self._batch_size = batch_size
         self._queue: deque[ReadableSpan | AgentStarted | _Control] = deque()
         self._max_queue = queue_size
+        # Spans moved off `_queue` while the worker waits for a detection process, parked
+        # (otel_safety.parking) so the app's collector walks less; they come before
+        # everything still in `_queue`, and the two count against one bound.
+        self._parked: deque[ParkedSpan | ReadableSpan | int | _Control] = deque()
+        self._take_lock = threading.Lock()  # the worker's takers, never the app's thread
+        if hasattr(pipeline, "while_waiting"):  # it judges in other processes
+            pipeline.while_waiting = self.park_backlog
         # Set by a submit that finds it down: the worker clears it before it waits, so a
         # busy worker costs the app's thread no lock, and an idle one wakes at the first span.
         self._wake = threading.Event()
@@ -135,7 +143,7 @@ class SafetyEngine:
                 self.stats["log_events_dropped"] += 1
             return False
         queued = self._queue
-        if len(queued) < self._max_queue:
+        if len(queued) + len(self._parked) < self._max_queue:
             queued.append(span)
             if not self._wake.is_set():
                 self._wake.set()
@@ -245,7 +253,8 @@ class SafetyEngine:
         queue was full, and spans still queued or buffered when shutdown ran out of time
         (serve's spool keeps those for its next start; an app's are gone)."""
         # list() copies the deque in one step, while the worker may still be taking from it
-        queued = sum(1 for item in list(self._queue) if isinstance(item, ReadableSpan))
+        waiting = [*list(self._parked), *list(self._queue)]
+        queued = sum(1 for item in waiting if isinstance(item, ReadableSpan) or is_parked(item))
         running = self._worker is not None and self._worker.is_alive()
         unjudged = queued + (self.buffer.span_count if running else 0)
         self.stats["spans_unjudged_at_shutdown"] = unjudged
@@ -287,22 +296,46 @@ class SafetyEngine:
         """Take a batch of spans (or a control request) and process it."""
         batch: list[ReadableSpan | AgentStarted] = []
         control = None
-        queued = self._queue
-        if not queued:
+        queued, parked = self._queue, self._parked
+        if not queued and not parked:
             self._wake.clear()  # before the last look: a span submitted after it sets it
             if not queued:
                 self._wake.wait(self._wait_seconds())
-        while queued and len(batch) < self._batch_size:
-            item = queued.popleft()
-            if isinstance(item, _Control):
-                control = item
-                break
-            batch.append(item)
+        with self._take_lock:
+            while (parked or queued) and len(batch) < self._batch_size:
+                item = parked.popleft() if parked else queued.popleft()
+                if isinstance(item, _Control):
+                    control = item
+                    break
+                if is_parked(item):
+                    item = unpark(item)
+                elif type(item) is int:
+                    item = AgentStarted(item)
+                batch.append(item)
+        self.park_backlog()  # what is left waits for this batch's judging at least
         try:
             self.process(batch)
         except Exception:  # the worker must survive anything
             logger.exception("otel-safety worker failed on a batch of %d spans", len(batch))
         return control
+
+    def park_backlog(self) -> None:
+        """Park the spans queued so far (and agent-start markers, as their trace ids); the
+        worker calls it while it waits for detection processes, so the backlog of a burst
+        costs the app's garbage collector little (otel_safety.parking)."""
+        queued, parked = self._queue, self._parked
+        if not queued:
+            return
+        with self._take_lock:
+            while queued:
+                item = queued.popleft()
+                if isinstance(item, ReadableSpan):
+                    parked.append(park(item))
+                    self.stats["spans_parked"] += 1
+                elif type(item) is AgentStarted:
+                    parked.append(item.trace_id)  # an int, which the collector never walks
+                else:
+                    parked.append(item)
 
     def _wait_seconds(self) -> float:
         with self._lock:

@@ -117,6 +117,21 @@ def test_traces_are_judged_in_a_child_process_and_stored(in_process):
 
 
 @pytest.mark.process
+def test_spans_queued_while_the_detection_process_starts_are_parked_and_all_judged(in_process):
+    provider, engine, exporter = in_process
+    commands = [f"rm -rf /home/user{n}" if n % 10 == 0 else f"ls docs-{n}" for n in range(300)]
+    for number, command in enumerate(commands):  # the child still builds its detectors
+        agent_run(provider, command, conversation=f"c{number}")
+    assert provider.force_flush(120_000)
+    assert engine.stats["spans_parked"] > 0
+    exported = exporter.get_finished_spans()
+    assert len(exported) == 2 * len(commands)  # every span once
+    assert engine.stats["spans_evaluated"] == 2 * len(commands)
+    guarded = {command for command, detector in flagged(exporter) if detector == "tool_guard"}
+    assert guarded == set(commands[::10])
+
+
+@pytest.mark.process
 def test_the_child_stops_with_the_engine(tmp_path):
     processor = create_processor(str(tmp_path / "s.duckdb"), otlp=False, detection="process")
     provider = TracerProvider()
