@@ -50,7 +50,7 @@ __all__ = ["ProcessPipeline", "span_from_wire", "span_to_wire"]
 
 START_TIMEOUT = 120.0  # seconds for the child to import and compile its detectors
 BATCH_TIMEOUT = 120.0  # seconds for one batch before the child is taken for stalled
-WAIT_TICK = 0.02  # seconds between calls of `while_waiting` while the child works
+WAIT_TICK = 0.005  # seconds between calls of `while_waiting` while the child works
 _HEADER = struct.Struct("!Q")
 
 Wire = tuple[Any, ...]
