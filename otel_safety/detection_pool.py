@@ -50,16 +50,6 @@ class WorkerPool:
         self.workers = [ProcessPipeline(settings, fallback) for _ in range(workers)]
 
     @property
-    def while_waiting(self) -> Callable[[], None] | None:
-        """Called while the engine's thread waits for a child (see ProcessPipeline)."""
-        return self.workers[0].while_waiting
-
-    @while_waiting.setter
-    def while_waiting(self, hook: Callable[[], None] | None) -> None:
-        for worker in self.workers:
-            worker.while_waiting = hook
-
-    @property
     def in_process(self) -> bool:
         """True once every child has fallen back to this process."""
         return all(worker.in_process for worker in self.workers)

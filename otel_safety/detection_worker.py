@@ -22,7 +22,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
@@ -50,7 +49,6 @@ __all__ = ["ProcessPipeline", "span_from_wire", "span_to_wire"]
 
 START_TIMEOUT = 120.0  # seconds for the child to import and compile its detectors
 BATCH_TIMEOUT = 120.0  # seconds for one batch before the child is taken for stalled
-WAIT_TICK = 0.005  # seconds between calls of `while_waiting` while the child works
 _HEADER = struct.Struct("!Q")
 
 Wire = tuple[Any, ...]
@@ -160,9 +158,6 @@ class ProcessPipeline:
         self._closed = False  # no child is started once the engine has shut down
         self._in_force: list[tuple[str, str | None]] = []  # the child's detectors, when built
         self._lock = threading.Lock()
-        # Called every WAIT_TICK seconds while this thread waits for the child (the
-        # engine parks its backlog then); it must not call back into this pipeline.
-        self.while_waiting: Callable[[], None] | None = None
 
     @property
     def in_process(self) -> bool:
@@ -289,7 +284,7 @@ class ProcessPipeline:
             return None
         stdout = child.stdout
         try:
-            answer = _with_timeout(lambda: _receive(stdout), BATCH_TIMEOUT, self.while_waiting)
+            answer = _with_timeout(lambda: _receive(stdout), BATCH_TIMEOUT)
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
             return None
@@ -307,7 +302,7 @@ class ProcessPipeline:
         assert self._child is not None and self._child.stdout is not None
         stdout = self._child.stdout
         try:
-            ready = _with_timeout(lambda: _receive(stdout), START_TIMEOUT, self.while_waiting)
+            ready = _with_timeout(lambda: _receive(stdout), START_TIMEOUT)
         except Exception as exc:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
@@ -360,11 +355,8 @@ def _trace_to_wire(trace: TraceInput) -> tuple[list[Wire], str]:
     return [span_to_wire(s) for s in with_log_events(spans, events[0] if events else ())], reason
 
 
-def _with_timeout(
-    read: Callable[[], Any], seconds: float, while_waiting: Callable[[], None] | None = None
-) -> Any:
-    """`read()` on a helper thread, or TimeoutError once `seconds` pass; `while_waiting` is
-    called every WAIT_TICK seconds meanwhile (its failure is logged, not raised)."""
+def _with_timeout(read: Callable[[], Any], seconds: float) -> Any:
+    """`read()` on a helper thread, or TimeoutError once `seconds` pass."""
     result: list[Any] = []
     failure: list[BaseException] = []
 
@@ -376,14 +368,7 @@ def _with_timeout(
 
     reader = threading.Thread(target=run, name="otel-safety-detection-read", daemon=True)
     reader.start()
-    deadline = time.monotonic() + seconds
-    while while_waiting is not None and reader.is_alive() and time.monotonic() < deadline:
-        try:
-            while_waiting()
-        except Exception:
-            logger.exception("otel-safety: the wait hook failed")
-        reader.join(min(WAIT_TICK, max(0.0, deadline - time.monotonic())))
-    reader.join(max(0.0, deadline - time.monotonic()))
+    reader.join(seconds)
     if reader.is_alive():
         raise TimeoutError(f"no answer within {seconds:.0f} s")
     if failure:

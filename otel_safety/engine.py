@@ -1,7 +1,8 @@
 """Trace buffer + pipeline + sinks, driven by a worker thread or synchronously.
 
 `submit()` is the only thing on the application's hot path: an append to a bounded deque,
-as BatchSpanProcessor does (a `queue.Queue` put takes a lock and notifies a condition).
+as BatchSpanProcessor does (a `queue.Queue` put takes a lock and notifies a condition), of
+the span parked when detection is behind (`otel_safety/parking.py`).
 Everything else runs on the worker thread. `process()` runs the same steps inline for
 offline ingest.
 """
@@ -95,15 +96,8 @@ class SafetyEngine:
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size
-        self._queue: deque[ReadableSpan | AgentStarted | _Control] = deque()
+        self._queue: deque[ReadableSpan | ParkedSpan | AgentStarted | _Control] = deque()
         self._max_queue = queue_size
-        # Spans moved off `_queue` while the worker waits for a detection process, parked
-        # (otel_safety.parking) so the app's collector walks less; they come before
-        # everything still in `_queue`, and the two count against one bound.
-        self._parked: deque[ParkedSpan | ReadableSpan | int | _Control] = deque()
-        self._take_lock = threading.Lock()  # the worker's takers, never the app's thread
-        if hasattr(pipeline, "while_waiting"):  # it judges in other processes
-            pipeline.while_waiting = self.park_backlog
         # Set by a submit that finds it down: the worker clears it before it waits, so a
         # busy worker costs the app's thread no lock, and an idle one wakes at the first span.
         self._wake = threading.Event()
@@ -131,8 +125,9 @@ class SafetyEngine:
 
     # -- hot path -------------------------------------------------------------------------
     def submit(self, span: ReadableSpan | AgentStarted | LogEvent) -> bool:
-        """Enqueue without blocking. A full queue drops the span (or the log event held
-        for one), counts it and warns."""
+        """Enqueue without blocking; a span queued behind more than a batch is parked first
+        (a row of `bench/bench_hot_path.py`). A full queue drops the span (or the
+        log event held for one), counts it and warns."""
         if self._closed:
             return False
         if isinstance(span, LogEvent):
@@ -143,8 +138,12 @@ class SafetyEngine:
                 self.stats["log_events_dropped"] += 1
             return False
         queued = self._queue
-        if len(queued) + len(self._parked) < self._max_queue:
-            queued.append(span)
+        waiting = len(queued)
+        if waiting < self._max_queue:
+            # More than a batch behind: this span will wait, so it is parked now, while it
+            # is fresh in memory and before the app's collector walks it (a backlog of SDK
+            # spans is what made full collections slow; otel_safety/parking.py).
+            queued.append(park(span) if waiting >= self._batch_size else span)
             if not self._wake.is_set():
                 self._wake.set()
             return True
@@ -253,8 +252,9 @@ class SafetyEngine:
         queue was full, and spans still queued or buffered when shutdown ran out of time
         (serve's spool keeps those for its next start; an app's are gone)."""
         # list() copies the deque in one step, while the worker may still be taking from it
-        waiting = [*list(self._parked), *list(self._queue)]
-        queued = sum(1 for item in waiting if isinstance(item, ReadableSpan) or is_parked(item))
+        queued = sum(
+            1 for item in list(self._queue) if is_parked(item) or isinstance(item, ReadableSpan)
+        )
         running = self._worker is not None and self._worker.is_alive()
         unjudged = queued + (self.buffer.span_count if running else 0)
         self.stats["spans_unjudged_at_shutdown"] = unjudged
@@ -296,46 +296,25 @@ class SafetyEngine:
         """Take a batch of spans (or a control request) and process it."""
         batch: list[ReadableSpan | AgentStarted] = []
         control = None
-        queued, parked = self._queue, self._parked
-        if not queued and not parked:
+        queued = self._queue
+        if not queued:
             self._wake.clear()  # before the last look: a span submitted after it sets it
             if not queued:
                 self._wake.wait(self._wait_seconds())
-        with self._take_lock:
-            while (parked or queued) and len(batch) < self._batch_size:
-                item = parked.popleft() if parked else queued.popleft()
-                if isinstance(item, _Control):
-                    control = item
-                    break
-                if is_parked(item):
-                    item = unpark(item)
-                elif type(item) is int:
-                    item = AgentStarted(item)
-                batch.append(item)
-        self.park_backlog()  # what is left waits for this batch's judging at least
+        while queued and len(batch) < self._batch_size:
+            item = queued.popleft()
+            if isinstance(item, _Control):
+                control = item
+                break
+            if is_parked(item):
+                item = unpark(item)
+                self.stats["spans_parked"] += 1
+            batch.append(item)
         try:
             self.process(batch)
         except Exception:  # the worker must survive anything
             logger.exception("otel-safety worker failed on a batch of %d spans", len(batch))
         return control
-
-    def park_backlog(self) -> None:
-        """Park the spans queued so far (and agent-start markers, as their trace ids); the
-        worker calls it while it waits for detection processes, so the backlog of a burst
-        costs the app's garbage collector little (otel_safety.parking)."""
-        queued, parked = self._queue, self._parked
-        if not queued:
-            return
-        with self._take_lock:
-            while queued:
-                item = queued.popleft()
-                if isinstance(item, ReadableSpan):
-                    parked.append(park(item))
-                    self.stats["spans_parked"] += 1
-                elif type(item) is AgentStarted:
-                    parked.append(item.trace_id)  # an int, which the collector never walks
-                else:
-                    parked.append(item)
 
     def _wait_seconds(self) -> float:
         with self._lock:

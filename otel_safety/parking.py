@@ -6,15 +6,17 @@ An ended SDK span is about a dozen tracked objects: the span, its context and tr
 an attributes container, event and link lists, and a lock in each of those three. Parked,
 it is one plain tuple of strings, numbers and tuples of them, which the collector stops
 tracking at its first pass (CPython untracks such tuples), so a backlog of parked spans
-costs the app's full collections almost nothing (`bench/bench_app_overhead.py`).
+costs the app's full collections almost nothing (`bench/bench_app_overhead.py`). The
+engine parks a span as it is queued behind more than a batch, while its objects are fresh
+in memory and before any collection has walked them; the ones it takes come back one batch
+at a time.
 
 The objects every span of a provider shares (its resource, its instrumentation scope) are
 kept once, in a bounded table, and named in the tuple by number. A parked span comes back
 as an equal `ReadableSpan`: the same values, the same shared objects. Only what can be
 unwrapped without loss is: attributes none of which were dropped, and event and link lists
 that are empty. Anything else (a subclass of ReadableSpan, a list that dropped items) is
-kept as it is, and the tuple holding it is then tracked as before, which costs speed, never
-data.
+kept as it is, and the tuple holding it is then tracked, which costs speed, never data.
 """
 
 from __future__ import annotations
