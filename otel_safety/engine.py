@@ -96,7 +96,9 @@ class SafetyEngine:
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size
-        self._queue: deque[ReadableSpan | ParkedSpan | AgentStarted | _Control] = deque()
+        # Spans and agent-start markers, the ones behind more than a batch parked (the
+        # markers as their trace ids): see `submit`.
+        self._queue: deque[ReadableSpan | ParkedSpan | AgentStarted | int | _Control] = deque()
         self._max_queue = queue_size
         # Set by a submit that finds it down: the worker clears it before it waits, so a
         # busy worker costs the app's thread no lock, and an idle one wakes at the first span.
@@ -143,7 +145,9 @@ class SafetyEngine:
             # More than a batch behind: this span will wait, so it is parked now, while it
             # is fresh in memory and before the app's collector walks it (a backlog of SDK
             # spans is what made full collections slow; otel_safety/parking.py).
-            queued.append(park(span) if waiting >= self._batch_size else span)
+            if waiting >= self._batch_size:
+                span = span.trace_id if type(span) is AgentStarted else park(span)  # an int
+            queued.append(span)
             if not self._wake.is_set():
                 self._wake.set()
             return True
@@ -309,6 +313,8 @@ class SafetyEngine:
             if is_parked(item):
                 item = unpark(item)
                 self.stats["spans_parked"] += 1
+            elif type(item) is int:  # a parked agent-start marker
+                item = AgentStarted(item)
             batch.append(item)
         try:
             self.process(batch)
