@@ -5,6 +5,13 @@ grants file_destroy), so grants are phrases rather than regexes: inflections and
 in between still match, and a phrase right after a negation ("do not delete") grants nothing.
 A task can also hand its instructions to data ("do the tasks on my TODO list"); `delegates`
 says so, and the caller then reads grants from that data too.
+
+A task can also name the call itself: "share memes on Pinterest" asks for
+`share_on_pinterest` whatever the category phrases say. `names_call` grants a call whose
+tool name has enough words besides connectives (`[grants] name_min_words`), each of which the
+task uses (inflected, not negated): a name that specific, written out by the user, is the
+user's request, while a single word ("send", "delete") says too little to grant anything the
+phrases do not.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.detectors.text_forms import straight_apostrophes
+from otel_safety.detectors.tool_names import normalize_name
 
 if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
     from otel_safety.detectors.taxonomy import Taxonomy
 
-__all__ = ["PhraseSet", "delegates", "grant_pattern", "granted_categories"]
+__all__ = ["PhraseSet", "delegates", "grant_pattern", "granted_categories", "names_call"]
 
 # A word of a gap may carry inner dots, slashes or @ ("www.example.com", "a@b.org", "v1.2").
 _GAP_WORD = r"[\w'\u2019-]+(?:[./@:][\w'\u2019-]+)*[\s,]+"
@@ -30,6 +38,7 @@ _GAPS = {
     "**": f"(?:{_GAP_WORD}){{0,8}}?",  # up to eight: verbs with long objects
 }
 _VOWELS = "aeiou"
+_NAME_MEMO = 4096  # tool names whose word patterns are kept
 _CLAUSE_END = regex.compile(r"[.!?;:\n]|\bbut\b", regex.IGNORECASE)
 _WORD = regex.compile(r"[\w']+")
 
@@ -91,6 +100,37 @@ def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
         if found:
             granted[category.name] = found
     return granted
+
+
+def names_call(tool: str, scope: str, taxonomy: Taxonomy) -> str | None:
+    """The words of `scope` that name the tool `tool`, each word of its name in turn, or
+    None when some word is missing or negated, or the name is too short to say anything."""
+    memo = taxonomy.name_words
+    patterns = memo.get(tool)
+    if patterns is None:
+        if len(memo) >= _NAME_MEMO:  # tool names come from traces: bounded
+            memo.clear()
+        patterns = memo[tool] = _name_words(tool, taxonomy)
+    if not patterns:
+        return None
+    text = straight_apostrophes(scope)
+    found = []
+    for pattern in patterns:
+        unnegated = (m for m in pattern.finditer(text) if not _negated(text, m.start(), taxonomy))
+        match = next(unnegated, None)
+        if match is None:
+            return None
+        found.append(match.group(0))
+    return " ... ".join(found)
+
+
+def _name_words(tool: str, taxonomy: Taxonomy) -> tuple[regex.Pattern, ...]:
+    """One inflected word pattern per word of the tool's name, or () when it has too few."""
+    words = [w for w in normalize_name(tool).split("_") if w not in taxonomy.name_connectives]
+    words = list(dict.fromkeys(word for word in words if word))
+    if len(words) < taxonomy.name_min_words or any(word.isdigit() for word in words):
+        return ()
+    return tuple(grant_pattern(word) for word in words)
 
 
 def delegates(request: str, taxonomy: Taxonomy) -> str | None:

@@ -5,7 +5,9 @@ the command reached the tool. Each tool call is sorted into action categories (f
 network_egress, money_movement, ...) by the taxonomy (`taxonomy.py`, `actions.py`); the task
 grants categories through plain phrases (`grants.py`). The task is what the user asked and the
 system prompt set up, never text that arrived in tool results, unless the user handed the
-task to that data ("do the tasks on my TODO list"), and then only its plain parts.
+task to that data ("do the tasks on my TODO list"), and then only its plain parts. A task
+that writes out a tool's name ("share memes on Pinterest", `share_on_pinterest`) grants that
+tool's calls whatever their categories (`grants.names_call`).
 
 A call can exceed its task a second way: a granted kind of action aimed where an instruction
 hidden in a tool result pointed it (pay this account, e-mail that address, open this link).
@@ -29,7 +31,7 @@ from typing import Any
 from otel_safety.detectors.actions import Hit, reads_only, resolve_call
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.grants import delegates, granted_categories
+from otel_safety.detectors.grants import delegates, granted_categories, names_call
 from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
@@ -82,6 +84,8 @@ class ScopeEscalation(Detector):
         offences: list[tuple[float, Evidence]] = []
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
             outside = [h for h in hits if h.category not in granted]
+            if outside and names_call(call.name, scope, taxonomy):
+                outside = []  # the task wrote out this very tool: the user asked for it
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]

@@ -102,9 +102,13 @@ class Taxonomy:
     negations: frozenset[str]
     negation_window: int
     delegated_by: PhraseSet
+    name_connectives: frozenset[str]  # words of a tool name that name nothing ("on", "to")
+    name_min_words: int  # other words a tool name needs for the task to grant it by naming it
     provenance: ProvenanceRules
     # Tool names resolved so far: tools repeat across calls, so each name is resolved once.
     name_memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # Each tool name's word patterns for `grants.names_call`, made once.
+    name_words: dict[str, tuple] = field(default_factory=dict, compare=False, repr=False)
 
     def weight(self, category: str) -> float:
         return self.categories[category].weight
@@ -157,8 +161,16 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         ),
         negation_window=int(grants.get("negation_window", 3)),
         delegated_by=PhraseSet.of(grants.get("delegations", [])),
+        name_connectives=frozenset(word.lower() for word in grants.get("name_connectives", [])),
+        name_min_words=_positive(grants.get("name_min_words", 2), "grants.name_min_words"),
         provenance=_compile_provenance(data.get("provenance", {})),
     )
+
+
+def _positive(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"scope taxonomy {key}: must be a positive integer, got {value!r}")
+    return value
 
 
 def _compile_provenance(spec: Mapping[str, Any]) -> ProvenanceRules:
