@@ -146,7 +146,7 @@ class SafetyEngine:
             # is fresh in memory and before the app's collector walks it (a backlog of SDK
             # spans is what made full collections slow; otel_safety/parking.py).
             if waiting >= self._batch_size:
-                span = span.trace_id if type(span) is AgentStarted else park(span)  # an int
+                span = span.trace_id if type(span) is AgentStarted else park(span)  # marker: its id
             queued.append(span)
             if not self._wake.is_set():
                 self._wake.set()

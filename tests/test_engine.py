@@ -262,6 +262,42 @@ def test_agent_runs_under_a_long_lived_root_are_judged_when_each_run_ends():
     assert len(session) == 1 and sc.OTEL_SAFETY_EVALUATED not in session[0].attributes
 
 
+def test_spans_and_agent_markers_parked_behind_a_stuck_worker_are_judged_as_if_not():
+    """Behind more than a batch, spans wait parked and agent-start markers as trace ids; both
+    come back in order, so each run is still judged at its own end, and every span once."""
+    from instrumented import run_shell
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from otel_safety.integrations.pydantic_ai import instrumentation
+
+    exporter, slow = InMemorySpanExporter(), BlockingSink()
+    engine = _engine(exporter, slow, batch_size=2, decision_wait=3600)
+    provider = TracerProvider()
+    provider.add_span_processor(SafetySpanProcessor(engine))
+    agent = Agent(
+        FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("BAD answer")])),
+        name="chat",
+        tools=[run_shell],
+        **instrumentation(provider),
+    )
+    with provider.get_tracer("app").start_as_current_span("websocket session"):
+        for number in range(4):  # the stuck sink holds the worker: the queue grows
+            agent.run_sync(f"question {number}")
+        assert any(type(item) is tuple for item in engine._queue)  # parked
+        assert any(type(item) is int for item in engine._queue)  # a parked marker
+        slow.gate.set()
+        assert provider.force_flush()
+    provider.shutdown()
+    assert engine.stats["spans_parked"] > 0
+    judged = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    reasons = [s.attributes[sc.OTEL_SAFETY_TRACE_EVALUATION_REASON] for s in judged]
+    assert reasons == ["agent_ended"] * 4
+    ids = [s.context.span_id for s in exporter.get_finished_spans()]
+    assert len(ids) == len(set(ids)) == engine.stats["spans_received"]  # each span once
+
+
 def test_nested_agent_runs_are_judged_together_when_the_outer_one_ends(span_factory):
     buffer = TraceBuffer()
     tracer = span_factory.tracer
