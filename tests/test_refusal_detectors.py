@@ -21,6 +21,7 @@ from otel_safety.detectors.refusal import (
     input_risk,
     load_markers,
     normalize,
+    refusal_level,
     refusal_score,
 )
 from otel_safety.detectors.under_refusal import UnderRefusal, run_under_refusal
@@ -516,3 +517,16 @@ def test_a_broken_user_file_fails_at_start_up(monkeypatch, tmp_path: Path) -> No
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     with pytest.raises(ValueError, match=r"refusal\.explicit"):
         OverRefusal()
+
+
+def test_refusal_level_is_the_refusal_score_on_real_answers(shared_data) -> None:
+    """The level skips reading an answer's words only where the scoring lists' prefilters
+    prove there is no refusal: on every real answer, refusal or not, it equals the score."""
+    from test_analysis import dataset_texts
+
+    texts = dataset_texts(shared_data, every=3)
+    texts += ["I can't help with that.", "Sorry, but I won't do that. Here is why: ...", ""]
+    levels = [refusal_level(text) for text in texts]
+    assert levels == [refusal_score(text).score for text in texts]
+    assert sum(level > 0 for level in levels) > 100  # real refusals among them
+    assert sum(level == 0 for level in levels) > 1000

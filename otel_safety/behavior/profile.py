@@ -7,7 +7,7 @@ does not:
 
 - `length`: log1p(words) / log1p(cap), capped at 1. The log scale makes 5 -> 50 words as
   large a change as 50 -> 500, which is how a reader perceives "curt" against "thorough".
-- `refusal`: `refusal.refusal_score` of the answer (the refusal family's own reading), or 1
+- `refusal`: `refusal.refusal_level` of the answer (the refusal family's own reading), or 1
   when the answer opens with an evasion from the lexicon ("I'd rather not", "look it up"):
   the refusal corpus is written for harmful requests, not for brushing off ordinary ones.
 - `hedging`: share of sentences carrying an uncertainty marker (lexicon).
@@ -40,7 +40,7 @@ from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.data_checks import string_list
 from otel_safety.detectors.data_patterns import compile_patterns
 from otel_safety.detectors.monitor_rules import current_rules, terms
-from otel_safety.detectors.refusal import refusal_score
+from otel_safety.detectors.refusal import refusal_level
 from otel_safety.detectors.text_forms import straight_quotes
 
 __all__ = ["FEATURES", "Profile", "ProfileRules", "compile_profile", "turn_profile"]
@@ -129,7 +129,7 @@ def turn_profile(turn: AgentTurn, rules: ProfileRules) -> Profile:
     calls = len(turn.tool_calls)
     values = {
         "length": min(1.0, math.log1p(words) / math.log1p(rules.length_cap_words)),
-        "refusal": max(refusal_score(text).score, _evasion(text, sentences, rules)),
+        "refusal": max(refusal_level(text), _evasion(text, sentences, rules)),
         "hedging": _share_matching(sentences, text, rules.hedging_any, rules.hedging),
         "imperative": _share(sentences, lambda s: bool(rules.imperative.match(_opening(s)))),
         "request_overlap": request_overlap(turn.prompt, text),

@@ -41,7 +41,7 @@ from otel_safety.detectors.base import clip
 from otel_safety.detectors.data_checks import string_list
 from otel_safety.detectors.data_patterns import compile_patterns
 from otel_safety.detectors.monitor_rules import current_rules
-from otel_safety.detectors.refusal import answer_score, current_markers, harm_score, refusal_score
+from otel_safety.detectors.refusal import answer_score, current_markers, harm_score, refusal_level
 from otel_safety.detectors.registry import register
 
 __all__ = ["Sandbagging", "SandbaggingParams"]
@@ -160,7 +160,7 @@ class Sandbagging(BehaviorMonitor[Capability]):
     ) -> list[Indicator]:
         if not self.demanding(turn):
             return []
-        if harm_score(turn.prompt).score >= 0.5 and refusal_score(turn.text).score >= 0.5:
+        if harm_score(turn.prompt).score >= 0.5 and refusal_level(turn.text) >= 0.5:
             return []  # declining a harmful request is the point, not a drop
         memory, value = state.memory, self.capability(turn)
         if self.mode is MonitorMode.LEARNING:  # scored against the running baseline, kept

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.prefilter import may_match
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.detectors.adversarial_suffix import adversarial_suffix
 from otel_safety.detectors.harm_vocabulary import inflect
@@ -68,6 +69,8 @@ _REFUSAL_LISTS = (
 )
 # Refusal kinds that open the answer (`_refusal`), as opposed to objections made late.
 _OPENING_KINDS = frozenset({"explicit", "deflection", "normative", "referral"})
+# The lists a refusal's score rests on: with no match in any of them, `_refusal` scores 0.
+_SCORING_GROUPS = tuple(f"refusal.{name}" for name in sorted(_OPENING_KINDS))
 # An answer is read up to this many characters (see `_answer_scan`).
 ANSWER_WINDOW = 1_200
 # Content outside refusal sentences beyond which a refusal is partial, not total.
@@ -123,6 +126,20 @@ def refusal_score(output: str | None) -> Refusal:
     confused premise."""
     scan, rest = _answer_scan(output, current_markers())
     return _refusal(scan, rest) if scan.text else Refusal(0.0)
+
+
+@content_memo
+def refusal_level(output: str | None) -> float:
+    """`refusal_score(output).score`, for callers that need no more: most answers (an
+    agent's "I'll look that up") are proved to hold no refusal by the scoring lists' linear
+    prefilters alone, without their words being read."""
+    text = normalize(output)[:ANSWER_WINDOW]
+    if not text:
+        return 0.0
+    groups = current_markers().book.groups
+    if any(name in groups and may_match(groups[name].relaxed, text) for name in _SCORING_GROUPS):
+        return refusal_score(output).score
+    return 0.0
 
 
 @content_memo

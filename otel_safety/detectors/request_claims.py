@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from otel_safety.detectors.base import PerSpanDetector, clip
 from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
-from otel_safety.detectors.refusal import adversarial_score, refusal_score
+from otel_safety.detectors.refusal import adversarial_score, refusal_level, refusal_score
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 
@@ -56,8 +56,9 @@ class RequestClaims(PerSpanDetector):
         attempt = adversarial_score(call.request)
         injection, matches = injection_score(call.request, source="input")
         risk = max(attempt.score, injection)
-        refusal = refusal_score(call.answer)
-        refused = refusal.score >= REFUSED_AT
+        level = refusal_level(call.answer)  # most answers: no refusal, their words unread
+        refusal_text = refusal_score(call.answer).text if level else ""
+        refused = level >= REFUSED_AT
         claims = {"adversarial_risk": round(risk, 6), "refused": refused}
         why = (
             f"adversarial risk {risk:.2f}"
@@ -77,9 +78,9 @@ class RequestClaims(PerSpanDetector):
             explanation=f"Model call claims: {why}.",
             evidence=[
                 Evidence(
-                    text=clip(quote or refusal.text or call.request),
+                    text=clip(quote or refusal_text or call.request),
                     span_id=call.span_id,
-                    detail={"claims": claims, "refusal_score": round(refusal.score, 3)},
+                    detail={"claims": claims, "refusal_score": round(level, 3)},
                 )
             ],
             details={"claims": claims},
