@@ -38,6 +38,8 @@ SHARED_LIMIT = 1024  # (resource, scope) pairs kept by number; past it, kept in 
 _shared: list[Any] = []
 _numbers: dict[tuple[int, int, int], int] = {}  # their ids -> their index in _shared
 _shared_lock = threading.Lock()
+# The last three looked up and their number, as one tuple: swapped whole, read whole.
+_last: tuple[Any, ...] = (object(), None, None, None)
 _KINDS = {kind.value: kind for kind in SpanKind}
 _KIND_NUMBERS = {kind: kind.value for kind in SpanKind}
 _UNSET = ReadableSpan("parking").status  # the status object every span starts with
@@ -114,6 +116,17 @@ def _parent(fields: tuple) -> SpanContext:
 
 def _number(resource: object, scope: object, info: object) -> object:
     """The number of a span's resource and scopes in the table (past the limit, the three)."""
+    global _last
+    last = _last
+    if resource is last[0] and scope is last[1] and info is last[2]:
+        return last[3]  # a provider's spans come in runs: the same three as the one before
+    number = _looked_up(resource, scope, info)
+    if type(number) is int:
+        _last = (resource, scope, info, number)
+    return number
+
+
+def _looked_up(resource: object, scope: object, info: object) -> object:
     key = (id(resource), id(scope), id(info))
     number = _numbers.get(key)
     if number is not None:

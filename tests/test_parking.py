@@ -90,3 +90,14 @@ def test_a_span_it_cannot_take_apart_is_kept_as_it_is():
 
     custom = Custom("custom")
     assert park(custom) is custom
+
+
+def test_a_span_made_from_otlp_with_plain_attributes_comes_back_whole():
+    from otel_safety.detection_worker import span_from_wire, span_to_wire
+
+    rebuilt = [span_from_wire(span_to_wire(span)) for span in _spans()]  # dict attributes
+    assert all(type(span._attributes) is dict for span in rebuilt)
+    parked = [park(span) for span in rebuilt]
+    assert all(is_parked(item) for item in parked)
+    back = [unpark(item) for item in parked]
+    assert encode_spans(back).SerializeToString() == encode_spans(rebuilt).SerializeToString()
