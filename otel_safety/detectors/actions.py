@@ -20,7 +20,7 @@ import regex
 from otel_safety.detectors.entry import tool_arguments
 from otel_safety.detectors.shell import parse_commands
 from otel_safety.detectors.taxonomy import Pattern, Taxonomy
-from otel_safety.detectors.tool_names import first_match_at, normalize_name
+from otel_safety.detectors.tool_names import first_match_at, normalize_name, remembered
 from otel_safety.model import ToolCall
 
 __all__ = ["Hit", "reads_only", "resolve_call", "string_arguments"]
@@ -29,7 +29,6 @@ __all__ = ["Hit", "reads_only", "resolve_call", "string_arguments"]
 _MAX_LINE = 4096
 _WHITESPACE = re.compile(r"\s")  # what str.isspace() calls space (`regex` differs), one search
 _MAX_SQL = 20_000
-_NAME_MEMO = 4096  # tool names remembered per taxonomy
 
 _SQL_NOISE = regex.compile(r"'(?:''|[^'])*'|--[^\n]*|/\*.*?\*/", regex.DOTALL)
 
@@ -105,12 +104,9 @@ def reads_only(call: ToolCall, taxonomy: Taxonomy) -> bool:
 def _name_hits(name: str, original: str, taxonomy: Taxonomy) -> tuple[list[Hit], bool]:
     """Categories named by the tool; the leftmost verb wins ("get_email" only reads), and a
     longer name pattern beats one inside it ("send_money" moves money; "send" alone sends)."""
-    memo = taxonomy.name_memo
-    if name not in memo:
-        if len(memo) >= _NAME_MEMO:
-            memo.clear()
-        memo[name] = _resolve_name(name, taxonomy)
-    categories, readonly = memo[name]
+    categories, readonly = remembered(
+        taxonomy.name_memo, name, lambda tool: _resolve_name(tool, taxonomy)
+    )
     return [Hit(category, original, by_name=True) for category in categories], readonly
 
 

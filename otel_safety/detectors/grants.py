@@ -24,7 +24,7 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.detectors.text_forms import straight_apostrophes
-from otel_safety.detectors.tool_names import normalize_name
+from otel_safety.detectors.tool_names import normalize_name, remembered
 
 if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
     from otel_safety.detectors.taxonomy import Taxonomy
@@ -38,7 +38,6 @@ _GAPS = {
     "**": f"(?:{_GAP_WORD}){{0,8}}?",  # up to eight: verbs with long objects
 }
 _VOWELS = "aeiou"
-_NAME_MEMO = 4096  # tool names whose word patterns are kept
 _CLAUSE_END = regex.compile(r"[.!?;:\n]|\bbut\b", regex.IGNORECASE)
 _WORD = regex.compile(r"[\w']+")
 
@@ -105,12 +104,7 @@ def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
 def names_call(tool: str, scope: str, taxonomy: Taxonomy) -> str | None:
     """The words of `scope` that name the tool `tool`, each word of its name in turn, or
     None when some word is missing or negated, or the name is too short to say anything."""
-    memo = taxonomy.name_words
-    patterns = memo.get(tool)
-    if patterns is None:
-        if len(memo) >= _NAME_MEMO:  # tool names come from traces: bounded
-            memo.clear()
-        patterns = memo[tool] = _name_words(tool, taxonomy)
+    patterns = remembered(taxonomy.name_words, tool, lambda name: _name_words(name, taxonomy))
     if not patterns:
         return None
     text = straight_apostrophes(scope)

@@ -8,13 +8,16 @@ must cover whole `_`-separated words, so "send" names "send_email" but not "rese
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import regex
 
 from otel_safety.analysis import linear
 
-__all__ = ["first_match_at", "name_pattern", "normalize_name"]
+__all__ = ["first_match_at", "name_pattern", "normalize_name", "remembered"]
+
+NAME_MEMO = 4096  # tool names remembered per memo
 
 _CAMEL_LOWER = regex.compile(r"([a-z0-9])([A-Z])")
 _CAMEL_UPPER = linear.compile(r"([A-Z]+)([A-Z][a-z])")  # RE2: linear on ASCII
@@ -38,3 +41,14 @@ def first_match_at(patterns: Iterable[regex.Pattern], name: str) -> int | None:
     """Where in `name` the leftmost match of any of `patterns` starts, if one matches: the
     leftmost verb of a name says what the tool does ("get_calendar_events" reads)."""
     return min((m.start() for p in patterns if (m := p.search(name))), default=None)
+
+
+def remembered(memo: dict[str, Any], name: str, make: Callable[[str], Any]) -> Any:
+    """`make(name)`, worked out once per memo; tool names come from traces, so a full memo
+    starts over rather than grow."""
+    found = memo.get(name, memo)
+    if found is memo:
+        if len(memo) >= NAME_MEMO:
+            memo.clear()
+        found = memo[name] = make(name)
+    return found

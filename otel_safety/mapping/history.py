@@ -51,7 +51,7 @@ class SharedHistories:
         with are parsed; that reading's notes are noted again, so each span says the same
         as it would have read whole."""
         stripped = text.strip()
-        earlier = self._extended(stripped)
+        earlier = longest_extended(stripped, self._read)
         own = Notes()
         if earlier is None:
             parsed = _array(stripped, own, key)
@@ -74,9 +74,6 @@ class SharedHistories:
             if note not in notes.capped:
                 notes.capped.append(note)
         return messages, earlier
-
-    def _extended(self, text: str) -> ReadHistory | None:
-        return longest_extended(text, self._read)
 
 
 class _Array(Protocol):
