@@ -310,17 +310,29 @@ class SafetyEngine:
             if isinstance(item, _Control):
                 control = item
                 break
-            if is_parked(item):
-                item = unpark(item)
-                self.stats["spans_parked"] += 1
-            elif type(item) is int:  # a parked agent-start marker
-                item = AgentStarted(item)
-            batch.append(item)
+            if is_parked(item) or type(item) is int:
+                item = self._unparked(item)
+            if item is not None:
+                batch.append(item)
         try:
             self.process(batch)
         except Exception:  # the worker must survive anything
             logger.exception("otel-safety worker failed on a batch of %d spans", len(batch))
         return control
+
+    def _unparked(self, item: ParkedSpan | int) -> ReadableSpan | AgentStarted | None:
+        """A parked span or agent-start marker (its trace id) as it was queued. A span that
+        cannot be rebuilt is counted and logged, never allowed to stop the worker."""
+        if type(item) is int:
+            return AgentStarted(item)
+        try:
+            span = unpark(item)
+        except Exception:
+            self.stats["spans_unparkable"] += 1
+            logger.exception("otel-safety could not rebuild a parked span; it is not judged")
+            return None
+        self.stats["spans_parked"] += 1
+        return span
 
     def _wait_seconds(self) -> float:
         with self._lock:

@@ -391,3 +391,31 @@ def test_span_attributes_read_the_sdks_own_dict_and_agree_with_the_public_mappin
     plain = ReadableSpan(name="x", attributes={"openinference.span.kind": "AGENT"})
     assert is_agent_run(span_attributes(plain))  # no SDK dict inside: the public way
     assert span_attributes(ReadableSpan(name="bare")) == {}
+
+
+def test_a_parked_span_that_cannot_be_rebuilt_is_counted_and_the_worker_goes_on(
+    span_factory, monkeypatch, caplog
+):
+    import otel_safety.engine as engine_module
+
+    exporter, slow = InMemorySpanExporter(), BlockingSink()
+    engine = _engine(exporter, slow, batch_size=1)
+    spans = [s for _ in range(5) for s in span_factory.agent_run()]
+    real, calls = engine_module.unpark, []
+
+    def failing_once(item):
+        calls.append(item)
+        if len(calls) == 1:
+            raise ValueError("broken tuple")
+        return real(item)
+
+    monkeypatch.setattr(engine_module, "unpark", failing_once)
+    for span in spans:
+        engine.submit(span)  # the stuck sink holds the worker: all but the first are parked
+    slow.gate.set()
+    engine.force_flush()
+    assert engine.stats["spans_unparkable"] == 1
+    assert "could not rebuild a parked span" in caplog.text
+    assert len(exporter.get_finished_spans()) == len(spans) - 1  # the others all written
+    assert engine._worker.is_alive()
+    engine.shutdown()
