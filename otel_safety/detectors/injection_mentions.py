@@ -27,17 +27,23 @@ _QUOTES = {'"': '"', "\u201c": "\u201d", "'": "'", "\u2018": "\u2019", "\u00ab":
 _SECOND_PERSON = regex.compile(r"\b(?:you|your|yours|yourself)\b", regex.IGNORECASE)
 
 
-def is_mention(text: str, start: int, end: int, cues: regex.Pattern | None) -> bool:
-    """Quoted as a literal (`"<|im_start|>"` in a tokenizer's docs), or discussed in prose."""
+def is_mention(
+    text: str,
+    start: int,
+    end: int,
+    cues: regex.Pattern | None,
+    examples: regex.Pattern | None = None,
+) -> bool:
+    """Quoted as a literal (`"<|im_start|>"` in a tokenizer's docs), or discussed in prose:
+    a cue about attacks anywhere in its sentence, or one that introduces an example
+    ("such as", "e.g.") before it."""
     if _wrapped(text, start, end):
         return True
-    if cues is None:
+    if cues is None and examples is None:
         return False
     left, right = sentence_bounds(text, start, end)
     before, after = text[left:start], text[end:right]
-    if not (_may_hold_cue(cues, before) or _may_hold_cue(cues, after)):
-        return False
-    if not (cues.search(before) or cues.search(after)):
+    if not (_cued(cues, before) or _cued(cues, after) or _cued(examples, before)):
         return False
     if _quoted(before, after):
         return True
@@ -78,6 +84,11 @@ def _quoted(before: str, after: str, reach: int = 60) -> bool:
         if closing in after[: reach * 4]:
             return True
     return False
+
+
+def _cued(cues: regex.Pattern | None, text: str) -> bool:
+    """A cue occurs in `text`; the linear relaxed search rules most texts out first."""
+    return cues is not None and _may_hold_cue(cues, text) and cues.search(text) is not None
 
 
 def _may_hold_cue(cues: Any, text: str) -> bool:

@@ -73,6 +73,8 @@ class InjectionRules:
     rules: tuple[InjectionRule, ...]
     mention_factor: float
     mention_cues: regex.Pattern | None
+    # Cues that introduce an example ("e.g.", "such as"): counted only before a match.
+    example_cues: regex.Pattern | None = None
     # One linear-time pass over a text tells which text rules (not `raw` ones) can match
     # any part of it; the others are not tried (see analysis.pattern_set).
     rule_set: PatternSet = field(init=False)
@@ -105,13 +107,18 @@ def _compile(data: Mapping[str, Any]) -> InjectionRules:
     factor = data.get("mention_factor", 0.25)
     if not isinstance(factor, int | float) or not 0.0 <= factor <= 1.0:
         raise ValueError(f"mention_factor must be a number in [0, 1], not {factor!r}")
-    cues = [str(cue) for cue in data.get("mention_cues", [])]
     return InjectionRules(
         version=int(data.get("version", 1)),
         rules=tuple(rules),
         mention_factor=float(factor),
-        mention_cues=_pattern(alternation(cues), "mention_cues") if cues else None,
+        mention_cues=_cues(data, "mention_cues"),
+        example_cues=_cues(data, "example_cues"),
     )
+
+
+def _cues(data: Mapping[str, Any], key: str) -> regex.Pattern | None:
+    cues = [str(cue) for cue in data.get(key, [])]
+    return _pattern(alternation(cues), key) if cues else None
 
 
 def _compile_rule(spec: Any, where: str) -> InjectionRule:

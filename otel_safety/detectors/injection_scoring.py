@@ -106,7 +106,9 @@ def _judge(
 ) -> InjectionMatch:
     """A match, discounted when it is quoted in prose that talks about attacks."""
     start, end = found.span()
-    mention = not rule.raw and is_mention(subject, start, end, rules.mention_cues)
+    mention = not rule.raw and is_mention(
+        subject, start, end, rules.mention_cues, rules.example_cues
+    )
     weight = rule.weight * rules.mention_factor if mention else rule.weight
     left, right = sentence_bounds(subject, start, end, reach=100)
     return InjectionMatch(
