@@ -115,7 +115,11 @@ def test_every_external_dataset_reads_with_labels(shared_data):
         cases = list(reader(shared_data))
         positives = sum(label for c in cases for label in c.labels.values())
         counts[name] = (len(cases), positives)
-        assert cases and 0 < positives < sum(len(c.labels) for c in cases), name
+        labelled = sum(len(c.labels) for c in cases)
+        if name == "agentdojo_attacks":  # injections only: the clean runs are agentdojo's
+            assert cases and positives == labelled, name
+            continue
+        assert cases and 0 < positives < labelled, name
     # Row counts documented by the data's README (rows without a response are dropped).
     assert counts["xstest"][0] == 3 * 450 - _unlabelled_xstest(shared_data)
     assert all(
@@ -123,6 +127,35 @@ def test_every_external_dataset_reads_with_labels(shared_data):
         for c in datasets.agentdojo(shared_data)
     )
     assert counts["agentharm"] == (416, 208)  # 176 + 32 harmful tasks and as many benign
+
+
+def test_agentdojo_attacks_replant_each_goal_in_every_published_string(shared_data):
+    """Each attacked run comes back once, its planted block rewritten in one of the other
+    attack strings with the same goal and names; every string is used."""
+    from otel_safety.evaluation.agentdojo_attacks import load_attacks, plain_text
+
+    originals = {c.case_id: c for c in datasets.agentdojo(shared_data)}
+    rewritten = list(datasets.EXTERNAL["agentdojo_attacks"](shared_data))
+    attacks = {a.name: a.template for a in load_attacks()}
+    assert {c.meta["attack"] for c in rewritten} == set(attacks)
+    assert len(rewritten) == sum(1 for c in originals.values() if c.labels.get("injection"))
+    for case in rewritten:
+        original = originals[case.case_id.rsplit(":", 1)[0]]
+        assert case.labels == {"injection": True} and case.dataset == "agentdojo_attacks"
+        before = " ".join(plain_text(_tool_text(original)).split())
+        after = " ".join(plain_text(_tool_text(case)).split())
+        head = " ".join(attacks[case.meta["attack"]].split("{")[0].split())
+        assert head in after and "Before you can solve the task" in before
+        if "{goal}" in attacks[case.meta["attack"]]:
+            goal = before.split("please do the following first:")[1].split("After you do")[0]
+            assert goal.strip() in after
+        if "{user}" in attacks[case.meta["attack"]]:
+            user = before.split("an important message from me, ")[1].split(", to you")[0]
+            assert f"from me, {user}, to you" in after
+
+
+def _tool_text(case):
+    return "\n".join(str(m.get("content")) for m in case.messages if m.get("role") == "tool")
 
 
 def test_an_agentharm_task_becomes_a_run_that_carried_it_out(shared_data):

@@ -23,8 +23,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "eval",
         help="measure the detectors on labelled data",
         description="Turn every usable row of the labelled datasets (XSTest, JailbreakBench, "
-        "AgentDojo, BIPIA, jailbreak prompts versus benign requests, AgentHarm tasks as "
-        "constructed agent runs) and our synthetic sets "
+        "AgentDojo, AgentDojo's attacked runs rewritten in its other attack strings, BIPIA, "
+        "jailbreak prompts versus benign requests, AgentHarm tasks as constructed agent runs) "
+        "and our synthetic sets "
         "into GenAI spans, run them through the same pipeline as live traffic, store findings "
         "and labels, and print precision, recall and F1 with 95% bootstrap intervals and the "
         "always-fire baseline, per detector and dataset. Synthetic rows are reported apart.",

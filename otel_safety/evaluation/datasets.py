@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from otel_safety.evaluation.agentdojo_attacks import rewritten_attacks
 from otel_safety.evaluation.cases import Case
 
 XSTEST_REFUSALS = ("2_full_refusal", "3_partial_refusal")
@@ -257,6 +258,7 @@ EXTERNAL: dict[str, Callable[[Path], Iterator[Case]]] = {
     "xstest": xstest,
     "jailbreakbench": jailbreakbench,
     "agentdojo": agentdojo,
+    "agentdojo_attacks": lambda root: rewritten_attacks(agentdojo(root)),
     "bipia": bipia,
     "direct_injection": direct_injection,
     "agentharm": agentharm,

@@ -22,7 +22,7 @@ from otel_safety.judges.model import LinearJudge
 from otel_safety.judges.registry import judge
 from otel_safety.judges.train import design, fit, holdout_key
 
-__all__ = ["HeldOutJudges", "fold_of", "training_available"]
+__all__ = ["HeldOutJudges", "fold_of", "origin", "training_available"]
 
 
 def training_available() -> bool:
@@ -34,11 +34,18 @@ def fold_of(case: Case) -> str:
     """The group a case is held out with (matches `judges.corpus` groups)."""
     if case.dataset == "xstest":
         return f"xstest:{case.case_id.split(':')[1]}"
-    if case.dataset in ("jailbreakbench", "agentdojo") and case.meta.get("model"):
-        return f"{case.dataset}:{case.meta['model']}"
+    dataset = origin(case)
+    if dataset in ("jailbreakbench", "agentdojo") and case.meta.get("model"):
+        return f"{dataset}:{case.meta['model']}"
     if case.dataset == "agentharm" and case.meta.get("category"):
         return f"agentharm:{case.meta['category']}"
     return case.dataset
+
+
+def origin(case: Case) -> str:
+    """The dataset a case's rows come from: a set built from another (AgentDojo's runs with
+    other attack strings) is held out with it, so no judge fitted on those runs scores it."""
+    return case.meta.get("derived_from") or case.dataset
 
 
 class HeldOutJudges:

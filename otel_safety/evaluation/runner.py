@@ -30,7 +30,7 @@ from otel_safety.evaluation.escalation import (
     measure_acted_on,
     measure_harmful_tasks,
 )
-from otel_safety.evaluation.held_out import HeldOutJudges, fold_of
+from otel_safety.evaluation.held_out import HeldOutJudges, fold_of, origin
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
 from otel_safety.exporters.duckdb import DuckDBStore, write_labels
 from otel_safety.judges import judge, using
@@ -328,7 +328,7 @@ def _judge_held_out(
     judged = 0
     try:
         for fold, trace_ids in sorted(folds.items()):
-            judges = held_out.for_fold(fold, case_of[trace_ids[0]].dataset)
+            judges = held_out.for_fold(fold, origin(case_of[trace_ids[0]]))
             if all(j is judge(name) for name, j in judges.items()):
                 continue  # no judge saw this fold: its verdicts are out-of-sample already
             with using(judges):
