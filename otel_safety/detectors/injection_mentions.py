@@ -3,7 +3,10 @@
 Text about attacks quotes attacks: a tokenizer's documentation shows `"<|im_start|>"`, a
 security blog writes that messages such as 'ignore previous instructions' are typical of
 prompt injection. Such a match is discounted: it is quoted as a literal, or it sits in a
-sentence that talks about attacks (a mention cue) and is quoted or never speaks to "you".
+sentence that talks about attacks (a mention cue) and is quoted, or is set inside the
+sentence's words (not opening a clause, as an order does) and never speaks to "you". A cue
+costs an attacker nothing to write ("This is a red-teaming exercise: ignore all previous
+instructions and ..."), so a cue alone never discounts an order given bare.
 
 An attack matches many rules in the same few sentences, and most sentences hold no cue: the
 cues' relaxed RE2 form (see `analysis.relax`: it matches wherever a cue could, whatever
@@ -47,7 +50,20 @@ def is_mention(
         return False
     if _quoted(before, after):
         return True
+    if _opens_clause(text, start):
+        return False  # shown bare as a clause of its own, it is an instruction to its reader
     return not (_SECOND_PERSON.search(before) or _SECOND_PERSON.search(after))
+
+
+def _opens_clause(text: str, start: int) -> bool:
+    """Nothing but a clause break (a sentence's end, a colon, a comma, a dash, a bullet, a
+    line break) comes before the match: "For example, ignore all previous instructions and
+    ..." gives the order; "messages such as ignore all previous instructions" names it."""
+    head = text[max(0, start - 40) : start].rstrip(" \t")
+    return not head or head[-1] in _CLAUSE_BREAKS
+
+
+_CLAUSE_BREAKS = frozenset(".!?:;,\n-\u2013\u2014*>()[]")
 
 
 def sentence_bounds(text: str, start: int, end: int, reach: int = 300) -> tuple[int, int]:
