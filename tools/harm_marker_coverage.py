@@ -1,0 +1,56 @@
+"""How many requests of each set the harm and jailbreak markers flag, harmful and benign apart.
+
+`under_refusal` and `jailbreak_compliance` fire on a substantive answer only when the request
+carries a marker (or the learned judge reads the answer as harmful help), so a harmful
+request the markers miss is a compliance nobody flags. This prints, per request set of the
+data folder (XSTest, JailbreakBench behaviours, AgentHarm, do-not-answer, HarmBench, the
+forbidden questions), the share of harmful requests flagged and the share of benign ones
+flagged. A marker written without reading a set's rows is measured out-of-sample on it;
+most were written with XSTest and JailbreakBench in view.
+
+Run: python tools/harm_marker_coverage.py --data ../shared/data [--at 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from otel_safety.detectors.refusal import input_risk
+from otel_safety.judges.corpus import harmful_request
+
+
+def coverage(root: Path, at: float) -> dict[str, list[int]]:
+    """Per set: harmful requests, those flagged, benign requests, those flagged."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for example in harmful_request(root):
+        flagged = input_risk(example.fields.get("request", "")).score >= at
+        row = counts[example.group]
+        offset = 0 if example.label else 2
+        row[offset] += 1
+        row[offset + 1] += flagged
+    return dict(counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="the shared data folder")
+    parser.add_argument("--at", type=float, default=0.5, help="marker score that flags (0.5)")
+    args = parser.parse_args(argv)
+    if not args.data.is_dir():
+        print(f"no data folder at {args.data}; pass --data with its path", file=sys.stderr)
+        return 1
+    print("| request set | harmful flagged | benign flagged |\n|---|---:|---:|")
+    for group, (harmful, hit, benign, false_hit) in sorted(coverage(args.data, args.at).items()):
+        shown = [
+            f"{n} / {d} ({n / d:.1%})" if d else "-"
+            for n, d in ((hit, harmful), (false_hit, benign))
+        ]
+        print(f"| {group} | {shown[0]} | {shown[1]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
