@@ -563,3 +563,28 @@ def test_refusal_level_is_the_refusal_score_on_real_answers(shared_data) -> None
     assert levels == [refusal_score(text).score for text in texts]
     assert sum(level > 0 for level in levels) > 100  # real refusals among them
     assert sum(level == 0 for level in levels) > 1000
+
+
+@pytest.mark.process
+def test_the_marker_coverage_tool_counts_each_request_set(shared_data) -> None:
+    """`tools/harm_marker_coverage.py` reads every request set; HarmBench's requests, which
+    no marker was written from, are flagged at least as often as when the agents and attack
+    tools were named (92 of 200)."""
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "harm_marker_coverage.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--data", str(shared_data)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2:4] for line in done.stdout.splitlines()[2:]
+    }
+    assert set(rows) >= {"agentharm", "donotanswer", "harmbench", "jbb_behaviors", "xstest"}
+    flagged, total = rows["harmbench"][0].split("(")[0].split("/")
+    assert int(total) == 200 and int(flagged) >= 90
+    assert rows["harmbench"][1].strip() == "-"  # harmful requests only
