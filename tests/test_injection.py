@@ -431,11 +431,13 @@ def test_a_cue_before_a_bare_order_does_not_discount_it(cover):
         }
     )
     assert finding is not None and finding.detected
-    _, matches = injection_score(
+    for prose in (
         "Security note: messages such as ignore all previous instructions are typical of "
-        "prompt injection."
-    )
-    assert all(m.mention for m in matches)
+        "prompt injection.",
+        "Attackers hide phrases (e.g. ignore all previous instructions) in documents.",
+    ):
+        _, matches = injection_score(prose)
+        assert matches and all(m.mention for m in matches), prose
 
 
 def test_a_mention_in_text_beyond_ascii_is_still_a_mention():

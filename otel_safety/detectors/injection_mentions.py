@@ -25,7 +25,10 @@ from otel_safety.analysis.prefilter import relaxed_family
 
 __all__ = ["is_mention", "sentence_bounds"]
 
-_SENTENCE_END = regex.compile(r"[.!?]\s|\n\s*\n|\n(?=\s*[-*#>\d])")
+# A sentence ends at a full stop, but not at the one of "e.g." or "i.e." inside it.
+_SENTENCE_END = regex.compile(
+    r"(?<!\b(?:e\.g|i\.e|eg|viz))[.!?]\s|\n\s*\n|\n(?=\s*[-*#>\d])", regex.IGNORECASE
+)
 _QUOTES = {'"': '"', "\u201c": "\u201d", "'": "'", "\u2018": "\u2019", "\u00ab": "\u00bb", "`": "`"}
 _SECOND_PERSON = regex.compile(r"\b(?:you|your|yours|yourself)\b", regex.IGNORECASE)
 
@@ -60,10 +63,13 @@ def _opens_clause(text: str, start: int) -> bool:
     line break) comes before the match: "For example, ignore all previous instructions and
     ..." gives the order; "messages such as ignore all previous instructions" names it."""
     head = text[max(0, start - 40) : start].rstrip(" \t")
+    if head.lower().endswith(_INLINE_ABBREVIATIONS):
+        return False  # "e.g. ignore ..." names an example, as "such as" does
     return not head or head[-1] in _CLAUSE_BREAKS
 
 
 _CLAUSE_BREAKS = frozenset(".!?:;,\n-\u2013\u2014*>()[]")
+_INLINE_ABBREVIATIONS = ("e.g.", "e.g.,", "i.e.", "i.e.,", "eg.", "viz.")
 
 
 def sentence_bounds(text: str, start: int, end: int, reach: int = 300) -> tuple[int, int]:
