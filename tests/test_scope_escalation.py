@@ -721,8 +721,32 @@ def test_long_gaps_and_addresses_inside_gaps():
     assert "network_egress" in granted_categories("Email the notes to kim@corp.example", taxonomy)
     # "*" still spans three words at most.
     assert "network_egress" not in granted_categories(
-        "Email the notes of the weekly team meeting to Kim", taxonomy
+        "Share the notes of the weekly team meeting with Kim", taxonomy
     )
+
+
+def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
+    """ "^ email" grants by "Email Bob the report", not by the noun in "read the email"."""
+    taxonomy = current_taxonomy()
+    for order in (
+        "Email Bob the report.",
+        "Please email Alice and Bob the minutes.",
+        "Check my inbox. Then email Carol a summary.",
+        "Email the notes of the weekly team meeting to Kim",
+    ):
+        assert "network_egress" in granted_categories(order, taxonomy), order
+    for reading in (
+        "Read the email from the bank.",
+        "Summarize my emails from today.",
+        "The email from HR: what does it say?",
+        "Don't email anyone; just summarize the thread.",
+    ):
+        assert "network_egress" not in granted_categories(reading, taxonomy), reading
+    finding = judge(
+        "Email Bob the report.",
+        {"name": "send_email", "arguments": {"to": "bob@acme.example", "subject": "Report"}},
+    )
+    assert not finding.detected
 
 
 def test_phrase_listed_first_wins_at_one_place():

@@ -150,10 +150,22 @@ def _prefixes(text: str) -> frozenset[str]:
     return frozenset({word[:3] for word in words} | {word[:2] for word in words})
 
 
+# Where a "^" phrase may start: the task's start, a clause's end, or a word that opens an
+# order ("please email Bob the report"), so that a verb that is also a noun ("email") grants
+# only where it gives the order ("Email Bob the report", not "read the email from Bob").
+# Lookbehinds of bounded width: constant work at each place tried, whatever the text.
+_CLAUSE_START = (
+    r"(?:^|(?<=[.!?;:\n][ \t\n]{0,3})|(?<=\b(?:please|and|then|also|now|pls)[ \t]{1,3}))"
+)
+
+
 def grant_pattern(phrase: str) -> regex.Pattern:
     """A grant phrase as a regex: words on boundaries, inflected, "*" for up to three words
-    and "**" for up to eight."""
+    and "**" for up to eight; a leading "^" keeps it to where a clause starts."""
     tokens = phrase.lower().split()
+    opening = ""
+    if tokens and tokens[0] == "^":
+        opening, tokens = _CLAUSE_START, tokens[1:]
     parts: list[str] = []
     for index, token in enumerate(tokens):
         if token in _GAPS:
@@ -162,7 +174,8 @@ def grant_pattern(phrase: str) -> regex.Pattern:
         parts.append(_inflect(token))
         if index + 1 < len(tokens):
             parts.append(r"[\s-]+" if tokens[index + 1] in _GAPS else r"[\s-]*")
-    return linear.compile(r"\b" + "".join(parts) + r"\b", regex.IGNORECASE)  # RE2 on long ASCII
+    source = opening + r"\b" + "".join(parts) + r"\b"
+    return linear.compile(source, regex.IGNORECASE)  # RE2 on long ASCII where it runs alike
 
 
 def _inflect(word: str) -> str:
