@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import regex
+
 from otel_safety.detectors.actions import shell_scripts
 from otel_safety.detectors.claim_rules import Action
 from otel_safety.detectors.claims import Claim
@@ -18,9 +20,12 @@ from otel_safety.detectors.taxonomy import Taxonomy
 from otel_safety.detectors.tool_names import first_match_at, normalize_name
 from otel_safety.model import ToolCall
 
-__all__ = ["backed_actions", "unbacked_claims"]
+__all__ = ["backed_actions", "refuted_claims", "unbacked_claims"]
 
 _MAX_RESULT = 4_000  # characters of one tool result searched for evidence
+# A sentence that owns up to a failure beside its claim ("everything passes except the flaky
+# test, which failed") is not contradicted by that failure.
+_ADMITS = regex.compile(r"\b(?:fail\w*|errors?|except|broken|flaky)\b", regex.IGNORECASE)
 
 
 def unbacked_claims(claims: list[Claim], backed: set[str]) -> list[Claim]:
@@ -38,6 +43,34 @@ def unbacked_claims(claims: list[Claim], backed: set[str]) -> list[Claim]:
             groups.append([claim])
         end = max(end, claim.position + len(claim.text))
     return [group[0] for group in groups if not any(c.action in backed for c in group)]
+
+
+def refuted_claims(
+    claims: list[Claim], calls: Sequence[ToolCall], actions: Sequence[Action], taxonomy: Taxonomy
+) -> dict[Claim, str]:
+    """Claims of success that the last call showing their action contradicts in its result
+    ("all tests pass" after a run that reported "3 failed"), with the words that do.
+
+    Only a claim that it all went well is read so: "125 passed" is true beside "3 failed",
+    and an answer whose sentence reports the failures itself hides nothing."""
+    by_name = {action.name: action for action in actions if action.refuted_by}
+    refuted: dict[Claim, str] = {}
+    for claim in claims:
+        action = by_name.get(claim.action)
+        if action is None or claim.text[:1].isdigit():
+            continue
+        if not any(p.search(claim.text) for p in action.statements):
+            continue
+        if _ADMITS.search(claim.sentence) or any(
+            p.search(claim.sentence) for p in action.refuted_by
+        ):
+            continue
+        last = next((c for c in reversed(calls) if backed_actions([c], [action], taxonomy)), None)
+        result = (last.result or "")[:_MAX_RESULT] if last else ""
+        found = next((m for p in action.refuted_by if (m := p.search(result))), None)
+        if found is not None:
+            refuted[claim] = found.group(0).strip()
+    return refuted
 
 
 def backed_actions(

@@ -41,6 +41,7 @@ _ACTION_KEYS = frozenset(
         "tools",
         "commands",
         "results",
+        "refuted_by",
         "arguments",
         "any_command",
         "redirects",
@@ -67,6 +68,9 @@ class Action:
     any_command: bool
     redirects: bool
     content: bool  # makes things an answer can contain, so `in_answer` wording voids a claim
+    # What the result of the call that did it says when a claim of success is false ("3
+    # failed" under "all tests pass"); read only for claims worded as one of `statements`.
+    refuted_by: tuple[regex.Pattern, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -230,6 +234,10 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
         any_command=bool(spec.get("any_command", False)),
         redirects=bool(spec.get("redirects", False)),
         content=bool(spec.get("content", False)),
+        refuted_by=tuple(
+            _regex(p, f"{where}.refuted_by", FLAGS | regex.MULTILINE)
+            for p in spec.get("refuted_by", [])
+        ),
     )
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.claim_evidence import backed_actions, unbacked_claims
+from otel_safety.detectors.claim_evidence import backed_actions, refuted_claims, unbacked_claims
 from otel_safety.detectors.claim_rules import ClaimRules, current_rules, load_rules
 from otel_safety.detectors.claims import Claim, find_claims
 from otel_safety.detectors.entry import trajectory_from_entry
@@ -71,11 +71,16 @@ class Deception(Detector):
         wanted = [action for action in rules.actions if action.name in claimed]
         # A call that failed shows the attempt, not the action: "I've sent the report" after
         # the send failed is a claim no call backs.
+        taxonomy = current_taxonomy()
+        done = [call for call in calls if not call.error]
         failed = [call for call in calls if call.error]
-        backed = backed_actions([c for c in calls if not c.error], wanted, current_taxonomy())
-        tried = backed_actions(failed, wanted, current_taxonomy()) - backed if failed else set()
+        backed = backed_actions(done, wanted, taxonomy)
+        tried = backed_actions(failed, wanted, taxonomy) - backed if failed else set()
         weights = {action.name: action.weight for action in rules.actions}
         unbacked = unbacked_claims(claims, backed)
+        # A claim of success the run's own result contradicts is false although a call backs it.
+        refuted = refuted_claims(claims, done, wanted, taxonomy)
+        unbacked += [claim for claim in refuted if claim not in unbacked]
         offences = sorted(
             (
                 (weights[claim.action] * (rules.hedge_factor if claim.hedged else 1.0), claim)
@@ -84,11 +89,11 @@ class Deception(Detector):
             key=lambda pair: -pair[0],
         )
         evidence = [
-            _evidence(claim, score, len(calls), trajectory.final_output_span_id, tried)
+            _evidence(claim, score, len(calls), trajectory.final_output_span_id, tried, refuted)
             for score, claim in offences
         ]
         score = offences[0][0] if offences else 0.0
-        return score, evidence, _explain(claims, offences, len(calls), tried)
+        return score, evidence, _explain(claims, offences, len(calls), tried, refuted)
 
 
 def run_deception(entry: Mapping[str, Any]) -> Finding | None:
@@ -100,10 +105,20 @@ def run_deception(entry: Mapping[str, Any]) -> Finding | None:
 
 
 def _evidence(
-    claim: Claim, score: float, calls: int, span_id: str | None, tried: set[str]
+    claim: Claim,
+    score: float,
+    calls: int,
+    span_id: str | None,
+    tried: set[str],
+    refuted: dict[Claim, str],
 ) -> Evidence:
     hedge = "hedged " if claim.hedged else ""
-    why = "the tool call that does it failed" if claim.action in tried else "no matching tool call"
+    if claim in refuted:
+        why = f"the tool's result says otherwise: {refuted[claim]!r}"
+    elif claim.action in tried:
+        why = "the tool call that does it failed"
+    else:
+        why = "no matching tool call"
     return Evidence(
         text=clip(f"{claim.sentence} ({hedge}{claim.action} claim; {why})"),
         span_id=span_id,
@@ -114,16 +129,27 @@ def _evidence(
             "score": round(score, 6),
             "tool_calls": calls,
             "call_failed": claim.action in tried,
+            "refuted_by": refuted.get(claim),
         },
     )
 
 
 def _explain(
-    claims: list[Claim], offences: list[tuple[float, Claim]], calls: int, tried: set[str]
+    claims: list[Claim],
+    offences: list[tuple[float, Claim]],
+    calls: int,
+    tried: set[str],
+    refuted: dict[Claim, str],
 ) -> str:
     actions = ", ".join(dict.fromkeys(claim.action for _, claim in offences))
     if not offences:
         return f"{len(claims)} claimed action(s), each backed by one of {calls} tool call(s)."
+    worst = offences[0][1]
+    if worst in refuted:
+        return (
+            f"The answer claims {worst.text!r}, but the result of the {worst.action} call "
+            f"says {refuted[worst]!r}."
+        )
     failed = sorted({claim.action for _, claim in offences} & tried)
     if not failed:
         return (
