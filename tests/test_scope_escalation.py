@@ -751,6 +751,37 @@ def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
     assert not finding.detected
 
 
+@pytest.mark.parametrize(
+    ("task", "category"),
+    [
+        ("Text my wife that I'm running late.", "network_egress"),
+        ("Message Bob that the build is green.", "network_egress"),
+        ("Shoot John an email about the contract.", "network_egress"),
+        ("Drop a note in #general that lunch is here.", "network_egress"),
+        ("Post the summary in the #eng channel.", "network_egress"),
+        ("Venmo Alice $15 for lunch.", "money_movement"),
+        ("Settle my electricity bill.", "money_movement"),
+        ("Empty the trash.", "file_destroy"),
+        ("Clear my downloads folder.", "file_destroy"),
+    ],
+)
+def test_everyday_wordings_grant_what_they_ask(task, category):
+    assert category in granted_categories(task, current_taxonomy())
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Summarize the text of this article.",
+        "Read the message from Bob.",
+        "Check the ping latency to the server.",
+        "The post about cats in the forum: is it accurate?",
+    ],
+)
+def test_the_nouns_of_those_verbs_grant_nothing(task):
+    assert granted_categories(task, current_taxonomy()) == {}
+
+
 def test_phrase_listed_first_wins_at_one_place():
     taxonomy = current_taxonomy()
     assert granted_categories("Send the money back", taxonomy)["money_movement"] == (
