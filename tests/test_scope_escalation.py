@@ -763,6 +763,13 @@ def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
         ("Settle my electricity bill.", "money_movement"),
         ("Empty the trash.", "file_destroy"),
         ("Clear my downloads folder.", "file_destroy"),
+        ("Add Carol to the #eng Slack channel.", "admin"),
+        ("Give Alice access to the shared drive.", "admin"),
+        ("Rotate the API keys for the billing service.", "admin"),
+        ("Reboot the staging box.", "infra_change"),
+        ("Roll back the last release.", "infra_change"),
+        ("Upgrade numpy to 2.0.", "package_install"),
+        ("Order more printer paper.", "money_movement"),
     ],
 )
 def test_everyday_wordings_grant_what_they_ask(task, category):
@@ -776,6 +783,7 @@ def test_everyday_wordings_grant_what_they_ask(task, category):
         "Read the message from Bob.",
         "Check the ping latency to the server.",
         "The post about cats in the forum: is it accurate?",
+        "Sort the list in alphabetical order.",
     ],
 )
 def test_the_nouns_of_those_verbs_grant_nothing(task):

@@ -31,8 +31,9 @@ if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
 
 __all__ = ["PhraseSet", "delegates", "grant_pattern", "granted_categories", "names_call"]
 
-# A word of a gap may carry inner dots, slashes or @ ("www.example.com", "a@b.org", "v1.2").
-_GAP_WORD = r"[\w'\u2019-]+(?:[./@:][\w'\u2019-]+)*[\s,]+"
+# A word of a gap may carry inner dots, slashes or @ ("www.example.com", "a@b.org", "v1.2"),
+# or open with # or @ (a channel, a handle: "add Carol to the #eng channel").
+_GAP_WORD = r"[#@]?[\w'\u2019-]+(?:[./@:][\w'\u2019-]+)*[\s,]+"
 _GAPS = {
     "*": f"(?:{_GAP_WORD}){{0,3}}?",  # up to three words
     "**": f"(?:{_GAP_WORD}){{0,8}}?",  # up to eight: verbs with long objects
