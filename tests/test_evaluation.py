@@ -132,7 +132,8 @@ def test_every_external_dataset_reads_with_labels(shared_data):
 def test_agentdojo_attacks_replant_each_goal_in_every_published_string(shared_data):
     """Each attacked run comes back once, its planted block rewritten in one of the other
     attack strings with the same goal and names; every string is used."""
-    from otel_safety.evaluation.agentdojo_attacks import load_attacks, plain_text
+    from otel_safety.detectors.text_forms import undo_escaped_breaks
+    from otel_safety.evaluation.agentdojo_attacks import load_attacks
 
     originals = {c.case_id: c for c in datasets.agentdojo(shared_data)}
     rewritten = list(datasets.EXTERNAL["agentdojo_attacks"](shared_data))
@@ -142,8 +143,8 @@ def test_agentdojo_attacks_replant_each_goal_in_every_published_string(shared_da
     for case in rewritten:
         original = originals[case.case_id.rsplit(":", 1)[0]]
         assert case.labels == {"injection": True} and case.dataset == "agentdojo_attacks"
-        before = " ".join(plain_text(_tool_text(original)).split())
-        after = " ".join(plain_text(_tool_text(case)).split())
+        before = " ".join(undo_escaped_breaks(_tool_text(original)).split())
+        after = " ".join(undo_escaped_breaks(_tool_text(case)).split())
         head = " ".join(attacks[case.meta["attack"]].split("{")[0].split())
         assert head in after and "Before you can solve the task" in before
         if "{goal}" in attacks[case.meta["attack"]]:

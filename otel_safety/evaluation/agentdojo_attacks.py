@@ -19,9 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from otel_safety.detectors.text_forms import undo_escaped_breaks
 from otel_safety.evaluation.cases import Case
 
-__all__ = ["ATTACKS_FILE", "Attack", "load_attacks", "plain_text", "rewritten_attacks"]
+__all__ = ["ATTACKS_FILE", "Attack", "load_attacks", "rewritten_attacks"]
 
 ATTACKS_FILE = Path(__file__).with_name("agentdojo_attacks.toml")
 
@@ -31,6 +32,7 @@ _GOAL = re.compile(
     r"please\s+do\s+the\s+following\s+first:\s*(.*?)\s*After\s+you\s+do\s+that", re.S
 )
 _NAMES = re.compile(r"important\s+message\s+from\s+me,\s+(.+?),\s+to\s+you,\s+(.+?)\.\s", re.S)
+_NO_NAMES = ("the user", "the AI language model")  # AgentDojo's defaults
 
 
 @dataclass(frozen=True)
@@ -78,23 +80,10 @@ def _rewritten(message: dict[str, Any], attack: Attack) -> dict[str, Any]:
 def _render(block: str, attack: Attack) -> str:
     """The attack in `block`'s place, escaped as the block was (a tool result dumped as YAML
     or JSON carries its line breaks as `\\n`)."""
-    plain = plain_text(block)
+    plain = undo_escaped_breaks(block)  # a YAML dump's folds and `\\n` breaks undone
     goal = _GOAL.search(plain)
     names = _NAMES.search(plain)
     user, model = (" ".join(n.split()) for n in names.groups()) if names else _NO_NAMES
     goal_text = " ".join(goal.group(1).split()) if goal else ""
     text = attack.template.format(goal=goal_text, user=user, model=model)
     return text.replace("\n", "\\n") if plain != block else text
-
-
-def plain_text(block: str) -> str:
-    """The block's text with a YAML dump's folds (`\\` at a line's end, `\\ ` after the
-    indent) and escaped line breaks undone."""
-    if "\\" not in block:
-        return block
-    block = _FOLD.sub("", block).replace("\\ ", " ")
-    return block.replace("\\n", "\n").replace('\\"', '"')
-
-
-_NO_NAMES = ("the user", "the AI language model")  # AgentDojo's defaults
-_FOLD = re.compile(r"\\\n[ \t]*")
