@@ -119,6 +119,10 @@ def test_traces_are_judged_in_a_child_process_and_stored(in_process):
 @pytest.mark.process
 def test_spans_queued_while_the_detection_process_starts_are_parked_and_all_judged(in_process):
     provider, engine, exporter = in_process
+    # Parking starts a batch behind. With the default 512, whether 512 items pile up before
+    # the child is ready depends on the machine's speed (a CI run once had none parked); 16
+    # pile up within the first runs, long before a child has built its detectors.
+    engine._batch_size = 16
     commands = [f"rm -rf /home/user{n}" if n % 10 == 0 else f"ls docs-{n}" for n in range(300)]
     for number, command in enumerate(commands):  # the child still builds its detectors
         agent_run(provider, command, conversation=f"c{number}")
