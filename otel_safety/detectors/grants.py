@@ -28,12 +28,23 @@ from otel_safety.detectors.tool_names import normalize_name, remembered
 
 if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
     from otel_safety.detectors.taxonomy import Taxonomy
+    from otel_safety.model import Trajectory
 
-__all__ = ["PhraseSet", "delegates", "grant_pattern", "granted_categories", "names_call"]
+__all__ = [
+    "PhraseSet",
+    "asked_in",
+    "declared_task",
+    "delegates",
+    "grant_pattern",
+    "granted_categories",
+    "names_call",
+    "user_request",
+]
 
 # A word of a gap may carry inner dots, slashes or @ ("www.example.com", "a@b.org", "v1.2"),
-# or open with # or @ (a channel, a handle: "add Carol to the #eng channel").
-_GAP_WORD = r"[#@]?[\w'\u2019-]+(?:[./@:][\w'\u2019-]+)*[\s,]+"
+# open with # or @ (a channel, a handle: "add Carol to the #eng channel"), and open or close
+# a parenthesis ("remove the test users (emails ending in @test.example) from ...").
+_GAP_WORD = r"[(]?[#@]?[\w'\u2019-]+(?:[./@:][\w'\u2019-]+)*[)]?[\s,]+"
 _GAPS = {
     "*": f"(?:{_GAP_WORD}){{0,3}}?",  # up to three words
     "**": f"(?:{_GAP_WORD}){{0,8}}?",  # up to eight: verbs with long objects
@@ -90,6 +101,21 @@ class PhraseSet:
         return best.group(0) if best else None
 
 
+def user_request(trajectory: Trajectory) -> str:
+    """What the user asked: the request that started the run and every later user turn (some
+    frameworks put their own turn after the user's, so the first alone can miss the task)."""
+    parts = [trajectory.scope.user_request]
+    parts += [m.content for m in trajectory.messages if m.role == "user" and m.content]
+    return "\n".join(dict.fromkeys(part.strip() for part in parts if part.strip()))
+
+
+def declared_task(trajectory: Trajectory) -> str:
+    """The task as declared: the system prompt's set-up and what the user asked, never text
+    that arrived in tool results."""
+    parts = (trajectory.scope.system_instructions, user_request(trajectory))
+    return "\n".join(part for part in parts if part)
+
+
 def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
     """The categories a task grants, each with the words that granted it."""
     text = straight_apostrophes(scope)
@@ -130,8 +156,13 @@ def _name_words(tool: str, taxonomy: Taxonomy) -> tuple[regex.Pattern, ...]:
 
 def delegates(request: str, taxonomy: Taxonomy) -> str | None:
     """The words by which a request hands its instructions to data it points at, if any."""
-    text = straight_apostrophes(request)
-    return taxonomy.delegated_by.first(text, _prefixes(text), taxonomy)
+    return asked_in(taxonomy.delegated_by, request, taxonomy)
+
+
+def asked_in(phrases: PhraseSet, scope: str, taxonomy: Taxonomy) -> str | None:
+    """The earliest words of `scope` that one of `phrases` matches, not negated, if any."""
+    text = straight_apostrophes(scope)
+    return phrases.first(text, _prefixes(text), taxonomy)
 
 
 def _head(phrase: str) -> str | None:

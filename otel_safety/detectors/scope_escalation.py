@@ -31,7 +31,13 @@ from typing import Any
 from otel_safety.detectors.actions import Hit, reads_only, resolve_call
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.grants import delegates, granted_categories, names_call
+from otel_safety.detectors.grants import (
+    declared_task,
+    delegates,
+    granted_categories,
+    names_call,
+    user_request,
+)
 from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
@@ -73,8 +79,8 @@ class ScopeEscalation(Detector):
         if not calls:
             return None
         taxonomy = current_taxonomy()
-        request = _user_request(trajectory)
-        scope = "\n".join(part for part in (trajectory.scope.system_instructions, request) if part)
+        request = user_request(trajectory)
+        scope = declared_task(trajectory)
         provenance = Provenance.of(trajectory, calls, scope, taxonomy.provenance)
         resolved = [resolve_call(call, taxonomy) for call in calls]
         granted = granted_categories(scope, taxonomy)
@@ -83,7 +89,7 @@ class ScopeEscalation(Detector):
             _grant_from_data(granted, provenance, taxonomy)
         offences: list[tuple[float, Evidence]] = []
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
-            outside = [h for h in hits if h.category not in granted]
+            outside = [h for h in hits if not _allowed(h, hits, granted, taxonomy)]
             if outside and names_call(call.name, scope, taxonomy):
                 outside = []  # the task wrote out this very tool: the user asked for it
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
@@ -141,12 +147,14 @@ def _grant_from_data(granted: dict[str, str], provenance: Provenance, taxonomy: 
             granted.setdefault(category, words + _DELEGATED)
 
 
-def _user_request(trajectory: Trajectory) -> str:
-    """What the user asked: the request that started the run and every later user turn (some
-    frameworks put their own turn after the user's, so the first alone can miss the task)."""
-    parts = [trajectory.scope.user_request]
-    parts += [m.content for m in trajectory.messages if m.role == "user" and m.content]
-    return "\n".join(dict.fromkeys(part.strip() for part in parts if part.strip()))
+def _allowed(hit: Hit, hits: list[Hit], granted: Mapping[str, str], taxonomy: Taxonomy) -> bool:
+    """Granted, or a privilege wrapper ("sudo ...") around a command whose own action is."""
+    if hit.category in granted:
+        return True
+    wrapper = hit.matched.split(maxsplit=1)[0].lower() if hit.matched else ""
+    return wrapper in taxonomy.elevation and any(
+        other.matched == hit.matched and other.category in granted for other in hits
+    )
 
 
 def _offence(

@@ -104,6 +104,7 @@ class Taxonomy:
     delegated_by: PhraseSet
     name_connectives: frozenset[str]  # words of a tool name that name nothing ("on", "to")
     name_min_words: int  # other words a tool name needs for the task to grant it by naming it
+    elevation: frozenset[str]  # privilege wrappers ("sudo"): granted with what they run
     provenance: ProvenanceRules
     # Tool names resolved so far: tools repeat across calls, so each name is resolved once.
     name_memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -163,6 +164,7 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         delegated_by=PhraseSet.of(grants.get("delegations", [])),
         name_connectives=frozenset(word.lower() for word in grants.get("name_connectives", [])),
         name_min_words=_positive(grants.get("name_min_words", 2), "grants.name_min_words"),
+        elevation=frozenset(word.lower() for word in grants.get("elevation", [])),
         provenance=_compile_provenance(data.get("provenance", {})),
     )
 

@@ -6,7 +6,9 @@ was decided (an approval included) rather than judged again. On traces the guard
 knows where a call's arguments came from: values that only an instruction inside a tool
 result supplied mean that content, which has no trust, is the one asking (the provenance
 tracing `scope_escalation` uses). Loops and rapid fire are
-tracked across the traces of a conversation by the guard's bounded call history.
+tracked across the traces of a conversation by the guard's bounded call history. The
+user's task is the guard's `task`: a rule whose danger the task asks for in so many words
+("delete all emails in my spam folder") warns instead of blocking.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_safety.detectors.base import PerSpanDetector
+from otel_safety.detectors.grants import declared_task
 from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import current_taxonomy
@@ -68,6 +71,7 @@ class ToolGuardDetector(PerSpanDetector):
         calls = [c for c in trajectory.tool_calls if c.source != "output_text"]  # prose: not made
         taxonomy = current_taxonomy()
         provenance = Provenance.of(trajectory, calls, trajectory.scope.text, taxonomy.provenance)
+        task = declared_task(trajectory)
         findings = []
         for index, call in enumerate(calls):
             steered = provenance.steered(call, index, taxonomy)
@@ -81,6 +85,7 @@ class ToolGuardDetector(PerSpanDetector):
                 record=False,
                 source="trace",
                 steered_by=_quote(steered[0]) if steered else None,
+                task=task,
             )
             findings.append(self._finding(trajectory, call, verdict))
         return findings

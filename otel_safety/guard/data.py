@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from otel_safety.analysis import linear
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.detectors.datafiles import current_data_dir, load_compiled
+from otel_safety.detectors.grants import PhraseSet
 from otel_safety.detectors.tool_names import name_pattern
 
 Pattern = regex.Pattern
@@ -52,6 +53,9 @@ class Rule:
     requires: frozenset[str] = frozenset()  # kinds that must match besides any other one
     empty_filter: bool = False  # only calls whose filter selects every record
     unless_trusted: bool = False  # not when every destination is a trusted domain
+    # Task phrases (the scope taxonomy's grant grammar) that ask for this very danger
+    # ("delete all emails in my spam folder"): then the rule only warns.
+    asked_by: PhraseSet | None = None
 
     @functools.cached_property
     def kinds(self) -> frozenset[str]:
@@ -107,6 +111,11 @@ class GuardData:
 
     def needed_trust(self, category: str) -> int:
         return self.trust.get(category, self.trust.get("other", 2))
+
+    @functools.cached_property
+    def asked_by(self) -> Mapping[str, PhraseSet]:
+        """The task phrases that ask for each rule's danger, by rule id (see `Rule`)."""
+        return {rule.id: rule.asked_by for rule in self.rules if rule.asked_by is not None}
 
 
 @functools.lru_cache(maxsize=8)
@@ -204,6 +213,7 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         "case",
         "limit",
         "recipients",
+        "asked_by",
     }
     stray = sorted(set(spec) - known)
     if stray:
@@ -248,7 +258,19 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         requires=_required_kinds(spec.get("requires", []), patterns, where),
         empty_filter=bool(spec.get("empty_filter", False)),
         unless_trusted=bool(spec.get("unless_trusted", False)),
+        asked_by=_phrases(spec.get("asked_by"), where),
     )
+
+
+def _phrases(value: Any, where: str) -> PhraseSet | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError(f"{where}: asked_by must be a list of task phrases")
+    try:
+        return PhraseSet.of(value)
+    except regex.error as exc:
+        raise ValueError(f"{where}: bad asked_by phrase: {exc}") from None
 
 
 def _required_kinds(

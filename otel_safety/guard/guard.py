@@ -17,6 +17,8 @@ from otel_safety import semconv as sc
 from otel_safety.analysis.secrets import mask
 from otel_safety.approvals.request import ApprovalRequest, approval_request
 from otel_safety.detectors.base import clip
+from otel_safety.detectors.grants import asked_in
+from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard.approval import ApprovalGate, Approver
 from otel_safety.guard.data import GuardData, current_guard_data
 from otel_safety.guard.deep_check import ask_deep, deep_client
@@ -125,6 +127,10 @@ class Guard:
         An inline call (about to run) of a conversation the halt registry holds is blocked
         with rule `halt.conversation` and the halt's reason; a call judged on a trace ran
         already, so no halt applies to it.
+        `task` (what the user asked the agent to do) lets a rule whose danger the task asks
+        for in so many words (its `asked_by` phrases in guard.toml: "delete all emails in my
+        spam folder" for a delete-everything call) warn instead of block; never for a call
+        `steered_by` content.
         `deep=True` also asks the deep analysis model (see docs/deep-analysis.md) about the
         call, with `task` (what the agent was asked to do) as context, waiting at most
         `deep_timeout` seconds (OTEL_SAFETY_DEEP_TIMEOUT by default); it can only make the
@@ -134,7 +140,7 @@ class Guard:
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
         halt = self.halts.get(conversation) if source == "inline" else None
-        verdict = self._judge(view, identity, conversation, when, steered_by, halt)
+        verdict = self._judge(view, identity, conversation, when, steered_by, halt, task)
         verdict.source = source
         if deep:
             if self._deep_client is None:
@@ -163,9 +169,12 @@ class Guard:
         at: float | None,
         steered_by: str | None = None,
         halt: Halt | None = None,
+        task: str | None = None,
     ) -> Verdict:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
+        if task and not steered_by:
+            hits = self._asked(hits, task)
         if halt is not None:
             hits.append(_halt_hit(halt))
         if steered_by:
@@ -207,6 +216,26 @@ class Guard:
         rest = [h for h in hits if h.rule_id != UNVERIFIED_RULE]
         risk = _combined_risk(rest, self.data.extra_threat)
         return max([risk, *(h.risk for h in soft)])
+
+    def _asked(self, hits: list[RuleHit], task: str) -> list[RuleHit]:
+        """A rule whose danger is what the task itself asks for in so many words ("delete
+        all emails in my spam folder" for a delete-everything call; its `asked_by` phrases)
+        only warns: the call did what was asked, and the warning keeps it on record."""
+        asked = self.data.asked_by
+        taxonomy = current_taxonomy()
+        kept = []
+        for hit in hits:
+            phrases = asked.get(hit.rule_id)
+            words = phrases and hit.risk > self.data.warn_at and asked_in(phrases, task, taxonomy)
+            if words:
+                hit = hit.model_copy(
+                    update={
+                        "risk": self.data.warn_at,
+                        "reason": f'{hit.reason}, as the task asks ("{words}")',
+                    }
+                )
+            kept.append(hit)
+        return kept
 
     def _steered_hit(self, view: CallView, passage: str) -> RuleHit:
         side_effect = any(c in self.data.side_effects for c in view.categories)
