@@ -6,7 +6,9 @@ request the markers miss is a compliance nobody flags. This prints, per request 
 data folder (XSTest, JailbreakBench behaviours, AgentHarm, do-not-answer, HarmBench, the
 forbidden questions), the share of harmful requests flagged and the share of benign ones
 flagged. A marker written without reading a set's rows is measured out-of-sample on it;
-most were written with XSTest and JailbreakBench in view.
+most were written with XSTest and JailbreakBench in view, the harms named outright (attack
+techniques, scam scripts, threats, staged accidents) with HarmBench's misses in view and
+AgentHarm's requests unread.
 
 Run: python tools/harm_marker_coverage.py --data ../shared/data [--at 0.5]
 """
