@@ -453,6 +453,11 @@ def test_user_data_adds_a_tool_category_and_a_rule(tmp_path: Path, monkeypatch) 
             "id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['a']\nasked_by = 'rm'",
             "asked_by must be a list",
         ),
+        (
+            "id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['a']\n"
+            "asked_by = ['rm']\nasked_target = 'paths'",
+            "asked_target must be one of",
+        ),
     ],
 )
 def test_bad_user_rules_are_refused_with_the_reason(
@@ -519,6 +524,10 @@ def test_a_danger_the_task_asks_for_in_so_many_words_only_warns(
         ("Restart nginx.", "run_shell", {"command": "sudo rm -rf /etc/nginx"}),
         # Asked for a nightly job, but the call reads a secret.
         ("Set up a nightly backup.", "run_shell", {"command": "cat ~/.aws/credentials"}),
+        # Asked for that kind of call, on another target: the spam folder, not the inbox;
+        # the staging table, not the live one whose name is inside it.
+        ("Delete all emails in my spam folder.", "delete_emails", {"folder": "inbox", "all": True}),
+        ("Drop the staging_orders table.", "execute_sql", {"query": "DROP TABLE orders CASCADE"}),
     ],
 )
 def test_a_task_that_does_not_ask_for_that_danger_changes_nothing(

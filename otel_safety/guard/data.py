@@ -56,6 +56,9 @@ class Rule:
     # Task phrases (the scope taxonomy's grant grammar) that ask for this very danger
     # ("delete all emails in my spam folder"): then the rule only warns.
     asked_by: PhraseSet | None = None
+    # What else the task must name for it to ask for this very call: "values" (the call's
+    # short argument values) or "sql" (the tables its statements name); "" for nothing.
+    asked_target: str = ""
 
     @functools.cached_property
     def kinds(self) -> frozenset[str]:
@@ -113,9 +116,9 @@ class GuardData:
         return self.trust.get(category, self.trust.get("other", 2))
 
     @functools.cached_property
-    def asked_by(self) -> Mapping[str, PhraseSet]:
-        """The task phrases that ask for each rule's danger, by rule id (see `Rule`)."""
-        return {rule.id: rule.asked_by for rule in self.rules if rule.asked_by is not None}
+    def asked(self) -> Mapping[str, Rule]:
+        """The rules a task can ask for (see `Rule.asked_by`), by id."""
+        return {rule.id: rule for rule in self.rules if rule.asked_by is not None}
 
 
 @functools.lru_cache(maxsize=8)
@@ -214,6 +217,7 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         "limit",
         "recipients",
         "asked_by",
+        "asked_target",
     }
     stray = sorted(set(spec) - known)
     if stray:
@@ -259,7 +263,20 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         empty_filter=bool(spec.get("empty_filter", False)),
         unless_trusted=bool(spec.get("unless_trusted", False)),
         asked_by=_phrases(spec.get("asked_by"), where),
+        asked_target=_asked_target(spec, where),
     )
+
+
+ASKED_TARGETS = ("values", "sql")
+
+
+def _asked_target(spec: Mapping[str, Any], where: str) -> str:
+    target = spec.get("asked_target", "")
+    if target and target not in ASKED_TARGETS:
+        raise ValueError(f"{where}: asked_target must be one of {', '.join(ASKED_TARGETS)}")
+    if target and "asked_by" not in spec:
+        raise ValueError(f"{where}: asked_target needs asked_by phrases")
+    return str(target)
 
 
 def _phrases(value: Any, where: str) -> PhraseSet | None:

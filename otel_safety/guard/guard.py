@@ -17,9 +17,9 @@ from otel_safety import semconv as sc
 from otel_safety.analysis.secrets import mask
 from otel_safety.approvals.request import ApprovalRequest, approval_request
 from otel_safety.detectors.base import clip
-from otel_safety.detectors.grants import asked_in
 from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard.approval import ApprovalGate, Approver
+from otel_safety.guard.asked import asked_for
 from otel_safety.guard.data import GuardData, current_guard_data
 from otel_safety.guard.deep_check import ask_deep, deep_client
 from otel_safety.guard.history import CallHistory
@@ -174,7 +174,7 @@ class Guard:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
         if task and not steered_by:
-            hits = self._asked(hits, task)
+            hits = self._asked(hits, view, task)
         if halt is not None:
             hits.append(_halt_hit(halt))
         if steered_by:
@@ -217,16 +217,21 @@ class Guard:
         risk = _combined_risk(rest, self.data.extra_threat)
         return max([risk, *(h.risk for h in soft)])
 
-    def _asked(self, hits: list[RuleHit], task: str) -> list[RuleHit]:
-        """A rule whose danger is what the task itself asks for in so many words ("delete
-        all emails in my spam folder" for a delete-everything call; its `asked_by` phrases)
-        only warns: the call did what was asked, and the warning keeps it on record."""
-        asked = self.data.asked_by
+    def _asked(self, hits: list[RuleHit], view: CallView, task: str) -> list[RuleHit]:
+        """A rule whose danger is what the task itself asks for, in so many words and of
+        this very target ("delete all emails in my spam folder" for a delete-everything call
+        on the spam folder; `asked_for`), only warns: the call did what was asked, and the
+        warning keeps it on record."""
+        asked = self.data.asked
         taxonomy = current_taxonomy()
         kept = []
         for hit in hits:
-            phrases = asked.get(hit.rule_id)
-            words = phrases and hit.risk > self.data.warn_at and asked_in(phrases, task, taxonomy)
+            rule = asked.get(hit.rule_id)
+            words = (
+                rule is not None
+                and hit.risk > self.data.warn_at
+                and asked_for(rule, view, task, taxonomy)
+            )
             if words:
                 hit = hit.model_copy(
                     update={

@@ -1,0 +1,85 @@
+"""Whether the user's task asks for the very danger a guard rule found in a call.
+
+"Delete all emails in my spam folder" asks for a delete-everything call on the spam folder,
+not on the inbox; "drop the staging_orders table" asks for `DROP TABLE staging_orders`, not
+for `DROP TABLE orders`. A rule's `asked_by` phrases say which words ask for its kind of
+danger; its `asked_target` says what else the task must name for the call to be the one it
+asked for: every short argument value ("values") or every table the SQL names ("sql").
+"""
+
+from __future__ import annotations
+
+import regex
+
+from otel_safety.detectors.grants import asked_in
+from otel_safety.detectors.taxonomy import Taxonomy
+from otel_safety.guard.data import Rule
+from otel_safety.guard.view import CallView
+
+__all__ = ["asked_for"]
+
+# Values that select rather than name: they ask nothing of the task.
+_WILDCARDS = frozenset({"*", "*.*", ".*", "/*", "all", "everything", "any", "true", "false"})
+_MAX_NAME_CHARS = 60  # longer values are bodies or commands, not names
+_MAX_NAME_WORDS = 4
+_MAX_NAMES = 20
+_SQL_OBJECT = regex.compile(
+    r"\b(?:TABLE|DATABASE|SCHEMA|VIEW|COLLECTION|FROM|UPDATE|TRUNCATE)\s++"
+    r"(?:IF\s++EXISTS\s++|ONLY\s++)?([\w.\"`\[\]]{1,200})",
+    regex.IGNORECASE,
+)
+_SEPARATORS = regex.compile(r"[\s_\-]+")
+
+
+def asked_for(rule: Rule, view: CallView, task: str, taxonomy: Taxonomy) -> str | None:
+    """The task's words that ask for this call's danger, or None when it does not."""
+    if rule.asked_by is None:
+        return None
+    words = asked_in(rule.asked_by, task, taxonomy)
+    if not words:
+        return None
+    if rule.asked_target == "values":
+        names = _value_names(view.values)
+    elif rule.asked_target == "sql":
+        names = _sql_names(view.sql)
+        if not names:
+            return None  # a statement whose target cannot be read was not named
+    else:
+        return words
+    said = task.lower()
+    return words if all(_named(name, said) for name in names[:_MAX_NAMES]) else None
+
+
+def _value_names(values: list[str]) -> list[str]:
+    names = []
+    for value in values:
+        value = value.strip().strip("'\"")
+        if not value or value.lower() in _WILDCARDS or len(value) > _MAX_NAME_CHARS:
+            continue
+        if len(value.split()) > _MAX_NAME_WORDS or not any(c.isalpha() for c in value):
+            continue
+        names.append(value)
+    return names
+
+
+def _sql_names(statements: list[str]) -> list[str]:
+    names = []
+    for statement in statements:
+        for found in _SQL_OBJECT.finditer(statement[:10_000]):
+            name = found.group(1).strip("\"`[]").rsplit(".", 1)[-1].strip("\"`[]")
+            if name and name.upper() != "SET":
+                names.append(name)
+    return names
+
+
+def _named(name: str, task: str) -> bool:
+    """Whether the task names `name` as a whole word, as written or with its underscores
+    and dashes as spaces ("staging_orders", "staging orders"); "users" is not named by
+    "staging_users"."""
+    written = name.lower().strip()
+    spaced = _SEPARATORS.sub(" ", written).strip()
+    return any(
+        regex.search(rf"(?<!\w){regex.escape(form)}(?!\w)", task) is not None
+        for form in {written, spaced}
+        if form
+    )
