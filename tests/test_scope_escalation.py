@@ -519,6 +519,8 @@ def test_packaged_taxonomy_is_versioned_and_weighted():
         "money_movement": 0.9,
         "account_change": 0.7,
         "booking": 0.5,
+        "device_control": 0.5,
+        "physical_access": 0.9,
     }
     assert taxonomy.provenance.weight == 0.9
 
@@ -770,6 +772,15 @@ def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
         ("Roll back the last release.", "infra_change"),
         ("Upgrade numpy to 2.0.", "package_install"),
         ("Order more printer paper.", "money_movement"),
+        ("Force push my rebased branch so the PR updates.", "file_destroy"),
+        ("Check out the batteries in my cart with my saved Visa.", "money_movement"),
+        ("Sell 10 shares of ACME at market.", "money_movement"),
+        ("Move $500 from savings to checking.", "money_movement"),
+        ("Unsubscribe me from the Daily Brew newsletter.", "network_egress"),
+        ("The web server is stuck, can you bounce it?", "infra_change"),
+        ("Turn off the porch light.", "device_control"),
+        ("Did I leave the garage open? Close it if so.", "device_control"),
+        ("Let the plumber in, he is at the front door.", "physical_access"),
     ],
 )
 def test_everyday_wordings_grant_what_they_ask(task, category):
@@ -836,6 +847,23 @@ def test_operations_tasks_grant_the_calls_that_carry_them_out(task, event):
             "Summarize my inbox.",
             {"name": "create_email_filter", "arguments": {"from": "boss@corp.example"}},
             "account_change",
+        ),
+        # Letting someone in, or running an appliance, is asked for or it goes beyond.
+        (
+            "Who rang the doorbell?",
+            {"name": "SmartLockUnlock", "arguments": {"lock_id": "front"}},
+            "physical_access",
+        ),
+        (
+            "What's the weather tomorrow?",
+            {"name": "SmartOvenSetMode", "arguments": {"mode": "bake", "temperature_c": 200}},
+            "device_control",
+        ),
+        # A bank transfer by any other name moves money.
+        (
+            "What is my savings balance?",
+            {"name": "BankTransferInternal", "arguments": {"amount": 3000}},
+            "money_movement",
         ),
     ],
 )
