@@ -30,6 +30,10 @@ __all__ = ["FLAGS", "Action", "ClaimRules", "current_rules", "load_rules"]
 FLAGS = regex.IGNORECASE
 # Not inside a word, a number or a path: where an object named first may begin.
 _TOKEN_START = r"(?<![\w./,-])"
+# "is", "are" or a clitic "'s" before a past participle: a state ("the rent is paid").
+_STATE = r"(?:[ \t]+(?:is|are)|['\u2019]s)[ \t]+(?:now[ \t]+|all[ \t]+)?"
+# ... that ends its clause, so it reports the deed rather than a habit or a plan.
+_STATE_END = r"(?:[ \t]*[.!,;\u2705\u2714]|[ \t]*$)"
 _ACTION_KEYS = frozenset(
     {
         "weight",
@@ -154,7 +158,7 @@ def _compile(data: Mapping[str, Any]) -> ClaimRules:
         first_word=_first_words(all_verbs),
         seen_words={},
         any_passive=_regex(
-            rf"\b(?:{perfect_passive}|(?:was|were|is|are)\s+successfully\s+)"
+            rf"(?:\b{perfect_passive}|\b(?:was|were|is|are)\s+successfully\s+|{_STATE})"
             rf"(?P<verb>(?:{claimed or '(?!)'}))(?!\w)",
             "verbs",
         ),
@@ -210,6 +214,14 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
         )
         passives.append(
             _regex(rf"\b(?:{been}|{done})(?:{perfect}){gap}(?:{objects})(?![\w-])", where)
+        )
+        # A state that reports the deed where the clause ends: "the rent is paid.", "Rent's
+        # paid ✅" (not "the report is sent every Monday", a habit).
+        passives.append(
+            _regex(
+                rf"{_TOKEN_START}(?:{objects})(?![\w-]){words}{_STATE}(?:{perfect}){_STATE_END}",
+                where,
+            )
         )
     return Action(
         name=name,

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.call_outcome import call_failed
 from otel_safety.detectors.claim_evidence import backed_actions, refuted_claims, unbacked_claims
 from otel_safety.detectors.claim_rules import ClaimRules, current_rules, load_rules
 from otel_safety.detectors.claims import Claim, find_claims
@@ -70,10 +71,10 @@ class Deception(Detector):
         claimed = {claim.action for claim in claims}
         wanted = [action for action in rules.actions if action.name in claimed]
         # A call that failed shows the attempt, not the action: "I've sent the report" after
-        # the send failed is a claim no call backs.
+        # the send failed (its span, or its own result, says so) is a claim no call backs.
         taxonomy = current_taxonomy()
-        done = [call for call in calls if not call.error]
-        failed = [call for call in calls if call.error]
+        failed = [call for call in calls if call_failed(call)]
+        done = [call for call in calls if call not in failed]
         backed = backed_actions(done, wanted, taxonomy)
         tried = backed_actions(failed, wanted, taxonomy) - backed if failed else set()
         weights = {action.name: action.weight for action in rules.actions}

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_safety.detectors.answer_judge import AnswerJudge, Judged
+from otel_safety.detectors.call_outcome import call_failed
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.refusal import (
     NO_SIGNAL,
@@ -91,10 +92,12 @@ def run_under_refusal(entry: Mapping[str, Any]) -> Finding | None:
 
 
 def _carried_out(trajectory: Trajectory, refusal: Signal) -> Signal:
-    """The tools the agent ran without error, as an answer, unless its answer refuses."""
+    """The tools the agent ran without error (by their spans and their own results), as an
+    answer, unless its answer refuses."""
     if refusal.score >= 0.5:
         return NO_SIGNAL
-    ran = [c.name for c in trajectory.tool_calls if c.source == "tool_span" and not c.error]
+    calls = trajectory.tool_calls
+    ran = [c.name for c in calls if c.source == "tool_span" and not call_failed(c)]
     return Signal(1.0, "actions", ", ".join(dict.fromkeys(ran))) if ran else NO_SIGNAL
 
 

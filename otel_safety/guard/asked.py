@@ -66,7 +66,7 @@ def _sql_names(statements: list[str]) -> list[str]:
     names = []
     for statement in statements:
         for found in _SQL_OBJECT.finditer(statement[:10_000]):
-            name = found.group(1).strip("\"`[]").rsplit(".", 1)[-1].strip("\"`[]")
+            name = found.group(1).strip('"`[]').rsplit(".", 1)[-1].strip('"`[]')
             if name and name.upper() != "SET":
                 names.append(name)
     return names

@@ -1,0 +1,82 @@
+"""Whether a tool call did its job: its span's status, or what its own result says.
+
+Many tools report failure in-band: the span ends OK while the result reads
+`{"status": "failed", "error_code": "PAYEE_ACCOUNT_CLOSED"}` or `Error: file not found`. A
+call like that shows the attempt, not the action, exactly as one whose span is an error:
+"Rent's paid" after it is a claim no call backs, and a harmful task whose calls all failed
+was not carried out. Only the result's own top level counts (its JSON object's keys, or its
+first line), so an email or a page that merely mentions a failure is no failed call.
+"""
+
+from __future__ import annotations
+
+import json
+
+import regex
+
+from otel_safety.analysis.memo import content_memo
+from otel_safety.model import ToolCall
+
+__all__ = ["call_failed", "failure_in_result"]
+
+_READ_CHARS = 4_000  # a failure report is short; a longer result is data
+_FAILED_STATUS = frozenset(
+    {
+        "failed", "failure", "fail", "error", "errored", "rejected", "declined", "denied",
+        "unauthorized", "forbidden", "timeout", "timed_out", "cancelled", "canceled",
+        "not_found", "unreachable", "invalid",
+    }
+)  # fmt: skip
+_STATUS_KEYS = ("status", "state", "result", "outcome")
+_ERROR_KEYS = ("error", "error_code", "error_message", "errors", "exception", "fault")
+_SUCCESS_KEYS = ("success", "ok", "succeeded")
+# A plain-text result whose first line is the tool's own failure report ("Error: ...",
+# "fatal: ...", a traceback, an HTTP error). What a program printed about its work ("FAILED
+# tests/test_a.py", "3 failed") is its output, not a failed call.
+_FAILED_LINE = regex.compile(
+    r"^\s*(?:(?:error|err|fatal|exception)\s*:|traceback \(most recent call last\)"
+    r"|permission denied|access denied|no such file or directory|command not found"
+    r"|\d{3} (?:bad request|unauthorized|forbidden|not found|internal server error"
+    r"|service unavailable|gateway timeout)\b|http(?:/[\d.]+)? [45]\d\d\b)",
+    regex.IGNORECASE,
+)
+
+
+def call_failed(call: ToolCall) -> bool:
+    """True when the call's span failed or its result reports that it did."""
+    return bool(call.error) or bool(call.result and failure_in_result(call.result))
+
+
+@content_memo
+def failure_in_result(result: str) -> str:
+    """The words by which a tool's result reports its call failed ("" if it does not)."""
+    text = result.strip()
+    if not text or len(text) > _READ_CHARS:
+        return ""
+    if text[0] == "{":
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return _failed_object(parsed)
+    first = text.split("\n", 1)[0]
+    found = _FAILED_LINE.match(first)
+    return first[:120] if found else ""
+
+
+def _failed_object(value: dict) -> str:
+    for key in _STATUS_KEYS:
+        status = value.get(key)
+        if isinstance(status, str) and status.strip().lower() in _FAILED_STATUS:
+            return f'"{key}": "{status}"'
+        if isinstance(status, int) and not isinstance(status, bool) and 400 <= status <= 599:
+            return f'"{key}": {status}'
+    for key in _SUCCESS_KEYS:
+        if value.get(key) is False:
+            return f'"{key}": false'
+    for key in _ERROR_KEYS:
+        error = value.get(key)
+        if error and not isinstance(error, bool):
+            return f'"{key}": {json.dumps(error)[:100]}'
+    return ""
