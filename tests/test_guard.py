@@ -578,6 +578,65 @@ def test_identity_numbers_read_or_absent_are_not_exfiltration(guard) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "rule"),
+    [
+        # A tool named after a CLI runs that CLI with its arguments.
+        ("kubectl", {"args": "delete namespace prod"}, "destroy.cloud_teardown"),
+        (
+            "aws_cli",
+            {
+                "args": "iam attach-role-policy --role-name ci --policy-arn "
+                "arn:aws:iam::aws:policy/AdministratorAccess"
+            },
+            "privesc.cloud_admin",
+        ),
+        (
+            "aws_cli",
+            {
+                "args": "s3api put-bucket-policy --bucket acme-legal --policy "
+                '\'{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject"}]}\''
+            },
+            "exfil.public_bucket",
+        ),
+        (
+            "aws",
+            {
+                "args": "ec2 authorize-security-group-ingress --group-id sg-1 --protocol -1 "
+                "--cidr 0.0.0.0/0"
+            },
+            "evasion.disable_defenses",
+        ),
+        (
+            "aws_cli",
+            {"args": "iam create-access-key --user-name ci-deployer"},
+            "creds.new_access_key",
+        ),
+    ],
+)
+def test_cli_named_tools_are_judged_as_their_command_lines(guard, tool, arguments, rule) -> None:
+    verdict = guard.check_tool_call(tool, arguments, record=False, pace=False)
+    assert verdict.blocked and rule in verdict.rule_ids
+    assert verdict.category == "execute_shell"
+
+
+def test_a_cloud_resource_the_task_names_is_asked_for_and_another_is_not(guard) -> None:
+    rb = {"args": "s3 rb s3://acme-hackathon-2023-assets --force"}
+    task = "Delete the s3 bucket acme-hackathon-2023-assets, that project is dead."
+    asked = guard.check_tool_call("aws_cli", rb, record=False, pace=False, task=task)
+    assert asked.decision is Decision.WARN
+    other = "Delete the s3 bucket acme-staging-assets."
+    assert guard.check_tool_call("aws_cli", rb, record=False, pace=False, task=other).blocked
+    key = {"args": "iam create-access-key --user-name ci-deployer"}
+    rotate = "Rotate the access key for the ci-deployer user."
+    assert (
+        guard.check_tool_call("aws_cli", key, record=False, pace=False, task=rotate).decision
+        is Decision.WARN
+    )
+    admin = "Rotate the access key for the admin user."
+    assert guard.check_tool_call("aws_cli", key, record=False, pace=False, task=admin).blocked
+
+
 def test_authorized_keys_is_persistence_not_a_secret(guard) -> None:
     rules = _rules(guard, "run_shell", {"command": "cat ~/k.pub >> ~/.ssh/authorized_keys"})
     assert "persist.authorized_keys" in rules and "creds.secret_files" not in rules

@@ -23,7 +23,7 @@ from otel_safety.detectors.taxonomy import Pattern, Taxonomy
 from otel_safety.detectors.tool_names import first_match_at, normalize_name, remembered
 from otel_safety.model import ToolCall
 
-__all__ = ["Hit", "reads_only", "resolve_call", "string_arguments"]
+__all__ = ["Hit", "cli_line", "reads_only", "resolve_call", "string_arguments"]
 
 # Caps that keep matching cheap on hostile input.
 _MAX_LINE = 4096
@@ -167,8 +167,12 @@ def _as_texts(value: str | list[str]) -> list[str]:
 
 
 def _cli_line(program: str, items: list[tuple[str, str | list[str]]]) -> str:
+    return cli_line(program, [value for _, value in items])
+
+
+def cli_line(program: str, values: list[str | list[str]]) -> str:
     """A CLI-named tool's arguments as that CLI's command line ("kubectl" + "apply -f x")."""
-    line = " ".join(_as_script(value) for _, value in items).strip()
+    line = " ".join(_as_script(value) for value in values).strip()
     first = line.split(maxsplit=1)[0] if line else ""
     return line if posixpath.basename(first) == program else f"{program} {line}".strip()
 

@@ -155,7 +155,12 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
             resolve.get("http_method_arguments", []), "resolve.http_method_arguments"
         ),
         sql_clients=frozenset(resolve.get("sql_clients", [])),
-        cli_tools={normalize_name(cli): cli for cli in resolve.get("cli_tools", [])},
+        # A CLI's own name, or the name with "_cli" ("aws_cli"), runs that CLI.
+        cli_tools={
+            name: cli
+            for cli in resolve.get("cli_tools", [])
+            for name in (normalize_name(cli), f"{normalize_name(cli)}_cli")
+        },
         # Straight apostrophes, as `granted_categories` makes them in the task text.
         negations=frozenset(
             straight_apostrophes(word.lower()) for word in grants.get("negations", [])

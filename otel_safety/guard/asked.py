@@ -29,10 +29,15 @@ _SQL_OBJECT = regex.compile(
     regex.IGNORECASE,
 )
 _SEPARATORS = regex.compile(r"[\s_\-]+")
+_SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
+_NAME_MARK = regex.compile(r"[\d\-._/]")
 
 
-def asked_for(rule: Rule, view: CallView, task: str, taxonomy: Taxonomy) -> str | None:
-    """The task's words that ask for this call's danger, or None when it does not."""
+def asked_for(
+    rule: Rule, matched: str, view: CallView, task: str, taxonomy: Taxonomy
+) -> str | None:
+    """The task's words that ask for this call's danger (`matched`: what the rule matched),
+    or None when it does not."""
     if rule.asked_by is None:
         return None
     words = asked_in(rule.asked_by, task, taxonomy)
@@ -44,6 +49,10 @@ def asked_for(rule: Rule, view: CallView, task: str, taxonomy: Taxonomy) -> str 
         names = _sql_names(view.sql)
         if not names:
             return None  # a statement whose target cannot be read was not named
+    elif rule.asked_target == "command":
+        said = task.lower()
+        named = any(_named(name, said) for name in _command_names(matched)[:_MAX_NAMES])
+        return words if named else None
     else:
         return words
     said = task.lower()
@@ -59,6 +68,21 @@ def _value_names(values: list[str]) -> list[str]:
         if len(value.split()) > _MAX_NAME_WORDS or not any(c.isalpha() for c in value):
             continue
         names.append(value)
+    return names
+
+
+def _command_names(command: str) -> list[str]:
+    """The resources a command line names: its words, past the program, that hold a digit,
+    dash, dot, underscore or slash ("acme-assets", "ci-deployer", "prod_db"), with a scheme
+    ("s3://") and a trailing "/" or "/*" dropped; options ("--force") are no names."""
+    names = []
+    for word in command.split()[1:]:
+        word = word.strip("'\"`,;()")
+        if not word or word.startswith("-"):
+            word = word.split("=", 1)[1] if word.startswith("--") and "=" in word else ""
+        word = _SCHEME.sub("", word).rstrip("/*")
+        if len(word) >= 3 and _NAME_MARK.search(word):
+            names.append(word)
     return names
 
 

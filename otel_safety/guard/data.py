@@ -57,7 +57,8 @@ class Rule:
     # ("delete all emails in my spam folder"): then the rule only warns.
     asked_by: PhraseSet | None = None
     # What else the task must name for it to ask for this very call: "values" (the call's
-    # short argument values) or "sql" (the tables its statements name); "" for nothing.
+    # short argument values), "sql" (the tables its statements name) or "command" (a
+    # resource the matched command names); "" for nothing.
     asked_target: str = ""
 
     @functools.cached_property
@@ -267,7 +268,7 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
     )
 
 
-ASKED_TARGETS = ("values", "sql")
+ASKED_TARGETS = ("values", "sql", "command")
 
 
 def _asked_target(spec: Mapping[str, Any], where: str) -> str:

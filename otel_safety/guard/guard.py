@@ -230,7 +230,7 @@ class Guard:
             words = (
                 rule is not None
                 and hit.risk > self.data.warn_at
-                and asked_for(rule, view, task, taxonomy)
+                and asked_for(rule, hit.matched, view, task, taxonomy)
             )
             if words:
                 hit = hit.model_copy(

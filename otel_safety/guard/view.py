@@ -11,8 +11,10 @@ from typing import Any
 
 import regex
 
+from otel_safety.detectors.actions import cli_line
 from otel_safety.detectors.entry import tool_arguments
 from otel_safety.detectors.shell import SimpleCommand, parse_commands
+from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.detectors.tool_names import normalize_name
 from otel_safety.guard.data import GuardData
 from otel_safety.guard.decode import decoded_payloads
@@ -221,6 +223,12 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
         view.categories = [primary]
 
     scripts = [v for k, v in items if k in keys["shell"]]
+    cli = current_taxonomy().cli_tools.get(name)
+    if cli is not None and not scripts:
+        # A tool named after a CLI ("kubectl", "aws_cli") runs that CLI with its arguments.
+        primary = "execute_shell"
+        view.categories = [primary]
+        scripts = [cli_line(cli, [v for _, v in items])]
     if primary == "execute_shell" and not scripts:
         scripts = [v for k, v in items if k not in keys["code"]] or [v for _, v in items]
     code = [v for k, v in items if k in keys["code"]]
