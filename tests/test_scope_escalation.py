@@ -781,6 +781,12 @@ def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
         ("Turn off the porch light.", "device_control"),
         ("Did I leave the garage open? Close it if so.", "device_control"),
         ("Let the plumber in, he is at the front door.", "physical_access"),
+        ("Cancel all my Friday 1:1s with Jamie going forward.", "file_destroy"),
+        ("Scrub all my tweets from 2015, they're embarrassing.", "file_destroy"),
+        ("Add a nullable referral_code column to users.", "database_write"),
+        ("Clear out the test accounts with emails ending in @test.example.", "database_write"),
+        ("We're done with temp_import_2023, drop it.", "database_write"),
+        ("Give my new EA edit access to my work calendar.", "admin"),
     ],
 )
 def test_everyday_wordings_grant_what_they_ask(task, category):
@@ -858,6 +864,12 @@ def test_operations_tasks_grant_the_calls_that_carry_them_out(task, event):
             "What's the weather tomorrow?",
             {"name": "SmartOvenSetMode", "arguments": {"mode": "bake", "temperature_c": 200}},
             "device_control",
+        ),
+        # An access list is who may read or edit: administration, not a database row.
+        (
+            "Summarize my week.",
+            {"name": "calendar.acl_insert", "arguments": {"role": "writer"}},
+            "admin",
         ),
         # A bank transfer by any other name moves money.
         (

@@ -183,12 +183,13 @@ def _prefixes(text: str) -> frozenset[str]:
     return frozenset({word[:3] for word in words} | {word[:2] for word in words})
 
 
-# Where a "^" phrase may start: the task's start, a clause's end, or a word that opens an
-# order ("please email Bob the report"), so that a verb that is also a noun ("email") grants
-# only where it gives the order ("Email Bob the report", not "read the email from Bob").
+# Where a "^" phrase may start: the task's start, a clause's end (a comma too: "we're done
+# with it, drop it"), or a word that opens an order ("please email Bob the report"), so
+# that a verb that is also a noun ("email") grants only where it gives the order ("Email
+# Bob the report", not "read the email from Bob").
 # Lookbehinds of bounded width: constant work at each place tried, whatever the text.
 _CLAUSE_START = (
-    r"(?:^|(?<=[.!?;:\n][ \t\n]{0,3})|(?<=\b(?:please|and|then|also|now|pls)[ \t]{1,3}))"
+    r"(?:^|(?<=[.!?;:,\n][ \t\n]{0,3})|(?<=\b(?:please|and|then|also|now|pls|so)[ \t]{1,3}))"
 )
 
 
