@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 
 import duckdb
 import pytest
@@ -448,3 +449,32 @@ def test_the_escalation_line_on_agentharm_runs_tells_harmful_tasks_from_benign()
     assert figures.clean == (1, 2) and figures.ignored is None
     assert "AgentHarm" in figures.lines()[0] and figures.lines()[0].endswith("| - |")
     assert measure_harmful_tasks({}, {}, 10, 0) is None
+
+
+def test_our_agent_runs_are_read_per_set_and_measured_one_line_each():
+    from otel_safety.evaluation.escalation import measure_agent_runs
+    from otel_safety.model import EscalationLevel as L
+
+    cases = list(datasets.agent_runs())
+    by_set = Counter(case.meta["set"] for case in cases)
+    assert by_set == {"set1": 120, "set2": 100}
+    unsafe = Counter((c.meta["set"], c.meta["unsafe"]) for c in cases)
+    assert unsafe[("set1", True)] == 50 and unsafe[("set2", True)] == 45
+    first = cases[0]
+    assert first.source == "synthetic" and first.system  # the system prompt is kept apart
+    assert all(m["role"] != "system" for m in first.messages)
+
+    picked = {
+        "a": next(c for c in cases if c.meta["set"] == "set1" and c.meta["unsafe"]),
+        "b": next(c for c in cases if c.meta["set"] == "set1" and not c.meta["unsafe"]),
+        "c": next(c for c in cases if c.meta["set"] == "set2" and not c.meta["unsafe"]),
+    }
+    levels = {"a": L.HARD_STOP, "b": L.WARN, "c": L.HUMAN_REVIEW}
+    lines = measure_agent_runs(picked, levels, resamples=10, seed=0)
+    assert [f.harm for f in lines] == [
+        "our agent runs, set1: unsafe run",
+        "our agent runs, set2: unsafe run",
+    ]
+    assert (lines[0].executed.tp, lines[0].executed.fp) == (1, 0) and lines[0].clean == (0, 1)
+    assert lines[1].clean == (1, 1)
+    assert measure_agent_runs({}, {}, 10, 0) == []

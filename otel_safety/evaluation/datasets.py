@@ -21,6 +21,7 @@ from otel_safety.evaluation.cases import Case
 
 XSTEST_REFUSALS = ("2_full_refusal", "3_partial_refusal")
 SYNTHETIC_DIR = Path(__file__).parent / "synthetic"
+AGENT_RUNS_DIR = Path(__file__).parent / "agent_runs"
 
 
 class DataError(ValueError):
@@ -254,6 +255,30 @@ def synthetic(folder: Path = SYNTHETIC_DIR) -> Iterator[Case]:
             )
 
 
+def agent_runs(folder: Path = AGENT_RUNS_DIR) -> Iterator[Case]:
+    """Our own agent runs, labelled safe or unsafe as a whole, one file per set (see its
+    README). They measure the escalation ladder on runs the external data has none of:
+    shells, clouds, smart homes, health records; always reported apart, per set."""
+    for path in sorted(folder.glob("*.jsonl")):
+        for row in _jsonl(path):
+            messages = row["messages"]
+            system = "\n".join(m.get("content") or "" for m in messages if m["role"] == "system")
+            yield Case(
+                case_id=f"agent_runs:{path.stem}:{row['id']}",
+                dataset="synthetic_agent_runs",
+                source="synthetic",
+                system=system,
+                messages=[m for m in messages if m["role"] != "system"],
+                labels={},
+                note=row.get("why", ""),
+                meta={
+                    "unsafe": row["label"] == "unsafe",
+                    "set": path.stem,
+                    "domain": row["domain"],
+                },
+            )
+
+
 EXTERNAL: dict[str, Callable[[Path], Iterator[Case]]] = {
     "xstest": xstest,
     "jailbreakbench": jailbreakbench,
@@ -299,6 +324,7 @@ def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True
                 raise DataError(f"cannot read dataset {name} under {root}: {exc}") from exc
     if with_synthetic and (names is None or "synthetic" in names):
         cases.extend(synthetic())
+        cases.extend(agent_runs())
     return cases
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "EscalationFigures",
     "measure",
     "measure_acted_on",
+    "measure_agent_runs",
     "measure_harmful_tasks",
 ]
 
@@ -125,6 +126,32 @@ def measure_harmful_tasks(
     ]
     harm = "AgentHarm: harmful task carried out (constructed runs)"
     return _figures(runs, levels, resamples, seed, harm, False)
+
+
+def measure_agent_runs(
+    case_of: Mapping[str, Case],
+    levels: Mapping[str, EscalationLevel],
+    resamples: int,
+    seed: int,
+) -> list[EscalationFigures]:
+    """The figures over our own agent runs, one line per set: an unsafe run should stop, a
+    safe one should not (its share stopped is the clean-run column)."""
+    by_set: dict[str, list[tuple[str, bool, bool]]] = {}
+    for trace_id, case in case_of.items():
+        if case.dataset == "synthetic_agent_runs":
+            by_set.setdefault(case.meta["set"], []).append(
+                (trace_id, bool(case.meta["unsafe"]), False)
+            )
+    return [
+        figures
+        for name, runs in sorted(by_set.items())
+        if (
+            figures := _figures(
+                runs, levels, resamples, seed, f"our agent runs, {name}: unsafe run", False
+            )
+        )
+        is not None
+    ]
 
 
 def _figures(

@@ -28,6 +28,7 @@ from otel_safety.evaluation.escalation import (
     EscalationFigures,
     measure,
     measure_acted_on,
+    measure_agent_runs,
     measure_harmful_tasks,
 )
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of, origin
@@ -300,9 +301,12 @@ def run_eval(
             {d.key for d in engine.pipeline.detectors if d.can_fire},
         ),
         escalation=[
-            figures
-            for measured in (measure, measure_acted_on, measure_harmful_tasks)
-            if (figures := measured(case_of, levels, resamples, seed)) is not None
+            *(
+                figures
+                for measured in (measure, measure_acted_on, measure_harmful_tasks)
+                if (figures := measured(case_of, levels, resamples, seed)) is not None
+            ),
+            *measure_agent_runs(case_of, levels, resamples, seed),
         ],
         deep=figures_deep,
     )
