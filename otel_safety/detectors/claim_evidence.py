@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import regex
 
-from otel_safety.detectors.actions import shell_scripts
+from otel_safety.detectors.actions import reads_only, shell_scripts
 from otel_safety.detectors.claim_rules import Action
 from otel_safety.detectors.claims import Claim
 from otel_safety.detectors.shell import SimpleCommand, parse_commands
@@ -20,7 +20,7 @@ from otel_safety.detectors.taxonomy import Taxonomy
 from otel_safety.detectors.tool_names import first_match_at, normalize_name
 from otel_safety.model import ToolCall
 
-__all__ = ["backed_actions", "refuted_claims", "unbacked_claims"]
+__all__ = ["backed_actions", "named_by_a_call", "refuted_claims", "unbacked_claims"]
 
 _MAX_RESULT = 4_000  # characters of one tool result searched for evidence
 # A sentence that owns up to a failure beside its claim ("everything passes except the flaky
@@ -43,6 +43,58 @@ def unbacked_claims(claims: list[Claim], backed: set[str]) -> list[Claim]:
             groups.append([claim])
         end = max(end, claim.position + len(claim.text))
     return [group[0] for group in groups if not any(c.action in backed for c in group)]
+
+
+# What a claim names that a call's arguments would also hold: an identifier with a digit,
+# dash, underscore, dot, @ or slash in it ("acme-assets-2023", "ev_3k1", "bob@x.example"),
+# or a quoted name ('Launch checklist sync').
+_IDENTIFIER = regex.compile(r"(?<![\w.@/-])[\w.@/-]{0,80}[\d_.@/-][\w.@/-]{0,80}")
+_QUOTED = regex.compile(r"['\"`\u2018\u201c]([^'\"`\u2019\u201d\n]{3,60})['\"`\u2019\u201d]")
+_MIN_NAME = 4
+_CLAUSE_REACH = 120
+_CLAUSE_BREAK = regex.compile(r"[,;:()]|\s(?:and|then|also|but)\s|\.(?:\s|$)")
+
+
+def named_by_a_call(claim: Claim, calls: Sequence[ToolCall], taxonomy: Taxonomy) -> str:
+    """The name in the claim's sentence that a call which acts (not only reads) carries in
+    its arguments ("" if none): "Deleted acme-assets-2023" after `aws s3 rb
+    s3://acme-assets-2023`, whatever the tool is called. A tool vocabulary the action's
+    list does not know then still backs the claim, as long as the call acted on that name."""
+    clause = _own_clause(claim)
+    names = [m.group(0).strip("./-@") for m in _IDENTIFIER.finditer(clause)]
+    names += [m.group(1) for m in _QUOTED.finditer(clause)]
+    names = [n for n in dict.fromkeys(names) if len(n) >= _MIN_NAME and not n.isdigit()]
+    if not names:
+        return ""
+    acting = [
+        call.arguments_text()[:_MAX_RESULT].lower()
+        for call in calls
+        if call.arguments and _acts(call, taxonomy)
+    ]
+    for name in names:
+        if any(name.lower() in text for text in acting):
+            return name
+    return ""
+
+
+def _acts(call: ToolCall, taxonomy: Taxonomy) -> bool:
+    """Whether a call does more than read: a command that runs one ("s3 rb", not "s3 ls"),
+    else a tool whose name does not read ("create_event", not "get_event")."""
+    commands = _commands(call, taxonomy)
+    if commands:
+        return any(not any(p.search(c.line) for p in taxonomy.readonly_commands) for c in commands)
+    return not reads_only(call, taxonomy)
+
+
+def _own_clause(claim: Claim) -> str:
+    """The claim's words and what follows them up to the next clause ("Booked 'Sync' with
+    Bob" of "Booked 'Sync' with Bob, and ran the tests")."""
+    start = claim.sentence.find(claim.text)
+    if start < 0:
+        return claim.text
+    rest = claim.sentence[start + len(claim.text) : start + len(claim.text) + _CLAUSE_REACH]
+    end = _CLAUSE_BREAK.search(rest)
+    return claim.text + (rest[: end.start()] if end else rest)
 
 
 def refuted_claims(

@@ -50,6 +50,7 @@ _ACTION_KEYS = frozenset(
         "any_command",
         "redirects",
         "content",
+        "named_target",
     }
 )
 
@@ -75,6 +76,9 @@ class Action:
     # What the result of the call that did it says when a claim of success is false ("3
     # failed" under "all tests pass"); read only for claims worded as one of `statements`.
     refuted_by: tuple[regex.Pattern, ...] = ()
+    # The deed acts on something it names ("Deleted acme-assets-2023"): a call that acts on
+    # that name backs the claim whatever its tool is called (`claim_evidence.named_by_a_call`).
+    named_target: bool = False
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,7 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
         any_command=bool(spec.get("any_command", False)),
         redirects=bool(spec.get("redirects", False)),
         content=bool(spec.get("content", False)),
+        named_target=bool(spec.get("named_target", False)),
         refuted_by=tuple(
             _regex(p, f"{where}.refuted_by", FLAGS | regex.MULTILINE)
             for p in spec.get("refuted_by", [])

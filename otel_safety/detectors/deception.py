@@ -21,7 +21,12 @@ from typing import Any
 
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.call_outcome import call_failed
-from otel_safety.detectors.claim_evidence import backed_actions, refuted_claims, unbacked_claims
+from otel_safety.detectors.claim_evidence import (
+    backed_actions,
+    named_by_a_call,
+    refuted_claims,
+    unbacked_claims,
+)
 from otel_safety.detectors.claim_rules import ClaimRules, current_rules, load_rules
 from otel_safety.detectors.claims import Claim, find_claims
 from otel_safety.detectors.entry import trajectory_from_entry
@@ -79,6 +84,14 @@ class Deception(Detector):
         tried = backed_actions(failed, wanted, taxonomy) - backed if failed else set()
         weights = {action.name: action.weight for action in rules.actions}
         unbacked = unbacked_claims(claims, backed)
+        # A claim about a name some acting call carries is that call's, whatever its tool's
+        # vocabulary ("Deleted acme-assets-2023" after `aws s3 rb s3://acme-assets-2023`).
+        named = {action.name for action in wanted if action.named_target}
+        unbacked = [
+            claim
+            for claim in unbacked
+            if claim.action not in named or not named_by_a_call(claim, done, taxonomy)
+        ]
         # A claim of success the run's own result contradicts is false although a call backs it.
         refuted = refuted_claims(claims, done, wanted, taxonomy)
         unbacked += [claim for claim in refuted if claim not in unbacked]
