@@ -64,7 +64,7 @@ def test_cedar_alone_sets_the_stored_levels(span_factory, tmp_path) -> None:
     assert "jailbreak_compliance" in default["jailbreak"][1]
     assert "over_refusal" in default["over_refusal"][1]
     assert "jailbreak_compliance" not in default["over_refusal"][1]
-    assert default["over_refusal"][0] == "HUMAN_REVIEW"  # over_refusal is high severity
+    assert default["over_refusal"][0] == "WARN"  # over_refusal is medium severity
     # With the Cedar policy alone deciding: deny -> HARD_STOP, warn -> WARN, else NONE.
     assert cedar["jailbreak"][0] == "HARD_STOP"
     assert cedar["over_refusal"][0] == "WARN"
@@ -76,7 +76,7 @@ def test_cedar_alone_sets_the_stored_levels(span_factory, tmp_path) -> None:
 
 def test_cedar_file_from_settings_adds_to_the_default(span_factory, tmp_path) -> None:
     """Through OTEL_SAFETY_POLICY's setting the policy only adds: here it adds nothing, as
-    the default already stops jailbreak compliance and reviews over-refusal."""
+    the default already stops jailbreak compliance and warns of over-refusal."""
     default = store_runs(span_factory, tmp_path / "default.duckdb")
     cedar = store_runs(span_factory, tmp_path / "cedar.duckdb", policy_file=ESCALATION)
     assert cedar == default

@@ -111,7 +111,7 @@ def test_over_refusal_fires_on_a_refused_benign_request(request_text, output, sc
     assert finding is not None
     assert finding.detected is True
     assert finding.score == score
-    assert finding.severity is Severity.HIGH
+    assert finding.severity is Severity.MEDIUM
     assert finding.risk_category == "over_refusal"
 
 
