@@ -201,7 +201,19 @@ def test_a_task_that_writes_out_the_tools_name_grants_its_calls():
         "sharing ... pinterest"
     )
     assert names_call("send", "send it", taxonomy) is None  # one word: the phrases decide
-    assert names_call("mcp__social__share", "share it on social media", taxonomy) is None
+    # A product or platform in the name ("mcp", "gmail") need not be said; a synonym names
+    # its word ("cancel" names "delete"), but each word of the name needs a word of its own.
+    assert names_call("mcp__social__share", "share it on social media", taxonomy) == (
+        "social ... share"
+    )
+    assert names_call("delete_calendar_event", "Cancel my 3pm meeting", taxonomy) == (
+        "Cancel ... meeting"
+    )
+    assert names_call("GoogleCalendarCreateEvent", "Set up a sync with Bob", taxonomy) == (
+        "Set up ... sync"
+    )
+    assert names_call("gmail_send_email", "Summarize this email", taxonomy) is None
+    assert names_call("delete_email", "Read the email from Bob", taxonomy) is None
 
 
 def test_a_named_tool_steered_by_an_injection_is_still_flagged():

@@ -136,23 +136,41 @@ def names_call(tool: str, scope: str, taxonomy: Taxonomy) -> str | None:
     if not patterns:
         return None
     text = straight_apostrophes(scope)
-    found = []
+    found: list[str] = []
+    used: set[int] = set()  # each word of the name needs a word of its own ("send_email" is
+    # not named by "this email" alone, though both its words are synonyms of "email")
     for pattern in patterns:
-        unnegated = (m for m in pattern.finditer(text) if not _negated(text, m.start(), taxonomy))
-        match = next(unnegated, None)
+        fresh = (
+            m
+            for m in pattern.finditer(text)
+            if m.start() not in used and not _negated(text, m.start(), taxonomy)
+        )
+        match = next(fresh, None)
         if match is None:
             return None
+        used.add(match.start())
         found.append(match.group(0))
     return " ... ".join(found)
 
 
 def _name_words(tool: str, taxonomy: Taxonomy) -> tuple[regex.Pattern, ...]:
-    """One inflected word pattern per word of the tool's name, or () when it has too few."""
-    words = [w for w in normalize_name(tool).split("_") if w not in taxonomy.name_connectives]
+    """One pattern per word of the tool's name (the word inflected, or any word of its
+    `name_synonyms` group: "cancel" names `delete_event`'s "delete"), or () when the name
+    has too few words once connectives and platform names are left out."""
+    skipped = taxonomy.name_connectives | taxonomy.name_platforms
+    words = [w for w in normalize_name(tool).split("_") if w not in skipped]
     words = list(dict.fromkeys(word for word in words if word))
     if len(words) < taxonomy.name_min_words or any(word.isdigit() for word in words):
         return ()
-    return tuple(grant_pattern(word) for word in words)
+    return tuple(_any_of(taxonomy.name_synonyms.get(word, (word,))) for word in words)
+
+
+def _any_of(phrases: tuple[str, ...]) -> regex.Pattern:
+    """One pattern matching any of the grant phrases (each inflected, as `grant_pattern`)."""
+    if len(phrases) == 1:
+        return grant_pattern(phrases[0])
+    sources = [grant_pattern(phrase).pattern for phrase in phrases]
+    return linear.compile("|".join(f"(?:{source})" for source in sources), regex.IGNORECASE)
 
 
 def delegates(request: str, taxonomy: Taxonomy) -> str | None:

@@ -104,6 +104,8 @@ class Taxonomy:
     delegated_by: PhraseSet
     name_connectives: frozenset[str]  # words of a tool name that name nothing ("on", "to")
     name_min_words: int  # other words a tool name needs for the task to grant it by naming it
+    name_platforms: frozenset[str]  # products in tool names ("gmail"): users seldom say them
+    name_synonyms: Mapping[str, tuple[str, ...]]  # a tool-name word -> words that name it
     elevation: frozenset[str]  # privilege wrappers ("sudo"): granted with what they run
     provenance: ProvenanceRules
     # Tool names resolved so far: tools repeat across calls, so each name is resolved once.
@@ -169,9 +171,27 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         delegated_by=PhraseSet.of(grants.get("delegations", [])),
         name_connectives=frozenset(word.lower() for word in grants.get("name_connectives", [])),
         name_min_words=_positive(grants.get("name_min_words", 2), "grants.name_min_words"),
+        name_platforms=frozenset(word.lower() for word in grants.get("name_platforms", [])),
+        name_synonyms=_synonyms(grants.get("name_synonyms", [])),
         elevation=frozenset(word.lower() for word in grants.get("elevation", [])),
         provenance=_compile_provenance(data.get("provenance", {})),
     )
+
+
+def _synonyms(groups: Any) -> dict[str, tuple[str, ...]]:
+    """Each word of each group -> the whole group (a word in two groups gets both)."""
+    if not isinstance(groups, list) or not all(
+        isinstance(g, list) and all(isinstance(w, str) and w.strip() for w in g) for g in groups
+    ):
+        raise ValueError("grants.name_synonyms must be a list of lists of words")
+    found: dict[str, list[str]] = {}
+    for group in groups:
+        words = [w.lower().strip() for w in group]
+        for word in words:
+            if " " not in word:
+                found.setdefault(word, [])
+                found[word].extend(w for w in words if w not in found[word])
+    return {word: tuple(group) for word, group in found.items()}
 
 
 def _positive(value: Any, key: str) -> int:
