@@ -25,6 +25,7 @@ _MAX_TEXT = 20_000  # characters of one long argument searched for addresses
 # Each branch that opens with a repeated class starts only where a run of that class starts:
 # a match inside a run implies one from its start, and a search that retried every position
 # of a long run would cost its square.
+_SPACE = regex.compile(r"\s")
 _IDENTIFIERS = regex.compile(
     r"""
     (?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+                         # e-mail address
@@ -90,17 +91,22 @@ def _strings(arguments: Any) -> Iterator[tuple[str, str]]:
 
 
 def _pieces(value: str, rules: ProvenanceRules) -> list[str]:
-    """The value itself when short and distinctive, else the identifiers inside it."""
+    """The value itself when short and distinctive, and the identifiers inside it when it is
+    long or a sentence ("Claim your badge here: https://..." carries the link it posts)."""
     text = value.strip()
+    pieces = []
     if len(text) <= rules.max_value_chars:
         whole = _SCHEME.sub("", text).rstrip("/")
         if _distinctive(whole, rules):
-            return [whole]
-    return [
+            pieces.append(whole)
+            if not _SPACE.search(whole):
+                return pieces
+    pieces += [
         _SCHEME.sub("", match.group(0)).rstrip("/.")
         for match in _IDENTIFIERS.finditer(text[:_MAX_TEXT])
         if _distinctive(match.group(0), rules)
     ]
+    return list(dict.fromkeys(pieces))
 
 
 def _distinctive(text: str, rules: ProvenanceRules) -> bool:
