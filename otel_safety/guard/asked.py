@@ -4,7 +4,8 @@
 not on the inbox; "drop the staging_orders table" asks for `DROP TABLE staging_orders`, not
 for `DROP TABLE orders`. A rule's `asked_by` phrases say which words ask for its kind of
 danger; its `asked_target` says what else the task must name for the call to be the one it
-asked for: every short argument value ("values") or every table the SQL names ("sql").
+asked for: every short argument value ("values"), every table the SQL names ("sql"), or a
+resource the matched command names ("command": the bucket of `aws s3 rb s3://...`).
 """
 
 from __future__ import annotations
