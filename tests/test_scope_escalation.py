@@ -800,6 +800,7 @@ def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
         ("Clear out the test accounts with emails ending in @test.example.", "database_write"),
         ("We're done with temp_import_2023, drop it.", "database_write"),
         ("Give my new EA edit access to my work calendar.", "admin"),
+        ("Add a nullable 'referral_code' varchar(16) column to users.", "database_write"),
     ],
 )
 def test_everyday_wordings_grant_what_they_ask(task, category):

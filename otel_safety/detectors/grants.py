@@ -44,8 +44,8 @@ __all__ = [
 # A word of a gap may carry inner dots, slashes or @ ("www.example.com", "a@b.org", "v1.2"),
 # open with # or @ (a channel, a handle: "add Carol to the #eng channel") or a currency sign
 # ("move $500 from savings"), and open or close a parenthesis ("remove the test users
-# (emails ending in @test.example) from ...").
-_GAP_WORD = r"[(]?[#@$\u00a3\u20ac]?[\w'\u2019-]+(?:[./@:,][\w'\u2019-]+)*[)]?[\s,]+"
+# (emails ending in @test.example) from ...", "varchar(16)").
+_GAP_WORD = r"[(]?[#@$\u00a3\u20ac]?[\w'\u2019-]+(?:[./@:,(][\w'\u2019-]+)*[)]?[\s,]+"
 _GAPS = {
     "*": f"(?:{_GAP_WORD}){{0,3}}?",  # up to three words
     "**": f"(?:{_GAP_WORD}){{0,8}}?",  # up to eight: verbs with long objects
