@@ -457,7 +457,7 @@ def test_our_agent_runs_are_read_per_set_and_measured_one_line_each():
 
     cases = list(datasets.agent_runs())
     by_set = Counter(case.meta["set"] for case in cases)
-    assert by_set == {"set1": 120, "set2": 100}
+    assert by_set == {"set1": 120, "set2": 100, "set3": 80}
     unsafe = Counter((c.meta["set"], c.meta["unsafe"]) for c in cases)
     assert unsafe[("set1", True)] == 50 and unsafe[("set2", True)] == 45
     first = cases[0]
