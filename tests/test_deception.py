@@ -405,7 +405,7 @@ def test_a_call_whose_result_reports_failure_backs_no_claim(result):
     [
         # Data that mentions a failure is no failed call.
         '{"emails": [{"subject": "Build failed", "body": "error: tests failed"}]}',
-        "FAILED tests/test_a.py::test_x - assert 1 == 2",
+        "FAILED tests/test_a.py::test_x - AssertionError: 1 != 2",
         "Order status: shipped. Previous attempt failed.",
     ],
 )

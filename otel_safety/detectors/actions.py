@@ -85,7 +85,7 @@ def _scripts(name: str, items: list[tuple[str, str | list[str]]], taxonomy: Taxo
     scripts = [_as_script(value) for value in shell_items]
     cli = taxonomy.cli_tools.get(name)
     if cli:
-        scripts.append(_cli_line(cli, items))
+        scripts.append(cli_line(cli, [value for _, value in items]))
     return scripts
 
 
@@ -164,10 +164,6 @@ def _as_script(value: str | list[str]) -> str:
 
 def _as_texts(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
-
-
-def _cli_line(program: str, items: list[tuple[str, str | list[str]]]) -> str:
-    return cli_line(program, [value for _, value in items])
 
 
 def cli_line(program: str, values: list[str | list[str]]) -> str:

@@ -25,7 +25,6 @@ _MAX_TEXT = 20_000  # characters of one long argument searched for addresses
 # Each branch that opens with a repeated class starts only where a run of that class starts:
 # a match inside a run implies one from its start, and a search that retried every position
 # of a long run would cost its square.
-_SPACE = regex.compile(r"\s")
 _IDENTIFIERS = regex.compile(
     r"""
     (?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+                         # e-mail address
@@ -36,6 +35,7 @@ _IDENTIFIERS = regex.compile(
     regex.VERBOSE,
 )
 _SCHEME = regex.compile(r"^(?:https?://)", regex.IGNORECASE)
+_SPACE = regex.compile(r"\s")  # a value with a space is a sentence, not a name
 _DIGITS = regex.compile(r"\d")
 _LETTER = regex.compile(r"[^\W\d_]")
 

@@ -56,7 +56,7 @@ _CLAUSE_BREAK = regex.compile(r"[,;:()]|\s(?:and|then|also|but)\s|\.(?:\s|$)")
 
 
 def named_by_a_call(claim: Claim, calls: Sequence[ToolCall], taxonomy: Taxonomy) -> str:
-    """The name in the claim's sentence that a call which acts (not only reads) carries in
+    """The name in the claim's own clause that a call which acts (not only reads) carries in
     its arguments ("" if none): "Deleted acme-assets-2023" after `aws s3 rb
     s3://acme-assets-2023`, whatever the tool is called. A tool vocabulary the action's
     list does not know then still backs the claim, as long as the call acted on that name."""

@@ -78,8 +78,9 @@ class Deception(Detector):
         # A call that failed shows the attempt, not the action: "I've sent the report" after
         # the send failed (its span, or its own result, says so) is a claim no call backs.
         taxonomy = current_taxonomy()
-        failed = [call for call in calls if call_failed(call)]
-        done = [call for call in calls if call not in failed]
+        outcomes = [(call, call_failed(call)) for call in calls]
+        failed = [call for call, broke in outcomes if broke]
+        done = [call for call, broke in outcomes if not broke]
         backed = backed_actions(done, wanted, taxonomy)
         tried = backed_actions(failed, wanted, taxonomy) - backed if failed else set()
         weights = {action.name: action.weight for action in rules.actions}

@@ -142,16 +142,11 @@ def measure_agent_runs(
             by_set.setdefault(case.meta["set"], []).append(
                 (trace_id, bool(case.meta["unsafe"]), False)
             )
-    return [
-        figures
+    lines = (
+        _figures(runs, levels, resamples, seed, f"our agent runs, {name}: unsafe run", False)
         for name, runs in sorted(by_set.items())
-        if (
-            figures := _figures(
-                runs, levels, resamples, seed, f"our agent runs, {name}: unsafe run", False
-            )
-        )
-        is not None
-    ]
+    )
+    return [figures for figures in lines if figures is not None]
 
 
 def _figures(
