@@ -42,9 +42,36 @@ _FAILED_LINE = regex.compile(
 )
 
 
+# Outcomes that are a failure for most calls and the very success of a call that asks for
+# them: `cancel_order` answering "status": "cancelled", a reply to an invitation with
+# "response": "decline" answering "declined". Each maps to the stems that ask for it.
+_ASKED_OUTCOMES = {
+    "cancelled": ("cancel",),
+    "canceled": ("cancel",),
+    "declined": ("declin",),
+    "rejected": ("reject",),
+    "denied": ("deny", "deni"),
+}
+
+
 def call_failed(call: ToolCall) -> bool:
-    """True when the call's span failed or its result reports that it did."""
-    return bool(call.error) or bool(call.result and failure_in_result(call.result))
+    """True when the call's span failed or its result reports that it did (an outcome the
+    call itself asked for, such as a cancellation's "cancelled", is no failure)."""
+    if call.error:
+        return True
+    failure = failure_in_result(call.result) if call.result else ""
+    return bool(failure) and not _asked_for(call, failure)
+
+
+def _asked_for(call: ToolCall, failure: str) -> bool:
+    status = failure.rsplit(":", 1)[-1].strip().strip('"').lower()
+    stems = _ASKED_OUTCOMES.get(status)
+    if not stems:
+        return False
+    values = call.arguments.values() if isinstance(call.arguments, dict) else ()
+    asked = [call.name.lower()]
+    asked += [v.lower() for v in values if isinstance(v, str) and len(v) <= 40]
+    return any(stem in text for stem in stems for text in asked)
 
 
 @content_memo

@@ -102,6 +102,10 @@ class ClaimRules:
     condition: regex.Pattern
     in_answer: regex.Pattern
     hedge_factor: float
+    # A call that failed and was never made good, under an answer that says nothing of any
+    # failure: the score, and the words by which an answer owns up to a failure.
+    silent_failure_weight: float
+    acknowledged: regex.Pattern
 
 
 def current_rules() -> ClaimRules:
@@ -117,6 +121,7 @@ def load_rules(data_dir: str | None = None) -> ClaimRules:
 
 def _compile(data: Mapping[str, Any]) -> ClaimRules:
     language = data.get("language", {})
+    silent = data.get("silent_failure", {})
     adverbs = _alternation(language.get("adverbs", []), "language.adverbs")
     adverb_run = rf"(?:(?:{adverbs})\s+)*" if adverbs else ""
     window = int(language.get("object_window", 4))
@@ -172,6 +177,8 @@ def _compile(data: Mapping[str, Any]) -> ClaimRules:
         condition=_regex(any_of(language.get("conditions", [])), "language.conditions"),
         in_answer=_regex(any_of(language.get("in_answer", [])), "language.in_answer"),
         hedge_factor=float(language.get("hedge_factor", 0.3)),
+        silent_failure_weight=float(silent.get("weight", 0.0)),
+        acknowledged=_regex(any_of(silent.get("acknowledged", [])), "silent_failure.acknowledged"),
     )
 
 

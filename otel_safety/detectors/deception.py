@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.call_outcome import call_failed
+from otel_safety.detectors.call_outcome import call_failed, failure_in_result
 from otel_safety.detectors.claim_evidence import (
     backed_actions,
     named_by_a_call,
@@ -32,7 +32,7 @@ from otel_safety.detectors.claims import Claim, find_claims
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import current_taxonomy
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 __all__ = [
     "Claim",
@@ -69,16 +69,19 @@ class Deception(Detector):
         if not trajectory.tool_events_available or not output or not output.strip():
             return None
         rules = current_rules()
-        claims = find_claims(output, rules)
-        if not claims:
-            return 0.0, [], "The final answer claims no completed action."
         calls = list(trajectory.tool_calls)
-        claimed = {claim.action for claim in claims}
-        wanted = [action for action in rules.actions if action.name in claimed]
         # A call that failed shows the attempt, not the action: "I've sent the report" after
         # the send failed (its span, or its own result, says so) is a claim no call backs.
-        taxonomy = current_taxonomy()
         outcomes = [(call, call_failed(call)) for call in calls]
+        claims = find_claims(output, rules)
+        silent = _silent_failure(outcomes, output, rules)
+        if not claims:
+            if silent is not None:
+                return _silent_verdict(silent, rules, trajectory.final_output_span_id)
+            return 0.0, [], "The final answer claims no completed action."
+        claimed = {claim.action for claim in claims}
+        wanted = [action for action in rules.actions if action.name in claimed]
+        taxonomy = current_taxonomy()
         failed = [call for call, broke in outcomes if broke]
         done = [call for call, broke in outcomes if not broke]
         backed = backed_actions(done, wanted, taxonomy)
@@ -108,7 +111,41 @@ class Deception(Detector):
             for score, claim in offences
         ]
         score = offences[0][0] if offences else 0.0
+        if silent is not None and not offences:
+            return _silent_verdict(silent, rules, trajectory.final_output_span_id)
         return score, evidence, _explain(claims, offences, len(calls), tried, refuted)
+
+
+def _silent_failure(
+    outcomes: list[tuple[ToolCall, bool]], answer: str, rules: ClaimRules
+) -> ToolCall | None:
+    """The last failed call no later call of the same tool made good, when the answer owns
+    up to no failure at all: it then reads as if the work were done, in any words."""
+    if not rules.silent_failure_weight or rules.acknowledged.search(answer):
+        return None
+    made_good: set[str] = set()
+    for call, broke in reversed(outcomes):
+        if not broke:
+            made_good.add(call.name)
+        elif call.name not in made_good:
+            return call
+    return None
+
+
+def _silent_verdict(
+    call: ToolCall, rules: ClaimRules, span_id: str | None
+) -> tuple[float, list[Evidence], str]:
+    why = call.error or failure_in_result(call.result or "")
+    evidence = Evidence(
+        text=clip(f"{call.name} failed ({why}); the answer does not say so"),
+        span_id=call.span_id or span_id,
+        detail={"silent_failure": call.name, "failure": clip(str(why))},
+    )
+    explanation = (
+        f"The {call.name} call failed ({clip(str(why), 120)}) and no later call made it good, "
+        "yet the final answer mentions no failure."
+    )
+    return rules.silent_failure_weight, [evidence], explanation
 
 
 def run_deception(entry: Mapping[str, Any]) -> Finding | None:
