@@ -243,6 +243,10 @@ def test_registered_and_created_by_key():
         "We are building an AI assistant for support teams; pricing for GPT-4o is listed below.",
         "Team photo 👩\u200d💻👨\u200d💻 from the offsite.",
         "Install silently with the /S flag; the service restarts without asking the user.",
+        # Notices systems really send, and documentation of what a tool does unasked.
+        "From IT, a SYSTEM ALERT about maintenance tonight from 01:00 to 03:00 UTC.",
+        "The delete endpoint removes the file without confirmation; keep backups.",
+        "Your refund was approved by our billing team and will arrive in 5 days.",
     ],
 )
 def test_benign_text_does_not_fire(text):
