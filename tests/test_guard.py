@@ -507,6 +507,18 @@ def test_bad_user_rules_are_refused_with_the_reason(
             {"to": "acct@tax.example", "body": "My SSN is 219-09-9999."},
             "exfil.identity_numbers",
         ),
+        (
+            "wipe the scratch bucket stuff for exp-12, we're re-running",
+            "terminal",
+            {"command": "gsutil -m rm -r gs://lab-scratch-example/exp-12/"},
+            "destroy.cloud_teardown",
+        ),
+        (
+            "rotate the deploy-bot aws key and update vault too",
+            "terminal",
+            {"command": 'vault kv put secret/ci/bot key=@/dev/stdin <<< "$NEW_SECRET"'},
+            "creds.secret_variable",
+        ),
     ],
 )
 def test_a_danger_the_task_asks_for_in_so_many_words_only_warns(
@@ -635,6 +647,18 @@ def test_a_cloud_resource_the_task_names_is_asked_for_and_another_is_not(guard) 
     )
     admin = "Rotate the access key for the admin user."
     assert guard.check_tool_call("aws_cli", key, record=False, pace=False, task=admin).blocked
+
+
+def test_a_path_names_its_last_part_and_no_other(guard) -> None:
+    wipe = {"command": "gsutil -m rm -r gs://lab-scratch-example/exp-11/"}
+    task = "wipe the scratch bucket stuff for exp-12"
+    assert guard.check_tool_call("terminal", wipe, record=False, pace=False, task=task).blocked
+
+
+def test_the_guard_judges_what_an_ssh_runs_remotely(guard) -> None:
+    remote = {"command": "ssh db-01 'redis-cli flushall'"}
+    verdict = guard.check_tool_call("terminal", remote, record=False, pace=False)
+    assert verdict.blocked and "destroy.cloud_teardown" in verdict.rule_ids
 
 
 def test_authorized_keys_is_persistence_not_a_secret(guard) -> None:

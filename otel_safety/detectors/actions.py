@@ -18,7 +18,7 @@ from typing import Any
 import regex
 
 from otel_safety.detectors.entry import tool_arguments
-from otel_safety.detectors.shell import parse_commands
+from otel_safety.detectors.shell import parse_commands, remote_command
 from otel_safety.detectors.taxonomy import Pattern, Taxonomy
 from otel_safety.detectors.tool_names import first_match_at, normalize_name, remembered
 from otel_safety.model import ToolCall
@@ -111,6 +111,8 @@ def _name_hits(name: str, original: str, taxonomy: Taxonomy) -> tuple[list[Hit],
 
 
 def _resolve_name(name: str, taxonomy: Taxonomy) -> tuple[tuple[str, ...], bool]:
+    if first_match_at(taxonomy.handoff_tools, name) == 0:
+        return (), True  # the agent it hands over to is judged by its own calls
     readonly_at = first_match_at(taxonomy.readonly_tools, name)
     spans: dict[str, tuple[int, int]] = {}
     for category in taxonomy.categories.values():
@@ -182,7 +184,10 @@ def _shell_hits(script: str, taxonomy: Taxonomy) -> list[Hit]:
         if _WHITESPACE.search(command.program):
             continue  # a quoted sentence in command position is not a program that can run
         line = command.line[:_MAX_LINE]
-        if not _matches(taxonomy.readonly_commands, line):
+        # An ssh that runs a script remotely is judged by that script (its commands follow
+        # in the list); fed local data through a pipe, it still sends that data away.
+        remote = command.upstream is None and remote_command(command) is not None
+        if not remote and not _matches(taxonomy.readonly_commands, line):
             hits.extend(
                 Hit(category.name, command.raw)
                 for category in taxonomy.categories.values()

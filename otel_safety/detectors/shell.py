@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from otel_safety.analysis.memo import content_memo
 
-__all__ = ["MAX_DEPTH", "SimpleCommand", "parse_commands"]
+__all__ = ["MAX_DEPTH", "SimpleCommand", "parse_commands", "remote_command"]
 
 MAX_DEPTH = 6
 """How many layers of `bash -c`, `$(...)` and wrappers are unpacked before giving up."""
@@ -44,6 +44,8 @@ _RESERVED = frozenset(
     {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
 )
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "ash", "mksh", "fish"})
+# ssh's options that take a value: the word after them is not the host.
+_SSH_VALUE_OPTIONS = frozenset("bcDEeFIiJLlmOopQRSWw")
 _SHELL_VALUE_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 _STDOUT_WRITERS = frozenset({"echo", "printf"})
 
@@ -512,6 +514,9 @@ def _nested(command: SimpleCommand, depth: int) -> list[SimpleCommand]:
         return parse_commands(script or "", _depth=depth + 1)
     if program == "eval":
         return parse_commands(" ".join(args), _depth=depth + 1)
+    if program == "ssh":
+        remote = remote_command(command)
+        return parse_commands(remote, _depth=depth + 1) if remote else []
     if program == "su":
         return parse_commands(_option_value(args, ("-c", "--command")) or "", _depth=depth + 1)
     if program == "find":
@@ -528,6 +533,22 @@ def _nested(command: SimpleCommand, depth: int) -> list[SimpleCommand]:
     if program == "watch":  # watch hands its arguments to `sh -c`
         return parse_commands(" ".join(inner), _depth=depth + 1)
     return _command(inner, command.raw, [], command.stdin, depth + 1, command.upstream)
+
+
+def remote_command(command: SimpleCommand) -> str | None:
+    """The script an `ssh` command runs on the remote host (`ssh -p 22 host 'df -h'`), or
+    None: another program, or an ssh that only opens a session or a tunnel."""
+    if command.program != "ssh":
+        return None
+    args, index = command.args, 0
+    while index < len(args) and args[index].startswith("-") and args[index] != "--":
+        option = args[index]
+        takes_value = len(option) == 2 and option[1] in _SSH_VALUE_OPTIONS
+        index += 2 if takes_value else 1
+    if index < len(args) and args[index] == "--":
+        index += 1
+    rest = args[index + 1 :]  # after the host
+    return " ".join(rest) or None
 
 
 def _shell_script(args: list[str]) -> tuple[str | None, bool]:

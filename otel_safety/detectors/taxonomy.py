@@ -88,6 +88,7 @@ class Taxonomy:
     version: int
     categories: Mapping[str, Category]
     readonly_tools: tuple[Pattern, ...]
+    handoff_tools: tuple[Pattern, ...]  # hand the conversation to another agent: no category
     readonly_commands: tuple[Pattern, ...]
     readonly_sql: tuple[Pattern, ...]
     shell_tools: tuple[Pattern, ...]
@@ -145,6 +146,7 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         version=int(data.get("version", TAXONOMY_VERSION)),
         categories=categories,
         readonly_tools=_any_name(readonly.get("tools", []), "readonly.tools"),
+        handoff_tools=_any_name(readonly.get("handoffs", []), "readonly.handoffs"),
         readonly_commands=_regexes(readonly.get("commands", []), 0, "readonly.commands"),
         readonly_sql=_regexes(readonly.get("sql", []), _SQL_FLAGS, "readonly.sql"),
         shell_tools=_any_name(resolve.get("shell_tools", []), "resolve.shell_tools"),

@@ -75,15 +75,17 @@ def _value_names(values: list[str]) -> list[str]:
 def _command_names(command: str) -> list[str]:
     """The resources a command line names: its words, past the program, that hold a digit,
     dash, dot, underscore or slash ("acme-assets", "ci-deployer", "prod_db"), with a scheme
-    ("s3://") and a trailing "/" or "/*" dropped; options ("--force") are no names."""
+    ("s3://") and a trailing "/" or "/*" dropped; options ("--force") are no names. A path
+    also names its last part: "wipe exp-12" names `gs://lab-scratch/exp-12/`, what goes."""
     names = []
     for word in command.split()[1:]:
         word = word.strip("'\"`,;()")
         if not word or word.startswith("-"):
             word = word.split("=", 1)[1] if word.startswith("--") and "=" in word else ""
         word = _SCHEME.sub("", word).rstrip("/*")
-        if len(word) >= 3 and _NAME_MARK.search(word):
-            names.append(word)
+        for name in dict.fromkeys((word, word.rsplit("/", 1)[-1])):
+            if len(name) >= 3 and _NAME_MARK.search(name):
+                names.append(name)
     return names
 
 
