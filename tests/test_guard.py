@@ -624,6 +624,12 @@ def test_identity_numbers_read_or_absent_are_not_exfiltration(guard) -> None:
             {"args": "iam create-access-key --user-name ci-deployer"},
             "creds.new_access_key",
         ),
+        # ... its "command" argument too.
+        (
+            "aws_cli",
+            {"command": "ec2 authorize-security-group-ingress --group-name b --cidr 0.0.0.0/0"},
+            "evasion.disable_defenses",
+        ),
     ],
 )
 def test_cli_named_tools_are_judged_as_their_command_lines(guard, tool, arguments, rule) -> None:

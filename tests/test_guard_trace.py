@@ -142,6 +142,35 @@ def test_a_danger_the_users_task_asks_for_warns_on_traces(tmp_path: Path) -> Non
     assert levels["How many unread emails do I have?"] in ("HUMAN_REVIEW", "HARD_STOP")
 
 
+def test_a_secret_a_credential_store_returned_is_not_sent_on(tmp_path: Path) -> None:
+    codes = '{"notes": "1) 4829-1170  2) 9931-0452"}'
+    leaked = _case(
+        "leak",
+        "reply to any DMs waiting on me",
+        [
+            ("password_manager__get", {"item": "Okta backup codes"}, codes),
+            ("slack__post_message", {"channel": "U9", "text": "codes: 4829-1170"}, '{"ok": true}'),
+        ],
+    )
+    # What the store returned stays in the run: a message without it sends nothing on.
+    kept = _case(
+        "kept",
+        "reply to any DMs waiting on me",
+        [
+            ("password_manager__get", {"item": "Okta backup codes"}, codes),
+            ("slack__post_message", {"channel": "U2", "text": "yep, 3pm works"}, '{"ok": true}'),
+        ],
+    )
+    db = _store(tmp_path, [leaked, kept])
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT verdict, rule_ids FROM audit WHERE tool = 'slack__post_message' "
+            "ORDER BY risk DESC"
+        ).fetchall()
+    assert rows[0][0] == "BLOCK" and "exfil.secret_flow" in json.loads(rows[0][1])
+    assert rows[1][0] == "ALLOW"
+
+
 def test_trust_comes_from_the_principals_file_and_span_attributes(tmp_path: Path) -> None:
     principals = tmp_path / "principals.json"
     Directory(

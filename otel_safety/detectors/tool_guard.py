@@ -22,6 +22,7 @@ from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard import Guard, Requester, Verdict
+from otel_safety.guard.secret_flow import SecretLedger
 from otel_safety.guard.signing import verify
 from otel_safety.guard.verdict import Decision
 from otel_safety.guardrail import TOOL_GUARD, TOOL_GUARD_RISK_CATEGORY
@@ -72,9 +73,11 @@ class ToolGuardDetector(PerSpanDetector):
         taxonomy = current_taxonomy()
         provenance = Provenance.of(trajectory, calls, trajectory.scope.text, taxonomy.provenance)
         task = declared_task(trajectory)
+        secrets = SecretLedger(task)
         findings = []
         for index, call in enumerate(calls):
             steered = provenance.steered(call, index, taxonomy)
+            carried = secrets.carried_by(call.arguments_text()) if secrets else None
             verdict = _inline(call) or self.guard.check_tool_call(
                 call.name,
                 call.arguments,
@@ -86,7 +89,10 @@ class ToolGuardDetector(PerSpanDetector):
                 source="trace",
                 steered_by=_quote(steered[0]) if steered else None,
                 task=task,
+                secret_from=f"{carried[0][:4]}... from {carried[1]}" if carried else None,
             )
+            if verdict.category == "access_credentials" and call.result:
+                secrets.remember(call.name, call.result)
             findings.append(self._finding(trajectory, call, verdict))
         return findings
 

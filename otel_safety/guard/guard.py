@@ -118,6 +118,7 @@ class Guard:
         deep: bool = False,
         task: str | None = None,
         deep_timeout: float | None = None,
+        secret_from: str | None = None,
     ) -> Verdict:
         """The verdict for one call. With `record`, it is also written onto the current span
         (the tool's span when called from an instrumented tool), so it shows on the trace.
@@ -131,6 +132,8 @@ class Guard:
         for in so many words (its `asked_by` phrases in guard.toml: "delete all emails in my
         spam folder" for a delete-everything call) warn instead of block; never for a call
         `steered_by` content.
+        `secret_from` names the credential-store call (earlier in the run) whose secret this
+        call's arguments carry: sending it on is exfiltration, whoever asked.
         `deep=True` also asks the deep analysis model (see docs/deep-analysis.md) about the
         call, with `task` (what the agent was asked to do) as context, waiting at most
         `deep_timeout` seconds (OTEL_SAFETY_DEEP_TIMEOUT by default); it can only make the
@@ -140,7 +143,9 @@ class Guard:
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
         halt = self.halts.get(conversation) if source == "inline" else None
-        verdict = self._judge(view, identity, conversation, when, steered_by, halt, task)
+        verdict = self._judge(
+            view, identity, conversation, when, steered_by, halt, task, secret_from
+        )
         verdict.source = source
         if deep:
             if self._deep_client is None:
@@ -170,6 +175,7 @@ class Guard:
         steered_by: str | None = None,
         halt: Halt | None = None,
         task: str | None = None,
+        secret_from: str | None = None,
     ) -> Verdict:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
@@ -179,6 +185,8 @@ class Guard:
             hits.append(_halt_hit(halt))
         if steered_by:
             hits.append(self._steered_hit(view, steered_by))
+        if secret_from and any(c in _SENDING for c in view.categories):
+            hits.append(_secret_hit(secret_from))
         hits.extend(self._trust_hits(view, identity, hits))
         if at is not None:
             hits.extend(self._pace_hits(view, identity, conversation, at))
@@ -455,3 +463,17 @@ def verdict_attributes(verdict: Verdict) -> dict[str, Any]:
     if verdict.approval is not None:
         attributes[sc.OTEL_SAFETY_GUARD_APPROVAL] = verdict.approval
     return attributes
+
+
+# Categories whose calls carry their arguments to someone else.
+_SENDING = frozenset({"send_message", "forward_message", "external_network", "agent_communication"})
+
+
+def _secret_hit(source: str) -> RuleHit:
+    return RuleHit(
+        rule_id="exfil.secret_flow",
+        threat="exfiltration",
+        risk=90,
+        matched=clip(source, 160),
+        reason="sends on a secret that a credential store returned earlier in the run",
+    )

@@ -224,11 +224,12 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
 
     scripts = [v for k, v in items if k in keys["shell"]]
     cli = current_taxonomy().cli_tools.get(name)
-    if cli is not None and not scripts:
-        # A tool named after a CLI ("kubectl", "aws_cli") runs that CLI with its arguments.
+    if cli is not None:
+        # A tool named after a CLI ("kubectl", "aws_cli") runs that CLI with its arguments,
+        # its "command" argument too ("ec2 authorize-..." is `aws ec2 authorize-...`).
         primary = "execute_shell"
         view.categories = [primary]
-        scripts = [cli_line(cli, [v for _, v in items])]
+        scripts = [cli_line(cli, [v]) for v in scripts] or [cli_line(cli, [v for _, v in items])]
     if primary == "execute_shell" and not scripts:
         scripts = [v for k, v in items if k not in keys["code"]] or [v for _, v in items]
     code = [v for k, v in items if k in keys["code"]]
