@@ -47,7 +47,9 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
     name = normalize_name(call.name)
     arguments = tool_arguments(call.arguments)
     hits = _http_hits(arguments, taxonomy)
-    name_hits, readonly = _name_hits(name, call.name, taxonomy)
+    verb = _action_verb(arguments, taxonomy)
+    named = f"{verb}_{name}" if verb else name
+    name_hits, readonly = _name_hits(named, call.name, taxonomy)
     hits.extend(name_hits)
     is_shell = _matches(taxonomy.shell_tools, name)
     is_write = _matches(taxonomy.write_tools, name)
@@ -250,6 +252,19 @@ def _path_hits(path: str, taxonomy: Taxonomy) -> list[Hit]:
         for category in taxonomy.categories.values()
         if _matches(category.paths, normal)
     ]
+
+
+def _action_verb(arguments: Any, taxonomy: Taxonomy) -> str | None:
+    """The verb an action argument gives a generic tool ("unlock"), if it has one."""
+    if not isinstance(arguments, Mapping) or not taxonomy.action_arguments:
+        return None
+    for key, value in arguments.items():
+        if not isinstance(value, str) or not _matches(taxonomy.action_arguments, str(key)):
+            continue
+        verb = normalize_name(value)
+        if verb and len(verb) <= 30 and verb.count("_") <= 1 and verb.replace("_", "").isalpha():
+            return verb
+    return None
 
 
 def _http_hits(arguments: Any, taxonomy: Taxonomy) -> list[Hit]:

@@ -98,6 +98,7 @@ class Taxonomy:
     write_tools: tuple[Pattern, ...]
     path_arguments: tuple[Pattern, ...]
     http_method_arguments: tuple[Pattern, ...]
+    action_arguments: tuple[Pattern, ...]  # their short value is the call's verb
     sql_clients: frozenset[str]
     cli_tools: Mapping[str, str]  # normalised tool name -> program
     negations: frozenset[str]
@@ -158,6 +159,7 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         http_method_arguments=_any_name(
             resolve.get("http_method_arguments", []), "resolve.http_method_arguments"
         ),
+        action_arguments=_any_name(resolve.get("action_arguments", []), "resolve.action_arguments"),
         sql_clients=frozenset(resolve.get("sql_clients", [])),
         # A CLI's own name, or the name with "_cli" ("aws_cli"), runs that CLI.
         cli_tools={
