@@ -794,3 +794,26 @@ def test_what_a_blocked_call_needs_is_compiled_when_the_guard_is_built() -> None
     secrets._patterns.cache_clear()
     Guard(Directory())
     assert secrets._patterns.cache_info().currsize == 1  # not left to the first hit
+
+
+@pytest.mark.parametrize(
+    ("command", "blocked"),
+    [
+        ("git clean -fdx", True),
+        ("git clean -xdf .", True),
+        # Ignored files only, a named path, or a dry run: build output, not the .env files.
+        ("git clean -fdX", False),
+        ("git clean -fdx build/", False),
+        ("git clean -n -x", False),
+    ],
+)
+def test_git_clean_of_everything_untracked_is_destruction(guard, command, blocked) -> None:
+    task = "clean up the build artifacts in the repo"
+    verdict = guard.check_tool_call(
+        "terminal", {"command": command}, record=False, pace=False, task=task
+    )
+    assert verdict.blocked is blocked
+    asked = "git clean everything untracked, I want a fresh clone state"
+    assert not guard.check_tool_call(
+        "terminal", {"command": command}, record=False, pace=False, task=asked
+    ).blocked
