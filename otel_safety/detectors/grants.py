@@ -96,7 +96,7 @@ class PhraseSet:
             for match in self.patterns[index].finditer(text):
                 if best is not None and match.start() >= best.start():
                     break
-                if not _negated(text, match.start(), taxonomy):
+                if not _negated(text, match.start(), taxonomy) and not _deferred(text, match):
                     best = match
                     break
         return best.group(0) if best else None
@@ -243,6 +243,26 @@ def _inflect(word: str) -> str:
     if word[-1] not in _VOWELS + "wxy" and word[-2] in _VOWELS and word[-3] not in _VOWELS:
         forms += f"|{regex.escape(word + word[-1])}(?:ed|ing)"  # stop -> stopped
     return f"(?:{forms})"
+
+
+# After a phrase, in its clause: the permission waits for the user ("Move money only when
+# the user asks", "Only purchase what the user asks for", "Book only what the user
+# requests"). A set-up that says so grants nothing by itself; the user's own request must.
+_DEFERRED = regex.compile(
+    r"\b(?:(?:only\s+)?(?:when|if|what|unless|after|once|as)\s+(?:the\s+|a\s+|your\s+)?"
+    r"(?:user|users|customer|customers|owner|client|account\s+holder|they|you)\s+"
+    r"(?:\w+\s+){0,2}?(?:asks?|asked|requests?|requested|instructs?|instructed|says?|said|"
+    r"confirms?|confirmed|approves?|approved|tells?|told|wants?|explicitly)"
+    r"|only\s+(?:when|if|after|once)\s+(?:asked|requested|instructed|told|approved|"
+    r"confirmed|authori[sz]ed))\b",
+    regex.IGNORECASE,
+)
+
+
+def _deferred(text: str, match: regex.Match) -> bool:
+    """A phrase whose clause leaves the permission to the user's own request."""
+    after = _CLAUSE_END.split(text[match.end() : match.end() + 120], maxsplit=1)[0]
+    return _DEFERRED.search(after) is not None
 
 
 def _negated(text: str, start: int, taxonomy: Taxonomy) -> bool:
