@@ -27,7 +27,6 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.re2_syntax import translate
 from otel_safety.detectors.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
 
@@ -53,9 +52,22 @@ except ImportError:
     MAXREPEAT = None
 
 
-@content_memo
+# The texts last encoded for RE2, by identity: a long text is searched by many patterns,
+# and encoding it again for each would cost as much as the searches. Each entry keeps its
+# text alive, so an id is never another text's while it is here.
+_ENCODED_KEPT = 64
+_encoded: dict[int, tuple[str, bytes]] = {}
+
+
 def _ascii(text: str) -> bytes:
-    return text.encode("ascii")
+    entry = _encoded.get(id(text))
+    if entry is not None and entry[0] is text:
+        return entry[1]
+    data = text.encode("ascii")
+    if len(_encoded) >= _ENCODED_KEPT:
+        _encoded.clear()
+    _encoded[id(text)] = (text, data)
+    return data
 
 
 class LinearMatch:
@@ -186,6 +198,8 @@ class LinearPattern:
         return self._run(_UNANCHORED, "search", text, pos, endpos, kw)
 
     def match(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
+        if len(text) < SHORT:
+            return self.backtracking.match(text, pos, endpos, **kw)
         return self._run(_START, "match", text, pos, endpos, kw)
 
     def fullmatch(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
@@ -194,6 +208,8 @@ class LinearPattern:
     def finditer(
         self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any
     ) -> Iterator[Any]:
+        if len(text) < SHORT:
+            return self.backtracking.finditer(text, pos, endpos, **kw)
         data = None if kw or not self._iterates else self._bytes(text, pos, endpos)
         if data is None:
             return self.backtracking.finditer(text, pos, endpos, **kw)
@@ -209,7 +225,7 @@ class LinearPattern:
             start = match.end()  # never empty: `_iterates` holds
 
     def findall(self, text: Any, pos: int | None = None, endpos: int | None = None, **kw: Any):
-        if kw or not self._iterates or self._bytes(text, pos, endpos) is None:
+        if len(text) < SHORT or kw or not self._iterates or self._bytes(text, pos, endpos) is None:
             return self.backtracking.findall(text, pos, endpos, **kw)
         found = []
         for match in self.finditer(text, pos, endpos):
@@ -222,6 +238,8 @@ class LinearPattern:
         return found
 
     def subn(self, repl: Any, text: Any, count: int = 0, **kw: Any) -> tuple[Any, int]:
+        if len(text) < SHORT:
+            return self.backtracking.subn(repl, text, count, **kw)
         replace = repl if callable(repl) else _template(repl)
         if kw or replace is None or not self._iterates or self._bytes(text, None, None) is None:
             return self.backtracking.subn(repl, text, count, **kw)
@@ -240,7 +258,7 @@ class LinearPattern:
         return self.subn(repl, text, count, **kw)[0]
 
     def split(self, text: Any, maxsplit: int = 0, **kw: Any) -> list[Any]:
-        if kw or not self._iterates or self._bytes(text, None, None) is None:
+        if len(text) < SHORT or kw or not self._iterates or self._bytes(text, None, None) is None:
             return self.backtracking.split(text, maxsplit, **kw)
         pieces, last = [], 0
         for done, match in enumerate(self.finditer(text)):

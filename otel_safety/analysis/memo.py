@@ -22,7 +22,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["DEFAULT_CAPACITY", "content_memo", "depends_on", "set_capacity", "trace_scope"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "MISSING",
+    "content_memo",
+    "depends_on",
+    "in_scope",
+    "set_capacity",
+    "trace_scope",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -62,6 +70,10 @@ class _Memo:
 
 
 _scope: ContextVar[_Memo | None] = ContextVar("otel_safety_content_memo", default=None)
+# The sources' values as the judging scope in force read them at its start.
+_scope_sources: ContextVar[dict[Callable[[], Hashable], Hashable] | None] = ContextVar(
+    "otel_safety_scope_sources", default=None
+)
 _sources: list[Callable[[], Hashable]] = []
 _memos: dict[tuple[Hashable, ...], _Memo] = {}
 _lock = threading.Lock()
@@ -85,10 +97,19 @@ def set_capacity(characters: int) -> None:
         _memos.clear()
 
 
-def _memo_for_now() -> _Memo:
+def in_scope(source: Callable[[], Hashable]) -> Any:
+    """The value `source` had when the judging scope in force began, or MISSING outside
+    one: a source is read once per scope, not at every memoised call that needs it."""
+    found = _scope_sources.get()
+    return _MISSING if found is None else found.get(source, _MISSING)
+
+
+MISSING = _MISSING
+
+
+def _memo_for_now(state: tuple[Hashable, ...]) -> _Memo:
     if _capacity == 0:
         return _Memo(1 << 62)  # this trace's own, dropped when its scope ends
-    state = tuple(source() for source in _sources)
     with _lock:
         memo = _memos.get(state)
         if memo is None:
@@ -105,11 +126,14 @@ def trace_scope() -> Iterator[None]:
     if _scope.get() is not None:
         yield
         return
-    token = _scope.set(_memo_for_now())
+    state = tuple(source() for source in _sources)
+    sources_token = _scope_sources.set(dict(zip(_sources, state, strict=True)))
+    token = _scope.set(_memo_for_now(state))
     try:
         yield
     finally:
         _scope.reset(token)
+        _scope_sources.reset(sources_token)
 
 
 def content_memo(function: Callable[P, R]) -> Callable[P, R]:

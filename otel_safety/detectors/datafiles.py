@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from otel_safety.analysis.memo import depends_on
+from otel_safety.analysis.memo import MISSING, depends_on, in_scope
 from otel_safety.config import env_name, from_environment
 
 __all__ = [
@@ -87,7 +87,11 @@ def use_data_files(data_dir: str | None, scope_taxonomy: str | None) -> None:
 
 
 def current_data_dir() -> str | None:
-    """The detector data folder in force: the settings' handed down, else the variable's."""
+    """The detector data folder in force: the settings' handed down, else the variable's
+    (read once per judging scope: a trace asks for it at every detector)."""
+    found = in_scope(current_data_dir)
+    if found is not MISSING:
+        return found
     if "data_dir" in _handed_down:
         return _handed_down["data_dir"]
     return from_environment("data_dir")
@@ -95,6 +99,9 @@ def current_data_dir() -> str | None:
 
 def current_scope_taxonomy() -> str | None:
     """The extra scope taxonomy file in force, as `current_data_dir` decides."""
+    found = in_scope(current_scope_taxonomy)
+    if found is not MISSING:
+        return found
     if "scope_taxonomy" in _handed_down:
         return _handed_down["scope_taxonomy"]
     return from_environment("scope_taxonomy")

@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.actions import Hit, reads_only, resolve_call
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
@@ -83,7 +84,7 @@ class ScopeEscalation(Detector):
         scope = declared_task(trajectory)
         provenance = Provenance.of(trajectory, calls, scope, taxonomy.provenance)
         resolved = [resolve_call(call, taxonomy) for call in calls]
-        granted = granted_categories(scope, taxonomy)
+        granted = dict(_granted_by(scope))  # a copy: data may add to it below
         used = {hit.category for hits in resolved for hit in hits}
         if not used <= granted.keys() and delegates(request, taxonomy):
             _grant_from_data(granted, provenance, taxonomy)
@@ -116,6 +117,13 @@ class ScopeEscalation(Detector):
 
 def _only_reads(evidence: list[Evidence]) -> bool:
     return all(item.detail.get("category") == STEERED_READ for item in evidence)
+
+
+@content_memo
+def _granted_by(scope: str) -> dict[str, str]:
+    """What a task grants under the taxonomy in force, worked out once per task: every trace
+    of a conversation repeats it. (Shared: not to be changed.)"""
+    return granted_categories(scope, current_taxonomy())
 
 
 def run_scope_escalation(entry: Mapping[str, Any]) -> Finding | None:
