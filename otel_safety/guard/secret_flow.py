@@ -14,8 +14,10 @@ import regex
 __all__ = ["SecretLedger"]
 
 # A secret-looking word: six or more characters with a digit in them (codes, passwords,
-# keys); dates and times are metadata, not secrets.
-_WORD = regex.compile(r"(?<![\w-])[A-Za-z0-9][\w!@#$%^&*+=./~:-]{4,}[\w!@#$%^&*+=~-](?![\w-])")
+# keys), between blanks, quotes, brackets, commas or semicolons (a split: linear time);
+# dates and times are metadata, not secrets.
+_BETWEEN = regex.compile(r"[\s,;\"'`()\[\]{}<>|]+")
+_EDGES = ".:!?*"
 _DIGIT = regex.compile(r"\d")
 _DATE_OR_TIME = regex.compile(r"^\d{4}-\d{2}-\d{2}|^\d{1,2}:\d{2}|^\d{1,2}/\d{1,2}/\d{2,4}$")
 _MAX_SECRETS = 256  # per run: a store's answer is short; a long one is a listing
@@ -34,10 +36,10 @@ class SecretLedger:
         return bool(self._secrets)
 
     def remember(self, tool: str, result: str) -> None:
-        for word in _WORD.findall(result[:_READ_CHARS]):
+        for word in _BETWEEN.split(result[:_READ_CHARS]):
             if len(self._secrets) >= _MAX_SECRETS:
                 return
-            word = word.rstrip(".:")
+            word = word.strip(_EDGES)
             if len(word) < 6 or not _DIGIT.search(word) or _DATE_OR_TIME.match(word):
                 continue
             if word not in self._task:
