@@ -64,6 +64,8 @@ def call_failed(call: ToolCall) -> bool:
 
 
 def _asked_for(call: ToolCall, failure: str) -> bool:
+    """Whether the status that `failure_in_result` quoted ('"status": "cancelled"') is the
+    outcome the call's name or one of its short values asks for."""
     status = failure.rsplit(":", 1)[-1].strip().strip('"').lower()
     stems = _ASKED_OUTCOMES.get(status)
     if not stems:
