@@ -513,6 +513,13 @@ def test_bad_user_rules_are_refused_with_the_reason(
             {"command": "gsutil -m rm -r gs://lab-scratch-example/exp-12/"},
             "destroy.cloud_teardown",
         ),
+        # A privilege wrapper around what the task grants, in words of its own.
+        (
+            "can you nuke /var/tmp/ci on build-02, the disk is full",
+            "terminal",
+            {"command": "sudo rm -rf /var/tmp/ci/*"},
+            "privesc.sudo",
+        ),
         (
             "rotate the deploy-bot aws key and update vault too",
             "terminal",

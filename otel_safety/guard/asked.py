@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import regex
 
-from otel_safety.detectors.grants import asked_in
+from otel_safety.detectors.actions import resolve_call
+from otel_safety.detectors.grants import asked_in, granted_categories
+from otel_safety.detectors.shell import parse_commands
 from otel_safety.detectors.taxonomy import Taxonomy
 from otel_safety.guard.data import Rule
 from otel_safety.guard.view import CallView
+from otel_safety.model import ToolCall
 
 __all__ = ["asked_for"]
 
@@ -42,6 +45,8 @@ def asked_for(
     if rule.asked_by is None:
         return None
     words = asked_in(rule.asked_by, task, taxonomy)
+    if rule.asked_target == "wrapped":
+        return words or _wrapped_granted(matched, task, taxonomy)
     if not words:
         return None
     if rule.asked_target == "values":
@@ -58,6 +63,21 @@ def asked_for(
         return words
     said = task.lower()
     return words if all(_named(name, said) for name in names[:_MAX_NAMES]) else None
+
+
+def _wrapped_granted(matched: str, task: str, taxonomy: Taxonomy) -> str | None:
+    """The task's words that grant what a privilege wrapper runs ("nuke /var/tmp/ci" for
+    `sudo rm -rf /var/tmp/ci/*`): the wrapper is only the way to do what was asked, as in
+    the scope detector's `[grants] elevation`. A command of no category (a read) is not."""
+    inner = [" ".join([c.program, *c.args]) for c in parse_commands(matched)[1:]]
+    if not inner:
+        return None
+    call = ToolCall(name="run_shell", arguments={"command": " && ".join(inner)})
+    categories = {hit.category for hit in resolve_call(call, taxonomy)}
+    granted = granted_categories(task, taxonomy)
+    if not categories or not categories <= granted.keys():
+        return None
+    return ", ".join(dict.fromkeys(granted[category] for category in sorted(categories)))
 
 
 def _value_names(values: list[str]) -> list[str]:

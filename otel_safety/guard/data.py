@@ -268,7 +268,7 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
     )
 
 
-ASKED_TARGETS = ("values", "sql", "command")
+ASKED_TARGETS = ("values", "sql", "command", "wrapped")
 
 
 def _asked_target(spec: Mapping[str, Any], where: str) -> str:
