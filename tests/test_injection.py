@@ -245,6 +245,8 @@ def test_registered_and_created_by_key():
         "Install silently with the /S flag; the service restarts without asking the user.",
         # Notices systems really send, and documentation of what a tool does unasked.
         "From IT, a SYSTEM ALERT about maintenance tonight from 01:00 to 03:00 UTC.",
+        "SYSTEM NOTICE: scheduled maintenance tonight from 01:00 to 03:00 UTC.",
+        "System alert: disk usage on db-02 is at 91%.",
         "The delete endpoint removes the file without confirmation; keep backups.",
         "Your refund was approved by our billing team and will arrive in 5 days.",
     ],
