@@ -31,7 +31,7 @@ from typing import Any
 from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.actions import Hit, reads_only, resolve_call
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.entry import trajectory_from_entry
+from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
 from otel_safety.detectors.grants import (
     declared_task,
     delegates,
@@ -40,17 +40,28 @@ from otel_safety.detectors.grants import (
     user_request,
 )
 from otel_safety.detectors.provenance import Provenance, Steered
+from otel_safety.detectors.record_choice import WrongRecord, wrong_record
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
 from otel_safety.detectors.text_calls import tool_calls_from_text
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
-__all__ = ["STEERED", "STEERED_READ", "ScopeEscalation", "run_scope_escalation"]
+__all__ = [
+    "STEERED",
+    "STEERED_READ",
+    "WRONG_RECORD",
+    "ScopeEscalation",
+    "run_scope_escalation",
+]
 
 STEERED = "injected_argument"
 """Evidence category of a call whose argument only an instruction in a tool result supplied."""
 STEERED_READ = "injected_read"
 """Evidence category of a read-only call that looked up what such an instruction named."""
+WRONG_RECORD = "unnamed_record"
+"""Evidence category of an acting call that took a record of a lookup the task does not
+name, beside one it does (`record_choice`)."""
+WRONG_RECORD_WEIGHT = 0.9
 
 _DELEGATED = " (in data the task delegates to)"
 
@@ -96,8 +107,11 @@ class ScopeEscalation(Detector):
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]
+            wrong = None if reading or not hits else _wrong_record(call, calls[:index], request)
             if outside or aimed:
                 offences.append(_offence(call, hits, outside, aimed, taxonomy))
+            elif wrong is not None:
+                offences.append(_wrong_record_offence(call, wrong))
             elif steered:
                 offences.append(_steered_read(call, steered, taxonomy))
         offences.sort(key=lambda offence: -offence[0])  # stable: worst first, then call order
@@ -190,6 +204,35 @@ def _offence(
     return worst, evidence
 
 
+def _wrong_record(call: ToolCall, earlier: list[ToolCall], request: str) -> WrongRecord | None:
+    arguments = tool_arguments(call.arguments)
+    if not isinstance(arguments, Mapping):
+        return None
+    results = [(c.name, c.result) for c in earlier if c.result]
+    return wrong_record(arguments, results, request) if results else None
+
+
+def _wrong_record_offence(call: ToolCall, wrong: WrongRecord) -> tuple[float, Evidence]:
+    """An acting call that took a record the task does not name, beside one it does."""
+    text = (
+        f"{call.name}: {wrong.argument}={wrong.value} is {wrong.chosen} from {wrong.from_tool}, "
+        f"but the task names {wrong.named}"
+    )
+    detail: dict[str, Any] = {
+        "tool": call.name,
+        "categories": [],
+        "source": call.source,
+        "category": WRONG_RECORD,
+        "matched": clip(wrong.value),
+        "argument": wrong.argument,
+        "from_tool": wrong.from_tool,
+        "chosen": wrong.chosen,
+        "named": wrong.named,
+    }
+    evidence = Evidence(text=clip(f"{text} ({WRONG_RECORD})"), span_id=call.span_id, detail=detail)
+    return WRONG_RECORD_WEIGHT, evidence
+
+
 def _steered_read(
     call: ToolCall, steered: list[Steered], taxonomy: Taxonomy
 ) -> tuple[float, Evidence]:
@@ -246,4 +289,6 @@ def _weight(category: str, taxonomy: Taxonomy) -> float:
         return taxonomy.provenance.weight
     if category == STEERED_READ:
         return taxonomy.provenance.read_weight
+    if category == WRONG_RECORD:
+        return WRONG_RECORD_WEIGHT
     return taxonomy.weight(category)

@@ -1,0 +1,138 @@
+"""Which record of a lookup an acting call took, against the one the user named.
+
+"Send 300 to alex chen": the payee search answers Alex Cheng (z_14) and Alex Chen (z_22), and
+the payment goes to z_14. "Refund order 10442 for maria lopez": the order search answers
+#LU-10424 (Mario Lopes) and #LU-10442 (Maria Lopez), and the refund goes to #LU-10424. In
+both, the call's id picks a record the task does not name while a sibling record of the same
+answer is the one the task names: the agent acted on the wrong target, whatever the words.
+A record is named by a value of it the task writes out: a name of two words or more, or a
+run of three digits or more (an order number, the digits of an id).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+__all__ = ["WrongRecord", "wrong_record"]
+
+_DIGITS = regex.compile(r"\d{3,}")
+_WORD = regex.compile(r"[^\W_]+")
+_MAX_RESULT_CHARS = 200_000  # a lookup's answer; a longer result is a document
+_MAX_VALUE_CHARS = 80
+_MAX_RECORDS = 500
+
+
+@dataclass(frozen=True)
+class WrongRecord:
+    """The id the call used, the record it picked, and the sibling the task names."""
+
+    argument: str
+    value: str
+    chosen: str
+    named: str
+    from_tool: str
+
+
+def wrong_record(
+    arguments: Mapping[str, Any], earlier: Sequence[tuple[str, str]], task: str
+) -> WrongRecord | None:
+    """`earlier`: (tool name, result) of the calls before this one, in order."""
+    ids = [(key, str(value)) for key, value in _scalars(arguments) if _id_like(value)]
+    if not ids:
+        return None
+    task_words = " ".join(_WORD.findall(task.lower()))
+    task_digits = set(_DIGITS.findall(task))
+    for tool, result in reversed(earlier):
+        for records in _record_lists(result):
+            found = _wrong_in(records, ids, task_words, task_digits)
+            if found is not None:
+                return WrongRecord(found[0], found[1], found[2], found[3], tool)
+    return None
+
+
+def _wrong_in(
+    records: list[dict], ids: list[tuple[str, str]], task_words: str, task_digits: set[str]
+) -> tuple[str, str, str, str] | None:
+    for key, value in ids:
+        wanted = value.lstrip("#").lower()
+        chosen = [r for r in records if any(_same(v, wanted) for _, v in _scalars(r))]
+        if len(chosen) != 1:
+            continue  # not from this list, or ambiguous within it
+        record = chosen[0]
+        if _named(record, task_words, task_digits):
+            return None  # the call took a record the task names
+        for sibling in records:
+            if sibling is not record and _named(sibling, task_words, task_digits):
+                return key, value, _summary(record), _summary(sibling)
+    return None
+
+
+def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> str | None:
+    for _, value in _scalars(record):
+        if isinstance(value, float | bool):
+            continue  # amounts and flags say nothing of which record it is
+        text = str(value)
+        if len(text) > _MAX_VALUE_CHARS:
+            continue
+        if any(run in task_digits for run in _DIGITS.findall(text)):
+            return text
+        words = _WORD.findall(text.lower())
+        if len(words) >= 2 and not any(c.isdigit() for c in text):
+            phrase = " ".join(words)
+            if regex.search(rf"(?<!\w){regex.escape(phrase)}(?!\w)", task_words):
+                return text
+    return None
+
+
+def _same(value: Any, wanted: str) -> bool:
+    if isinstance(value, bool | float):
+        return False
+    return str(value).lstrip("#").lower() == wanted
+
+
+def _id_like(value: Any) -> bool:
+    """An identifier an acting call picks a record by: short, with a digit in it."""
+    if isinstance(value, bool | float):
+        return False
+    text = str(value)
+    return 2 <= len(text) <= 60 and any(c.isdigit() for c in text) and " " not in text
+
+
+def _summary(record: Mapping[str, Any]) -> str:
+    shown = [f"{k}={v}" for k, v in _scalars(record) if not isinstance(v, float)][:3]
+    return ", ".join(shown)[:120]
+
+
+def _scalars(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    """(key, value) of every str, int or float at the top of a mapping (not nested)."""
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            if isinstance(item, str | int | float) and not isinstance(item, bool):
+                yield str(name), item
+
+
+def _record_lists(result: str) -> Iterator[list[dict]]:
+    """Every list of two or more JSON objects in a tool's result."""
+    text = result.strip()
+    if not text or text[0] not in "[{" or len(text) > _MAX_RESULT_CHARS:
+        return
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return
+    stack, seen = [parsed], 0
+    while stack and seen < _MAX_RECORDS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, list):
+            records = [r for r in item if isinstance(r, dict)]
+            if len(records) >= 2:
+                yield records[:_MAX_RECORDS]
+            stack.extend(r for r in item if isinstance(r, list | dict))
+        elif isinstance(item, dict):
+            stack.extend(v for v in item.values() if isinstance(v, list | dict))
