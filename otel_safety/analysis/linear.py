@@ -54,19 +54,26 @@ except ImportError:
 
 # The texts last encoded for RE2, by identity: a long text is searched by many patterns,
 # and encoding it again for each would cost as much as the searches. Each entry keeps its
-# text alive, so an id is never another text's while it is here.
-_ENCODED_KEPT = 64
+# text alive, so an id is never another text's while it is here; at most this many
+# characters are kept (then the cache starts over), so it never holds much memory.
+_ENCODED_CHARS = 2_000_000
+_ENCODED_TEXTS = 256  # and this many texts, whatever a race between threads counted
 _encoded: dict[int, tuple[str, bytes]] = {}
+_encoded_chars = 0
 
 
 def _ascii(text: str) -> bytes:
+    global _encoded_chars
     entry = _encoded.get(id(text))
     if entry is not None and entry[0] is text:
         return entry[1]
     data = text.encode("ascii")
-    if len(_encoded) >= _ENCODED_KEPT:
+    if _encoded_chars + len(text) > _ENCODED_CHARS or len(_encoded) >= _ENCODED_TEXTS:
         _encoded.clear()
-    _encoded[id(text)] = (text, data)
+        _encoded_chars = 0
+    if len(text) <= _ENCODED_CHARS // 4:  # one huge text is encoded, not kept
+        _encoded[id(text)] = (text, data)
+        _encoded_chars += len(text)
     return data
 
 
