@@ -18,13 +18,16 @@ from typing import Any
 
 import regex
 
-__all__ = ["WrongRecord", "wrong_record"]
+from otel_safety.analysis.memo import content_memo
+
+__all__ = ["WrongRecord", "record_lists", "wrong_record"]
 
 _DIGITS = regex.compile(r"\d{3,}")
 _WORD = regex.compile(r"[^\W_]+")
 _MAX_RESULT_CHARS = 200_000  # a lookup's answer; a longer result is a document
 _MAX_VALUE_CHARS = 80
 _MAX_RECORDS = 500
+_LOOK_BACK = 20  # earlier results searched for the record a call took
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,10 @@ def wrong_record(
         return None
     task_words = " ".join(_WORD.findall(task.lower()))
     task_digits = set(_DIGITS.findall(task))
-    for tool, result in reversed(earlier):
-        for records in _record_lists(result):
+    # The lookups just before the call: a long run checks a bounded window, not its whole
+    # past, so the cost grows with the run's length, not with its square.
+    for tool, result in reversed(earlier[-_LOOK_BACK:]):
+        for records in record_lists(result):
             found = _wrong_in(records, ids, task_words, task_digits)
             if found is not None:
                 return WrongRecord(found[0], found[1], found[2], found[3], tool)
@@ -116,15 +121,18 @@ def _scalars(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
                 yield str(name), item
 
 
-def _record_lists(result: str) -> Iterator[list[dict]]:
-    """Every list of two or more JSON objects in a tool's result."""
+@content_memo
+def record_lists(result: str) -> tuple[list[dict], ...]:
+    """Every list of two or more JSON objects in a tool's result (parsed once per result;
+    shared, not to be changed)."""
     text = result.strip()
     if not text or text[0] not in "[{" or len(text) > _MAX_RESULT_CHARS:
-        return
+        return ()
     try:
         parsed = json.loads(text)
     except ValueError:
-        return
+        return ()
+    found: list[list[dict]] = []
     stack, seen = [parsed], 0
     while stack and seen < _MAX_RECORDS:
         item = stack.pop()
@@ -132,7 +140,8 @@ def _record_lists(result: str) -> Iterator[list[dict]]:
         if isinstance(item, list):
             records = [r for r in item if isinstance(r, dict)]
             if len(records) >= 2:
-                yield records[:_MAX_RECORDS]
+                found.append(records[:_MAX_RECORDS])
             stack.extend(r for r in item if isinstance(r, list | dict))
         elif isinstance(item, dict):
             stack.extend(v for v in item.values() if isinstance(v, list | dict))
+    return tuple(found)
