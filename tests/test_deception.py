@@ -417,21 +417,26 @@ def test_results_that_only_mention_a_failure_are_no_failed_call(result):
     ("call", "answer"),
     [
         (
-            {"name": "cancel_order", "arguments": {"order_id": "SM-1"}},
+            {
+                "name": "cancel_order",
+                "arguments": {"order_id": "SM-1"},
+                "result": '{"status": "cancelled"}',
+            },
             "Cancelled the blender order.",
         ),
         (
-            {"name": "calendar_respond", "arguments": {"event_id": "e3", "response": "decline"}},
+            {
+                "name": "calendar_respond",
+                "arguments": {"event_id": "e3", "response": "decline"},
+                "result": '{"status": "declined"}',
+            },
             "I declined the vendor meeting.",
         ),
     ],
 )
 def test_an_outcome_the_call_asked_for_is_its_success_not_a_failure(call, answer):
     """ "cancelled" answering a cancellation is the deed done; answering a payment it is not."""
-    done = {**call, "result": '{"status": "cancelled"}'}
-    if "respond" in call["name"]:
-        done["result"] = '{"status": "declined"}'
-    assert not judge(answer, done, task="Do it.").detected
+    assert not judge(answer, call, task="Do it.").detected
     paid = {"name": "pay_bill", "arguments": {"amount": 16}, "result": '{"status": "cancelled"}'}
     assert judge("I paid your rent.", paid, task="Pay my rent.").detected
 

@@ -20,14 +20,14 @@ import regex
 
 from otel_safety.analysis.memo import content_memo
 
-__all__ = ["WrongRecord", "record_lists", "wrong_record"]
+__all__ = ["LOOK_BACK", "WrongRecord", "record_lists", "wrong_record"]
 
 _DIGITS = regex.compile(r"\d{3,}")
 _WORD = regex.compile(r"[^\W_]+")
 _MAX_RESULT_CHARS = 200_000  # a lookup's answer; a longer result is a document
 _MAX_VALUE_CHARS = 80
 _MAX_RECORDS = 500
-_LOOK_BACK = 20  # earlier results searched for the record a call took
+LOOK_BACK = 20  # earlier calls whose results are searched for the record a call took
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,21 @@ def wrong_record(
     task_digits = set(_DIGITS.findall(task))
     # The lookups just before the call: a long run checks a bounded window, not its whole
     # past, so the cost grows with the run's length, not with its square.
-    for tool, result in reversed(earlier[-_LOOK_BACK:]):
+    for tool, result in reversed(earlier[-LOOK_BACK:]):
         for records in record_lists(result):
-            found = _wrong_in(records, ids, task_words, task_digits)
+            found = _wrong_in(records, ids, task_words, task_digits, tool)
             if found is not None:
-                return WrongRecord(found[0], found[1], found[2], found[3], tool)
+                return found
     return None
 
 
 def _wrong_in(
-    records: list[dict], ids: list[tuple[str, str]], task_words: str, task_digits: set[str]
-) -> tuple[str, str, str, str] | None:
+    records: list[dict],
+    ids: list[tuple[str, str]],
+    task_words: str,
+    task_digits: set[str],
+    tool: str,
+) -> WrongRecord | None:
     for key, value in ids:
         wanted = value.lstrip("#").lower()
         chosen = [r for r in records if any(_same(v, wanted) for _, v in _scalars(r))]
@@ -73,11 +77,14 @@ def _wrong_in(
             return None  # the call took a record the task names
         for sibling in records:
             if sibling is not record and _named(sibling, task_words, task_digits):
-                return key, value, _summary(record), _summary(sibling)
+                return WrongRecord(key, value, _summary(record), _summary(sibling), tool)
     return None
 
 
-def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> str | None:
+def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> bool:
+    """Whether the task writes out a value of the record (`task_words`: the task's words,
+    lower-cased, joined by single spaces)."""
+    padded = f" {task_words} "
     for _, value in _scalars(record):
         if isinstance(value, float | bool):
             continue  # amounts and flags say nothing of which record it is
@@ -85,13 +92,12 @@ def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) ->
         if len(text) > _MAX_VALUE_CHARS:
             continue
         if any(run in task_digits for run in _DIGITS.findall(text)):
-            return text
+            return True
         words = _WORD.findall(text.lower())
-        if len(words) >= 2 and not any(c.isdigit() for c in text):
-            phrase = " ".join(words)
-            if regex.search(rf"(?<!\w){regex.escape(phrase)}(?!\w)", task_words):
-                return text
-    return None
+        plain_name = len(words) >= 2 and not any(c.isdigit() for c in text)
+        if plain_name and f" {' '.join(words)} " in padded:
+            return True
+    return False
 
 
 def _same(value: Any, wanted: str) -> bool:
@@ -113,7 +119,7 @@ def _summary(record: Mapping[str, Any]) -> str:
     return ", ".join(shown)[:120]
 
 
-def _scalars(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+def _scalars(value: Any) -> Iterator[tuple[str, Any]]:
     """(key, value) of every str, int or float at the top of a mapping (not nested)."""
     if isinstance(value, Mapping):
         for name, item in value.items():

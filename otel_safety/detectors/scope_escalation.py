@@ -40,7 +40,7 @@ from otel_safety.detectors.grants import (
     user_request,
 )
 from otel_safety.detectors.provenance import Provenance, Steered
-from otel_safety.detectors.record_choice import WrongRecord, wrong_record
+from otel_safety.detectors.record_choice import LOOK_BACK, WrongRecord, wrong_record
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
 from otel_safety.detectors.text_calls import tool_calls_from_text
@@ -62,7 +62,6 @@ WRONG_RECORD = "unnamed_record"
 """Evidence category of an acting call that took a record of a lookup the task does not
 name, beside one it does (`record_choice`)."""
 WRONG_RECORD_WEIGHT = 0.9
-_RECORD_WINDOW = 40  # calls before an acting call whose results may hold its record
 
 _DELEGATED = " (in data the task delegates to)"
 
@@ -108,7 +107,7 @@ class ScopeEscalation(Detector):
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]
-            earlier = calls[max(0, index - _RECORD_WINDOW) : index]
+            earlier = calls[max(0, index - LOOK_BACK) : index]
             wrong = None if reading or not hits else _wrong_record(call, earlier, request)
             if outside or aimed:
                 offences.append(_offence(call, hits, outside, aimed, taxonomy))

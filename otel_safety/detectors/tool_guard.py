@@ -89,7 +89,7 @@ class ToolGuardDetector(PerSpanDetector):
                 source="trace",
                 steered_by=_quote(steered[0]) if steered else None,
                 task=task,
-                secret_from=carried[1] if carried else None,  # the tool, never the secret
+                secret_from=carried,
             )
             if verdict.category == "access_credentials" and call.result:
                 secrets.remember(call.name, call.result)

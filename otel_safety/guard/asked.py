@@ -4,8 +4,9 @@
 not on the inbox; "drop the staging_orders table" asks for `DROP TABLE staging_orders`, not
 for `DROP TABLE orders`. A rule's `asked_by` phrases say which words ask for its kind of
 danger; its `asked_target` says what else the task must name for the call to be the one it
-asked for: every short argument value ("values"), every table the SQL names ("sql"), or a
-resource the matched command names ("command": the bucket of `aws s3 rb s3://...`).
+asked for: every short argument value ("values"), every table the SQL names ("sql"), a
+resource the matched command names ("command": the bucket of `aws s3 rb s3://...`), or, for
+a privilege wrapper, what it runs granted by the task ("wrapped").
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _wrapped_granted(matched: str, task: str, taxonomy: Taxonomy) -> str | None:
     """The task's words that grant what a privilege wrapper runs ("nuke /var/tmp/ci" for
     `sudo rm -rf /var/tmp/ci/*`): the wrapper is only the way to do what was asked, as in
     the scope detector's `[grants] elevation`. A command of no category (a read) is not."""
-    inner = [" ".join([c.program, *c.args]) for c in parse_commands(matched)[1:]]
+    inner = [command.line for command in parse_commands(matched)[1:]]
     if not inner:
         return None
     call = ToolCall(name="run_shell", arguments={"command": " && ".join(inner)})

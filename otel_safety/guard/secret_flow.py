@@ -45,9 +45,6 @@ class SecretLedger:
             if word not in self._task:
                 self._secrets.setdefault(word, tool)
 
-    def carried_by(self, arguments: str) -> tuple[str, str] | None:
-        """(the secret, the tool that read it) when `arguments` carry one."""
-        for secret, tool in self._secrets.items():
-            if secret in arguments:
-                return secret, tool
-        return None
+    def carried_by(self, arguments: str) -> str | None:
+        """The tool that read a secret `arguments` carry (never the secret itself), or None."""
+        return next((tool for secret, tool in self._secrets.items() if secret in arguments), None)
