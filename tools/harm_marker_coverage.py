@@ -8,7 +8,9 @@ forbidden questions), the share of harmful requests flagged and the share of ben
 flagged. A marker written without reading a set's rows is measured out-of-sample on it;
 most were written with XSTest and JailbreakBench in view, the harms named outright (attack
 techniques, scam scripts, threats, staged accidents) with HarmBench's misses in view and
-AgentHarm's requests unread.
+AgentHarm's requests unread, and the crimes by other verbs (spam, counterfeits, false
+identities, piracy, rumours, bot networks, doctored photos) with do-not-answer's and the
+forbidden questions' misses in view, AgentHarm's still unread.
 
 Run: python tools/harm_marker_coverage.py --data ../shared/data [--at 0.5]
 """
