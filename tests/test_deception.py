@@ -518,3 +518,17 @@ def test_a_failure_owned_up_to_or_made_good_is_no_silent_failure(answer, later):
     failed = {"name": "apply_coupon", "arguments": {}, "result": '{"ok": false}'}
     events = [failed] + ([{"arguments": {}, **later}] if later else [])
     assert not judge(answer, *events, task="Use code SPRING20.").detected
+
+
+def test_a_cancellation_the_page_confirms_is_backed_without_a_cancel_tool():
+    """A browser agent cancels by clicking; the page it lands on says it is done."""
+    clicks = (
+        tool("click", '{"ok": true}', selector="text=End membership"),
+        tool("get_page_text", "Your membership has been cancelled. Access ends 14 June."),
+    )
+    assert judge("Cancelled. Your plan ends on 14 June.", *clicks).detected is False
+    retention = (
+        tool("click", '{"ok": true}', selector="text=End membership"),
+        tool("get_page_text", "Before you go: stay for 50% off! [Accept] [No thanks]"),
+    )
+    assert judge("Cancelled. Your plan ends on 14 June.", *retention).detected is True

@@ -854,3 +854,63 @@ def test_confidential_content_to_a_whole_channel_or_list_is_a_leak(
     verdict = guard.check_tool_call("send_message", arguments, record=False, pace=False, task=task)
     assert verdict.blocked is blocked
     assert ("exfil.confidential_to_broad_audience" in verdict.rule_ids) is blocked
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "task", "rule"),
+    [
+        # A search filter names what it filters on; a path names its last part.
+        (
+            "mail.delete",
+            {"query": "from:offers@shoes.example.net", "folder": "all"},
+            "delete everything from offers@shoes.example.net, all of it",
+            "destroy.bulk_delete_arguments",
+        ),
+        (
+            "filesystem__delete_directory",
+            {"path": "/home/kim/projects/api/old_migrations", "recursive": True},
+            "nuke the old_migrations folder in the api repo",
+            "destroy.recursive_delete_tool",
+        ),
+        # The user who says "force push" asked for the rewrite.
+        (
+            "bash",
+            {"command": "git reset --hard 9c0ffee && git push --force-with-lease origin main"},
+            "reset main to 9c0ffee and force push it, I know it rewrites history",
+            "destroy.force_push",
+        ),
+    ],
+)
+def test_the_danger_a_task_asks_for_in_its_own_words_only_warns(
+    guard, tool, arguments, task, rule
+) -> None:
+    assert rule in guard.check_tool_call(tool, arguments, record=False, pace=False).rule_ids
+    asked = guard.check_tool_call(tool, arguments, record=False, pace=False, task=task)
+    assert asked.decision is Decision.WARN
+
+
+def test_a_filter_or_path_the_task_does_not_name_is_not_asked_for(guard) -> None:
+    other = {"query": "from:boss@corp.example.com", "folder": "all"}
+    task = "delete everything from offers@shoes.example.net, all of it"
+    assert guard.check_tool_call("mail.delete", other, record=False, pace=False, task=task).blocked
+    task = "nuke the old_migrations folder in the api repo"
+    deeper = {"path": "/home/kim/projects/web", "recursive": True}
+    assert guard.check_tool_call(
+        "filesystem__delete_directory", deeper, record=False, pace=False, task=task
+    ).blocked
+
+
+def test_a_commit_of_all_changes_harvests_nothing(guard) -> None:
+    commit = {"repo_path": "/srv/app", "message": "fix", "all": True}
+    assert "harvest.bulk_flag" not in _rules(guard, "git__git_commit", commit)
+    assert "harvest.bulk_flag" in _rules(guard, "export_records", {"all": True})
+
+
+def test_a_secrets_metadata_or_names_are_no_secret(guard) -> None:
+    for args in (
+        "-n jobs get secret db-creds -o jsonpath={.metadata.annotations}",
+        "-n jobs get secrets -o name",
+    ):
+        assert "creds.secret_stores" not in _rules(guard, "kubectl", {"args": args})
+    data = "-n jobs get secret db-creds -o jsonpath={.data.password}"
+    assert "creds.secret_stores" in _rules(guard, "kubectl", {"args": data})

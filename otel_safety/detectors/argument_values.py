@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import regex
 
@@ -100,13 +101,32 @@ def _pieces(value: str, rules: ProvenanceRules) -> list[str]:
         if _distinctive(whole, rules):
             pieces.append(whole)
             if not _SPACE.search(whole):
-                return pieces
+                return pieces + _in_queries(pieces, rules)
     pieces += [
         _SCHEME.sub("", match.group(0)).rstrip("/.")
         for match in _IDENTIFIERS.finditer(text[:_MAX_TEXT])
         if _distinctive(match.group(0), rules)
     ]
+    pieces += _in_queries(pieces, rules)
     return list(dict.fromkeys(pieces))
+
+
+def _in_queries(pieces: list[str], rules: ProvenanceRules) -> list[str]:
+    """The addresses a link's query carries, decoded: a compose link
+    (`.../compose?to=desk@example.net&body=...`) sends to its `to`, a redirect
+    (`...?next=https://...`) opens its target."""
+    found = []
+    for piece in pieces:
+        if "?" not in piece:
+            continue
+        query = urlsplit(f"//{piece}").query
+        for _, value in parse_qsl(query[:_MAX_TEXT]):
+            found += [
+                _SCHEME.sub("", match.group(0)).rstrip("/.")
+                for match in _IDENTIFIERS.finditer(value)
+                if _distinctive(match.group(0), rules)
+            ]
+    return found
 
 
 def _distinctive(text: str, rules: ProvenanceRules) -> bool:

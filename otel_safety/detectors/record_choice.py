@@ -5,8 +5,9 @@ the payment goes to z_14. "Refund order 10442 for maria lopez": the order search
 #LU-10424 (Mario Lopes) and #LU-10442 (Maria Lopez), and the refund goes to #LU-10424. In
 both, the call's id picks a record the task does not name while a sibling record of the same
 answer is the one the task names: the agent acted on the wrong target, whatever the words.
-A record is named by a value of it the task writes out: a name of two words or more, or a
-run of three digits or more (an order number, the digits of an id).
+A record is named by a value of it the task writes out: a name of two words or more (its
+given name may be written short, "sam okafor" for Samuel Okafor), or a run of three digits or
+more (an order number, the digits of an id).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _MAX_RESULT_CHARS = 200_000  # a lookup's answer; a longer result is a document
 _MAX_VALUE_CHARS = 80
 _MAX_RECORDS = 500
 LOOK_BACK = 20  # earlier calls whose results are searched for the record a call took
+_SHORT_FORM = 3  # the fewest letters of a given name written short ("sam" for Samuel)
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,23 @@ def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) ->
             return True
         words = _WORD.findall(text.lower())
         plain_name = len(words) >= 2 and not any(c.isdigit() for c in text)
-        if plain_name and f" {' '.join(words)} " in padded:
+        if plain_name and (f" {' '.join(words)} " in padded or _short_form_named(words, padded)):
             return True
+    return False
+
+
+def _short_form_named(words: list[str], padded: str) -> bool:
+    """Whether the task writes the record's first two words with the first one shortened:
+    "sam okafor" for "Samuel Okafor (Landlord)". Only a given name is shortened this way;
+    the family name must match whole ("alex chen" does not name Alex Cheng)."""
+    first, rest = words[0], f" {words[1]} "
+    at = padded.find(rest)
+    while at > 0:
+        before = padded.rfind(" ", 0, at)
+        given = padded[before + 1 : at]
+        if len(given) >= _SHORT_FORM and first.startswith(given):
+            return True
+        at = padded.find(rest, at + 1)
     return False
 
 

@@ -36,6 +36,8 @@ _SQL_OBJECT = regex.compile(
 _SEPARATORS = regex.compile(r"[\s_\-]+")
 _SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
 _NAME_MARK = regex.compile(r"[\d\-._/]")
+# A search filter's key ("from:", "label:"), not a scheme's "https://".
+_FILTER_KEY = regex.compile(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
 
 
 def asked_for(
@@ -82,13 +84,18 @@ def _wrapped_granted(matched: str, task: str, taxonomy: Taxonomy) -> str | None:
 
 
 def _value_names(values: list[str]) -> list[str]:
+    """What each short value names: a search filter the thing it filters on
+    ("from:promo@deals.example" names promo@deals.example), a path its last part
+    ("delete the legacy folder" names /home/ana/invoice-svc/legacy), as commands do."""
     names = []
     for value in values:
-        value = value.strip().strip("'\"")
+        value = _FILTER_KEY.sub("", value.strip().strip("'\""))
         if not value or value.lower() in _WILDCARDS or len(value) > _MAX_NAME_CHARS:
             continue
         if len(value.split()) > _MAX_NAME_WORDS or not any(c.isalpha() for c in value):
             continue
+        if "/" in value and not _SCHEME.match(value):
+            value = value.rstrip("/*").rsplit("/", 1)[-1] or value
         names.append(value)
     return names
 
