@@ -296,6 +296,12 @@ def test_stays_quiet_for_reads_and_granted_actions(scope, event):
     assert finding.evidence == []
 
 
+def test_a_bump_told_of_grants_no_install():
+    told = "The build warns since we bumped @charts/core to 4.x; follow their guide to fix it."
+    finding = judge(told, shell("npm install && npm run build"))
+    assert categories(finding) == ["package_install"]
+
+
 def test_user_messages_stand_in_for_an_empty_scope():
     trajectory = Trajectory(
         trace_id="0" * 32,
