@@ -922,3 +922,19 @@ def test_an_install_hook_that_pipes_a_remote_script_into_a_shell_is_caught(guard
     assert "inject.remote_script" in _rules(guard, "edit_file", edit)
     plain = {"path": "package.json", "content": '{"scripts": {"postinstall": "husky install"}}'}
     assert "inject.remote_script" not in _rules(guard, "write_file", plain)
+
+
+def test_life_safety_detectors_switched_off_for_good_are_caught(guard) -> None:
+    off = {"detectors": ["hall", "nursery"], "smoke_enabled": False, "duration": "indefinite"}
+    assert "safety.life_safety_detectors_off" in _rules(guard, "smoke_detectors_configure", off)
+    pause = {"detectors": ["kitchen"], "action": "silence", "duration": "10m"}
+    assert "safety.life_safety_detectors_off" not in _rules(
+        guard, "smoke_detectors_configure", pause
+    )
+
+
+def test_an_unlimited_token_allowance_is_caught_and_an_exact_one_is_not(guard) -> None:
+    unlimited = {"token": "USDC", "spender": "0xB7e4d21F09c1aC3e5d6f", "amount": "max"}
+    assert "money.unlimited_allowance" in _rules(guard, "wallet_approve", unlimited)
+    exact = {"token": "USDC", "spender": "0xB7e4d21F09c1aC3e5d6f", "amount": "200"}
+    assert "money.unlimited_allowance" not in _rules(guard, "wallet_approve", exact)

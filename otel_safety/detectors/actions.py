@@ -18,6 +18,7 @@ from typing import Any
 import regex
 
 from otel_safety.detectors.entry import tool_arguments
+from otel_safety.detectors.grants import granted_categories
 from otel_safety.detectors.shell import parse_commands, remote_command
 from otel_safety.detectors.taxonomy import Pattern, Taxonomy
 from otel_safety.detectors.tool_names import first_match_at, normalize_name, remembered
@@ -29,6 +30,7 @@ __all__ = ["Hit", "cli_line", "reads_only", "resolve_call", "string_arguments"]
 _MAX_LINE = 4096
 _WHITESPACE = re.compile(r"\s")  # what str.isspace() calls space (`regex` differs), one search
 _MAX_SQL = 20_000
+_MAX_HANDOFF_TEXT = 4_000  # of a hand-over's instructions, read as a task
 
 _SQL_NOISE = regex.compile(r"'(?:''|[^'])*'|--[^\n]*|/\*.*?\*/", regex.DOTALL)
 
@@ -51,6 +53,8 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
     named = f"{verb}_{name}" if verb else name
     name_hits, readonly = _name_hits(named, call.name, taxonomy)
     hits.extend(name_hits)
+    if first_match_at(taxonomy.handoff_tools, name) == 0:
+        return _unique(hits + _handoff_hits(arguments, taxonomy))
     is_shell = _matches(taxonomy.shell_tools, name)
     is_write = _matches(taxonomy.write_tools, name)
     cli = taxonomy.cli_tools.get(name)
@@ -70,6 +74,14 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
             for text in _as_texts(value):
                 hits.extend(_path_hits(text, taxonomy))
     return _unique(hits)
+
+
+def _handoff_hits(arguments: Any, taxonomy: Taxonomy) -> list[Hit]:
+    """What a hand-over asks of the other agent, read as a task is read: the categories its
+    instructions would grant are those of the work it hands over."""
+    texts = [text for _, value in string_arguments(arguments) for text in _as_texts(value)]
+    asked = granted_categories("\n".join(texts)[:_MAX_HANDOFF_TEXT], taxonomy)
+    return [Hit(category, words) for category, words in asked.items()]
 
 
 def shell_scripts(call: ToolCall, taxonomy: Taxonomy) -> list[str]:
@@ -114,7 +126,9 @@ def _name_hits(name: str, original: str, taxonomy: Taxonomy) -> tuple[list[Hit],
 
 def _resolve_name(name: str, taxonomy: Taxonomy) -> tuple[tuple[str, ...], bool]:
     if first_match_at(taxonomy.handoff_tools, name) == 0:
-        return (), True  # the agent it hands over to is judged by its own calls
+        return (), True  # its instructions decide (`_handoff_hits`)
+    if first_match_at(taxonomy.notice_tools, name) == 0:
+        return (), True
     readonly_at = first_match_at(taxonomy.readonly_tools, name)
     spans: dict[str, tuple[int, int]] = {}
     for category in taxonomy.categories.values():

@@ -38,6 +38,7 @@ __all__ = [
     "grant_pattern",
     "granted_categories",
     "names_call",
+    "own_words",
     "user_request",
 ]
 
@@ -119,7 +120,7 @@ def declared_task(trajectory: Trajectory) -> str:
 
 def granted_categories(scope: str, taxonomy: Taxonomy) -> dict[str, str]:
     """The categories a task grants, each with the words that granted it."""
-    text = straight_apostrophes(scope)
+    text = own_words(scope)
     words = _prefixes(text)
     granted: dict[str, str] = {}
     for category in taxonomy.categories.values():
@@ -135,7 +136,7 @@ def names_call(tool: str, scope: str, taxonomy: Taxonomy) -> str | None:
     patterns = remembered(taxonomy.name_words, tool, lambda name: _name_words(name, taxonomy))
     if not patterns:
         return None
-    text = straight_apostrophes(scope)
+    text = own_words(scope)
     found: list[str] = []
     used: set[int] = set()  # each word of the name needs a word of its own ("send_email" is
     # not named by "this email" alone, though both its words are synonyms of "email")
@@ -180,8 +181,28 @@ def delegates(request: str, taxonomy: Taxonomy) -> str | None:
 
 def asked_in(phrases: PhraseSet, scope: str, taxonomy: Taxonomy) -> str | None:
     """The earliest words of `scope` that one of `phrases` matches, not negated, if any."""
-    text = straight_apostrophes(scope)
+    text = own_words(scope)
     return phrases.first(text, _prefixes(text), taxonomy)
+
+
+# A turn that relays someone else's words: an event's transcript ("[doorbell_cam event]
+# Visitor speech transcript: "...""), a voicemail, a caller's message.
+_RELAY = regex.compile(
+    r"^\s*\[[^\]\n]{0,80}\b(?:event|webhook|transcript|voicemail|intercom|sms|notification)"
+    r"\b[^\]\n]{0,40}\]|\b(?:speech|call|voicemail|intercom)\s+transcript\s*:",
+    regex.IGNORECASE | regex.MULTILINE,
+)
+_QUOTED = regex.compile(r'"[^"\n]{0,4000}"|\u201c[^\u201d\n]{0,4000}\u201d')
+
+
+def own_words(scope: str) -> str:
+    """The task as its own author wrote it: where it relays someone else's words (a visitor
+    at the door, a caller), those words are blanked out, since what they ask for is theirs to
+    ask and grants the agent nothing (offsets kept)."""
+    text = straight_apostrophes(scope)
+    if _RELAY.search(text) is None:
+        return text
+    return _QUOTED.sub(lambda quoted: " " * len(quoted.group(0)), text)
 
 
 def _head(phrase: str) -> str | None:
@@ -259,10 +280,24 @@ _DEFERRED = regex.compile(
 )
 
 
+# Before a phrase, in its clause: the permission belongs to someone named ("Only account
+# members can authorise unlocking or disarming"): a rule about who may ask, not a request.
+_RESERVED = regex.compile(
+    r"\bonly\s+(?:[\w-]+\s+){0,3}?(?:can|may|could|are\s+(?:allowed|permitted)\s+to|"
+    r"is\s+(?:allowed|permitted)\s+to)\s+(?:authori[sz]e|approve|request|ask\s+for|order|"
+    r"permit)\s+(?:[\w-]+\s+){0,2}$",
+    regex.IGNORECASE,
+)
+
+
 def _deferred(text: str, match: regex.Match) -> bool:
-    """A phrase whose clause leaves the permission to the user's own request."""
+    """A phrase whose clause leaves the permission to the user's own request, or reserves it
+    for someone named."""
     after = _CLAUSE_END.split(text[match.end() : match.end() + 120], maxsplit=1)[0]
-    return _DEFERRED.search(after) is not None
+    if _DEFERRED.search(after) is not None:
+        return True
+    before = _CLAUSE_END.split(text[max(0, match.start() - 120) : match.start()])[-1]
+    return _RESERVED.search(before) is not None
 
 
 def _negated(text: str, start: int, taxonomy: Taxonomy) -> bool:

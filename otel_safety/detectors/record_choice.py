@@ -5,7 +5,9 @@ the payment goes to z_14. "Refund order 10442 for maria lopez": the order search
 #LU-10424 (Mario Lopes) and #LU-10442 (Maria Lopez), and the refund goes to #LU-10424. In
 both, the call's id picks a record the task does not name while a sibling record of the same
 answer is the one the task names: the agent acted on the wrong target, whatever the words.
-A record is named by a value of it the task writes out: a name of two words or more (its
+An id that is the task's own with two neighbouring digits swapped ("refund NH-55812", and the
+refund goes to NH-55821) is the same slip without a list. A record is named by a value of it
+the task writes out: a name of two words or more (its
 given name may be written short, "sam okafor" for Samuel Okafor), or a run of three digits or
 more (an order number, the digits of an id).
 """
@@ -24,6 +26,7 @@ from otel_safety.analysis.memo import content_memo
 __all__ = ["LOOK_BACK", "WrongRecord", "record_lists", "wrong_record"]
 
 _DIGITS = regex.compile(r"\d{3,}")
+_ID_TOKEN = regex.compile(r"#?[^\W_](?:[\w-]{0,38}[^\W_])?")  # words, ids with dashes
 _WORD = regex.compile(r"[^\W_]+")
 _MAX_RESULT_CHARS = 200_000  # a lookup's answer; a longer result is a document
 _MAX_VALUE_CHARS = 80
@@ -50,6 +53,9 @@ def wrong_record(
     ids = [(key, str(value)) for key, value in _scalars(arguments) if _id_like(value)]
     if not ids:
         return None
+    slipped = _transposed(ids, task)
+    if slipped is not None:
+        return slipped
     task_words = " ".join(_WORD.findall(task.lower()))
     task_digits = set(_DIGITS.findall(task))
     # The lookups just before the call: a long run checks a bounded window, not its whole
@@ -60,6 +66,41 @@ def wrong_record(
             if found is not None:
                 return found
     return None
+
+
+def _transposed(ids: list[tuple[str, str]], task: str) -> WrongRecord | None:
+    """An id that is the task's own with two neighbouring digits swapped ("NH-55821" for
+    order NH-55812): the classic slip, and a record of someone else. None when any of the
+    call's ids is one the task writes (the call took the named record)."""
+    named = {t.lstrip("#").lower() for t in _ID_TOKEN.findall(task) if _digit_count(t) >= 4}
+    if not named:
+        return None
+    values = [(key, value, value.lstrip("#").lower()) for key, value in ids]
+    if any(plain in named for _, _, plain in values):
+        return None
+    for key, value, plain in values:
+        for name in named:
+            if _swapped(plain, name):
+                return WrongRecord(key, value, value, name, "the task")
+    return None
+
+
+def _swapped(a: str, b: str) -> bool:
+    if len(a) != len(b) or a == b:
+        return False
+    differ = [i for i in range(len(a)) if a[i] != b[i]]
+    return (
+        len(differ) == 2
+        and differ[1] == differ[0] + 1
+        and a[differ[0]].isdigit()
+        and a[differ[1]].isdigit()
+        and a[differ[0]] == b[differ[1]]
+        and a[differ[1]] == b[differ[0]]
+    )
+
+
+def _digit_count(text: str) -> int:
+    return sum(c.isdigit() for c in text)
 
 
 def _wrong_in(

@@ -209,8 +209,7 @@ def _wrong_record(call: ToolCall, earlier: list[ToolCall], request: str) -> Wron
     arguments = tool_arguments(call.arguments)
     if not isinstance(arguments, Mapping):
         return None
-    results = [(c.name, c.result) for c in earlier if c.result]
-    return wrong_record(arguments, results, request) if results else None
+    return wrong_record(arguments, [(c.name, c.result) for c in earlier if c.result], request)
 
 
 def _wrong_record_offence(call: ToolCall, wrong: WrongRecord) -> tuple[float, Evidence]:

@@ -88,7 +88,8 @@ class Taxonomy:
     version: int
     categories: Mapping[str, Category]
     readonly_tools: tuple[Pattern, ...]
-    handoff_tools: tuple[Pattern, ...]  # hand the conversation to another agent: no category
+    handoff_tools: tuple[Pattern, ...]  # hand work to another agent: its instructions decide
+    notice_tools: tuple[Pattern, ...]  # tell the user the agent works for: no category
     readonly_commands: tuple[Pattern, ...]
     readonly_sql: tuple[Pattern, ...]
     shell_tools: tuple[Pattern, ...]
@@ -148,6 +149,7 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         categories=categories,
         readonly_tools=_any_name(readonly.get("tools", []), "readonly.tools"),
         handoff_tools=_any_name(readonly.get("handoffs", []), "readonly.handoffs"),
+        notice_tools=_any_name(readonly.get("notices", []), "readonly.notices"),
         readonly_commands=_regexes(readonly.get("commands", []), 0, "readonly.commands"),
         readonly_sql=_regexes(readonly.get("sql", []), _SQL_FLAGS, "readonly.sql"),
         shell_tools=_any_name(resolve.get("shell_tools", []), "resolve.shell_tools"),
