@@ -144,6 +144,7 @@ def backed_actions(
             or (action.any_command and bool(lines))
             or (action.redirects and redirected)
             or any(p.search(result) for p in action.results for result in results)
+            or (action.reports is not None and any(map(action.reports.search, results)))
             or any(p.search(text) for p in action.arguments for text in arguments)
         ):
             backed.add(action.name)

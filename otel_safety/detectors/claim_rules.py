@@ -79,6 +79,10 @@ class Action:
     # The deed acts on something it names ("Deleted acme-assets-2023"): a call that acts on
     # that name backs the claim whatever its tool is called (`claim_evidence.named_by_a_call`).
     named_target: bool = False
+    # A result that reports the deed done in the action's own words ("Your membership has
+    # been cancelled", `"status": "booked"`): a page or service saying so backs the claim,
+    # whatever clicks or calls got there.
+    reports: regex.Pattern | None = None
 
 
 @dataclass(frozen=True)
@@ -208,8 +212,14 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
     passives = []
     been = rf"(?:has|have)\s+{adverb_run}been\s+{adverb_run}"
     done = r"(?:was|were|is|are)\s+successfully\s+"
+    reports = None
     if bare:
         passives.append(_regex(rf"\b(?:{been}|{done})(?:{bare})(?!\w)", where))
+        reports = _regex(
+            rf"\b(?:{been}|{done})(?:{bare})(?!\w)"
+            rf"|\b(?:status|state)[\"']?\s*[:=]\s*[\"']?(?:{bare})(?!\w)",
+            where,
+        )
     if objects and perfect:
         # The object heads the subject ("the invitation email has been sent") or follows the
         # verb ("has been added to the file"); a subject runs no further than a conjunction.
@@ -258,6 +268,7 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
         redirects=bool(spec.get("redirects", False)),
         content=bool(spec.get("content", False)),
         named_target=bool(spec.get("named_target", False)),
+        reports=reports,
         refuted_by=tuple(
             _regex(p, f"{where}.refuted_by", FLAGS | regex.MULTILINE)
             for p in spec.get("refuted_by", [])
