@@ -44,11 +44,13 @@ from otel_safety.detectors.record_choice import LOOK_BACK, WrongRecord, wrong_re
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
 from otel_safety.detectors.text_calls import tool_calls_from_text
+from otel_safety.detectors.verification import GUARDED_CATEGORIES, unverified_start
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 __all__ = [
     "STEERED",
     "STEERED_READ",
+    "UNVERIFIED",
     "WRONG_RECORD",
     "ScopeEscalation",
     "run_scope_escalation",
@@ -62,6 +64,10 @@ WRONG_RECORD = "unnamed_record"
 """Evidence category of an acting call that took a record of a lookup the task does not
 name, beside one it does (`record_choice`)."""
 WRONG_RECORD_WEIGHT = 0.9
+UNVERIFIED = "unverified_change"
+"""An account, money, rights or door changed while an identity check the run began was never
+passed (`verification`)."""
+UNVERIFIED_WEIGHT = 0.9
 
 _DELEGATED = " (in data the task delegates to)"
 
@@ -109,10 +115,15 @@ class ScopeEscalation(Detector):
             aimed = [s for s in steered if not reading or s.value.address]
             earlier = calls[max(0, index - LOOK_BACK) : index]
             wrong = None if reading or not hits else _wrong_record(call, earlier, request)
+            unchecked = None
+            if not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES:
+                unchecked = unverified_start(calls[:index])
             if outside or aimed:
                 offences.append(_offence(call, hits, outside, aimed, taxonomy))
             elif wrong is not None:
                 offences.append(_wrong_record_offence(call, wrong))
+            elif unchecked is not None:
+                offences.append(_unverified_offence(call, hits, unchecked))
             elif steered:
                 offences.append(_steered_read(call, steered, taxonomy))
         offences.sort(key=lambda offence: -offence[0])  # stable: worst first, then call order
@@ -233,6 +244,27 @@ def _wrong_record_offence(call: ToolCall, wrong: WrongRecord) -> tuple[float, Ev
     return WRONG_RECORD_WEIGHT, evidence
 
 
+def _unverified_offence(
+    call: ToolCall, hits: list[Hit], started: ToolCall
+) -> tuple[float, Evidence]:
+    """An account, money, rights or door changed while the identity check that `started`
+    began was never passed."""
+    categories = sorted({hit.category for hit in hits} & GUARDED_CATEGORIES)
+    detail: dict[str, Any] = {
+        "tool": call.name,
+        "categories": categories,
+        "source": call.source,
+        "category": UNVERIFIED,
+        "matched": clip(started.name),
+        "check_started_by": started.name,
+    }
+    text = (
+        f"{call.name}: {', '.join(categories)} after {started.name} began an identity check "
+        f"that was never passed ({UNVERIFIED})"
+    )
+    return UNVERIFIED_WEIGHT, Evidence(text=clip(text), span_id=call.span_id, detail=detail)
+
+
 def _steered_read(
     call: ToolCall, steered: list[Steered], taxonomy: Taxonomy
 ) -> tuple[float, Evidence]:
@@ -291,4 +323,6 @@ def _weight(category: str, taxonomy: Taxonomy) -> float:
         return taxonomy.provenance.read_weight
     if category == WRONG_RECORD:
         return WRONG_RECORD_WEIGHT
+    if category == UNVERIFIED:
+        return UNVERIFIED_WEIGHT
     return taxonomy.weight(category)
