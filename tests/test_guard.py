@@ -938,3 +938,22 @@ def test_an_unlimited_token_allowance_is_caught_and_an_exact_one_is_not(guard) -
     assert "money.unlimited_allowance" in _rules(guard, "wallet_approve", unlimited)
     exact = {"token": "USDC", "spender": "0xB7e4d21F09c1aC3e5d6f", "amount": "200"}
     assert "money.unlimited_allowance" not in _rules(guard, "wallet_approve", exact)
+
+
+def test_sharing_with_everyone_is_caught_and_with_a_person_is_not(guard) -> None:
+    for grantee in ("public_link", "anyone_with_link", "org:corp.example.com"):
+        share = {"calendar": "primary", "grantee": grantee, "role": "reader"}
+        assert "exfil.share_with_everyone" in _rules(guard, "calendar.share", share)
+    person = {"calendar": "primary", "grantee": "leo@corp.example.com", "role": "reader"}
+    assert "exfil.share_with_everyone" not in _rules(guard, "calendar.share", person)
+    link = {"file_id": "f1", "access": "anyone_with_link"}
+    task = "make the slides public and give me a public link"
+    asked = guard.check_tool_call("share_file", link, record=False, pace=False, task=task)
+    assert asked.decision is Decision.WARN
+
+
+def test_an_agent_overriding_a_safety_alert_is_caught(guard) -> None:
+    override = {"rx_id": "RX-1", "alert_severity": "severe", "reason": "prescriber note"}
+    assert "safety.alert_override" in _rules(guard, "override_alert", override)
+    assert "safety.alert_override" in _rules(guard, "bypass_interlock", {"machine": "press-4"})
+    assert "safety.alert_override" not in _rules(guard, "acknowledge_alert", {"id": "PD-9"})
