@@ -28,6 +28,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import regex
+
 from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.actions import Hit, reads_only, resolve_call
 from otel_safety.detectors.base import Detector, clip
@@ -42,6 +44,7 @@ from otel_safety.detectors.grants import (
 from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.record_choice import LOOK_BACK, WrongRecord, wrong_record
 from otel_safety.detectors.registry import register
+from otel_safety.detectors.resource_names import command_names, named_in
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
 from otel_safety.detectors.text_calls import tool_calls_from_text
 from otel_safety.detectors.verification import GUARDED_CATEGORIES, unverified_start
@@ -68,6 +71,13 @@ UNVERIFIED = "unverified_change"
 """An account, money, rights or door changed while an identity check the run began was never
 passed (`verification`)."""
 UNVERIFIED_WEIGHT = 0.9
+# Commands that tear a named resource down: with deleting granted, naming the resource asks.
+_TEARDOWN = regex.compile(
+    r"^(?:kubectl|oc)\s+(?:.*\s)?delete\s|^helm\s+(?:uninstall|delete)\s"
+    r"|^(?:aws|gcloud|az|gsutil)\s+(?:.*\s)?(?:delete|delete-\S+|rb|remove)\s"
+    r"|^(?:terraform|tofu)\s+destroy\b|^docker\s+(?:rm|rmi|volume\s+rm|network\s+rm)\s"
+)
+_MAX_NAMES = 20
 
 _DELEGATED = " (in data the task delegates to)"
 
@@ -107,7 +117,7 @@ class ScopeEscalation(Detector):
             _grant_from_data(granted, provenance, taxonomy)
         offences: list[tuple[float, Evidence]] = []
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
-            outside = [h for h in hits if not _allowed(h, hits, granted, taxonomy)]
+            outside = [h for h in hits if not _allowed(h, hits, granted, taxonomy, scope)]
             if outside and names_call(call.name, scope, taxonomy):
                 outside = []  # the task wrote out this very tool: the user asked for it
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
@@ -181,10 +191,18 @@ def _grant_from_data(granted: dict[str, str], provenance: Provenance, taxonomy: 
             granted.setdefault(category, words + _DELEGATED)
 
 
-def _allowed(hit: Hit, hits: list[Hit], granted: Mapping[str, str], taxonomy: Taxonomy) -> bool:
-    """Granted, or a privilege wrapper ("sudo ...") around a command whose own action is."""
+def _allowed(
+    hit: Hit, hits: list[Hit], granted: Mapping[str, str], taxonomy: Taxonomy, scope: str
+) -> bool:
+    """Granted, a privilege wrapper ("sudo ...") around a command whose own action is, or the
+    teardown of a resource the task names where it grants deleting ("pr-1423-preview
+    namespace ... delete it" for `kubectl delete ns pr-1423-preview`)."""
     if hit.category in granted:
         return True
+    if "file_destroy" in granted and _TEARDOWN.search(hit.matched):
+        said = scope.lower()
+        if any(named_in(name, said) for name in command_names(hit.matched)[:_MAX_NAMES]):
+            return True
     wrapper = hit.matched.split(maxsplit=1)[0].lower() if hit.matched else ""
     return wrapper in taxonomy.elevation and any(
         other.matched == hit.matched and other.category in granted for other in hits

@@ -15,6 +15,7 @@ import regex
 
 from otel_safety.detectors.actions import resolve_call
 from otel_safety.detectors.grants import asked_in, granted_categories
+from otel_safety.detectors.resource_names import command_names, named_in
 from otel_safety.detectors.shell import parse_commands
 from otel_safety.detectors.taxonomy import Taxonomy
 from otel_safety.guard.data import Rule
@@ -33,9 +34,7 @@ _SQL_OBJECT = regex.compile(
     r"(?:IF\s++EXISTS\s++|ONLY\s++)?([\w.\"`\[\]]{1,200})",
     regex.IGNORECASE,
 )
-_SEPARATORS = regex.compile(r"[\s_\-]+")
 _SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
-_NAME_MARK = regex.compile(r"[\d\-._/]")
 # A search filter's key ("from:", "label:"), not a scheme's "https://".
 _FILTER_KEY = regex.compile(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
 
@@ -60,12 +59,12 @@ def asked_for(
             return None  # a statement whose target cannot be read was not named
     elif rule.asked_target == "command":
         said = task.lower()
-        named = any(_named(name, said) for name in _command_names(matched)[:_MAX_NAMES])
+        named = any(named_in(name, said) for name in command_names(matched)[:_MAX_NAMES])
         return words if named else None
     else:
         return words
     said = task.lower()
-    return words if all(_named(name, said) for name in names[:_MAX_NAMES]) else None
+    return words if all(named_in(name, said) for name in names[:_MAX_NAMES]) else None
 
 
 def _wrapped_granted(matched: str, task: str, taxonomy: Taxonomy) -> str | None:
@@ -100,23 +99,6 @@ def _value_names(values: list[str]) -> list[str]:
     return names
 
 
-def _command_names(command: str) -> list[str]:
-    """The resources a command line names: its words, past the program, that hold a digit,
-    dash, dot, underscore or slash ("acme-assets", "ci-deployer", "prod_db"), with a scheme
-    ("s3://") and a trailing "/" or "/*" dropped; options ("--force") are no names. A path
-    also names its last part: "wipe exp-12" names `gs://lab-scratch/exp-12/`, what goes."""
-    names = []
-    for word in command.split()[1:]:
-        word = word.strip("'\"`,;()")
-        if not word or word.startswith("-"):
-            word = word.split("=", 1)[1] if word.startswith("--") and "=" in word else ""
-        word = _SCHEME.sub("", word).rstrip("/*")
-        for name in dict.fromkeys((word, word.rsplit("/", 1)[-1])):
-            if len(name) >= 3 and _NAME_MARK.search(name):
-                names.append(name)
-    return names
-
-
 def _sql_names(statements: list[str]) -> list[str]:
     names = []
     for statement in statements:
@@ -125,16 +107,3 @@ def _sql_names(statements: list[str]) -> list[str]:
             if name and name.upper() != "SET":
                 names.append(name)
     return names
-
-
-def _named(name: str, task: str) -> bool:
-    """Whether the task names `name` as a whole word, as written or with its underscores
-    and dashes as spaces ("staging_orders", "staging orders"); "users" is not named by
-    "staging_users"."""
-    written = name.lower().strip()
-    spaced = _SEPARATORS.sub(" ", written).strip()
-    return any(
-        regex.search(rf"(?<!\w){regex.escape(form)}(?!\w)", task) is not None
-        for form in {written, spaced}
-        if form
-    )

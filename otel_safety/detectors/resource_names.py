@@ -1,0 +1,46 @@
+"""The resources a command line names, and whether a task names them too.
+
+"wipe exp-12" names `gsutil rm -r gs://lab-scratch/exp-12/`; "delete the pr-1423-preview
+namespace" names `kubectl delete ns pr-1423-preview`. The guard (`asked_target = "command"`)
+and the scope detector (a teardown of a resource the task names) both ask it.
+"""
+
+from __future__ import annotations
+
+import regex
+
+__all__ = ["command_names", "named_in"]
+
+_SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
+_NAME_MARK = regex.compile(r"[\d\-._/]")
+_SEPARATORS = regex.compile(r"[\s_\-]+")
+
+
+def command_names(command: str) -> list[str]:
+    """The resources a command line names: its words, past the program, that hold a digit,
+    dash, dot, underscore or slash ("acme-assets", "ci-deployer", "prod_db"), with a scheme
+    ("s3://") and a trailing "/" or "/*" dropped; options ("--force") are no names. A path
+    also names its last part: "wipe exp-12" names `gs://lab-scratch/exp-12/`, what goes."""
+    names = []
+    for word in command.split()[1:]:
+        word = word.strip("'\"`,;()")
+        if not word or word.startswith("-"):
+            word = word.split("=", 1)[1] if word.startswith("--") and "=" in word else ""
+        word = _SCHEME.sub("", word).rstrip("/*")
+        for name in dict.fromkeys((word, word.rsplit("/", 1)[-1])):
+            if len(name) >= 3 and _NAME_MARK.search(name):
+                names.append(name)
+    return names
+
+
+def named_in(name: str, text: str) -> bool:
+    """Whether `text` (lower-cased) names `name` as a whole word, as written or with its
+    underscores and dashes as spaces ("staging_orders", "staging orders"); "users" is not
+    named by "staging_users"."""
+    written = name.lower().strip()
+    spaced = _SEPARATORS.sub(" ", written).strip()
+    return any(
+        regex.search(rf"(?<!\w){regex.escape(form)}(?!\w)", text) is not None
+        for form in {written, spaced}
+        if form
+    )
