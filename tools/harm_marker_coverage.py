@@ -10,7 +10,9 @@ most were written with XSTest and JailbreakBench in view, the harms named outrig
 techniques, scam scripts, threats, staged accidents) with HarmBench's misses in view and
 AgentHarm's requests unread, and the crimes by other verbs (spam, counterfeits, false
 identities, piracy, rumours, bot networks, doctored photos) with do-not-answer's and the
-forbidden questions' misses in view, AgentHarm's still unread.
+forbidden questions' misses in view, AgentHarm's still unread; those for agentic harms by
+their mechanics (dark-web markets, re-uploads, phishing, forged documents) from general
+knowledge, AgentHarm's still unread.
 
 Run: python tools/harm_marker_coverage.py --data ../shared/data [--at 0.5]
 """
