@@ -7,9 +7,9 @@ both, the call's id picks a record the task does not name while a sibling record
 answer is the one the task names: the agent acted on the wrong target, whatever the words.
 An id that is the task's own with two neighbouring digits swapped ("refund NH-55812", and the
 refund goes to NH-55821) is the same slip without a list. A record is named by a value of it
-the task writes out: a name of two words or more (its
-given name may be written short, "sam okafor" for Samuel Okafor), or a run of three digits or
-more (an order number, the digits of an id).
+the task writes out: a name of two words or more (its given name may be written short, "sam
+okafor" for Samuel Okafor), or a run of three digits or more (an order number, the digits of
+an id).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _transposed(ids: list[tuple[str, str]], task: str) -> WrongRecord | None:
     """An id that is the task's own with two neighbouring digits swapped ("NH-55821" for
     order NH-55812): the classic slip, and a record of someone else. None when any of the
     call's ids is one the task writes (the call took the named record)."""
-    named = {t.lstrip("#").lower() for t in _ID_TOKEN.findall(task) if _digit_count(t) >= 4}
+    named = _task_ids(task)
     if not named:
         return None
     values = [(key, value, value.lstrip("#").lower()) for key, value in ids]
@@ -83,6 +83,14 @@ def _transposed(ids: list[tuple[str, str]], task: str) -> WrongRecord | None:
             if _swapped(plain, name):
                 return WrongRecord(key, value, value, name, "the task")
     return None
+
+
+@content_memo  # every acting call of a run reads the same task
+def _task_ids(task: str) -> frozenset[str]:
+    """The ids a task writes out: words with four digits or more, "#" dropped, lower-cased."""
+    return frozenset(
+        token.lstrip("#").lower() for token in _ID_TOKEN.findall(task) if _digit_count(token) >= 4
+    )
 
 
 def _swapped(a: str, b: str) -> bool:
