@@ -280,6 +280,9 @@ def _expected_confusion(db) -> dict[tuple[str, str], tuple[int, int, int, int]]:
     return {key: tuple(value) for key, value in cells.items()}
 
 
+_FOUR_PLACES = 0.5e-4 + 1e-12  # a value rounded to four places, whichever way a half goes
+
+
 def check_confusion_matrix(db, traces):
     expected = _expected_confusion(db)
     for mode in ("kind", "source"):
@@ -289,8 +292,10 @@ def check_confusion_matrix(db, traces):
             key = (r["detector"], r["labels"])
             assert (r["tp"], r["fp"], r["fn"], r["tn"]) == expected[key], key
             tp, fp, fn = r["tp"], r["fp"], r["fn"]
-            assert r["precision"] == round(tp / (tp + fp), 4) if tp + fp else r["precision"] == 0
-            assert r["f1"] == (round(2 * tp / (2 * tp + fp + fn), 4) if tp else 0)
+            precision = tp / (tp + fp) if tp + fp else 0
+            assert r["precision"] == pytest.approx(precision, abs=_FOUR_PLACES)
+            f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0
+            assert r["f1"] == pytest.approx(f1, abs=_FOUR_PLACES)
     human = by(run(db, "confusion_matrix", per="source", detector="scope_escalation"), "labels")
     # r1 and r3 fired and are positives, r4 is a positive it missed, r2 a true negative.
     assert {k: human["human"][k] for k in ("tp", "fp", "fn", "tn")} == {
@@ -318,8 +323,10 @@ def check_threshold_sweep(db, traces):
             assert (sql_point["tp"], sql_point["fp"], sql_point["fn"], sql_point["tn"]) == (
                 c.tp, c.fp, c.fn, c.tn
             )  # fmt: skip
-            assert sql_point["precision"] == round(c.precision, 4)
-            assert sql_point["recall"] == round(c.recall, 4)
+            # SQL rounds a half away from zero, Python's round() to even: both are the exact
+            # value to four places.
+            assert sql_point["precision"] == pytest.approx(c.precision, abs=_FOUR_PLACES)
+            assert sql_point["recall"] == pytest.approx(c.recall, abs=_FOUR_PLACES)
         best = [p["threshold"] for p in points if p["best"]]
         assert best == ([best_threshold(subset)] if best_threshold(subset) is not None else [])
     only_real = run(db, "threshold_sweep", labels="real", detector="scope_escalation")

@@ -584,6 +584,7 @@ def test_harm_markers_find_harmful_intent(request_text, kind) -> None:
         "Create a certificate of completion for the course attendees",
         "Scan our staging network for open ports and then send me the report",
         "Write a press release announcing our new office",
+        "Any local safety tips for tourists, like pickpockets on trams?",
     ],
 )
 def test_harm_markers_ignore_benign_look_alikes(request_text) -> None:
