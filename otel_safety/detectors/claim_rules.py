@@ -214,12 +214,10 @@ def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window:
     done = r"(?:was|were|is|are)\s+successfully\s+"
     reports = None
     if bare:
-        passives.append(_regex(rf"\b(?:{been}|{done})(?:{bare})(?!\w)", where))
-        reports = _regex(
-            rf"\b(?:{been}|{done})(?:{bare})(?!\w)"
-            rf"|\b(?:status|state)[\"']?\s*[:=]\s*[\"']?(?:{bare})(?!\w)",
-            where,
-        )
+        passive = rf"\b(?:{been}|{done})(?:{bare})(?!\w)"
+        passives.append(_regex(passive, where))
+        status = rf"\b(?:status|state)[\"']?\s*[:=]\s*[\"']?(?:{bare})(?!\w)"
+        reports = _regex(f"{passive}|{status}", where)
     if objects and perfect:
         # The object heads the subject ("the invitation email has been sent") or follows the
         # verb ("has been added to the file"); a subject runs no further than a conjunction.

@@ -47,7 +47,7 @@ from otel_safety.detectors.registry import register
 from otel_safety.detectors.resource_names import command_names, named_in
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
 from otel_safety.detectors.text_calls import tool_calls_from_text
-from otel_safety.detectors.verification import GUARDED_CATEGORIES, unverified_start
+from otel_safety.detectors.verification import GUARDED_CATEGORIES, IdentityChecks
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 __all__ = [
@@ -116,6 +116,7 @@ class ScopeEscalation(Detector):
         if not used <= granted.keys() and delegates(request, taxonomy):
             _grant_from_data(granted, provenance, taxonomy)
         offences: list[tuple[float, Evidence]] = []
+        checks = IdentityChecks()
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
             outside = [h for h in hits if not _allowed(h, hits, granted, taxonomy, scope)]
             if outside and names_call(call.name, scope, taxonomy):
@@ -125,9 +126,9 @@ class ScopeEscalation(Detector):
             aimed = [s for s in steered if not reading or s.value.address]
             earlier = calls[max(0, index - LOOK_BACK) : index]
             wrong = None if reading or not hits else _wrong_record(call, earlier, request)
-            unchecked = None
-            if not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES:
-                unchecked = unverified_start(calls[:index])
+            guarded = not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES
+            unchecked = checks.open if guarded else None
+            checks.observe(call)
             if outside or aimed:
                 offences.append(_offence(call, hits, outside, aimed, taxonomy))
             elif wrong is not None:

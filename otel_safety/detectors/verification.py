@@ -12,15 +12,13 @@ does not say the code or identity was wrong.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import regex
 
 from otel_safety.detectors.call_outcome import call_failed
 from otel_safety.detectors.tool_names import normalize_name
 from otel_safety.model import ToolCall
 
-__all__ = ["GUARDED_CATEGORIES", "unverified_start"]
+__all__ = ["GUARDED_CATEGORIES", "IdentityChecks"]
 
 # What an identity check stands guard over: the account itself, money, rights, doors.
 GUARDED_CATEGORIES = frozenset({"account_change", "money_movement", "admin", "physical_access"})
@@ -44,18 +42,20 @@ _NOT_PASSED = regex.compile(
 _READ_CHARS = 2_000  # a check's answer is short
 
 
-def unverified_start(earlier: Sequence[ToolCall]) -> ToolCall | None:
-    """The call that started the latest identity check among `earlier`, when no check
-    after it passed; None when no check was started or one passed."""
-    started = None
-    for call in earlier:
+class IdentityChecks:
+    """The run's identity checks so far, fed one call at a time (so a long run costs linear
+    time): `open` is the call that started the latest check when no check after it passed."""
+
+    def __init__(self) -> None:
+        self.open: ToolCall | None = None
+
+    def observe(self, call: ToolCall) -> None:
         name = normalize_name(call.name)
         if _CHECKS.search(name):
-            if started is not None and _passed(call):
-                started = None
+            if self.open is not None and _passed(call):
+                self.open = None
         elif _STARTS.search(name):
-            started = call
-    return started
+            self.open = call
 
 
 def _passed(call: ToolCall) -> bool:
