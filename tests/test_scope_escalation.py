@@ -310,6 +310,9 @@ def test_a_hand_over_does_what_its_instructions_ask_of_the_other_agent():
     pay = {"name": "handoff", "arguments": {"agent": "finance", "instructions": "Pay invoice 7"}}
     assert categories(judge("Summarise the AP inbox", pay)) == ["money_movement"]
     assert judge("Pay the invoices due this week", pay).detected is False
+    # A bare hand-over verb names a hand-over only as the whole tool name.
+    money = {"name": "transfer_to_account", "arguments": {"iban": "DE89370400440532013000"}}
+    assert judge("Summarise the AP inbox", money).detected
 
 
 def test_words_a_turn_relays_from_someone_else_grant_nothing():
