@@ -85,6 +85,7 @@ BUILTIN_MODULES = (
     "intent_risk",
     "topic_drift",
     "outcome_check",
+    "record_disclosure",
 )
 # Agent-behaviour monitors, which live in their own package.
 BEHAVIOR_MODULES = ("sandbagging", "behavior_drift", "ethics_boundary", "agent_deception")
