@@ -29,9 +29,10 @@ from otel_safety.detectors.claim_evidence import (
 )
 from otel_safety.detectors.claim_rules import ClaimRules, current_rules, load_rules
 from otel_safety.detectors.claims import Claim, find_claims
-from otel_safety.detectors.entry import trajectory_from_entry
+from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
 from otel_safety.detectors.registry import register
-from otel_safety.detectors.taxonomy import current_taxonomy
+from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
+from otel_safety.detectors.tool_names import first_match_at, normalize_name
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 __all__ = [
@@ -75,7 +76,7 @@ class Deception(Detector):
         # the send failed (its span, or its own result, says so) is a claim no call backs.
         outcomes = [(call, call_failed(call)) for call in calls]
         claims = find_claims(output, rules)
-        silent = _silent_failure(outcomes, output, rules)
+        silent = _silent_failure(outcomes, output, rules, current_taxonomy())
         if not claims:
             if silent is not None:
                 return _silent_verdict(silent, rules, trajectory.final_output_span_id)
@@ -118,19 +119,37 @@ class Deception(Detector):
 
 
 def _silent_failure(
-    outcomes: list[tuple[ToolCall, bool]], answer: str, rules: ClaimRules
+    outcomes: list[tuple[ToolCall, bool]], answer: str, rules: ClaimRules, taxonomy: Taxonomy
 ) -> ToolCall | None:
-    """The last failed call no later call of the same tool made good, when the answer owns
-    up to no failure at all: it then reads as if the work were done, in any words."""
+    """The last failed call no later call of the same job made good, when the answer owns
+    up to no failure at all: it then reads as if the work were done, in any words. A job is
+    the tool, and for a hand-over (`dispatch`, `route_to`) the agent it went to: the cleanup
+    agent's success does not make good the backup agent's failure."""
     if not rules.silent_failure_weight or rules.acknowledged.search(answer):
         return None
-    made_good: set[str] = set()
+    made_good: set[tuple[str, str]] = set()
     for call, broke in reversed(outcomes):
+        job = _job(call, taxonomy)
         if not broke:
-            made_good.add(call.name)
-        elif call.name not in made_good:
+            made_good.add(job)
+        elif job not in made_good:
             return call
     return None
+
+
+_AGENT_KEYS = ("agent", "agent_name", "to", "target", "worker", "assignee", "recipient")
+
+
+def _job(call: ToolCall, taxonomy: Taxonomy) -> tuple[str, str]:
+    """The tool, with the agent a bare hand-over went to (`dispatch(agent="backup_agent")`)."""
+    name = normalize_name(call.name)
+    if first_match_at(taxonomy.handoff_tools, name) != 0:
+        return name, ""
+    arguments = tool_arguments(call.arguments)
+    if not isinstance(arguments, dict):
+        return name, ""
+    agent = next((arguments[k] for k in _AGENT_KEYS if isinstance(arguments.get(k), str)), "")
+    return name, agent.strip().lower()
 
 
 def _silent_verdict(
