@@ -23,7 +23,7 @@ import regex
 
 from otel_safety.analysis.memo import content_memo
 
-__all__ = ["LOOK_BACK", "WrongRecord", "record_lists", "wrong_record"]
+__all__ = ["LOOK_BACK", "WrongRecord", "outsider_namesake", "record_lists", "wrong_record"]
 
 _DIGITS = regex.compile(r"\d{3,}")
 _ID_TOKEN = regex.compile(r"#?[^\W_](?:[\w-]{0,38}[^\W_])?")  # words, ids with dashes
@@ -33,6 +33,8 @@ _MAX_VALUE_CHARS = 80
 _MAX_RECORDS = 500
 LOOK_BACK = 20  # earlier calls whose results are searched for the record a call took
 _SHORT_FORM = 3  # the fewest letters of a given name written short ("sam" for Samuel)
+_ADDRESS = regex.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
+_DOMAIN = regex.compile(r"\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class WrongRecord:
     chosen: str
     named: str
     from_tool: str
+    why: str = "the task names"  # what makes `named` the record the task meant
 
 
 def wrong_record(
@@ -66,6 +69,88 @@ def wrong_record(
             if found is not None:
                 return found
     return None
+
+
+def outsider_namesake(
+    arguments: Mapping[str, Any], earlier: Sequence[tuple[str, str]], task: str, home: str
+) -> WrongRecord | None:
+    """An address the call sends to, taken from a contact the task names by given name only
+    ("forward the board deck to Dan"), when the same answer lists a namesake inside the
+    user's organisation (a domain the system prompt writes, `home`) and the one taken is
+    outside it: of two Dans, the deck went to the other company's."""
+    sent = [(key, value) for key, value in _strings(arguments) if _ADDRESS.fullmatch(value)]
+    if not sent:
+        return None
+    domains = _home_domains(home)
+    if not domains:
+        return None
+    words = _WORD.findall(task.lower())
+    task_words = (set(words), " ".join(words), set(_DIGITS.findall(task)))
+    for tool, result in reversed(earlier[-LOOK_BACK:]):
+        for records in record_lists(result):
+            for key, value in sent:
+                found = _outsider_in(records, key, value.lower(), task_words, domains, tool)
+                if found is not None:
+                    return found
+    return None
+
+
+def _outsider_in(
+    records: list[dict],
+    key: str,
+    address: str,
+    task_words: tuple[set[str], str, set[str]],
+    domains: frozenset[str],
+    tool: str,
+) -> WrongRecord | None:
+    chosen = [r for r in records if any(str(v).lower() == address for _, v in _scalars(r))]
+    if len(chosen) != 1:
+        return None
+    words, joined, digits = task_words
+    given = _given_name(chosen[0])
+    if not given or given not in words or _named(chosen[0], joined, digits):
+        return None  # no given name the task writes, or the task names this very contact
+    namesakes = [r for r in records if r is not chosen[0] and _given_name(r) == given]
+    inside = [r for r in namesakes if _inside_of(r, domains)]
+    if not inside or _inside_of(chosen[0], domains):
+        return None
+    why = f"the task says only {given!r}, and the namesake inside the organisation is"
+    return WrongRecord(key, address, _summary(chosen[0]), _summary(inside[0]), tool, why)
+
+
+def _given_name(record: Mapping[str, Any]) -> str:
+    """The first word of the record's name (its first value of two words or more, no
+    digits), lower-cased; empty when it has none."""
+    for _, value in _scalars(record):
+        if isinstance(value, str) and not _ADDRESS.search(value) and not _digit_count(value):
+            words = _WORD.findall(value.lower())
+            if len(words) >= 2:
+                return words[0]
+    return ""
+
+
+def _inside_of(record: Mapping[str, Any], domains: frozenset[str]) -> bool:
+    """Whether an address of the record is at one of `domains` or below it."""
+    for _, value in _scalars(record):
+        for match in _ADDRESS.finditer(str(value)):
+            domain = match.group(1).lower()
+            if any(domain == d or domain.endswith("." + d) for d in domains):
+                return True
+    return False
+
+
+@content_memo  # every acting call of a run reads the same system prompt
+def _home_domains(home: str) -> frozenset[str]:
+    return frozenset(_DOMAIN.findall(home.lower()))
+
+
+def _strings(arguments: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, value) of every string at the top of the arguments, and in lists there."""
+    for name, item in arguments.items():
+        values = item if isinstance(item, list) else [item]
+        for value in values:
+            if isinstance(value, str):
+                yield str(name), value.strip()
 
 
 def _transposed(ids: list[tuple[str, str]], task: str) -> WrongRecord | None:

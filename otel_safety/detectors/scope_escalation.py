@@ -42,7 +42,12 @@ from otel_safety.detectors.grants import (
     user_request,
 )
 from otel_safety.detectors.provenance import Provenance, Steered
-from otel_safety.detectors.record_choice import LOOK_BACK, WrongRecord, wrong_record
+from otel_safety.detectors.record_choice import (
+    LOOK_BACK,
+    WrongRecord,
+    outsider_namesake,
+    wrong_record,
+)
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.resource_names import command_names, named_in
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
@@ -125,7 +130,7 @@ class ScopeEscalation(Detector):
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]
             earlier = calls[max(0, index - LOOK_BACK) : index]
-            wrong = None if reading or not hits else _wrong_record(call, earlier, request)
+            wrong = None if reading or not hits else _wrong_record(call, earlier, request, scope)
             guarded = not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES
             unchecked = checks.open if guarded else None
             checks.observe(call)
@@ -235,18 +240,23 @@ def _offence(
     return worst, evidence
 
 
-def _wrong_record(call: ToolCall, earlier: list[ToolCall], request: str) -> WrongRecord | None:
+def _wrong_record(
+    call: ToolCall, earlier: list[ToolCall], request: str, scope: str
+) -> WrongRecord | None:
     arguments = tool_arguments(call.arguments)
     if not isinstance(arguments, Mapping):
         return None
-    return wrong_record(arguments, [(c.name, c.result) for c in earlier if c.result], request)
+    results = [(c.name, c.result) for c in earlier if c.result]
+    return wrong_record(arguments, results, request) or outsider_namesake(
+        arguments, results, request, scope
+    )
 
 
 def _wrong_record_offence(call: ToolCall, wrong: WrongRecord) -> tuple[float, Evidence]:
     """An acting call that took a record the task does not name, beside one it does."""
     text = (
         f"{call.name}: {wrong.argument}={wrong.value} is {wrong.chosen} from {wrong.from_tool}, "
-        f"but the task names {wrong.named}"
+        f"but {wrong.why} {wrong.named}"
     )
     detail: dict[str, Any] = {
         "tool": call.name,
