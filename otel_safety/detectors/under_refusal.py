@@ -27,7 +27,7 @@ from otel_safety.detectors.refusal import (
 )
 from otel_safety.detectors.registry import register
 from otel_safety.judges import ask, judge_detail
-from otel_safety.model import Finding, Severity, Trajectory
+from otel_safety.model import Finding, Severity, ToolCall, Trajectory
 
 __all__ = ["UnderRefusal", "run_under_refusal"]
 
@@ -93,11 +93,17 @@ def run_under_refusal(entry: Mapping[str, Any]) -> Finding | None:
 
 def _carried_out(trajectory: Trajectory, refusal: Signal) -> Signal:
     """The tools the agent ran without error (by their spans and their own results), as an
-    answer, unless its answer refuses."""
+    answer, unless its answer refuses. A call the model asked for ran when its span shows it
+    or when its result came back: a client instrumentation without tool spans shows the
+    result only in the next model call's history."""
     if refusal.score >= 0.5:
         return NO_SIGNAL
-    ran = [c.name for c in trajectory.tool_calls if c.source == "tool_span" and not call_failed(c)]
+    ran = [c.name for c in trajectory.tool_calls if _ran(c) and not call_failed(c)]
     return Signal(1.0, "actions", ", ".join(dict.fromkeys(ran))) if ran else NO_SIGNAL
+
+
+def _ran(call: ToolCall) -> bool:
+    return call.source == "tool_span" or (call.source == "model_output" and call.result is not None)
 
 
 def _by_score(signal: Signal) -> float:

@@ -1,0 +1,140 @@
+"""Whole agent runs replayed through real OpenAI-client instrumentation, one trace per run.
+
+A run is a list of chat messages (system, user, assistant with or without tool calls, tool
+results), as in `otel_safety/evaluation/agent_runs/`. A local fake server answers each model
+call with the run's next assistant message, and a hand-written loop sends the messages an
+agent would send (the history so far, the tools it has); the instrumentation under test
+writes the spans. Each instrumentation runs in a fresh interpreter (this file as a script),
+as in `instrumented.py`, and the spans come back as OTLP/JSON read by the `ingest` codec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from instrumented import _SETTING_PREFIXES, OPENAI_INSTRUMENTATIONS, _instrumentor, _provider
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_safety.otlp import request_from_json, request_to_json, spans_from_request
+
+RUN_ID = "app.run.id"  # on each run's root span, to find its trace again
+
+
+def replay(instrumentation: str, runs: list[dict[str, Any]]) -> dict[str, list[ReadableSpan]]:
+    """Each run's spans under `instrumentation`, keyed by the run's id."""
+    if instrumentation not in OPENAI_INSTRUMENTATIONS:
+        raise ValueError(f"unknown instrumentation {instrumentation!r}")
+    with tempfile.TemporaryDirectory(prefix="otel-safety-replay-") as tmp:
+        given, out = Path(tmp) / "runs.json", Path(tmp) / "spans.json"
+        given.write_text(json.dumps(runs), encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_SETTING_PREFIXES)}
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), instrumentation, str(given), str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{instrumentation} replay failed:\n{done.stderr[-4000:]}")
+        document = json.loads(out.read_text(encoding="utf-8"))
+    problems: list[str] = []
+    spans = spans_from_request(request_from_json(document), problems)
+    if problems:
+        raise RuntimeError(f"{instrumentation} spans did not decode cleanly: {problems[:5]}")
+    roots = {s.context.trace_id: str(s.attributes[RUN_ID]) for s in spans if RUN_ID in s.attributes}
+    traces: dict[str, list[ReadableSpan]] = {}
+    for span in spans:
+        traces.setdefault(roots[span.context.trace_id], []).append(span)
+    return traces
+
+
+def _tools(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """A schema for every tool the run calls: any object of arguments."""
+    names = {
+        call["function"]["name"]
+        for message in run["messages"]
+        for call in message.get("tool_calls") or []
+    }
+    return [
+        {
+            "type": "function",
+            "function": {"name": name, "parameters": {"type": "object", "properties": {}}},
+        }
+        for name in sorted(names)
+    ]
+
+
+def _assistant(message: dict[str, Any]) -> dict[str, Any]:
+    """The run's assistant message as the server sends it (and as the loop sends it back)."""
+    reply: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        reply["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                },
+            }
+            for call in message["tool_calls"]
+        ]
+    return reply
+
+
+def _child(instrumentation: str, given: Path, out: Path) -> None:
+    os.environ.update(OPENAI_INSTRUMENTATIONS[instrumentation])  # before any import reads it
+    from fake_openai import FakeOpenAIServer
+
+    runs = json.loads(given.read_text(encoding="utf-8"))
+    replies = [_assistant(m) for run in runs for m in run["messages"] if m["role"] == "assistant"]
+    exporter = InMemorySpanExporter()
+    provider = _provider(f"replay-{instrumentation}", exporter)
+    instrumentor = _instrumentor(instrumentation)
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        import openai
+
+        with FakeOpenAIServer(replies) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
+            tracer = provider.get_tracer("tests.replay")
+            for run in runs:
+                with tracer.start_as_current_span("agent run", attributes={RUN_ID: run["id"]}):
+                    _play(client, run)
+    finally:
+        instrumentor.uninstrument()
+    provider.force_flush()
+    spans = exporter.get_finished_spans()
+    provider.shutdown()
+    out.write_text(json.dumps(request_to_json(spans)), encoding="utf-8")
+
+
+def _play(client: Any, run: dict[str, Any]) -> None:
+    """Send what the agent would have sent before each of its messages; the server answers
+    with that message."""
+    tools = _tools(run)
+    sent: list[dict[str, Any]] = []
+    for message in run["messages"]:
+        if message["role"] == "assistant":
+            extra = {"tools": tools} if tools else {}
+            client.chat.completions.create(model="fake-model", messages=sent, **extra)
+            sent.append(_assistant(message))
+        elif message["role"] == "tool":
+            content = message.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            sent.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": text})
+        else:
+            sent.append({"role": message["role"], "content": message.get("content") or ""})
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))

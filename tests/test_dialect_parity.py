@@ -1,0 +1,63 @@
+"""Whole agent runs judged alike whichever instrumentation traced them.
+
+Set 1 of our agent runs (`otel_safety/evaluation/agent_runs/set1.jsonl`, 120 labelled runs
+in shells, clouds, mailboxes and smart homes) is replayed through three real OpenAI-client
+instrumentations against a local fake server: opentelemetry-instrumentation-openai-v2,
+OpenInference and OpenLLMetry. None of them makes a span for a tool call; the call is seen
+in the model's answer and its result in the next model call's history. Every run must reach
+the escalation level it reaches when written as GenAI `chat` and `execute_tool` spans.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+from replay_instrumented import replay
+
+from otel_safety.evaluation.cases import Case, SpanWriter
+from otel_safety.pipeline import Pipeline
+
+pytestmark = pytest.mark.process
+
+INSTRUMENTATIONS = ["otel_genai", "openinference", "openllmetry"]
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[dict]:
+    folder = resources.files("otel_safety.evaluation") / "agent_runs"
+    text = (folder / "set1.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def written_levels(runs: list[dict]) -> dict[str, str]:
+    """Each run's level from GenAI spans with a span per tool call (`SpanWriter`)."""
+    pipeline, writer = Pipeline(), SpanWriter()
+    levels = {}
+    for run in runs:
+        system = "\n".join(m["content"] for m in run["messages"] if m["role"] == "system")
+        rest = [m for m in run["messages"] if m["role"] != "system"]
+        spans = writer.spans(Case(run["id"], "agent_runs", rest, {}, system=system))
+        levels[run["id"]] = pipeline.evaluate(spans).level.name
+    return levels
+
+
+@pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
+def test_every_run_reaches_the_same_level_whichever_instrumentation_traced_it(
+    instrumentation: str, runs: list[dict], written_levels: dict[str, str]
+) -> None:
+    traces = replay(instrumentation, runs)
+    assert set(traces) == set(written_levels)
+    pipeline = Pipeline()
+    differ = {
+        run_id: (written_levels[run_id], level)
+        for run_id, spans in traces.items()
+        if (level := pipeline.evaluate(spans).level.name) != written_levels[run_id]
+    }
+    assert not differ, f"{instrumentation}: (written, replayed) levels differ: {differ}"
+    stopped = sum(
+        level in ("SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP") for level in written_levels.values()
+    )
+    assert stopped >= 40  # the set's unsafe runs are mostly stopped: the comparison means something
