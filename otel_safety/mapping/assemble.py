@@ -168,8 +168,11 @@ def _tool_calls(
             match = next((c for c in unmatched if c.name == call.name), None)
             if match is not None:
                 unmatched.remove(match)
-        if match is None:
-            calls.append(call.model_copy())
+        if match is None:  # no span of its own: timed by the model call that asked for it
+            copy = call.model_copy()
+            if copy.start_ns is None and call.span_id in start_of:
+                copy.start_ns = start_of[call.span_id]
+            calls.append(copy)
         elif match.arguments is None and call.arguments is not None:
             match.arguments = call.arguments
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
