@@ -9,7 +9,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_safety.mapping.types import MappedSpan, SpanRole
-from otel_safety.mapping.values import Notes, arguments, indexed, structured, text
+from otel_safety.mapping.values import (
+    Notes,
+    arguments,
+    flattened_messages,
+    indexed,
+    structured,
+    text,
+)
 from otel_safety.model import Message, ToolCall
 
 ROLES: dict[str, SpanRole] = {
@@ -72,7 +79,7 @@ def _messages(
     attributes: Mapping[str, Any], prefix: str, notes: Notes, span_id: str
 ) -> list[Message]:
     messages = []
-    for raw in indexed(attributes, prefix):
+    for raw, role in flattened_messages(attributes, prefix, "message.role", "user", notes):
         content = raw.get("message.content")
         if content is None:  # multi-part content: message.contents.N.message_content.text
             parts = indexed(raw, "message.contents.")
@@ -89,7 +96,7 @@ def _messages(
         ]
         messages.append(
             Message(
-                role=str(raw.get("message.role") or "user"),
+                role=role,
                 content=text(content, notes, prefix),
                 name=_str(raw.get("message.name")),
                 tool_call_id=_str(raw.get("message.tool_call_id")),

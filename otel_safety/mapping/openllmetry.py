@@ -10,7 +10,14 @@ from opentelemetry.trace import StatusCode
 
 from otel_safety.mapping.attributes import span_attributes
 from otel_safety.mapping.types import MappedSpan, SpanRole
-from otel_safety.mapping.values import Notes, arguments, indexed, structured, text
+from otel_safety.mapping.values import (
+    Notes,
+    arguments,
+    flattened_messages,
+    indexed,
+    structured,
+    text,
+)
 from otel_safety.model import Message, ToolCall
 
 PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "traceloop.")
@@ -71,7 +78,7 @@ def _messages(
     default_role: str = "user",
 ) -> list[Message]:
     messages = []
-    for raw in indexed(attributes, prefix):
+    for raw, role in flattened_messages(attributes, prefix, "role", default_role, notes):
         calls = [
             ToolCall(
                 id=_str(call.get("id")),
@@ -93,7 +100,7 @@ def _messages(
             )
         messages.append(
             Message(
-                role=str(raw.get("role") or default_role),
+                role=role,
                 content=text(raw.get("content"), notes, prefix),
                 tool_call_id=_str(raw.get("tool_call_id")),
                 tool_calls=calls,

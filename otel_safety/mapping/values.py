@@ -203,6 +203,11 @@ def arguments(value: Any, notes: Notes, key: str) -> dict[str, Any] | str | None
 
 def indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """Group flattened `prefix.N.rest` keys into a list of `{rest: value}` dicts, by N."""
+    return [group for _, group in numbered(attributes, prefix)]
+
+
+def numbered(attributes: Mapping[str, Any], prefix: str) -> list[tuple[int, dict[str, Any]]]:
+    """`indexed`, each group with its N."""
     groups: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
         if not key.startswith(prefix):
@@ -210,7 +215,37 @@ def indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
         index, _, rest = key[len(prefix) :].partition(".")
         if index.isdigit() and rest:
             groups.setdefault(int(index), {})[rest] = value
-    return [groups[index] for index in sorted(groups)]
+    return [(index, groups[index]) for index in sorted(groups)]
+
+
+_CALL_KEYS = ("tool_calls.", "message.tool_calls.", "function_call.")
+
+
+def flattened_messages(
+    attributes: Mapping[str, Any], prefix: str, role_key: str, default: str, notes: Notes
+) -> list[tuple[dict[str, Any], str]]:
+    """The flattened messages under `prefix`, each with its role. An SDK keeps at most 128
+    attributes a span (by default) and drops the oldest first, so a long history written
+    one attribute per field loses its head: the first messages whole, the next one in part.
+    That one, without its role, is an assistant's when it asks for tools, a tool's when it
+    answers a call, and else left out rather than given `default` (a tool result read as
+    the user's request would grant what the result asks)."""
+    groups = numbered(attributes, prefix)
+    truncated = bool(groups) and groups[0][0] > 0
+    if truncated:
+        notes.add(f"{prefix}: messages 0-{groups[0][0] - 1} missing (an attribute limit?)")
+    placed: list[tuple[dict[str, Any], str]] = []
+    for number, (_, raw) in enumerate(groups):
+        role = raw.get(role_key)
+        if role:
+            placed.append((raw, str(role)))
+        elif any(key.startswith(_CALL_KEYS) for key in raw):
+            placed.append((raw, "assistant"))
+        elif raw.get("tool_call_id") or raw.get("message.tool_call_id"):
+            placed.append((raw, "tool"))
+        elif not (truncated and number == 0):
+            placed.append((raw, default))
+    return placed
 
 
 def message_from_parts(
