@@ -129,25 +129,48 @@ def finish(
     return evaluation
 
 
+def _detectors_or_keys(
+    given: Sequence[Detector] | Sequence[str],
+) -> list[Detector] | Callable[[], list[Detector]]:
+    """Detectors as given, or a factory for the keys given (checked now, built later)."""
+    items = list(given)
+    if items and all(isinstance(item, str) for item in items):
+        keys = detector_registry.check(items)
+        return lambda: detector_registry.create(keys)
+    wrong = [item for item in items if not isinstance(item, Detector)]
+    if wrong:
+        raise TypeError(
+            f"detectors are Detector objects or detector keys, not {type(wrong[0]).__name__} "
+            f"({wrong[0]!r}); `otel-safety detectors` lists the keys"
+        )
+    return items
+
+
 class Pipeline:
     """mapping -> trajectory -> detectors -> escalation policy -> annotation."""
 
     def __init__(
         self,
-        detectors: Sequence[Detector] | Callable[[], Sequence[Detector]] | None = None,
+        detectors: Sequence[Detector]
+        | Sequence[str]
+        | Callable[[], Sequence[Detector]]
+        | None = None,
         policy: Policy | None = None,
         requester_keys: Sequence[str] = DEFAULT_REQUESTER_KEYS,
         conversation_keys: Sequence[str] = CONVERSATION_KEYS,
         calibrated: Mapping[str, bool] | None = None,
         span_events: bool = True,
     ) -> None:
-        """`detectors` may be a factory: then they are built on first use, so an app's
-        start-up does not wait for their data to compile (the engine's worker warms them).
+        """`detectors`: detectors, their keys (`["tool_guard"]`, built on first use), or a
+        factory: then they are built on first use, so an app's start-up does not wait for
+        their data to compile (the engine's worker warms them).
         `calibrated` (from a calibration file) marks each finding calibrated or not.
         `span_events`: write findings as span events too (backends that read only spans)."""
         self.span_events = span_events
         if detectors is None:
             detectors = detector_registry.create
+        elif not callable(detectors):
+            detectors = _detectors_or_keys(detectors)
         if callable(detectors):
             self._factory, self._detectors = detectors, None
         else:

@@ -83,12 +83,17 @@ def _assistant(message: dict[str, Any]) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": call["function"]["name"],
-                    "arguments": call["function"]["arguments"],
+                    "arguments": _json_text(call["function"].get("arguments")),
                 },
             }
             for call in message["tool_calls"]
         ]
     return reply
+
+
+def _json_text(value: Any) -> str:
+    """Arguments as the API carries them: JSON text (some exports keep the object)."""
+    return value if isinstance(value, str) else json.dumps(value if value is not None else {})
 
 
 def _child(instrumentation: str, given: Path, out: Path) -> None:
