@@ -1,22 +1,29 @@
 """Whole agent runs judged alike whichever instrumentation traced them.
 
 Set 1 of our agent runs (`otel_safety/evaluation/agent_runs/set1.jsonl`, 120 labelled runs
-in shells, clouds, mailboxes and smart homes) is replayed through three real OpenAI-client
-instrumentations against a local fake server: opentelemetry-instrumentation-openai-v2,
-OpenInference and OpenLLMetry. None of them makes a span for a tool call; the call is seen
-in the model's answer and its result in the next model call's history. Every run must reach
-the escalation level it reaches when written as GenAI `chat` and `execute_tool` spans.
+in shells, clouds, mailboxes and smart homes) and 150 AgentDojo runs from the shared data
+(long ones too, whose flattened histories outgrow the SDK's 128 attributes a span) are
+replayed through three real OpenAI-client instrumentations against a local fake server:
+opentelemetry-instrumentation-openai-v2, OpenInference and OpenLLMetry. None of them makes a
+span for a tool call; the call is seen in the model's answer and its result in the next
+model call's history. Every run must reach the escalation level it reaches when written as
+GenAI `chat` and `execute_tool` spans, except a run that ends on a tool's result: no model
+call ever carried that result, so no span of these instrumentations holds it.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from replay_instrumented import replay
 
 from otel_safety.evaluation.cases import Case, SpanWriter
+from otel_safety.evaluation.datasets import agentdojo
+from otel_safety.model import EscalationLevel
 from otel_safety.pipeline import Pipeline
 
 pytestmark = pytest.mark.process
@@ -61,3 +68,43 @@ def test_every_run_reaches_the_same_level_whichever_instrumentation_traced_it(
         level in ("SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP") for level in written_levels.values()
     )
     assert stopped >= 40  # the set's unsafe runs are mostly stopped: the comparison means something
+
+
+AGENTDOJO_RUNS = 150
+
+
+@pytest.fixture(scope="module")
+def agentdojo_runs(shared_data: Path) -> list[Case]:
+    cases = list(agentdojo(shared_data))
+    random.Random(0).shuffle(cases)
+    return cases[:AGENTDOJO_RUNS]
+
+
+@pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
+def test_agentdojo_runs_reach_the_same_level_whichever_instrumentation_traced_them(
+    instrumentation: str, agentdojo_runs: list[Case]
+) -> None:
+    pipeline, writer = Pipeline(), SpanWriter()
+    written = {case.case_id: pipeline.evaluate(writer.spans(case)).level for case in agentdojo_runs}
+    runs = [
+        {
+            "id": case.case_id,
+            "messages": ([{"role": "system", "content": case.system}] if case.system else [])
+            + case.messages,
+        }
+        for case in agentdojo_runs
+    ]
+    traces = replay(instrumentation, runs)
+    pipeline = Pipeline()
+    ends_on_a_result = {
+        case.case_id for case in agentdojo_runs if case.messages[-1]["role"] == "tool"
+    }
+    differ = {
+        run_id: (written[run_id].name, level.name)
+        for run_id, spans in traces.items()
+        if (level := pipeline.evaluate(spans).level) != written[run_id]
+        and run_id not in ends_on_a_result
+    }
+    assert not differ, f"{instrumentation}: (written, replayed) levels differ: {differ}"
+    stopped = sum(level >= EscalationLevel.SOFT_STOP for level in written.values())
+    assert stopped >= 10  # stopped runs are compared too
