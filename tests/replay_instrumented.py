@@ -100,6 +100,7 @@ def _child(instrumentation: str, given: Path, out: Path) -> None:
     os.environ.update(OPENAI_INSTRUMENTATIONS[instrumentation])  # before any import reads it
     from fake_openai import FakeOpenAIServer
 
+    _pace_like_a_model()
     runs = json.loads(given.read_text(encoding="utf-8"))
     replies = [_assistant(m) for run in runs for m in run["messages"] if m["role"] == "assistant"]
     exporter = InMemorySpanExporter()
@@ -121,6 +122,24 @@ def _child(instrumentation: str, given: Path, out: Path) -> None:
     spans = exporter.get_finished_spans()
     provider.shutdown()
     out.write_text(json.dumps(request_to_json(spans)), encoding="utf-8")
+
+
+STEP_NS = 1_250_000_000  # simulated time between two timestamps the SDK takes
+
+
+def _pace_like_a_model() -> None:
+    """Spans timed as a real run is: the replay answers in microseconds, a model in seconds
+    (about as `SpanWriter` paces its runs), and the guard's rate rules read the spans'
+    times."""
+    import opentelemetry.sdk.trace as sdk_trace
+
+    clock = [sdk_trace.time_ns()]
+
+    def simulated() -> int:
+        clock[0] += STEP_NS
+        return clock[0]
+
+    sdk_trace.time_ns = simulated
 
 
 def _play(client: Any, run: dict[str, Any]) -> None:

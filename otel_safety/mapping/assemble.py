@@ -9,7 +9,7 @@ Tool calls are taken from tool spans first (they show what ran), then from model
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 
 from otel_safety.mapping.types import MappedSpan
@@ -175,12 +175,19 @@ def _tool_calls(
             calls.append(copy)
         elif match.arguments is None and call.arguments is not None:
             match.arguments = call.arguments
-    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
-    for call in calls:
-        reply = results.get(call.id) if call.id else None
+    # Results pair with calls in order: a model may give two calls the same id (the third
+    # call of a run reusing the first's), and each call gets its own reply, not the last.
+    replies: dict[str, deque[Message]] = {}
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id:
+            replies.setdefault(message.tool_call_id, deque()).append(message)
+    ordered = sorted(calls, key=lambda c: start_of.get(c.span_id or "", 0))
+    for call in ordered:
+        waiting = replies.get(call.id) if call.id else None
+        reply = waiting.popleft() if waiting else None
         if call.result is None and reply is not None:
             call.result = reply.content
-    return sorted(calls, key=lambda c: start_of.get(c.span_id or "", 0))
+    return ordered
 
 
 def _final_output(
