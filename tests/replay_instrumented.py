@@ -162,3 +162,83 @@ def _play(client: Any, run: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     _child(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
+
+
+def replay_pydantic_ai(runs: list[dict[str, Any]]) -> dict[str, list[ReadableSpan]]:
+    """Each run as a pydantic-ai `Agent` whose scripted model says the run's assistant
+    messages and whose tools answer with the run's results, in this process. Only runs
+    pydantic-ai can say: one user message (besides a system prompt), ending on an answer
+    without tool calls."""
+    from pydantic_ai import Agent, RunContext, Tool
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from otel_safety.integrations.pydantic_ai import instrumentation
+
+    exporter = InMemorySpanExporter()
+    provider = _provider("replay-pydantic-ai", exporter)
+    traces: dict[str, list[ReadableSpan]] = {}
+    try:
+        for run in runs:
+            if not sayable_by_pydantic_ai(run):
+                raise ValueError(f"run {run['id']} is not one pydantic-ai can replay")
+            said = iter([m for m in run["messages"] if m["role"] == "assistant"])
+            results = {
+                m["tool_call_id"]: m.get("content") for m in run["messages"] if m["role"] == "tool"
+            }
+
+            def play(messages: list[Any], info: AgentInfo, said: Any = said) -> ModelResponse:
+                message = next(said)
+                parts: list[Any] = [TextPart(message["content"])] if message.get("content") else []
+                for call in message.get("tool_calls") or []:
+                    arguments = call["function"].get("arguments")
+                    if isinstance(arguments, str):
+                        arguments = json.loads(arguments or "{}")
+                    parts.append(
+                        ToolCallPart(call["function"]["name"], arguments, tool_call_id=call["id"])
+                    )
+                return ModelResponse(parts=parts)
+
+            def answer(ctx: RunContext[None], results: dict = results, **_: Any) -> Any:
+                return results.get(ctx.tool_call_id, "")
+
+            tools = [
+                Tool.from_schema(
+                    answer,
+                    name=schema["function"]["name"],
+                    description=None,
+                    json_schema={"type": "object", "additionalProperties": True},
+                    takes_ctx=True,
+                )
+                for schema in _tools(run)
+            ]
+            system = "\n".join(m["content"] for m in run["messages"] if m["role"] == "system")
+            agent = Agent(
+                FunctionModel(play),
+                instructions=system or None,
+                tools=tools,
+                **instrumentation(provider),
+            )
+            exporter.clear()
+            prompt = next(m["content"] for m in run["messages"] if m["role"] == "user")
+            agent.run_sync(prompt)
+            provider.force_flush()
+            traces[run["id"]] = list(exporter.get_finished_spans())
+    finally:
+        provider.shutdown()
+    return traces
+
+
+def sayable_by_pydantic_ai(run: dict[str, Any]) -> bool:
+    """One user message (after a system prompt, if any), first; an answer without tool
+    calls, last."""
+    roles = [m["role"] for m in run["messages"]]
+    last = run["messages"][-1]
+    return (
+        roles.count("user") == 1
+        and roles[: roles.index("user")] in ([], ["system"])
+        and last["role"] == "assistant"
+        and bool(last.get("content"))
+        and not last.get("tool_calls")
+        and set(roles) <= {"system", "user", "assistant", "tool"}
+    )

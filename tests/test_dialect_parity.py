@@ -6,9 +6,10 @@ in shells, clouds, mailboxes and smart homes) and 150 AgentDojo runs from the sh
 replayed through three real OpenAI-client instrumentations against a local fake server:
 opentelemetry-instrumentation-openai-v2, OpenInference and OpenLLMetry. None of them makes a
 span for a tool call; the call is seen in the model's answer and its result in the next
-model call's history. Every run must reach the escalation level it reaches when written as
-GenAI `chat` and `execute_tool` spans, except a run that ends on a tool's result: no model
-call ever carried that result, so no span of these instrumentations holds it.
+model call's history. Set 1 is also run as pydantic-ai agents, which make tool spans. Every
+run must reach the escalation level it reaches when written as GenAI `chat` and
+`execute_tool` spans, except a run that ends on a tool's result: no model call ever carried
+that result, so no span of the client instrumentations holds it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from replay_instrumented import replay
+from replay_instrumented import replay, replay_pydantic_ai, sayable_by_pydantic_ai
 
 from otel_safety.evaluation.cases import Case, SpanWriter
 from otel_safety.evaluation.datasets import agentdojo
@@ -49,6 +50,22 @@ def written_levels(runs: list[dict]) -> dict[str, str]:
         spans = writer.spans(Case(run["id"], "agent_runs", rest, {}, system=system))
         levels[run["id"]] = pipeline.evaluate(spans).level.name
     return levels
+
+
+def test_every_run_reaches_the_same_level_as_a_pydantic_ai_agent(
+    runs: list[dict], written_levels: dict[str, str]
+) -> None:
+    """pydantic-ai makes a span per tool call and sends its own message form."""
+    sayable = [run for run in runs if sayable_by_pydantic_ai(run)]
+    assert len(sayable) >= 100
+    traces = replay_pydantic_ai(sayable)
+    pipeline = Pipeline()
+    differ = {
+        run_id: (written_levels[run_id], level)
+        for run_id, spans in traces.items()
+        if (level := pipeline.evaluate(spans).level.name) != written_levels[run_id]
+    }
+    assert not differ, f"pydantic-ai: (written, replayed) levels differ: {differ}"
 
 
 @pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
