@@ -22,14 +22,27 @@ from instrumented import _SETTING_PREFIXES, OPENAI_INSTRUMENTATIONS, _instrument
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_safety.logs import LogEvent, event_name, genai_event
 from otel_safety.otlp import request_from_json, request_to_json, spans_from_request
 
 RUN_ID = "app.run.id"  # on each run's root span, to find its trace again
 
 
+EVENTS = "otel_genai:events"  # openai-v2 with content in log records only (EVENT_ONLY)
+
+
 def replay(instrumentation: str, runs: list[dict[str, Any]]) -> dict[str, list[ReadableSpan]]:
     """Each run's spans under `instrumentation`, keyed by the run's id."""
-    if instrumentation not in OPENAI_INSTRUMENTATIONS:
+    return {
+        run_id: spans for run_id, (spans, _) in replay_with_events(instrumentation, runs).items()
+    }
+
+
+def replay_with_events(
+    instrumentation: str, runs: list[dict[str, Any]]
+) -> dict[str, tuple[list[ReadableSpan], list[LogEvent]]]:
+    """Each run's spans and GenAI log events under `instrumentation` (or `EVENTS`)."""
+    if instrumentation not in OPENAI_INSTRUMENTATIONS and instrumentation != EVENTS:
         raise ValueError(f"unknown instrumentation {instrumentation!r}")
     with tempfile.TemporaryDirectory(prefix="otel-safety-replay-") as tmp:
         given, out = Path(tmp) / "runs.json", Path(tmp) / "spans.json"
@@ -47,13 +60,16 @@ def replay(instrumentation: str, runs: list[dict[str, Any]]) -> dict[str, list[R
             raise RuntimeError(f"{instrumentation} replay failed:\n{done.stderr[-4000:]}")
         document = json.loads(out.read_text(encoding="utf-8"))
     problems: list[str] = []
-    spans = spans_from_request(request_from_json(document), problems)
+    spans = spans_from_request(request_from_json(document["spans"]), problems)
+    events = [LogEvent(**event) for event in document["events"]]
     if problems:
         raise RuntimeError(f"{instrumentation} spans did not decode cleanly: {problems[:5]}")
     roots = {s.context.trace_id: str(s.attributes[RUN_ID]) for s in spans if RUN_ID in s.attributes}
-    traces: dict[str, list[ReadableSpan]] = {}
+    traces: dict[str, tuple[list[ReadableSpan], list[LogEvent]]] = {}
     for span in spans:
-        traces.setdefault(roots[span.context.trace_id], []).append(span)
+        traces.setdefault(roots[span.context.trace_id], ([], []))[0].append(span)
+    for event in events:
+        traces[roots[event.trace_id]][1].append(event)
     return traces
 
 
@@ -97,7 +113,15 @@ def _json_text(value: Any) -> str:
 
 
 def _child(instrumentation: str, given: Path, out: Path) -> None:
-    os.environ.update(OPENAI_INSTRUMENTATIONS[instrumentation])  # before any import reads it
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogExporter, SimpleLogRecordProcessor
+
+    if instrumentation == EVENTS:
+        instrumentation = "otel_genai"
+        os.environ.update(OPENAI_INSTRUMENTATIONS[instrumentation])
+        os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "EVENT_ONLY"
+    else:
+        os.environ.update(OPENAI_INSTRUMENTATIONS[instrumentation])  # before any import
     from fake_openai import FakeOpenAIServer
 
     _pace_like_a_model()
@@ -105,8 +129,11 @@ def _child(instrumentation: str, given: Path, out: Path) -> None:
     replies = [_assistant(m) for run in runs for m in run["messages"] if m["role"] == "assistant"]
     exporter = InMemorySpanExporter()
     provider = _provider(f"replay-{instrumentation}", exporter)
+    logs = InMemoryLogExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     instrumentor = _instrumentor(instrumentation)
-    instrumentor.instrument(tracer_provider=provider)
+    instrumentor.instrument(tracer_provider=provider, logger_provider=logger_provider)
     try:
         import openai
 
@@ -121,7 +148,23 @@ def _child(instrumentation: str, given: Path, out: Path) -> None:
     provider.force_flush()
     spans = exporter.get_finished_spans()
     provider.shutdown()
-    out.write_text(json.dumps(request_to_json(spans)), encoding="utf-8")
+    events = [
+        vars(event)
+        for data in logs.get_finished_logs()
+        if (record := data.log_record)
+        and (
+            event := genai_event(
+                event_name(record.event_name, record.attributes),
+                record.trace_id,
+                record.span_id,
+                record.timestamp or record.observed_timestamp,
+                dict(record.attributes or {}),
+                record.body,
+            )
+        )
+    ]
+    document = {"spans": request_to_json(spans), "events": events}
+    out.write_text(json.dumps(document, default=str), encoding="utf-8")
 
 
 STEP_NS = 1_250_000_000  # simulated time between two timestamps the SDK takes

@@ -6,10 +6,11 @@ in shells, clouds, mailboxes and smart homes) and 150 AgentDojo runs from the sh
 replayed through three real OpenAI-client instrumentations against a local fake server:
 opentelemetry-instrumentation-openai-v2, OpenInference and OpenLLMetry. None of them makes a
 span for a tool call; the call is seen in the model's answer and its result in the next
-model call's history. Set 1 is also run as pydantic-ai agents, which make tool spans. Every
-run must reach the escalation level it reaches when written as GenAI `chat` and
-`execute_tool` spans, except a run that ends on a tool's result: no model call ever carried
-that result, so no span of the client instrumentations holds it.
+model call's history. Set 1 is also replayed with openai-v2 sending content as log records
+only, and run as pydantic-ai agents, which make tool spans. Every run must reach the
+escalation level it reaches when written as GenAI `chat` and `execute_tool` spans, except a
+run that ends on a tool's result: no model call ever carried that result, so no span of the
+client instrumentations holds it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from replay_instrumented import replay, replay_pydantic_ai, sayable_by_pydantic_ai
+from replay_instrumented import (
+    EVENTS,
+    replay,
+    replay_pydantic_ai,
+    replay_with_events,
+    sayable_by_pydantic_ai,
+)
 
 from otel_safety.evaluation.cases import Case, SpanWriter
 from otel_safety.evaluation.datasets import agentdojo
@@ -50,6 +57,23 @@ def written_levels(runs: list[dict]) -> dict[str, str]:
         spans = writer.spans(Case(run["id"], "agent_runs", rest, {}, system=system))
         levels[run["id"]] = pipeline.evaluate(spans).level.name
     return levels
+
+
+def test_every_run_reaches_the_same_level_with_its_content_in_log_records_only(
+    runs: list[dict], written_levels: dict[str, str]
+) -> None:
+    """openai-v2 with content capture set to EVENT_ONLY: spans without messages, each model
+    call's messages in a `gen_ai.client.inference.operation.details` log record."""
+    traces = replay_with_events(EVENTS, runs)
+    pipeline = Pipeline()
+    assert all(events for _, events in traces.values())
+    differ = {
+        run_id: (written_levels[run_id], level)
+        for run_id, (spans, events) in traces.items()
+        if (level := pipeline.evaluate(spans, "root_ended", events).level.name)
+        != written_levels[run_id]
+    }
+    assert not differ, f"log records: (written, replayed) levels differ: {differ}"
 
 
 def test_every_run_reaches_the_same_level_as_a_pydantic_ai_agent(
