@@ -69,6 +69,9 @@ class FakeOpenAIServer(LoopbackServer):
                     error = {"error": {"message": message["_error"], "type": "server_error"}}
                     self.reply(json.dumps(error).encode(), "application/json", message["_status"])
                     return
+                if request.get("stream"):
+                    self._stream(request, message, f"chatcmpl-{len(server.requests)}")
+                    return
                 payload = {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",
@@ -84,6 +87,45 @@ class FakeOpenAIServer(LoopbackServer):
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
                 self.reply(json.dumps(payload).encode(), "application/json")
+
+            def _stream(self, request: dict[str, Any], message: dict[str, Any], ident: str) -> None:
+                """The turn as server-sent chunks, as the API streams it: the text in
+                pieces, each tool call's name first and its arguments in pieces."""
+                base = {
+                    "id": ident,
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": request.get("model", "fake-model"),
+                }
+                deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+                text = message.get("content") or ""
+                deltas += [{"content": text[i : i + 7]} for i in range(0, len(text), 7)]
+                for index, call in enumerate(message.get("tool_calls") or []):
+                    function = call["function"]
+                    deltas.append(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": index,
+                                    "id": call["id"],
+                                    "type": "function",
+                                    "function": {"name": function["name"], "arguments": ""},
+                                }
+                            ]
+                        }
+                    )
+                    arguments = function.get("arguments") or ""
+                    deltas += [
+                        {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                        for piece in (arguments[i : i + 9] for i in range(0, len(arguments), 9))
+                    ]
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                chunks = [{**base, "choices": [{"index": 0, "delta": d}]} for d in deltas]
+                chunks.append(
+                    {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+                )
+                body = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks)
+                self.reply((body + "data: [DONE]\n\n").encode(), "text/event-stream")
 
         super().__init__(Handler)
 

@@ -29,6 +29,7 @@ RUN_ID = "app.run.id"  # on each run's root span, to find its trace again
 
 
 EVENTS = "otel_genai:events"  # openai-v2 with content in log records only (EVENT_ONLY)
+STREAM = ":stream"  # after an instrumentation's name: every model call streams its answer
 
 
 def replay(instrumentation: str, runs: list[dict[str, Any]]) -> dict[str, list[ReadableSpan]]:
@@ -42,7 +43,8 @@ def replay_with_events(
     instrumentation: str, runs: list[dict[str, Any]]
 ) -> dict[str, tuple[list[ReadableSpan], list[LogEvent]]]:
     """Each run's spans and GenAI log events under `instrumentation` (or `EVENTS`)."""
-    if instrumentation not in OPENAI_INSTRUMENTATIONS and instrumentation != EVENTS:
+    base = instrumentation.removesuffix(STREAM)
+    if base not in OPENAI_INSTRUMENTATIONS and base != EVENTS:
         raise ValueError(f"unknown instrumentation {instrumentation!r}")
     with tempfile.TemporaryDirectory(prefix="otel-safety-replay-") as tmp:
         given, out = Path(tmp) / "runs.json", Path(tmp) / "spans.json"
@@ -116,6 +118,8 @@ def _child(instrumentation: str, given: Path, out: Path) -> None:
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import InMemoryLogExporter, SimpleLogRecordProcessor
 
+    stream = instrumentation.endswith(STREAM)
+    instrumentation = instrumentation.removesuffix(STREAM)
     if instrumentation == EVENTS:
         instrumentation = "otel_genai"
         os.environ.update(OPENAI_INSTRUMENTATIONS[instrumentation])
@@ -142,7 +146,7 @@ def _child(instrumentation: str, given: Path, out: Path) -> None:
             tracer = provider.get_tracer("tests.replay")
             for run in runs:
                 with tracer.start_as_current_span("agent run", attributes={RUN_ID: run["id"]}):
-                    _play(client, run)
+                    _play(client, run, stream)
     finally:
         instrumentor.uninstrument()
     provider.force_flush()
@@ -185,15 +189,20 @@ def _pace_like_a_model() -> None:
     sdk_trace.time_ns = simulated
 
 
-def _play(client: Any, run: dict[str, Any]) -> None:
+def _play(client: Any, run: dict[str, Any], stream: bool = False) -> None:
     """Send what the agent would have sent before each of its messages; the server answers
-    with that message."""
+    with that message (streamed in chunks with `stream`, read to the end)."""
     tools = _tools(run)
     sent: list[dict[str, Any]] = []
     for message in run["messages"]:
         if message["role"] == "assistant":
-            extra = {"tools": tools} if tools else {}
-            client.chat.completions.create(model="fake-model", messages=sent, **extra)
+            extra: dict[str, Any] = {"tools": tools} if tools else {}
+            if stream:
+                extra["stream"] = True
+            answer = client.chat.completions.create(model="fake-model", messages=sent, **extra)
+            if stream:
+                for _ in answer:
+                    pass
             sent.append(_assistant(message))
         elif message["role"] == "tool":
             content = message.get("content")

@@ -6,8 +6,9 @@ in shells, clouds, mailboxes and smart homes) and 150 AgentDojo runs from the sh
 replayed through three real OpenAI-client instrumentations against a local fake server:
 opentelemetry-instrumentation-openai-v2, OpenInference and OpenLLMetry. None of them makes a
 span for a tool call; the call is seen in the model's answer and its result in the next
-model call's history. Set 1 is also replayed with openai-v2 sending content as log records
-only, and run as pydantic-ai agents, which make tool spans. Every run must reach the
+model call's history. Set 1 is also replayed with every model call streamed in chunks (the
+instrumentation puts the answer and its calls back together), with openai-v2 sending content
+as log records only, and run as pydantic-ai agents, which make tool spans. Every run must reach the
 escalation level it reaches when written as GenAI `chat` and `execute_tool` spans, except a
 run that ends on a tool's result: no model call ever carried that result, so no span of the
 client instrumentations holds it.
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 from replay_instrumented import (
     EVENTS,
+    STREAM,
     replay,
     replay_pydantic_ai,
     replay_with_events,
@@ -92,7 +94,9 @@ def test_every_run_reaches_the_same_level_as_a_pydantic_ai_agent(
     assert not differ, f"pydantic-ai: (written, replayed) levels differ: {differ}"
 
 
-@pytest.mark.parametrize("instrumentation", INSTRUMENTATIONS)
+@pytest.mark.parametrize(
+    "instrumentation", INSTRUMENTATIONS + [name + STREAM for name in INSTRUMENTATIONS]
+)
 def test_every_run_reaches_the_same_level_whichever_instrumentation_traced_it(
     instrumentation: str, runs: list[dict], written_levels: dict[str, str]
 ) -> None:
