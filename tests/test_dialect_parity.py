@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -153,3 +155,11 @@ def test_agentdojo_runs_reach_the_same_level_whichever_instrumentation_traced_th
     assert not differ, f"{instrumentation}: (written, replayed) levels differ: {differ}"
     stopped = sum(level >= EscalationLevel.SOFT_STOP for level in written.values())
     assert stopped >= 10  # stopped runs are compared too
+
+
+def test_the_parity_tool_keeps_the_blind_sets_blind() -> None:
+    tool = Path(__file__).resolve().parents[1] / "tools" / "dialect_parity.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--sets", "set1,set5"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "set5 stay blind" in done.stderr
