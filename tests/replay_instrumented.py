@@ -294,3 +294,28 @@ def sayable_by_pydantic_ai(run: dict[str, Any]) -> bool:
         and not last.get("tool_calls")
         and set(roles) <= {"system", "user", "assistant", "tool"}
     )
+
+
+def client_spans(messages: list[dict[str, Any]]) -> list[ReadableSpan]:
+    """What a client instrumentation writes for a run, built by hand: one GenAI `chat` span
+    per assistant message, the history before it as input and the message as output; no
+    span per tool call (its result is seen only in the next span's history)."""
+    from otel_safety.evaluation.cases import _genai_message
+
+    exporter = InMemorySpanExporter()
+    provider = _provider("client-spans", exporter)
+    tracer = provider.get_tracer("tests.client_spans")
+    with tracer.start_as_current_span("agent run"):
+        for number, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            attributes = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps([_genai_message(m) for m in messages[:number]]),
+                "gen_ai.output.messages": json.dumps([_genai_message(message)]),
+            }
+            with tracer.start_as_current_span("chat", attributes=attributes):
+                pass
+    spans = list(exporter.get_finished_spans())
+    provider.shutdown()
+    return spans

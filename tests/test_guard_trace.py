@@ -419,31 +419,17 @@ def test_calls_seen_only_in_model_output_are_paced_like_calls_with_spans() -> No
     """A client instrumentation (openai-v2, OpenInference) makes no tool spans: each call is
     seen in a model call's output and its result in the next call's history. The same payment
     made again and again is still a loop; each call is timed by the model call asking for it."""
-    from otel_safety.evaluation.cases import _genai_message
+    from replay_instrumented import client_spans
+
     from otel_safety.pipeline import Pipeline
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("tests")
     payment = {"recipient": "GB29NWBK60161331926819", "amount": 4.0, "subject": "refund"}
-    history = [{"role": "user", "content": "Send my friend back the 4.00 they overpaid."}]
-    with tracer.start_as_current_span("agent run"):
-        for number in range(6):
-            step = {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [_call(f"c{number}", "send_money", payment)],
-            }
-            attributes = {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.input.messages": json.dumps([_genai_message(m) for m in history]),
-                "gen_ai.output.messages": json.dumps([_genai_message(step)]),
-            }
-            with tracer.start_as_current_span("chat", attributes=attributes):
-                pass
-            history += [step, {"role": "tool", "tool_call_id": f"c{number}", "content": "sent"}]
-    evaluation = Pipeline(detectors=["tool_guard"]).evaluate(exporter.get_finished_spans())
+    messages = [{"role": "user", "content": "Send my friend back the 4.00 they overpaid."}]
+    for number in range(6):
+        call = _call(f"c{number}", "send_money", payment)
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{number}", "content": "sent"})
+    evaluation = Pipeline(detectors=["tool_guard"]).evaluate(client_spans(messages))
     calls = evaluation.trajectory.tool_calls
     assert [c.source for c in calls] == ["model_output"] * 6
     assert all(c.start_ns for c in calls)

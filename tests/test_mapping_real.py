@@ -589,44 +589,17 @@ def test_a_history_whose_head_an_attribute_limit_dropped_keeps_no_half_message(
 def test_two_calls_with_one_id_each_get_their_own_result() -> None:
     """A model may reuse a call id (a run's third call reusing the first's): with no tool
     spans, each result pairs with its call in order, not the last result with both."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from replay_instrumented import client_spans
 
-    from otel_safety.evaluation.cases import _genai_message
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("tests")
     steps = [("call_1", "list_transactions", "- amount: 100"), ("call_2", "send_money", "sent")]
     steps.append(("call_1", "schedule_transaction", "scheduled"))
-    history: list[dict] = [{"role": "user", "content": "Set up the subscription."}]
-    with tracer.start_as_current_span("agent run"):
-        for call_id, name, result in steps:
-            call = {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": "{}"},
-            }
-            step = {"role": "assistant", "content": "", "tool_calls": [call]}
-            attributes = {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.input.messages": json.dumps([_genai_message(m) for m in history]),
-                "gen_ai.output.messages": json.dumps([_genai_message(step)]),
-            }
-            with tracer.start_as_current_span("chat", attributes=attributes):
-                pass
-            history += [step, {"role": "tool", "tool_call_id": call_id, "content": result}]
-        done = {"role": "assistant", "content": "Done."}
-        attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.input.messages": json.dumps([_genai_message(m) for m in history]),
-            "gen_ai.output.messages": json.dumps([_genai_message(done)]),
-        }
-        with tracer.start_as_current_span("chat", attributes=attributes):
-            pass
-    trajectory = _evaluate(list(exporter.get_finished_spans())).trajectory
+    messages: list[dict] = [{"role": "user", "content": "Set up the subscription."}]
+    for call_id, name, result in steps:
+        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    messages.append({"role": "assistant", "content": "Done."})
+    trajectory = _evaluate(client_spans(messages)).trajectory
     assert [(c.name, c.result) for c in trajectory.tool_calls] == [
         (name, result) for _, name, result in steps
     ]
