@@ -283,11 +283,14 @@ def replay_pydantic_ai(runs: list[dict[str, Any]]) -> dict[str, list[ReadableSpa
 
 def sayable_by_pydantic_ai(run: dict[str, Any]) -> bool:
     """One user message (after a system prompt, if any), first; an answer without tool
-    calls, last."""
+    calls, last; every tool call with an id of its own (pydantic-ai requires one)."""
     roles = [m["role"] for m in run["messages"]]
     last = run["messages"][-1]
+    ids = [c.get("id") for m in run["messages"] for c in m.get("tool_calls") or []]
     return (
-        roles.count("user") == 1
+        all(ids)
+        and len(set(ids)) == len(ids)
+        and roles.count("user") == 1
         and roles[: roles.index("user")] in ([], ["system"])
         and last["role"] == "assistant"
         and bool(last.get("content"))
