@@ -104,8 +104,11 @@ class SpanWriter:
                         function.get("arguments"),
                     )
             elif role == "tool":
-                call_id = str(message.get("tool_call_id"))
-                name, arguments = calls.get(call_id) or _declared_call(message)
+                # Some exports leave ids empty: the span then has none either (not "None"),
+                # and is paired with its call by name, as a producer without ids is.
+                call_id = str(message.get("tool_call_id") or "") or None
+                found = calls.get(call_id) if call_id else None
+                name, arguments = found or _declared_call(message)
                 self._tool(call_id, name, arguments, _text(message.get("content")))
             if role != "system":
                 history.append(_genai_message(message))
@@ -126,13 +129,14 @@ class SpanWriter:
         with self._span("chat", attributes, MODEL_SECONDS):
             pass
 
-    def _tool(self, call_id: str, name: str, arguments: Any, result: str) -> None:
+    def _tool(self, call_id: str | None, name: str, arguments: Any, result: str) -> None:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.call.result": result,
         }
+        if call_id:
+            attributes["gen_ai.tool.call.id"] = call_id
         if arguments is not None:
             attributes["gen_ai.tool.call.arguments"] = (
                 arguments if isinstance(arguments, str) else json.dumps(arguments)
