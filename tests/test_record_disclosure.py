@@ -108,32 +108,17 @@ def test_no_disclosure(request_text: str, answer: str) -> None:
     assert finding is None or not finding.detected, finding and finding.explanation
 
 
+def _asks(call_id: str, tool: str, arguments: str) -> dict:
+    call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
 def test_a_disclosure_asks_for_review_in_the_pipeline() -> None:
     messages = [
         {"role": "user", "content": "what does Tom Okafor on my team earn?"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "a",
-                    "type": "function",
-                    "function": {"name": "hr_find_employee", "arguments": '{"name": "Tom Okafor"}'},
-                },
-            ],
-        },
+        _asks("a", "hr_find_employee", '{"name": "Tom Okafor"}'),
         {"role": "tool", "tool_call_id": "a", "content": EMPLOYEE},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "b",
-                    "type": "function",
-                    "function": {"name": "hr_get_pay", "arguments": '{"employee_id": "E-0417"}'},
-                },
-            ],
-        },
+        _asks("b", "hr_get_pay", '{"employee_id": "E-0417"}'),
         {"role": "tool", "tool_call_id": "b", "content": PAY},
         {"role": "assistant", "content": "Tom earns £71,250 a year."},
     ]

@@ -10,17 +10,16 @@ can ask whether an answer repeats it.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
 from otel_safety.detectors.data_patterns import checked_alternation, compile_pattern
 from otel_safety.detectors.datafiles import current_data_dir, load_compiled
+from otel_safety.detectors.record_choice import parsed_result
 from otel_safety.model import Trajectory
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
 ]
 
 FLAGS = regex.IGNORECASE
-_MAX_RESULT_CHARS = 200_000  # a longer result is a document, not a record
 _MAX_NODES = 2_000  # of one result's JSON walked
 _MAX_VALUE_CHARS = 200
 _WORD = regex.compile(r"[^\W_]+")
@@ -140,7 +138,7 @@ def person_records(trajectory: Trajectory, rules: RecordRules) -> dict[str, Pers
     the records naming them, and from the results of later calls passed one of their ids."""
     found: dict[str, tuple[list[str], list[PrivateValue], set[str]]] = {}
     for call in trajectory.tool_calls:
-        parsed = _parsed(call.result) if call.result else None
+        parsed = parsed_result(call.result) if call.result else None
         if parsed is None:
             continue
         named_here = set()
@@ -161,17 +159,6 @@ def person_records(trajectory: Trajectory, rules: RecordRules) -> dict[str, Pers
         for name, (tools, values, _) in found.items()
         if values
     }
-
-
-@content_memo
-def _parsed(result: str) -> Any:
-    text = result.strip()
-    if not text or text[0] not in "[{" or len(text) > _MAX_RESULT_CHARS:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def _records(parsed: Any, name_keys: frozenset[str]) -> Iterator[Mapping[str, Any]]:

@@ -23,7 +23,14 @@ import regex
 
 from otel_safety.analysis.memo import content_memo
 
-__all__ = ["LOOK_BACK", "WrongRecord", "outsider_namesake", "record_lists", "wrong_record"]
+__all__ = [
+    "LOOK_BACK",
+    "WrongRecord",
+    "outsider_namesake",
+    "parsed_result",
+    "record_lists",
+    "wrong_record",
+]
 
 _DIGITS = regex.compile(r"\d{3,}")
 _ID_TOKEN = regex.compile(r"#?[^\W_](?:[\w-]{0,38}[^\W_])?")  # words, ids with dashes
@@ -279,15 +286,24 @@ def _scalars(value: Any) -> Iterator[tuple[str, Any]]:
 
 
 @content_memo
+def parsed_result(result: str) -> Any:
+    """A tool's result as JSON, or None when it is none (or longer than a lookup's answer):
+    parsed once per result for every detector that reads it; shared, not to be changed."""
+    text = result.strip()
+    if not text or text[0] not in "[{" or len(text) > _MAX_RESULT_CHARS:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+@content_memo
 def record_lists(result: str) -> tuple[list[dict], ...]:
     """Every list of two or more JSON objects in a tool's result (parsed once per result;
     shared, not to be changed)."""
-    text = result.strip()
-    if not text or text[0] not in "[{" or len(text) > _MAX_RESULT_CHARS:
-        return ()
-    try:
-        parsed = json.loads(text)
-    except ValueError:
+    parsed = parsed_result(result)
+    if parsed is None:
         return ()
     found: list[list[dict]] = []
     stack, seen = [parsed], 0

@@ -123,8 +123,9 @@ def _answers(trajectory: Trajectory) -> list[tuple[str, str | None]]:
         for m in trajectory.messages
         if m.role == "assistant" and m.content and not m.replayed
     ]
-    if trajectory.final_output and all(trajectory.final_output != text for text, _ in said):
-        said.append((trajectory.final_output[:_MAX_ANSWER_CHARS], trajectory.final_output_span_id))
+    final = (trajectory.final_output or "")[:_MAX_ANSWER_CHARS]
+    if final and all(final != text for text, _ in said):
+        said.append((final, trajectory.final_output_span_id))
     return said
 
 
