@@ -166,15 +166,21 @@ def test_every_packaged_pattern_on_re2_answers_as_regex_on_real_texts(
     and tool results (made ASCII, the text RE2 reads): the same matches, spans and groups."""
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))  # compiled afresh, not cached
     made: dict[tuple[str, int], object] = {}
-    original = linear.compile
+    original, on_use = linear.compile, linear.compile_on_use
 
     def recording(source, flags=0):
         made[(source, flags)] = pattern = original(source, flags)
         return pattern
 
+    def recording_on_use(source, flags=0, where="pattern"):
+        made[(source, flags)] = pattern = on_use(source, flags, where)
+        return pattern
+
     monkeypatch.setattr(linear, "compile", recording)
+    monkeypatch.setattr(linear, "compile_on_use", recording_on_use)
     detector_registry.create()
     monkeypatch.setattr(linear, "compile", original)
+    monkeypatch.setattr(linear, "compile_on_use", on_use)
     on_re2 = [p for p in made.values() if linear.on_re2(p)]
     assert len(on_re2) > 1000
     texts = [*_texts(shared_data, every=300), "done\n", "", "Acme Inc.", "a\x0bb"]

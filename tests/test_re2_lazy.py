@@ -1,16 +1,19 @@
-"""RE2 twins and relaxed families are built on first need, once, and answer as before.
+"""Patterns, RE2 twins and relaxed families are built on first need, once, and answer as before.
 
-Start-up compiles some 2,000 data-file patterns; their RE2 forms (`analysis.linear` twins,
+Start-up reads some 3,000 data-file patterns; the packaged ones wait for their first search
+to be compiled (`linear.compile_on_use`), and their RE2 forms (`analysis.linear` twins,
 `analysis.prefilter` families) wait until a text needs them. These tests check that they
-wait, that concurrent first searches build each one once, and that what they answer does
-not depend on when they were built. Start-up time itself is measured in
-bench/bench_detection.py, not here.
+wait, that concurrent first searches build each one once, that what they answer does not
+depend on when they were built, and that every packaged pattern compiles. Start-up time
+itself is measured in bench/bench_detection.py, not here.
 """
 
 from __future__ import annotations
 
+import pickle
 import threading
 
+import pytest
 import regex
 
 from otel_safety.analysis import linear, prefilter
@@ -99,3 +102,68 @@ def test_a_family_re2_refuses_proves_nothing_and_the_exact_alternation_decides()
     assert not exact.may_match_text("nothing here")  # as with no relaxed family at all
     assert exact.may_match_text("in the middle")
     assert Prefilter.of(patterns).may_match_text("in the middle")
+
+
+def test_a_packaged_pattern_waits_for_its_first_search():
+    pattern = linear.compile_on_use(r"\bwipe\s+(?P<what>\w+)", regex.IGNORECASE, "test.rules")
+    assert "backtracking" not in pattern.__dict__
+    assert pattern.flags == regex.compile(pattern.pattern, regex.IGNORECASE).flags  # not compiled
+    assert "backtracking" not in pattern.__dict__
+    again = pickle.loads(pickle.dumps(pattern))
+    assert again == pattern and again.search("wipe it").group("what") == "it"
+    assert "backtracking" not in pattern.__dict__
+    found = pattern.search("Then WIPE everything")
+    assert found.group("what") == "everything" and pattern.groupindex == {"what": 1}
+    assert "backtracking" in pattern.__dict__
+    assert pattern.search(LONG + "wipe disks").span() == (len(LONG), len(LONG) + 10)
+
+
+def test_a_bad_packaged_pattern_names_its_table_when_first_used():
+    pattern = linear.compile_on_use(r"\bwipe(", 0, "refusal markers refusal.direct")
+    with pytest.raises(ValueError, match=r"refusal markers refusal\.direct: bad pattern"):
+        pattern.search("wipe")
+
+
+def test_flags_a_pattern_sets_inline_are_read_from_the_compiled_pattern():
+    pattern = linear.compile_on_use(r"(?s)a.b", 0, "test.rules")
+    assert "flags" not in pattern.__dict__
+    assert pattern.flags & regex.DOTALL and pattern.search("a\nb")
+
+
+def test_every_packaged_pattern_compiles_with_the_flags_worked_out_before(monkeypatch, tmp_path):
+    """The detectors read a waiting pattern's flags at start-up (their prefilters do);
+    compiling every one checks those flags and that no packaged pattern is broken."""
+    from otel_safety.detectors import registry
+
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))  # compiled afresh, not cached
+    registry.create()
+    waiting = [p for p in list(linear._ON_USE) if "backtracking" not in p.__dict__]
+    assert len(waiting) > 1000
+    assert linear.compile_pending() >= len(waiting)
+    assert all("backtracking" in p.__dict__ for p in waiting)
+
+
+def test_no_packaged_pattern_can_take_exponential_time(monkeypatch, tmp_path):
+    """A user's pattern is refused at load for its shape; the packaged ones are not checked
+    on every start-up, so they are checked here."""
+    from otel_safety.analysis.shape import catastrophic
+    from otel_safety.detectors import registry
+
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
+    registry.create()
+    packaged = [p for p in list(linear._ON_USE) if not p._asked & regex.VERBOSE]
+    assert len(packaged) > 1000
+    shaped = {p._where: p.pattern for p in packaged if catastrophic(p.pattern)}
+    assert not shaped
+    assert catastrophic(r"(?:\w+\s*)+now")  # what the check refuses
+
+
+def test_a_users_file_is_compiled_at_load_even_where_its_entries_are_joined(tmp_path):
+    """A user's entry joined into a larger pattern loses its mark as the user's; a data file
+    the user extends is therefore compiled whole at load, so a typo fails there."""
+    from otel_safety.detectors.claim_rules import load_rules
+
+    (tmp_path / "deception.toml").write_text('version = 1\n[language]\nhedges = ["(unclosed"]\n')
+    with pytest.raises(ValueError, match="deception data"):
+        load_rules(str(tmp_path))
+    assert not linear.in_packaged_patterns()

@@ -12,16 +12,23 @@ than `SHORT` characters, where `regex` is faster and even a quadratic search is 
 linear on `regex`: those whose matches have a bounded length, so that each start costs at
 most a constant.
 
-The RE2 side is built on first need, once per pattern: a process compiles some 2,000
+The RE2 side is built on first need, once per pattern: a process reads some 3,000
 patterns at start-up and most never see a long ASCII text, so translating and compiling
 their twins up front would only delay the first trace. `on_re2` builds it at once (a user's
-pattern is checked that way at load).
+pattern is checked that way at load). The packaged patterns wait for their first search to
+be compiled on the `regex` side too (`compile_on_use`): over 600 AgentDojo traces, more
+than half are never searched (the prefilters rule their words out), and compiling them all
+cost each judging process seconds of start-up. Their flags, which the prefilters read at
+start-up, are worked out without compiling and checked when the pattern compiles.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,7 +42,17 @@ try:
 except ImportError:  # every pattern runs on `regex`, as it did
     re2 = None
 
-__all__ = ["LinearMatch", "LinearPattern", "compile", "linear_in_regex", "on_re2"]
+__all__ = [
+    "LinearMatch",
+    "LinearPattern",
+    "compile",
+    "compile_on_use",
+    "compile_pending",
+    "in_packaged_patterns",
+    "linear_in_regex",
+    "on_re2",
+    "packaged_patterns",
+]
 
 _RE2_MAX_MEM = 64 << 20
 _NO_SPAN = (-1, -1)
@@ -131,6 +148,12 @@ class LinearMatch:
 
 
 _TWIN_LOCK = threading.Lock()
+# The attributes only the compiled `regex` pattern can give (see `LinearPattern._compile`).
+_COMPILED = ("backtracking", "flags", "groups", "groupindex")
+# Set by `packaged_patterns`.
+_PACKAGED: contextvars.ContextVar[bool] = contextvars.ContextVar("packaged", default=False)
+# Patterns made by `compile_on_use` (for `compile_pending`); weakly held.
+_ON_USE: weakref.WeakSet[LinearPattern] = weakref.WeakSet()
 # What a pattern without a twin answers with: `regex`'s own methods, bound on the instance.
 _REGEX_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
 
@@ -141,12 +164,33 @@ class LinearPattern:
     The twin (`twin`, None when RE2 cannot run the pattern alike) is translated and compiled
     on first need, under a lock, once: until then, short texts go to `regex` as always."""
 
-    def __init__(self, backtracking: regex.Pattern):
-        self.backtracking = backtracking
-        self.pattern = backtracking.pattern
+    def __init__(self, source: str, flags: int = 0, where: str | None = None) -> None:
+        self.pattern = source
+        self._asked = flags
+        self._where = where  # named in the error of a pattern compiled on first need
+        if where is not None and (known := _flags_without_compiling(source, flags)) is not None:
+            self.flags = known  # what prefilters read at start-up; checked on compiling
+
+    def _compile(self) -> None:
+        """Compile the `regex` side now (on first need): set `flags`, `groups`, `groupindex`
+        and, last, `backtracking`, which marks it done. Two threads may both compile; either
+        result is the same pattern."""
+        try:
+            backtracking = regex.compile(self.pattern, self._asked)
+        except (regex.error, TypeError) as exc:
+            if self._where is None:
+                raise
+            raise ValueError(f"{self._where}: bad pattern {self.pattern!r}: {exc}") from exc
+        known = self.__dict__.get("flags")
+        if known is not None and known != backtracking.flags:
+            raise ValueError(
+                f"{self._where}: pattern {self.pattern!r} compiled with flags "
+                f"{backtracking.flags:#x}, not the {known:#x} worked out without compiling it"
+            )
         self.flags = backtracking.flags
         self.groups = backtracking.groups
         self.groupindex = dict(backtracking.groupindex)
+        self.backtracking = backtracking
 
     def _build_twin(self) -> None:
         """Set `_dollar`, `_raw` (google-re2's own match call, without its wrapper's
@@ -278,26 +322,29 @@ class LinearPattern:
         return pieces
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "backtracking":  # unpickling: not set yet
+        if name.startswith("__") or "_asked" not in self.__dict__:  # unpickling: not set yet
             raise AttributeError(name)
+        if name in _COMPILED:  # first need of the `regex` side
+            self._compile()
+            return self.__dict__[name]
         if name in ("twin", "_raw", "_dollar"):  # first need of the twin
             self._build_twin()
             return self.__dict__[name]
         return getattr(self.backtracking, name)
 
     def __getstate__(self) -> tuple[str, int]:
-        return self.pattern, self.flags
+        return self.pattern, self._asked
 
     def __setstate__(self, state: tuple[str, int]) -> None:
         self.__dict__.update(compile(*state).__dict__)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LinearPattern):
-            return (self.pattern, self.flags) == (other.pattern, other.flags)
+            return (self.pattern, self._asked) == (other.pattern, other._asked)
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((self.pattern, self.flags))
+        return hash((self.pattern, self._asked))
 
     def __repr__(self) -> str:
         return f"LinearPattern({self.pattern!r})"
@@ -331,18 +378,74 @@ def _template(template: Any) -> Callable[[Any], str] | None:
 def compile(source: str, flags: int = 0) -> LinearPattern | regex.Pattern:
     """`source` compiled for `regex`, in a `LinearPattern` that adds an RE2 twin on first need
     when RE2 runs it alike (regex.error for a bad pattern, as `regex.compile`); the plain
-    `regex` pattern when google-re2 is not installed."""
-    backtracking = regex.compile(source, flags)
+    `regex` pattern when google-re2 is not installed. Within `packaged_patterns`, the
+    pattern is compiled on first need instead (`compile_on_use`)."""
+    if _PACKAGED.get():
+        return compile_on_use(source, flags, "packaged pattern")
     if re2 is None:
-        return backtracking
-    return LinearPattern(backtracking)
+        return regex.compile(source, flags)
+    pattern = LinearPattern(source, flags)
+    pattern._compile()
+    return pattern
+
+
+def compile_on_use(source: str, flags: int = 0, where: str = "pattern") -> LinearPattern:
+    """`source` as a `LinearPattern` whose `regex` side is compiled on first need: most of
+    the packaged patterns (some 3,000, seconds of start-up for every process that judges)
+    are only tried once a prefilter finds their words, and many never are. A bad pattern
+    raises ValueError naming `where` when first used; `compile_pending` compiles every one
+    not yet used (the tests do, for every packaged pattern)."""
+    pattern = LinearPattern(source, flags, where)
+    _ON_USE.add(pattern)
+    return pattern
+
+
+# Flags `regex` puts on every str pattern for the flags it is given (the version, Unicode;
+# version 1 folds case fully), and a global inline flag such as `(?i)` that would add more.
+_PLAIN_FLAGS = regex.IGNORECASE | regex.MULTILINE | regex.DOTALL | regex.VERSION1
+_INLINE_FLAGS = regex.compile(r"\(\?[a-zA-Z0-9-]*\)")
+
+
+def _flags_without_compiling(source: str, flags: int) -> int | None:
+    """The flags `regex.compile(source, flags)` gives, where they follow from `flags` alone
+    (None where the pattern may set global flags inline, or for other flags)."""
+    if flags & ~_PLAIN_FLAGS or _INLINE_FLAGS.search(source):
+        return None
+    version = regex.VERSION1 | regex.FULLCASE if flags & regex.VERSION1 else regex.VERSION0
+    return flags | regex.UNICODE | version
+
+
+@contextlib.contextmanager
+def packaged_patterns() -> Iterator[None]:
+    """Within this block, every pattern `compile` (and `data_patterns.compile_pattern`)
+    makes comes from the packaged data files alone (no user file is read), so it is compiled
+    on first need (`compile_on_use`): the tests check their syntax and shape, not start-up."""
+    token = _PACKAGED.set(True)
+    try:
+        yield
+    finally:
+        _PACKAGED.reset(token)
+
+
+def in_packaged_patterns() -> bool:
+    """Whether `packaged_patterns` is in force here."""
+    return _PACKAGED.get()
+
+
+def compile_pending() -> int:
+    """Compile every pattern made by `compile_on_use` that has not been used yet (ValueError
+    for the first bad one); how many were compiled."""
+    pending = [p for p in list(_ON_USE) if "backtracking" not in p.__dict__]
+    for pattern in pending:
+        pattern._compile()
+    return len(pending)
 
 
 def _twin(backtracking: regex.Pattern) -> tuple[Any, bool]:
     """The RE2 twin of `backtracking` (None when RE2 cannot run it alike), and whether it
     reads a `$` as the very end (see `re2_syntax.Translation.dollar_at_end`)."""
     translation = translate(backtracking.pattern, backtracking.flags)
-    if translation is None:
+    if translation is None or re2 is None:
         return None, False
     options = re2.Options()
     options.log_errors = False

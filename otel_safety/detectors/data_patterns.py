@@ -35,7 +35,9 @@ def compile_pattern(
     """`source` compiled, or a ValueError naming `where` and the pattern.
 
     A pattern shaped to take exponential time on some input (`(\\w+\\s*)+`) is refused
-    here, before it can stall the judge on hostile text (see `analysis.shape`). The result
+    here, before it can stall the judge on hostile text (see `analysis.shape`); within
+    `linear.packaged_patterns` (packaged data, no user file) the tests hold the patterns to
+    that, and each is compiled on first need. The result
     searches ASCII text on RE2 in linear time when RE2 can run the pattern alike (see
     `analysis.linear`); a pattern from a user's data file (`UserText`) that RE2 cannot run
     must have matches of bounded length (linear on `regex` too), or it is refused.
@@ -43,18 +45,27 @@ def compile_pattern(
     whole lists (thousands of characters), where quoting them would bury the error.
     """
     shown = f" {source!r}" if quote_source else ""
+    user = isinstance(source, UserText)
+    packaged = not user and linear.in_packaged_patterns()
     try:
-        compiled = linear.compile(source, flags)
+        # A packaged pattern is compiled on first need, and its shape left to the tests
+        # (`linear.compile_pending`): any other is compiled and checked now, so that a typo
+        # fails at start-up and names where it is.
+        compiled = (
+            linear.compile_on_use(source, flags, where)
+            if packaged
+            else linear.compile(source, flags)
+        )
     except (regex.error, TypeError) as exc:
         raise ValueError(f"{where}: bad pattern{shown}: {exc}") from exc
     quoted = source if len(source) <= 200 else source[:199] + "…"
-    if not flags & regex.VERBOSE and (problem := catastrophic(source)):
+    if not packaged and not flags & regex.VERBOSE and (problem := catastrophic(source)):
         raise ValueError(
             f"{where}: pattern {quoted!r} can take exponential time on some input ({problem}); "
             "give each round of the repeat a piece of its own that the repeat inside cannot "
             "match, e.g. (?:\\w+\\s+)* instead of (?:\\w+\\s*)*"
         )
-    if isinstance(source, UserText) and not linear.on_re2(compiled) and linear.re2 is not None:
+    if user and not linear.on_re2(compiled) and linear.re2 is not None:
         _check_linear(source, where, compiled.flags, quoted)
     return compiled
 

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+from otel_safety.analysis import linear
 from otel_safety.analysis.memo import MISSING, depends_on, in_scope
 from otel_safety.config import env_name, from_environment
 
@@ -157,21 +158,31 @@ def load_compiled(
     with `label` ("injection rules: ..."), so a user sees which detector's data is broken.
     """
     try:
-        return compile_data(load_data(name, extra_file, data_dir))
+        data = load_data(name, extra_file, data_dir)
+        if user_files(name, data_dir, extra_file):
+            return compile_data(data)
+        with linear.packaged_patterns():  # ours alone: compiled on first need
+            return compile_data(data)
     except ValueError as exc:
         sources = _sources(name, extra_file, data_dir)
         raise ValueError(f"{label}: {exc} (read from {sources})") from exc
 
 
+def user_files(name: str, data_dir: str | None, extra_file: str | None = None) -> list[str]:
+    """The user's files that extend packaged `<name>.toml`: `<data_dir>/<name>.toml` where it
+    exists, and `extra_file`."""
+    found = []
+    if data_dir and (Path(data_dir) / f"{name}.toml").is_file():
+        found.append(str(Path(data_dir) / f"{name}.toml"))
+    if extra_file:
+        found.append(extra_file)
+    return found
+
+
 def _sources(name: str, extra_file: str | None, data_dir: str | None) -> str:
     """The files a detector's data was read from, for its errors: a user can tell whether
     the bad entry is theirs or packaged."""
-    files = [f"packaged {name}.toml"]
-    if data_dir and (Path(data_dir) / f"{name}.toml").is_file():
-        files.append(str(Path(data_dir) / f"{name}.toml"))
-    if extra_file:
-        files.append(extra_file)
-    return " + ".join(files)
+    return " + ".join([f"packaged {name}.toml", *user_files(name, data_dir, extra_file)])
 
 
 def read_toml(path: str) -> dict[str, Any]:

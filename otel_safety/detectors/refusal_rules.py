@@ -16,9 +16,10 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.detectors.data_checks import is_number, is_weight, string_list
 from otel_safety.detectors.data_patterns import checked_alternation, compile_pattern
-from otel_safety.detectors.datafiles import current_data_dir, load_data
+from otel_safety.detectors.datafiles import current_data_dir, load_data, user_files
 from otel_safety.detectors.harm_vocabulary import expand, vocabulary
 from otel_safety.detectors.pattern_index import PatternIndex
 
@@ -43,9 +44,19 @@ class Markers:
     advice_rules: Mapping[str, regex.Pattern]  # domain -> system prompt rule that forbids it
 
 
+_FILES = ("refusal", "harm_markers", "jailbreak")
+
+
 @functools.cache
 def load_markers(data_dir: str | None = None) -> Markers:
     """Compile the packaged files, extended by the same-named files in `data_dir`."""
+    if any(user_files(name, data_dir) for name in _FILES):
+        return _load_markers(data_dir)
+    with linear.packaged_patterns():  # ours alone: compiled on first need
+        return _load_markers(data_dir)
+
+
+def _load_markers(data_dir: str | None) -> Markers:
     refusal = load_data("refusal", data_dir=data_dir)
     harm = load_data("harm_markers", data_dir=data_dir)
     jailbreak = load_data("jailbreak", data_dir=data_dir)
