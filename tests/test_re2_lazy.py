@@ -167,3 +167,23 @@ def test_a_users_file_is_compiled_at_load_even_where_its_entries_are_joined(tmp_
     with pytest.raises(ValueError, match="deception data"):
         load_rules(str(tmp_path))
     assert not linear.in_packaged_patterns()
+
+
+def test_an_index_relaxes_each_group_on_its_first_search(monkeypatch):
+    from otel_safety.detectors.pattern_index import PatternIndex, scan_text
+
+    relaxed = []
+    original = prefilter.relaxed_family
+
+    def counting(patterns, **options):
+        relaxed.append(len(patterns))
+        return original(patterns, **options)
+
+    monkeypatch.setattr(prefilter, "relaxed_family", counting)
+    kill, bomb = (regex.compile(p, regex.IGNORECASE) for p in (r"\bkill\b", r"\bbomb\b"))
+    index = PatternIndex.build({"kill": [("kill", kill)], "bomb": [("bomb", bomb)]})
+    assert relaxed == []
+    scan = scan_text(index, "Kill the process")
+    assert [m.group() for m in scan.find("kill")] == ["Kill"]
+    assert relaxed == [1]  # the other group waits
+    assert scan.find("bomb") == [] and relaxed == [1, 1]

@@ -33,7 +33,7 @@ except ImportError:  # the pure-regex path below is exact, only slower
     re2 = None
 _UNANCHORED = None if re2 is None else re2._Anchor.UNANCHORED
 
-__all__ = ["Prefilter", "RelaxedFamily", "may_match", "relaxed_family", "utf8"]
+__all__ = ["FamilyOnUse", "Prefilter", "RelaxedFamily", "may_match", "relaxed_family", "utf8"]
 
 _CLASSES = regex.compile(r"\[(?:\\.|[^\]\\])*\]")
 _CONTEXT_SENSITIVE = regex.compile(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
@@ -115,7 +115,32 @@ def relaxed_family(
     return RelaxedFamily("|".join(alternatives), ascii_only)
 
 
-def may_match(relaxed: RelaxedFamily | None, text: str) -> bool:
+class FamilyOnUse:
+    """`relaxed_family(patterns)` worked out on the first search, not when the patterns
+    are indexed: relaxing hundreds of patterns was a fifth of a judging process's start-up,
+    and a family some texts never reach need not be relaxed at all."""
+
+    def __init__(self, patterns: Sequence[regex.Pattern], *, whole_text: bool = False) -> None:
+        self._patterns: tuple[regex.Pattern, ...] | None = tuple(patterns)
+        self._whole_text = whole_text
+        self._family: RelaxedFamily | None = None
+
+    @property
+    def family(self) -> RelaxedFamily | None:
+        """The relaxed family (None when a pattern has no relaxed form)."""
+        if self._patterns is not None:
+            with _COMPILE_LOCK:
+                if self._patterns is not None:
+                    self._family = relaxed_family(self._patterns, whole_text=self._whole_text)
+                    self._patterns = None  # marks it done
+        return self._family
+
+    def may_match(self, text: str) -> bool:
+        family = self.family
+        return family is None or family.may_match(text)
+
+
+def may_match(relaxed: RelaxedFamily | FamilyOnUse | None, text: str) -> bool:
     """False only when the relaxed family proves that nothing in `text` can match."""
     return relaxed is None or relaxed.may_match(text)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import regex
 
 from otel_safety.analysis.memo import content_memo
-from otel_safety.analysis.prefilter import RelaxedFamily, may_match, relaxed_family
+from otel_safety.analysis.prefilter import FamilyOnUse, may_match
 from otel_safety.detectors.leading_words import MIN_PREFIX, PREFIX, triggers
 
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
@@ -55,7 +55,7 @@ class _Group:
     # Linear-time prefilter (see analysis.prefilter). One RE2 set over every group would
     # read a text once, but its automaton (hundreds of patterns, all matches wanted) keeps
     # outgrowing its cache: several times slower than one search per group asked.
-    relaxed: RelaxedFamily | None = None
+    relaxed: FamilyOnUse | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +88,7 @@ class PatternIndex:
             indexed[group] = _Group(
                 {k: tuple(v) for k, v in by_key.items()},
                 tuple(other),
-                relaxed_family([p.pattern for p in filed], whole_text=True),
+                FamilyOnUse([p.pattern for p in filed], whole_text=True),
             )
         return PatternIndex(indexed, tuple(patterns), frozenset(keys))
 
