@@ -18,6 +18,7 @@ import time
 
 import regex
 
+from otel_safety.analysis import linear
 from otel_safety.evaluation.guard_bench import (
     PRINCIPALS_NAME,
     case_files,
@@ -41,6 +42,10 @@ def main() -> None:
     started = time.perf_counter()
     guard = Guard(Directory.load(directory / PRINCIPALS_NAME))
     startup = time.perf_counter() - started
+    # The packaged patterns wait for their first search: compiled here, not in the checks.
+    started = time.perf_counter()
+    linear.compile_pending()
+    first_use = time.perf_counter() - started
 
     timings: dict[str, list[float]] = {"all": [], "block": [], "allow": [], "long": []}
     anchor: list[float] = []
@@ -57,9 +62,12 @@ def main() -> None:
             timings["long"].append(_check(guard, case, f"long:{round_number}"))
 
     if args.format == "markdown":
-        print(_markdown(timings, anchor, len(cases), args.rounds, startup))
+        print(_markdown(timings, anchor, len(cases), args.rounds, startup, first_use))
         return
-    print(f"guard start-up (data compiled, principals loaded): {startup * 1000:.1f} ms")
+    print(f"guard start-up (data read, principals loaded): {startup * 1000:.1f} ms")
+    print(
+        f"then compiling its patterns, which wait for their first search: {first_use * 1000:.1f} ms"
+    )
     print(f"{len(cases)} labelled calls x {args.rounds} rounds, each call its own conversation")
     print("(long: the same calls again, all in one conversation per round)\n")
     print(f"{'calls':<8}{'n':>7}{'median µs':>12}{'p95 µs':>10}{'p99 µs':>10}{'max µs':>10}")
@@ -72,7 +80,12 @@ def main() -> None:
 
 
 def _markdown(
-    timings: dict[str, list[float]], anchor: list[float], calls: int, rounds: int, startup: float
+    timings: dict[str, list[float]],
+    anchor: list[float],
+    calls: int,
+    rounds: int,
+    startup: float,
+    first_use: float,
 ) -> str:
     ordered_anchor = sorted(anchor)
     anchor_p50, anchor_p99 = _at(ordered_anchor, 0.5), _at(ordered_anchor, 0.99)
@@ -83,7 +96,8 @@ def _markdown(
         "long": "every call, one conversation per round",
     }
     lines = [
-        f"{calls} labelled calls x {rounds} rounds; guard start-up {startup * 1000:.0f} ms; "
+        f"{calls} labelled calls x {rounds} rounds; guard start-up {startup * 1000:.0f} ms, then "
+        f"{first_use * 1000:.0f} ms compiling the patterns that wait for their first search; "
         f"goal p99 <= {GOAL_P99_US} µs",
         "",
         "| guard check | p50 | p99 | anchor: one regex over the arguments, p50 / p99 "

@@ -35,12 +35,12 @@ def compile_pattern(
     """`source` compiled, or a ValueError naming `where` and the pattern.
 
     A pattern shaped to take exponential time on some input (`(\\w+\\s*)+`) is refused
-    here, before it can stall the judge on hostile text (see `analysis.shape`); within
-    `linear.packaged_patterns` (packaged data, no user file) the tests hold the patterns to
-    that, and each is compiled on first need. The result
+    here, before it can stall the judge on hostile text (see `analysis.shape`). The result
     searches ASCII text on RE2 in linear time when RE2 can run the pattern alike (see
     `analysis.linear`); a pattern from a user's data file (`UserText`) that RE2 cannot run
-    must have matches of bounded length (linear on `regex` too), or it is refused.
+    must have matches of bounded length (linear on `regex` too), or it is refused. Within
+    `linear.packaged_patterns` (packaged data, no user file), a pattern is compiled on its
+    first search instead, and the tests check its syntax and shape.
     `quote_source=False` leaves the pattern out of the message: for patterns assembled from
     whole lists (thousands of characters), where quoting them would bury the error.
     """
