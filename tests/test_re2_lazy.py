@@ -137,7 +137,7 @@ def test_every_packaged_pattern_compiles_with_the_flags_worked_out_before(monkey
 
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))  # compiled afresh, not cached
     registry.create()
-    waiting = [p for p in list(linear._ON_USE) if "backtracking" not in p.__dict__]
+    waiting = [p for p in linear.waiting() if "backtracking" not in p.__dict__]
     assert len(waiting) > 1000
     assert linear.compile_pending() >= len(waiting)
     assert all("backtracking" in p.__dict__ for p in waiting)
@@ -151,7 +151,7 @@ def test_no_packaged_pattern_can_take_exponential_time(monkeypatch, tmp_path):
 
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
     registry.create()
-    packaged = [p for p in list(linear._ON_USE) if not p._asked & regex.VERBOSE]
+    packaged = [p for p in linear.waiting() if not p._asked & regex.VERBOSE]
     assert len(packaged) > 1000
     shaped = {p._where: p.pattern for p in packaged if catastrophic(p.pattern)}
     assert not shaped
@@ -187,3 +187,13 @@ def test_an_index_relaxes_each_group_on_its_first_search(monkeypatch):
     assert [m.group() for m in scan.find("kill")] == ["Kill"]
     assert relaxed == [1]  # the other group waits
     assert scan.find("bomb") == [] and relaxed == [1, 1]
+
+
+def test_equal_patterns_made_twice_are_each_compiled_by_compile_pending():
+    """Two data folders make equal patterns as two objects: each waits, and each is
+    compiled (a set of equal patterns kept only the first)."""
+    first = linear.compile_on_use(r"\bsame\s+words\b", 0, "first folder")
+    second = linear.compile_on_use(r"\bsame\s+words\b", 0, "second folder")
+    assert first.search("the same words") and "backtracking" not in second.__dict__
+    linear.compile_pending()
+    assert "backtracking" in second.__dict__

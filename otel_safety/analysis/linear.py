@@ -52,6 +52,7 @@ __all__ = [
     "linear_in_regex",
     "on_re2",
     "packaged_patterns",
+    "waiting",
 ]
 
 _RE2_MAX_MEM = 64 << 20
@@ -152,8 +153,9 @@ _TWIN_LOCK = threading.Lock()
 _COMPILED = ("backtracking", "flags", "groups", "groupindex")
 # Set by `packaged_patterns`.
 _PACKAGED: contextvars.ContextVar[bool] = contextvars.ContextVar("packaged", default=False)
-# Patterns made by `compile_on_use` (for `compile_pending`); weakly held.
-_ON_USE: weakref.WeakSet[LinearPattern] = weakref.WeakSet()
+# Patterns made by `compile_on_use` (for `compile_pending`), by identity (equal patterns
+# made for another data folder are other objects, each compiled on its own); weakly held.
+_ON_USE: weakref.WeakValueDictionary[int, LinearPattern] = weakref.WeakValueDictionary()
 # What a pattern without a twin answers with: `regex`'s own methods, bound on the instance.
 _REGEX_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
 
@@ -396,7 +398,7 @@ def compile_on_use(source: str, flags: int = 0, where: str = "pattern") -> Linea
     raises ValueError naming `where` when first used; `compile_pending` compiles every one
     not yet used (the tests do, for every packaged pattern)."""
     pattern = LinearPattern(source, flags, where)
-    _ON_USE.add(pattern)
+    _ON_USE[id(pattern)] = pattern
     return pattern
 
 
@@ -432,10 +434,15 @@ def in_packaged_patterns() -> bool:
     return _PACKAGED.get()
 
 
+def waiting() -> list[LinearPattern]:
+    """Every live pattern made by `compile_on_use`, compiled since or not."""
+    return list(_ON_USE.values())
+
+
 def compile_pending() -> int:
     """Compile every pattern made by `compile_on_use` that has not been used yet (ValueError
     for the first bad one); how many were compiled."""
-    pending = [p for p in list(_ON_USE) if "backtracking" not in p.__dict__]
+    pending = [p for p in waiting() if "backtracking" not in p.__dict__]
     for pattern in pending:
         pattern._compile()
     return len(pending)
