@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis.memo import set_capacity
 from otel_safety.app_metrics import app_metrics
-from otel_safety.behavior import BehaviorMonitor, MonitorMode
+from otel_safety.behavior.modes import MonitorMode
 from otel_safety.calibration.file import load_calibration
 from otel_safety.config import ConfigError, Settings
 from otel_safety.deep.settings import deep_config
@@ -281,8 +281,7 @@ def _detector_options(settings: Settings, keys: Sequence[str]) -> dict[str, dict
 
 def _monitor_modes(settings: Settings, keys: Sequence[str]) -> dict[str, MonitorMode]:
     """`monitor_modes` checked up front: known modes, for behaviour monitors in use."""
-    known = detector_registry.available()
-    monitors = sorted(k for k in keys if issubclass(known[k], BehaviorMonitor))
+    monitors = sorted(k for k in keys if detector_registry.is_monitor(k))
     modes = {}
     for key, mode in settings.monitor_modes.items():
         if key not in monitors:

@@ -30,6 +30,10 @@ BENCHES = [
         ["bench/bench_app_overhead.py", "--format", "markdown"],
     ),
     (
+        "python bench/bench_app_start.py --format markdown",
+        ["bench/bench_app_start.py", "--format", "markdown"],
+    ),
+    (
         "python bench/bench_hot_path.py --format markdown",
         ["bench/bench_hot_path.py", "--format", "markdown"],
     ),

@@ -4,13 +4,20 @@ The detectors here (`sandbagging`, `agent_deception`, `behavior_drift`, `ethics_
 share one base, `BehaviorMonitor`: a mode (passive, active, learning), a sensitivity, typed
 indicators with evidence, and a baseline per agent (`gen_ai.agent.name`) per conversation.
 `process(turn)` judges one turn as it happens and says whether the agent must stop.
+The names below are imported on first use (`lazy_exports`): reading the modes does not load
+the monitors.
 """
 
-from otel_safety.behavior.indicators import Indicator, IndicatorType
-from otel_safety.behavior.intervene import TurnMonitors, TurnResult
-from otel_safety.behavior.modes import MonitorMode
-from otel_safety.behavior.monitor import BehaviorMonitor
-from otel_safety.behavior.turns import AgentTurn, agent_turns
+from typing import TYPE_CHECKING
+
+from otel_safety.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from otel_safety.behavior.indicators import Indicator, IndicatorType
+    from otel_safety.behavior.intervene import TurnMonitors, TurnResult
+    from otel_safety.behavior.modes import MonitorMode
+    from otel_safety.behavior.monitor import BehaviorMonitor
+    from otel_safety.behavior.turns import AgentTurn, agent_turns
 
 __all__ = [
     "AgentTurn",
@@ -22,3 +29,17 @@ __all__ = [
     "TurnResult",
     "agent_turns",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "Indicator": "otel_safety.behavior.indicators",
+        "IndicatorType": "otel_safety.behavior.indicators",
+        "TurnMonitors": "otel_safety.behavior.intervene",
+        "TurnResult": "otel_safety.behavior.intervene",
+        "MonitorMode": "otel_safety.behavior.modes",
+        "BehaviorMonitor": "otel_safety.behavior.monitor",
+        "AgentTurn": "otel_safety.behavior.turns",
+        "agent_turns": "otel_safety.behavior.turns",
+    },
+)

@@ -20,20 +20,46 @@ def register(cls: type[Detector]) -> type[Detector]:
 
 
 def available() -> dict[str, type[Detector]]:
-    _load_builtins()
+    """Every detector class by key, built-in ones imported."""
+    for module, _ in BUILTINS.values():
+        importlib.import_module(module)
     return dict(_REGISTRY)
+
+
+def known() -> list[str]:
+    """Every detector key, without importing a built-in detector: checking settings (as an
+    app judging in a worker process does) loads none of them."""
+    return sorted({*BUILTINS, *_REGISTRY})
+
+
+def detector_class(key: str) -> type[Detector]:
+    """The class registered under `key`, its built-in module imported if need be."""
+    if key in BUILTINS:
+        importlib.import_module(BUILTINS[key][0])
+    return _REGISTRY[key]
+
+
+def is_monitor(key: str) -> bool:
+    """Whether `key` is a behaviour monitor (it then takes a mode), read off the table for a
+    built-in detector, so that nothing is imported to tell."""
+    cls = _REGISTRY.get(key)
+    if key in BUILTINS and (cls is None or cls.__module__ == BUILTINS[key][0]):
+        return BUILTINS[key][1]
+    from otel_safety.behavior.monitor import BehaviorMonitor
+
+    return cls is not None and issubclass(cls, BehaviorMonitor)
 
 
 def check(
     keys: Iterable[str] | None = None, thresholds: Mapping[str, float] | None = None
 ) -> list[str]:
     """The detector keys to run, after checking them and their thresholds (cheap)."""
-    known = available()
-    wanted = sorted(known) if keys is None else list(keys)  # never import order
-    unknown = [key for key in wanted if key not in known]
+    names = known()
+    wanted = names if keys is None else list(keys)  # never import order
+    unknown = [key for key in wanted if key not in names]
     if unknown:
         raise ValueError(
-            f"unknown detector(s) {', '.join(unknown)}; registered: {', '.join(sorted(known))}"
+            f"unknown detector(s) {', '.join(unknown)}; registered: {', '.join(names)}"
         )
     stray = sorted(set(thresholds or {}) - set(wanted))
     if stray:
@@ -57,13 +83,12 @@ def create(
     processor fails open rather than stop judging altogether). `options` are extra keyword
     arguments per detector key (the guard's principals file, say).
     """
-    known = available()
     thresholds = thresholds or {}
     detectors = []
     for key in check(keys, thresholds):
         try:
             extra = dict((options or {}).get(key, {}))
-            detectors.append(known[key](threshold=thresholds.get(key), **extra))
+            detectors.append(detector_class(key)(threshold=thresholds.get(key), **extra))
         except Exception as exc:
             if on_error is None:
                 raise
@@ -71,28 +96,30 @@ def create(
     return detectors
 
 
-# Modules whose detectors register themselves on import.
-BUILTIN_MODULES = (
-    "scope_escalation",
-    "injection",
-    "impersonation",
-    "deception",
-    "over_refusal",
-    "under_refusal",
-    "jailbreak_compliance",
-    "tool_guard",
-    "request_claims",
-    "intent_risk",
-    "topic_drift",
-    "outcome_check",
-    "record_disclosure",
-)
-# Agent-behaviour monitors, which live in their own package.
-BEHAVIOR_MODULES = ("sandbagging", "behavior_drift", "ethics_boundary", "agent_deception")
-
-
-def _load_builtins() -> None:
-    for module in BUILTIN_MODULES:
-        importlib.import_module(f"otel_safety.detectors.{module}")
-    for module in BEHAVIOR_MODULES:
-        importlib.import_module(f"otel_safety.behavior.{module}")
+# Built-in detectors by key: the module that registers each on import, and whether it is a
+# behaviour monitor. Known without importing them (`tests/test_registry.py` holds this table
+# to what the modules register).
+BUILTINS: dict[str, tuple[str, bool]] = {
+    **{
+        key: (f"otel_safety.detectors.{module}", False)
+        for key, module in (
+            ("scope_escalation", "scope_escalation"),
+            ("injection", "injection"),
+            ("impersonation_risk", "impersonation"),
+            ("deception", "deception"),
+            ("over_refusal", "over_refusal"),
+            ("under_refusal", "under_refusal"),
+            ("jailbreak_compliance", "jailbreak_compliance"),
+            ("tool_guard", "tool_guard"),
+            ("request_claims", "request_claims"),
+            ("intent_risk", "intent_risk"),
+            ("topic_drift", "topic_drift"),
+            ("outcome_check", "outcome_check"),
+            ("record_disclosure", "record_disclosure"),
+        )
+    },
+    **{
+        key: (f"otel_safety.behavior.{key}", True)
+        for key in ("sandbagging", "behavior_drift", "ethics_boundary", "agent_deception")
+    },
+}
