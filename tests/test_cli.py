@@ -334,3 +334,41 @@ def test_eval_help_names_every_dataset_it_reads():
     shown = {p.prog: p.format_help() for p in _parsers(build_parser())}
     listed = " ".join(shown["otel-safety eval"].split())
     assert all(name in listed for name in [*EXTERNAL, "synthetic"]), listed
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(action.choices)
+
+
+def test_each_command_is_found_in_the_module_the_table_names():
+    """A run builds only its command's module's parser: the table must name every command
+    and the module that adds it, or a command would be unknown when run."""
+    from otel_safety.commands import main
+
+    assert sorted(_commands(main.build_parser())) == sorted(main.COMMANDS)
+    for command, module in main.COMMANDS.items():
+        alone = _commands(main.build_parser(command))
+        assert command in alone, (command, module)
+        assert {main.COMMANDS[c] for c in alone} == {module}
+
+
+@pytest.mark.process
+def test_a_query_run_imports_neither_detectors_nor_the_sidecar():
+    script = (
+        "import json, sys\n"
+        "from otel_safety.cli import main\n"
+        "main(['query', '--list'])\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('otel_safety'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "otel_safety.commands.query" in loaded
+    assert [
+        m
+        for m in loaded
+        if m.startswith(("otel_safety.sidecar", "otel_safety.evaluation", "otel_safety.guard."))
+        or m in ("otel_safety.commands.serve", "otel_safety.detectors.injection")
+    ] == []
