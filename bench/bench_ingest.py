@@ -3,12 +3,13 @@ processes, against the same command judging in its own process (measured in the 
 
 AgentDojo runs from `../shared/data` are written as an OTLP/JSON file (one request per
 trace, as the Collector's file exporter writes them), then ingested into a fresh DuckDB file
-by the real command, once per `--workers` value. Each run reports wall time, spans per
+by the real command, once per `--workers` value ("auto": the option left out, so the
+command picks: one per core, fewer for a small file). Each run reports wall time, spans per
 wall-second and CPU seconds of the command and its children; the ratio is against
-`--workers 0` (everything in one process). Start-up (building the detectors) is included:
-it is what a user waits for.
+`--workers 0` (everything in one process) on the same file. Start-up (building the
+detectors) is included: it is what a user waits for, and on a small file it is most of it.
 
-Run: python bench/bench_ingest.py --data ../shared/data [--traces 600] [--workers 0,1,2]
+Run: python bench/bench_ingest.py --data ../shared/data [--traces 10,600] [--workers 0,1,2,auto]
 Figures are printed, not asserted; they depend on the machine and on what else runs on it.
 """
 
@@ -52,13 +53,14 @@ def write_corpus(data: Path, traces: int, path: Path) -> int:
     return spans
 
 
-def ingest(corpus: Path, workers: int, folder: Path) -> dict[str, Any]:
-    db = folder / f"ingest-{workers}.duckdb"
+def ingest(corpus: Path, workers: str, folder: Path) -> dict[str, Any]:
+    db = folder / f"ingest-{corpus.stem}-{workers}.duckdb"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     command = [sys.executable, "-m", "otel_safety.cli", "ingest", str(corpus), "--db", str(db)]
+    chosen = [] if workers == "auto" else ["--workers", workers]
     result = subprocess.run(
-        [*command, "--quiet", "--workers", str(workers)],
+        [*command, "--quiet", *chosen],
         capture_output=True,
         text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
@@ -74,42 +76,52 @@ def ingest(corpus: Path, workers: int, folder: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--traces", type=int, default=600, help="AgentDojo traces (600)")
-    parser.add_argument("--workers", default=f"0,1,{os.cpu_count() or 1}")
+    parser.add_argument(
+        "--traces", default="10,600", help="AgentDojo traces per file, comma-separated"
+    )
+    parser.add_argument("--workers", default=f"0,1,{os.cpu_count() or 1},auto")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
     args = parser.parse_args()
-    counts = sorted({int(w) for w in args.workers.split(",")})
+    sizes = [int(n) for n in args.traces.split(",")]
+    choices = list(dict.fromkeys(["0", *(w.strip() for w in args.workers.split(","))]))
+    rows = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        corpus = folder / "agentdojo.jsonl"
-        spans = write_corpus(args.data, args.traces, corpus)
-        print(f"{spans} spans in {args.traces} traces; ingesting...", file=sys.stderr)
-        runs = []
-        for workers in counts:
-            run = ingest(corpus, workers, folder)
-            print(f"  --workers {workers}: {run['wall_s']} s", file=sys.stderr)
-            runs.append(run)
-    anchor = next((r for r in runs if r["workers"] == 0), runs[0])
-    rows = [
-        {
-            "workers": r["workers"],
-            "wall_s": r["wall_s"],
-            "spans_per_wall_s": round(spans / r["wall_s"]),
-            "cpu_s": r["cpu_s"],
-            "speed_vs_one_process": round(anchor["wall_s"] / r["wall_s"], 2),
-        }
-        for r in runs
-    ]
+        for traces in sizes:
+            corpus = folder / f"agentdojo-{traces}.jsonl"
+            spans = write_corpus(args.data, traces, corpus)
+            megabytes = corpus.stat().st_size / 1e6
+            print(f"{spans} spans in {traces} traces; ingesting...", file=sys.stderr)
+            runs = []
+            for workers in choices:
+                run = ingest(corpus, workers, folder)
+                print(f"  --workers {workers}: {run['wall_s']} s", file=sys.stderr)
+                runs.append(run)
+            anchor = runs[0]  # --workers 0
+            rows.extend(
+                {
+                    "traces": traces,
+                    "spans": spans,
+                    "megabytes": round(megabytes, 1),
+                    "workers": r["workers"],
+                    "wall_s": r["wall_s"],
+                    "spans_per_wall_s": round(spans / r["wall_s"]),
+                    "cpu_s": r["cpu_s"],
+                    "speed_vs_one_process": round(anchor["wall_s"] / r["wall_s"], 2),
+                }
+                for r in runs
+            )
     if args.format == "json":
-        print(json.dumps({"spans": spans, "cpus": os.cpu_count(), "runs": rows}, indent=2))
+        print(json.dumps({"cpus": os.cpu_count(), "runs": rows}, indent=2))
         return
     print(
-        f"| `ingest --workers` ({spans} AgentDojo spans, {os.cpu_count()} CPUs) | wall | "
-        "spans/s | CPU s | speed vs `--workers 0` (same run) |"
+        f"| file ({os.cpu_count()} CPUs) | `ingest --workers` | wall | spans/s | CPU s | "
+        "speed vs `--workers 0` (same file) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for row in rows:
         print(
+            f"| {row['traces']} AgentDojo traces, {row['spans']} spans, {row['megabytes']} MB "
             f"| {row['workers']} | {row['wall_s']} s | {row['spans_per_wall_s']:,} | "
             f"{row['cpu_s']} | {row['speed_vs_one_process']}x |"
         )

@@ -199,12 +199,27 @@ def detectors_ready(engine: SafetyEngine) -> None:
         raise ValueError(problem)
 
 
-def stream_workers(settings: Settings) -> int:
+# OTLP/JSON input that repays one detection process's start: importing and building the
+# detectors, then compiling what its first traces search, costs each process about what
+# judging 8 MB of AgentDojo spans does. Below two such shares, a file is judged in the
+# command's own process: one child alone only adds its start to the run.
+# `python bench/bench_ingest.py --traces 10,90,250,600` measures the trade.
+BYTES_PER_WORKER = 8 << 20
+
+
+def stream_workers(settings: Settings, input_bytes: int | None = None) -> int:
     """Detection processes for a command that judges a whole stream (`serve`, `ingest`):
-    as the settings say, else one per core; 0 when the settings ask for the engine's thread."""
+    as the settings say, else one per core, but for a stream of known size (`input_bytes`)
+    one per BYTES_PER_WORKER of it at most, and none (judging in this process) when that
+    leaves fewer than two; 0 when the settings ask for the engine's thread."""
     if settings.detection == "thread":
         return 0
-    return default_workers() if settings.workers is None else settings.workers
+    if settings.workers is not None:
+        return settings.workers
+    if input_bytes is None:
+        return default_workers()
+    workers = min(default_workers(), input_bytes // BYTES_PER_WORKER)
+    return workers if workers >= 2 else 0
 
 
 def build_pipeline(

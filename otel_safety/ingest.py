@@ -86,15 +86,31 @@ def trace_files(paths: Sequence[str | Path]) -> list[Path]:
     return files
 
 
+# How much larger than the file a gzipped OTLP/JSON file's text is, about.
+GZIP_RATIO = 8
+
+
+def _json_bytes(path: str | Path) -> int:
+    """About how many bytes of OTLP/JSON a trace file holds."""
+    size = Path(path).stat().st_size
+    return size * GZIP_RATIO if str(path).endswith(".gz") else size
+
+
 def ingest_files(
     paths: Sequence[str | Path], settings: Settings, progress: TextIO | None = None
 ) -> IngestSummary:
+    workers = stream_workers(settings, input_bytes=sum(_json_bytes(p) for p in paths))
+    if progress is not None:  # the detectors take a few seconds to load: say so first
+        plural = "" if workers == 1 else "es"
+        where = "in this process" if workers == 0 else f"in {workers} detection process{plural}"
+        progress.write(f"loading the detectors {where} ...\n")
+        progress.flush()
     engine = build_engine(  # the next lines are read while the detectors judge the last
         settings,
         [],
         background=False,
         detection="process",
-        workers=stream_workers(settings),
+        workers=workers,
         overlap=True,
     )
     try:

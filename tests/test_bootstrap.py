@@ -283,3 +283,27 @@ def test_monitor_modes_come_from_the_environment_and_are_checked() -> None:
     ]:
         with pytest.raises(ConfigError, match=reason):
             sandbagging({"OTEL_SAFETY_MONITOR_MODES": bad})
+
+
+def test_a_small_file_is_judged_by_fewer_detection_processes(monkeypatch):
+    """A detection process's start costs about what judging BYTES_PER_WORKER of OTLP/JSON
+    does: a stream of known size gets one per such share, at most one per core, and none
+    (judging in the command's process) below two; a number given, or detection on the
+    thread, is kept as given."""
+    from otel_safety import bootstrap
+
+    monkeypatch.setattr(bootstrap, "default_workers", lambda: 4)
+    unset = Settings.resolve(environ={})
+    per = bootstrap.BYTES_PER_WORKER
+    assert bootstrap.stream_workers(unset) == 4  # serve: no size known
+    assert bootstrap.stream_workers(unset, input_bytes=0) == 0
+    assert bootstrap.stream_workers(unset, input_bytes=2 * per - 1) == 0
+    assert bootstrap.stream_workers(unset, input_bytes=2 * per) == 2
+    assert bootstrap.stream_workers(unset, input_bytes=3 * per + 5) == 3
+    assert bootstrap.stream_workers(unset, input_bytes=100 * per) == 4
+    monkeypatch.setattr(bootstrap, "default_workers", lambda: 1)
+    assert bootstrap.stream_workers(unset, input_bytes=100 * per) == 0  # one core: no child
+    given = Settings.resolve(workers=3, environ={})
+    assert bootstrap.stream_workers(given, input_bytes=0) == 3
+    thread = Settings.resolve(detection="thread", environ={})
+    assert bootstrap.stream_workers(thread, input_bytes=100 * per) == 0

@@ -37,7 +37,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     add_workers(
         ingest,
-        "detection processes (default: one per core; 0 judges in this process) "
+        "detection processes (default: one per core, but at most one per 8 MB of input, as "
+        "starting one costs about what judging that much does, and none below two; 0 judges "
+        "in this process) "
         "[OTEL_SAFETY_WORKERS]",
     )
     ingest.add_argument("--quiet", action="store_true", help="no progress, only the summary")
