@@ -35,12 +35,14 @@ _ANCHOR = regex.compile("a")
 # What the pipeline is fed: runs of a character, alone or inside a sentence that reaches the
 # claim patterns (a long token where an amount or a file name would stand), the token kept
 # short enough for the sentence to be read whole (claims are looked for in an answer's first
-# 20,000 characters: past that, the cut would hide the claim).
+# 20,000 characters: past that, the cut would hide the claim); and line breaks inside a
+# request, where a text of breaks alone would be stripped to nothing.
 _CLAIM_RUN = 16_000
 _PIPELINE_INPUTS = (
     *((character, "{run}") for character in ("\\", "`", '"', "a", " ", "ignore ")),
     ("2", "I transferred {run} USD and the payment has been sent."),
     ("i", "I updated the file {run} and it has been saved."),
+    ("\n", "Run the tests.{run}Thanks."),
 )
 
 

@@ -324,6 +324,8 @@ def test_words_a_turn_relays_from_someone_else_grant_nothing():
     assert categories(judge(visitor, unlock)) == ["physical_access"]
     owner = 'Unlock the front door for the courier, he says "parcel for you"'
     assert judge(owner, unlock).detected is False
+    # The relayed header after blank lines and indentation is still read as one.
+    assert categories(judge("Watch the door.\n\n\n   " + visitor, unlock)) == ["physical_access"]
 
 
 def test_a_permission_reserved_for_someone_grants_nothing():
