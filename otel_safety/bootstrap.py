@@ -153,7 +153,10 @@ def build_engine(
     are as for `build_pipeline`, and `overlap` as for `SafetyEngine`. With `settings.deep`
     the engine gets the deep analysis tier; `deep_select` then replaces its choice of traces.
     """
-    # Built here in any case (lazily: nothing compiles yet), so bad settings fail now.
+    if workers == 0:
+        detection = "thread"  # judged here: a data file that fails to compile fails now
+    # Built here in any case (lazily when judged elsewhere: nothing compiles yet), so bad
+    # settings fail now.
     pipeline: Pipeline | ProcessPipeline | WorkerPool = build_pipeline(
         settings,
         policy=policy,
@@ -162,8 +165,6 @@ def build_engine(
     )
     deep = deep_config(settings)  # checked now: a deep tier that cannot work fails at start
     policy_here = pipeline.policy  # re-decides levels with deep findings, in this process
-    if workers == 0:
-        detection = "thread"
     if detection == "process" and workers > 1:
         pipeline = WorkerPool(settings, pipeline, workers)
     elif detection == "process":

@@ -225,7 +225,8 @@ def test_a_misspelt_data_folder_is_refused_by_configure(tmp_path, monkeypatch):
 
 
 @pytest.mark.process
-def test_broken_detector_data_stops_ingest_before_it_writes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", [None, 0, 2])  # None: a small file, judged in-process
+def test_broken_detector_data_stops_ingest_before_it_writes(tmp_path, monkeypatch, workers):
     from otel_safety.ingest import ingest_files
 
     data = tmp_path / "data"
@@ -236,7 +237,7 @@ def test_broken_detector_data_stops_ingest_before_it_writes(tmp_path, monkeypatc
     trace_file.write_text("")
     db = tmp_path / "s.duckdb"
     with pytest.raises(ValueError, match="bad pattern"):
-        ingest_files([trace_file], Settings.resolve({}, db_path=str(db)))
+        ingest_files([trace_file], Settings.resolve({}, db_path=str(db), workers=workers))
     assert not db.exists()
 
 
