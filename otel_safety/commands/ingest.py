@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from otel_safety import detectors as detector_registry
+from otel_safety.bootstrap import BYTES_PER_WORKER
 from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
 from otel_safety.config import Settings
 
@@ -37,9 +38,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     add_workers(
         ingest,
-        "detection processes (default: one per core, but at most one per 8 MB of input, as "
-        "starting one costs about what judging that much does, and none below two; 0 judges "
-        "in this process) "
+        f"detection processes (default: one per core, but at most one per "
+        f"{BYTES_PER_WORKER >> 20} MB of input, as starting one costs about what judging that "
+        "much does, and none below two; 0 judges in this process) "
         "[OTEL_SAFETY_WORKERS]",
     )
     ingest.add_argument("--quiet", action="store_true", help="no progress, only the summary")

@@ -19,23 +19,8 @@ from otel_safety import __version__, queries
 from otel_safety.config import ConfigError
 from otel_safety.exporters.duckdb import StoreError
 
-# The modules of `otel_safety.commands` that add commands, in the order `--help` lists them.
-MODULES = (
-    "demo",
-    "ingest",
-    "query",
-    "evaluate",
-    "detectors",
-    "calibration",
-    "labels",
-    "report",
-    "serve",
-    "guard",
-    "approvals",
-    "resolve",
-    "dashboard",
-)
-# Each command's module (`tests/test_cli.py` holds this to what the modules add).
+# Each command's module, in the order `--help` lists them (`tests/test_cli.py` holds this to
+# what the modules add).
 COMMANDS = {
     "demo": "demo",
     "ingest": "ingest",
@@ -56,6 +41,8 @@ COMMANDS = {
     "resolve": "resolve",
     "dashboard": "dashboard",
 }
+# The modules of `otel_safety.commands` that add commands.
+MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
