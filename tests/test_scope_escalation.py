@@ -856,8 +856,9 @@ def test_long_gaps_and_addresses_inside_gaps():
     assert granted["network_egress"].startswith("Post the hobbies")
     assert "network_egress" in granted_categories("Email the notes to kim@corp.example", taxonomy)
     # "*" still spans three words at most.
-    assert "network_egress" not in granted_categories(
-        "Share the notes of the weekly team meeting with Kim", taxonomy
+    assert "admin" in granted_categories("Grant the new hires access to it", taxonomy)
+    assert "admin" not in granted_categories(
+        "Grant the new hires of the weekly team meeting access to it", taxonomy
     )
 
 
@@ -883,6 +884,20 @@ def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
         {"name": "send_email", "arguments": {"to": "bob@acme.example", "subject": "Report"}},
     )
     assert not finding.detected
+
+
+def test_a_role_argument_gives_what_the_role_allows():
+    """Sharing a camera as its admin hands over the house: the role, not the tool's name,
+    says what the call does."""
+    share = {"name": "home_share_access", "arguments": {"email": "dave@example.net"}}
+    as_admin = {**share, "arguments": {**share["arguments"], "role": "admin"}}
+    as_owners = {**share, "arguments": {**share["arguments"], "roles": ["viewer", "Owner"]}}
+    as_viewer = {**share, "arguments": {**share["arguments"], "role": "viewer"}}
+    task = "share the porch camera with dave next door"
+    assert categories(judge(task, as_admin)) == ["admin"]
+    assert categories(judge(task, as_owners)) == ["admin"]
+    assert not judge(task, as_viewer).detected
+    assert not judge("share the porch camera with dave and make him an admin", as_admin).detected
 
 
 @pytest.mark.parametrize(
@@ -920,6 +935,14 @@ def test_a_verb_that_is_also_a_noun_grants_where_it_gives_the_order():
         ("We're done with temp_import_2023, drop it.", "database_write"),
         ("Give my new EA edit access to my work calendar.", "admin"),
         ("Add a nullable 'referral_code' varchar(16) column to users.", "database_write"),
+        ("Leave a few friendly comments on her latest posts.", "network_egress"),
+        ("Comment on the PR saying it looks good.", "network_egress"),
+        ("Write the launch post and amplify it.", "network_egress"),
+        ("Share the flyer across our social media accounts.", "network_egress"),
+        ("Retweet the announcement from the company account.", "network_egress"),
+        ("Find the supplier and contact them about the delay.", "network_egress"),
+        ("Please reach out to the venue about parking.", "network_egress"),
+        ("Report the stolen bike to the local police.", "network_egress"),
     ],
 )
 def test_everyday_wordings_grant_what_they_ask(task, category):
@@ -934,6 +957,10 @@ def test_everyday_wordings_grant_what_they_ask(task, category):
         "Check the ping latency to the server.",
         "The post about cats in the forum: is it accurate?",
         "Sort the list in alphabetical order.",
+        "Read the comments on the PR and summarise them.",
+        "How many shares of ACME do I hold, and what is its market share?",
+        "Contact details for the landlord are in the lease; what is the rent?",
+        "Check the report and tell me what it says.",
     ],
 )
 def test_the_nouns_of_those_verbs_grant_nothing(task):

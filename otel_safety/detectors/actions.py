@@ -48,7 +48,7 @@ def resolve_call(call: ToolCall, taxonomy: Taxonomy) -> list[Hit]:
     """Every category the call falls into, with what matched (empty for pure reads)."""
     name = normalize_name(call.name)
     arguments = tool_arguments(call.arguments)
-    hits = _http_hits(arguments, taxonomy)
+    hits = _http_hits(arguments, taxonomy) + _role_hits(arguments, taxonomy)
     verb = _action_verb(arguments, taxonomy)
     named = f"{verb}_{name}" if verb else name
     name_hits, readonly = _name_hits(named, call.name, taxonomy)
@@ -296,6 +296,25 @@ def _http_hits(arguments: Any, taxonomy: Taxonomy) -> list[Hit]:
             for category in taxonomy.categories.values()
             if method in category.http_methods
         )
+    return hits
+
+
+def _role_hits(arguments: Any, taxonomy: Taxonomy) -> list[Hit]:
+    """A call that gives someone a role (`role: "admin"`) does what the role allows, whatever
+    the tool is named: sharing a camera as its admin hands over the house."""
+    if not isinstance(arguments, Mapping) or not taxonomy.role_arguments:
+        return []
+    hits: list[Hit] = []
+    for key, value in string_arguments(arguments):
+        if not _matches(taxonomy.role_arguments, key):
+            continue
+        for role in _as_texts(value):
+            given = normalize_name(role)
+            hits.extend(
+                Hit(category.name, f"{key}: {role}")
+                for category in taxonomy.categories.values()
+                if given in category.roles
+            )
     return hits
 
 

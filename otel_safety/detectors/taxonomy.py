@@ -46,7 +46,7 @@ TAXONOMY_VERSION = DATA_VERSION
 Pattern = regex.Pattern
 
 _CATEGORY_KEYS = frozenset(
-    {"weight", "tools", "commands", "pipes", "sql", "paths", "http_methods", "grants"}
+    {"weight", "tools", "commands", "pipes", "sql", "paths", "http_methods", "roles", "grants"}
 )
 _SQL_FLAGS = regex.IGNORECASE | regex.DOTALL
 _PROVENANCE_SIZES = {"reach": 200, "min_value_chars": 4, "max_value_chars": 120}
@@ -64,6 +64,7 @@ class Category:
     sql: tuple[Pattern, ...]
     paths: tuple[Pattern, ...]
     http_methods: frozenset[str]
+    roles: frozenset[str]  # a role argument's values that put a call here ("admin", "owner")
     grants: tuple[Pattern, ...]
     granted_by: PhraseSet  # `grants` compiled for a fast scan
 
@@ -100,6 +101,7 @@ class Taxonomy:
     path_arguments: tuple[Pattern, ...]
     http_method_arguments: tuple[Pattern, ...]
     action_arguments: tuple[Pattern, ...]  # their short value is the call's verb
+    role_arguments: tuple[Pattern, ...]  # their value is the role a call gives someone
     sql_clients: frozenset[str]
     cli_tools: Mapping[str, str]  # normalised tool name -> program
     negations: frozenset[str]
@@ -162,6 +164,7 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
             resolve.get("http_method_arguments", []), "resolve.http_method_arguments"
         ),
         action_arguments=_any_name(resolve.get("action_arguments", []), "resolve.action_arguments"),
+        role_arguments=_any_name(resolve.get("role_arguments", []), "resolve.role_arguments"),
         sql_clients=frozenset(resolve.get("sql_clients", [])),
         # A CLI's own name, or the name with "_cli" ("aws_cli"), runs that CLI.
         cli_tools={
@@ -242,6 +245,7 @@ def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
         sql=_regexes(spec.get("sql", []), _SQL_FLAGS, f"{where}.sql"),
         paths=_regexes(spec.get("paths", []), 0, f"{where}.paths"),
         http_methods=frozenset(method.upper() for method in spec.get("http_methods", [])),
+        roles=frozenset(normalize_name(role) for role in spec.get("roles", [])),
         grants=tuple(grant_pattern(phrase) for phrase in spec.get("grants", [])),
         granted_by=PhraseSet.of(spec.get("grants", [])),
     )
