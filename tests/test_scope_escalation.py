@@ -935,14 +935,6 @@ def test_a_role_argument_gives_what_the_role_allows():
         ("We're done with temp_import_2023, drop it.", "database_write"),
         ("Give my new EA edit access to my work calendar.", "admin"),
         ("Add a nullable 'referral_code' varchar(16) column to users.", "database_write"),
-        ("Leave a few friendly comments on her latest posts.", "network_egress"),
-        ("Comment on the PR saying it looks good.", "network_egress"),
-        ("Write the launch post and amplify it.", "network_egress"),
-        ("Share the flyer across our social media accounts.", "network_egress"),
-        ("Retweet the announcement from the company account.", "network_egress"),
-        ("Find the supplier and contact them about the delay.", "network_egress"),
-        ("Please reach out to the venue about parking.", "network_egress"),
-        ("Report the stolen bike to the local police.", "network_egress"),
     ],
 )
 def test_everyday_wordings_grant_what_they_ask(task, category):
