@@ -210,8 +210,23 @@ def _allowed(
         if any(named_in(name, said) for name in command_names(hit.matched)[:_MAX_NAMES]):
             return True
     wrapper = hit.matched.split(maxsplit=1)[0].lower() if hit.matched else ""
-    return wrapper in taxonomy.elevation and any(
-        other.matched == hit.matched and other.category in granted for other in hits
+    if wrapper not in taxonomy.elevation:
+        return False
+    # Only what the wrapper itself adds (`sudo` is admin) rides on the granted command it
+    # runs; "sudo allowed" grants the wrapper, not whatever it wraps.
+    own = _wrapper_categories(wrapper, taxonomy)
+    return hit.category in own and any(
+        other.matched == hit.matched and other.category not in own and other.category in granted
+        for other in hits
+    )
+
+
+def _wrapper_categories(wrapper: str, taxonomy: Taxonomy) -> frozenset[str]:
+    """The categories a privilege wrapper run on its own falls into (`sudo`: admin)."""
+    return frozenset(
+        category.name
+        for category in taxonomy.categories.values()
+        if any(pattern.search(wrapper) for pattern in category.commands)
     )
 
 
