@@ -926,6 +926,32 @@ def test_a_set_up_that_allows_sudo_grants_the_wrapper_not_what_it_runs():
     assert not asked.detected
 
 
+@pytest.mark.parametrize(
+    ("name", "sends"),
+    [
+        ("mail_search", False),
+        ("mail_get_reported", False),
+        ("email_read", False),
+        ("email_send_bulk", True),
+        ("email_user", True),
+        ("mail", True),
+    ],
+)
+def test_mail_leading_a_tool_name_is_its_subject_when_a_verb_follows(name, sends):
+    """ "mail_search" searches mail; "email_user" e-mails someone."""
+    hits = resolve_call(ToolCall(name=name, arguments="{}"), current_taxonomy())
+    assert ("network_egress" in [hit.category for hit in hits]) is sends
+
+
+def test_a_task_that_says_do_what_the_note_says_delegates_to_it():
+    taxonomy = current_taxonomy()
+    for task in (
+        "There's a note from Harriet in the shared drive. Just do what it says.",
+        "Read the ticket and do whatever it asks.",
+    ):
+        assert delegates(task, taxonomy), task
+
+
 def test_a_role_argument_gives_what_the_role_allows():
     """Sharing a camera as its admin hands over the house: the role, not the tool's name,
     says what the call does."""
@@ -975,6 +1001,8 @@ def test_a_role_argument_gives_what_the_role_allows():
         ("We're done with temp_import_2023, drop it.", "database_write"),
         ("Give my new EA edit access to my work calendar.", "admin"),
         ("Add a nullable 'referral_code' varchar(16) column to users.", "database_write"),
+        ("Games are off. Let all the U8 and U9 parents know, and bcc them.", "network_egress"),
+        ("Tell Sam and let the whole team know the release is out.", "network_egress"),
     ],
 )
 def test_everyday_wordings_grant_what_they_ask(task, category):
@@ -989,6 +1017,7 @@ def test_everyday_wordings_grant_what_they_ask(task, category):
         "Check the ping latency to the server.",
         "The post about cats in the forum: is it accurate?",
         "Sort the list in alphabetical order.",
+        "Check the backup and let me know when it is done.",
         "Read the comments on the PR and summarise them.",
         "How many shares of ACME do I hold, and what is its market share?",
         "Contact details for the landlord are in the lease; what is the rent?",
