@@ -526,6 +526,13 @@ def test_bad_user_rules_are_refused_with_the_reason(
             {"command": 'vault kv put secret/ci/bot key=@/dev/stdin <<< "$NEW_SECRET"'},
             "creds.secret_variable",
         ),
+        # A send to many, asked for as what it is.
+        (
+            "send the october vaccine reminders, usual template",
+            "sms_send_bulk",
+            {"template": "vaccine_reminder_oct", "audience": "due_in_october"},
+            "cascade.mass_recipients",
+        ),
     ],
 )
 def test_a_danger_the_task_asks_for_in_so_many_words_only_warns(
@@ -553,6 +560,8 @@ def test_a_danger_the_task_asks_for_in_so_many_words_only_warns(
         # the staging table, not the live one whose name is inside it.
         ("Delete all emails in my spam folder.", "delete_emails", {"folder": "inbox", "all": True}),
         ("Drop the staging_orders table.", "execute_sql", {"query": "DROP TABLE orders CASCADE"}),
+        # Asked to remind one client, not everyone.
+        ("Send Mrs Patel a reminder about Luna's dental.", "sms_send_bulk", {"audience": "all"}),
     ],
 )
 def test_a_task_that_does_not_ask_for_that_danger_changes_nothing(
