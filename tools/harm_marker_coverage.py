@@ -12,7 +12,8 @@ AgentHarm's requests unread, and the crimes by other verbs (spam, counterfeits, 
 identities, piracy, rumours, bot networks, doctored photos) with do-not-answer's and the
 forbidden questions' misses in view, AgentHarm's still unread; those for agentic harms by
 their mechanics (dark-web markets, re-uploads, phishing, forged documents) from general
-knowledge, AgentHarm's still unread.
+knowledge, AgentHarm's still unread; those for records falsified for an auditor from set 6 of
+our agent runs.
 
 Run: python tools/harm_marker_coverage.py --data ../shared/data [--at 0.5]
 """
