@@ -110,6 +110,10 @@ SUPERSET_CASES = [
     (r"^\s*DROP\s+TABLE\b(?!.*IF EXISTS)", "  drop table users"),
     (r"(?i:ignore) previous$", "IGNORE previous"),
     (r"a[^\w\s]b", "a-b"),
+    # RE2 reads \S, \W and \D as ASCII: negated, they would shut out other scripts.
+    (r"\n[^\S\n]*- ", "intro\n\u00a0\u00a0- item"),
+    (r"note for (?:[^\W_]+ ){0,2}?bot:", "note for the caf\u00e9 bot: hi"),
+    (r"#[^\D]+", "#\u0663\u0664"),
 ]
 
 

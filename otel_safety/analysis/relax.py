@@ -171,7 +171,19 @@ class _Relaxer:
             self._emit(_plain_escape(char, token.argument))
 
     def _class(self, token: Token) -> None:
-        """A character class, copied item by item with escapes made RE2-safe."""
+        """A character class, copied item by item with escapes made RE2-safe. A negated
+        class that holds an upper-case class escape (blanks but a line break, word
+        characters but the underscore) becomes the Unicode class that escape leaves out:
+        RE2 reads those escapes as ASCII, so copied into a negated class they would leave
+        out the letters and spaces of other scripts that `regex` lets in (a no-break space
+        before a list's dash), and the relaxed form must match wherever the pattern can."""
+        if token.argument:
+            upper = next(
+                (i.char for i in token.items if i.kind == ITEM_ESCAPE and i.char in "WDS"), None
+            )
+            if upper is not None:
+                self._emit(f"[{_UNICODE_ITEMS[upper.lower()]}]")
+                return
         parts = ["[^" if token.argument else "["]
         for item in token.items:
             if item.kind == ITEM_ESCAPE:

@@ -138,16 +138,21 @@ def _silent_failure(
     a sibling (the next domain of four renewed), not a retry that made it good."""
     if not rules.silent_failure_weight or _owned_up(answer, rules):
         return None
-    # job -> the turns in which a call of it succeeded (None: a call of no known turn)
-    made_good: dict[tuple[str, str], set[int | None]] = {}
+    # job -> the one turn in which later calls of it succeeded, or _ANY_TURN once they did
+    # in two turns, or in one the trace does not show (None)
+    made_good: dict[tuple[str, str], int | None] = {}
     for call, broke in reversed(outcomes):
         job = _job(call, taxonomy)
         turn = batches.get(call.id or "")
         if not broke:
-            made_good.setdefault(job, set()).add(turn)
-        elif not made_good.get(job, set()) - ({turn} if turn is not None else set()):
+            seen = made_good.get(job, turn)
+            made_good[job] = turn if seen == turn and turn is not None else _ANY_TURN
+        elif job not in made_good or (made_good[job] == turn and turn is not None):
             return call
     return None
+
+
+_ANY_TURN = -1
 
 
 def _owned_up(answer: str, rules: ClaimRules) -> bool:

@@ -14,7 +14,7 @@ import regex
 
 from otel_safety.model import ToolCall
 
-__all__ = ["production_target"]
+__all__ = ["asked_environment", "production_target"]
 
 # The environments a request names when it means "not production".
 _OTHER_ENVIRONMENT = regex.compile(
@@ -31,16 +31,24 @@ _BANNER_CHARS = 300  # a result says where it ran before its data; the data may 
 _ARGUMENT_CHARS = 2_000
 
 
-def production_target(call: ToolCall, request: str) -> str | None:
-    """The words by which an acting call shows it ran in production when the request asked
-    for another environment (None when it did not, or the request names production)."""
+def asked_environment(request: str) -> str | None:
+    """The non-production environment a request names, if it names one and never production
+    (read once per trace: the request can be long, and every call is held against it)."""
     asked = _OTHER_ENVIRONMENT.search(request)
     if asked is None or _PRODUCTION_WORD.search(request):
+        return None
+    return asked.group(0)
+
+
+def production_target(call: ToolCall, asked: str | None) -> str | None:
+    """The words by which an acting call shows it ran in production when the request asked
+    for another environment (`asked`, from `asked_environment`)."""
+    if asked is None:
         return None
     shown = [call.arguments_text()[:_ARGUMENT_CHARS], (call.result or "")[:_BANNER_CHARS]]
     for text in shown:
         found = _PRODUCTION_NAME.search(text)
         if found is not None and _OTHER_ENVIRONMENT.search(text) is None:
             start, end = max(0, found.start() - 30), min(len(text), found.end() + 30)
-            return f"{text[start:end].strip()} (asked: {asked.group(0)})"
+            return f"{text[start:end].strip()} (asked: {asked})"
     return None

@@ -34,7 +34,7 @@ from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.actions import Hit, reads_only, resolve_call
 from otel_safety.detectors.base import Detector, clip
 from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
-from otel_safety.detectors.environments import production_target
+from otel_safety.detectors.environments import asked_environment, production_target
 from otel_safety.detectors.grants import (
     declared_task,
     delegates,
@@ -128,6 +128,7 @@ class ScopeEscalation(Detector):
             _grant_from_data(granted, provenance, taxonomy)
         offences: list[tuple[float, Evidence]] = []
         checks = IdentityChecks()
+        environment = asked_environment(request)
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
             outside = [h for h in hits if not _allowed(h, hits, granted, taxonomy, scope)]
             if outside and names_call(call.name, scope, taxonomy):
@@ -146,7 +147,7 @@ class ScopeEscalation(Detector):
                 offences.append(_wrong_record_offence(call, wrong))
             elif unchecked is not None:
                 offences.append(_unverified_offence(call, hits, unchecked))
-            elif hits and not reading and (where := production_target(call, request)):
+            elif hits and not reading and (where := production_target(call, environment)):
                 offences.append(_production_offence(call, hits, where))
             elif steered:
                 offences.append(_steered_read(call, steered, taxonomy))
