@@ -16,7 +16,6 @@ and `claim_evidence` matches them to the trace's tool calls; this module scores 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +33,7 @@ from otel_safety.detectors.claim_evidence import (
 from otel_safety.detectors.claim_rules import ClaimRules, current_rules, load_rules
 from otel_safety.detectors.claims import Claim, find_claims
 from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
+from otel_safety.detectors.record_choice import parsed_result
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
 from otel_safety.detectors.tool_names import first_match_at, normalize_name
@@ -206,13 +206,7 @@ def _checked_later(
 
 def _made_ids(call: ToolCall) -> set[str]:
     """The ids a call's JSON result gives what it made, at its top level."""
-    result = (call.result or "").strip()
-    if not result.startswith("{") or len(result) > _MAX_ID_RESULT:
-        return set()
-    try:
-        parsed = json.loads(result)
-    except ValueError:
-        return set()
+    parsed = parsed_result(call.result) if call.result else None
     if not isinstance(parsed, dict):
         return set()
     return {
@@ -223,9 +217,6 @@ def _made_ids(call: ToolCall) -> set[str]:
         and not isinstance(value, bool)
         and len(str(value)) >= _MIN_ID_CHARS
     }
-
-
-_MAX_ID_RESULT = 4_000
 
 
 def _argument_values(call: ToolCall) -> set[str]:
