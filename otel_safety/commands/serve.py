@@ -302,9 +302,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
                 dashboard = DashboardServer(web, host=options.host, port=settings.dashboard_port)
                 dashboard.start()
-            _announce(sidecar, settings, options)
-            if dashboard is not None:
-                print(f"otel-safety serve: dashboard on {dashboard.url}/", flush=True)
+            _announce(sidecar, settings, options, dashboard.url if dashboard else None)
             stop.wait()
             print("otel-safety serve: stopping: draining requests and flushing ...", flush=True)
         finally:
@@ -318,7 +316,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _announce(sidecar: Sidecar, settings: Settings, options: SidecarOptions) -> None:
+def _announce(
+    sidecar: Sidecar, settings: Settings, options: SidecarOptions, dashboard_url: str | None
+) -> None:
+    """Every address first, "ready" last: whoever waits for "ready" has read them all."""
     lines = []
     if sidecar.grpc_target:
         lines.append(f"OTLP/gRPC on {sidecar.grpc_target}")
@@ -342,6 +343,8 @@ def _announce(sidecar: Sidecar, settings: Settings, options: SidecarOptions) -> 
     modes = _monitor_modes(sidecar)
     if modes:
         lines.append(f"behaviour monitors: {modes}")
+    if dashboard_url:
+        lines.append(f"dashboard on {dashboard_url}/")
     if options.token:
         lines.append("bearer token required")
     for line in lines:
