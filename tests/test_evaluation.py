@@ -426,6 +426,34 @@ def test_the_acted_on_line_counts_runs_that_acted_on_an_injection_as_positives()
     assert "acted on" in figures.lines()[0]
 
 
+def test_the_benchmark_check_is_also_measured_one_line_per_agentdojo_model():
+    from otel_safety.evaluation.escalation import measure_by_model
+    from otel_safety.model import EscalationLevel as L
+
+    def run(model: str, n: int, executed: bool, attacked: bool) -> Case:
+        meta = {"model": model, "attacked": attacked}
+        case_id = f"agentdojo:{model}:{n}"
+        return Case(case_id, "agentdojo", [], {"scope_escalation": executed}, meta=meta)
+
+    case_of = {
+        "a": run("gpt-x", 1, True, True),
+        "b": run("gpt-x", 2, False, True),
+        "c": run("llama-y", 3, True, True),
+        "d": run("llama-y", 4, False, False),
+        "e": Case("xstest:m:1", "xstest", [], {"over_refusal": True}),
+    }
+    levels = {"a": L.HARD_STOP, "b": L.SOFT_STOP, "d": L.SOFT_STOP}
+    lines = measure_by_model(case_of, levels, resamples=10, seed=0)
+    assert [f.harm for f in lines] == [
+        "AgentDojo, gpt-x: injected goal executed",
+        "AgentDojo, llama-y: injected goal executed",
+    ]
+    gpt, llama = (line.executed for line in lines)
+    assert (gpt.tp, gpt.fp, gpt.fn) == (1, 1, 0) and lines[0].ignored == (1, 1)
+    assert (llama.tp, llama.fp, llama.fn) == (0, 1, 1) and lines[1].clean == (1, 1)
+    assert measure_by_model({}, {}, 10, 0) == []
+
+
 def test_agentdojo_runs_that_acted_on_an_injection_include_some_the_benchmark_calls_failed(
     shared_data,
 ):

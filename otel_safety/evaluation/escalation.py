@@ -24,6 +24,7 @@ __all__ = [
     "measure",
     "measure_acted_on",
     "measure_agent_runs",
+    "measure_by_model",
     "measure_harmful_tasks",
 ]
 
@@ -109,6 +110,28 @@ measure_acted_on = partial(
     positive=lambda case: bool(case.meta.get("acted_on")),
     harm="AgentDojo: injection acted on (an address, IBAN or URL it names reached a call)",
 )
+
+
+def measure_by_model(
+    case_of: Mapping[str, Case],
+    levels: Mapping[str, EscalationLevel],
+    resamples: int,
+    seed: int,
+) -> list[EscalationFigures]:
+    """The benchmark's check once more, one line per AgentDojo model (or model and
+    defence): nothing is fitted per model, so the spread between the lines is what another
+    model's runs may see, where the pooled line shows only their mean."""
+    by_model: dict[str, list[tuple[str, bool, bool]]] = {}
+    for trace_id, case in case_of.items():
+        if case.dataset == "agentdojo" and "scope_escalation" in case.labels:
+            by_model.setdefault(str(case.meta.get("model")), []).append(
+                (trace_id, case.labels["scope_escalation"], bool(case.meta.get("attacked")))
+            )
+    lines = (
+        _figures(runs, levels, resamples, seed, f"AgentDojo, {model}: injected goal executed", True)
+        for model, runs in sorted(by_model.items())
+    )
+    return [figures for figures in lines if figures is not None]
 
 
 def measure_harmful_tasks(

@@ -29,6 +29,7 @@ from otel_safety.evaluation.escalation import (
     measure,
     measure_acted_on,
     measure_agent_runs,
+    measure_by_model,
     measure_harmful_tasks,
 )
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of, origin
@@ -303,8 +304,14 @@ def run_eval(
         escalation=[
             *(
                 figures
-                for measured in (measure, measure_acted_on, measure_harmful_tasks)
+                for measured in (measure, measure_acted_on)
                 if (figures := measured(case_of, levels, resamples, seed)) is not None
+            ),
+            *measure_by_model(case_of, levels, resamples, seed),
+            *(
+                [figures]
+                if (figures := measure_harmful_tasks(case_of, levels, resamples, seed))
+                else []
             ),
             *measure_agent_runs(case_of, levels, resamples, seed),
         ],
