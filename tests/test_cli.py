@@ -107,6 +107,22 @@ def test_ingest_of_only_bad_lines_leaves_no_store_behind(tmp_path):
     assert not db.exists()
 
 
+def test_ingest_of_an_empty_file_read_nothing_and_says_so_by_its_exit_code(tmp_path):
+    trace_file = tmp_path / "empty.jsonl"
+    trace_file.write_text("")
+    db = tmp_path / "s.duckdb"
+    done = run_cli("ingest", str(trace_file), "--db", str(db), "--quiet")
+    assert done.returncode == 1 and "was not kept" in done.stdout
+    assert not db.exists()
+
+
+def test_a_mistyped_option_is_named_with_its_own_commands_usage():
+    done = run_cli("serve", "--gprc-port", "0")
+    assert done.returncode == 2
+    assert "usage: otel-safety serve" in done.stderr
+    assert "unrecognized arguments: --gprc-port 0" in done.stderr
+
+
 def test_ingest_names_every_bad_line_when_the_first_is_bad_too(tmp_path):
     trace_file = tmp_path / "bad.jsonl"
     trace_file.write_text('{"resourceSpans": [ not json\n{"resourceSpans": [ nor this\n')
@@ -158,6 +174,7 @@ def test_query_named_adhoc_and_formats(tmp_path):
 def test_query_errors_are_clear(tmp_path):
     missing = run_cli("query", "flagged_spans", "--db", str(tmp_path / "none.duckdb"))
     assert missing.returncode == 1 and "no store at" in missing.stderr
+    assert "--db otel-safety-demo.duckdb" in missing.stderr  # where `demo` wrote its spans
     listing = run_cli("query", "--list")
     assert "flagged_spans" in listing.stdout and "escalations_by_agent" in listing.stdout
     db = tmp_path / "s.duckdb"

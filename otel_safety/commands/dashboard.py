@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from otel_safety.commands.demo import DEMO_DB
 from otel_safety.commands.options import add_db
 from otel_safety.commands.stopping import StopSignals
 from otel_safety.config import Settings
@@ -113,7 +114,10 @@ def read_token(settings: Settings) -> str | None:
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
-        raise ValueError(f"no store at {args.db}; make one with `serve`, `ingest` or `demo`")
+        raise ValueError(
+            f"no store at {args.db}; make one with `serve` or `ingest`, or after `demo` "
+            f"pass --db {DEMO_DB}"
+        )
     settings = Settings.resolve(
         dashboard_host=args.host, dashboard_port=args.port, serve_token_file=args.token_file
     )

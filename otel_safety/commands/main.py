@@ -48,7 +48,9 @@ MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command_named(argv))
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's own parser, whose usage lists what it takes
+        _parser_of(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
@@ -62,6 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _parser_of(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    """The parser of `command` (of the whole tool when there is none)."""
+    for action in parser._actions:  # argparse keeps its subcommands only here
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -6,8 +6,14 @@ import argparse
 import sys
 
 from otel_safety import queries
+from otel_safety.commands.demo import DEMO_DB
 from otel_safety.commands.options import add_db, add_format
 from otel_safety.exporters.duckdb import open_store
+
+# `demo` writes its own file, so after it the hint must name that file.
+_NO_STORE = (
+    f"; create one with `otel-safety ingest`, or after `otel-safety demo` pass --db {DEMO_DB}"
+)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +67,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         con = connect(args.lake, read_only=True)
     else:
-        con = open_store(args.db, wait=5.0, hint="; create one with `otel-safety ingest` or `demo`")
+        con = open_store(args.db, wait=5.0, hint=_NO_STORE)
     with con:
         columns, rows = queries.run(con, sql, params, parse_json=args.format == "json")
     print(queries.render(columns, rows, args.format))
