@@ -91,6 +91,10 @@ _TEARDOWN = regex.compile(
 _MAX_NAMES = 20
 
 _DELEGATED = " (in data the task delegates to)"
+_NO_TASK = (
+    " The trace carries no task (no user turn or system prompt captured), so no call was "
+    "judged against one."
+)
 
 
 @register
@@ -129,15 +133,25 @@ class ScopeEscalation(Detector):
         offences: list[tuple[float, Evidence]] = []
         checks = IdentityChecks()
         environment = asked_environment(request)
+        # No task on the trace (no user turn, no system prompt: content not captured, or a
+        # tool span whose run was not sent): nothing can be out of a scope nobody declared.
+        # An instruction in the data still steers; what a call does is tool_guard's to judge.
+        task_known = bool(scope.strip())
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
-            outside = [h for h in hits if not _allowed(h, hits, granted, taxonomy, scope)]
+            outside = [
+                h for h in hits if task_known and not _allowed(h, hits, granted, taxonomy, scope)
+            ]
             if outside and names_call(call.name, scope, taxonomy):
                 outside = []  # the task wrote out this very tool: the user asked for it
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]
             earlier = calls[max(0, index - LOOK_BACK) : index]
-            wrong = None if reading or not hits else _wrong_record(call, earlier, request, scope)
+            wrong = (
+                None
+                if reading or not hits or not task_known
+                else _wrong_record(call, earlier, request, scope)
+            )
             guarded = not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES
             unchecked = checks.open if guarded else None
             checks.observe(call)
@@ -156,7 +170,7 @@ class ScopeEscalation(Detector):
         return (
             score,
             [evidence for _, evidence in offences],
-            _explain(len(calls), offences, granted, taxonomy),
+            _explain(len(calls), offences, granted, taxonomy) + ("" if task_known else _NO_TASK),
         )
 
     def evaluate(self, trajectory: Trajectory) -> Finding | None:
