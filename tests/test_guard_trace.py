@@ -318,8 +318,16 @@ def test_status_and_audit_query_over_the_store(tmp_path: Path, capsys) -> None:
     assert "3 tool-call decisions" in out
     assert "allowed 1  warned 1  blocked 1" in out
     assert "inject.remote_script (1)" in out
+    # The run itself, not only the guard's decisions: a store with a stopped run must not
+    # read as all allowed.
+    with duckdb.connect(str(db), read_only=True) as con:
+        [(level,)] = con.execute("SELECT escalation_level FROM traces").fetchall()
+    assert level not in ("NONE", "CLARIFY", "WARN")
+    assert f"1 traces judged, by strictest level: {level} 1" in out
+    assert "otel-safety query flagged_traces" in out
     assert main(["status", "--db", str(db), "--format", "json"]) == 0
     totals = json.loads(capsys.readouterr().out)
+    assert totals["traces_by_level"] == {level: 1}
     assert totals["average_risk"] == pytest.approx((0 + 50 + 85) / 3, abs=0.1)
     assert (
         main(["query", "audit", "--db", str(db), "--param", "verdict=block", "--format", "json"])

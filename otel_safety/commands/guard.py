@@ -29,9 +29,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     _add_principals(sub)
     status = sub.add_parser(
         "status",
-        help="summarise the guard's audit log (allowed, warned, blocked, average risk), "
-        "the GenAI spans that carried no content to judge, and the deep analysis tier",
-        description="Totals of the tool-call decisions in the store's audit log (inline "
+        help="summarise the judged traces by level, the guard's audit log (allowed, warned, "
+        "blocked, average risk), the GenAI spans that carried no content to judge, and the "
+        "deep analysis tier",
+        description="The judged traces per strictest escalation level (the escalated ones: "
+        "`otel-safety query flagged_traces`). Totals of the tool-call decisions in the "
+        "store's audit log (inline "
         "checks and calls judged on traces), overall and per verdict, with the most "
         "frequent blocking rules. The rows themselves: `otel-safety query audit`. GenAI "
         "spans that carried no content (content capture off in the instrumentation) are "
@@ -321,6 +324,13 @@ FROM (SELECT unnest(CAST(rule_ids AS VARCHAR[])) AS rule FROM audit WHERE verdic
 GROUP BY rule ORDER BY blocks DESC, rule LIMIT 5
 """
 
+# Judged traces per strictest level, strictest first: what the detectors made of the runs,
+# beside the guard's own decisions.
+TRACE_LEVELS_SQL = """
+SELECT escalation_level AS level, count(*) AS traces
+FROM traces GROUP BY ALL ORDER BY max(escalation_rank) DESC
+"""
+
 
 # GenAI spans that carried no content, per service and dialect (see content_capture.py).
 NO_CONTENT_SQL = """
@@ -354,7 +364,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             if "spans" in tables
             else []
         )
-        if "audit" not in tables and not empty:
+        levels = con.execute(TRACE_LEVELS_SQL).fetchall() if "traces" in tables else []
+        if "audit" not in tables and not empty and not levels:
             raise ValueError(f"{args.db} has no audit log yet (written by otel-safety 0.2+)")
         totals: dict[str, Any] = {"decisions": 0}
         top: list[Any] = []
@@ -371,6 +382,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 {
                     **totals,
                     "top_block_rules": dict(top),
+                    "traces_by_level": dict(levels),
                     "spans_without_content": without_content,
                     "deep_analysis": deep,
                 },
@@ -380,6 +392,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
         return 0
     _print_without_content(without_content)
+    _print_trace_levels(levels)
     for line in status_lines(deep, settings):
         print(line)
     if not totals["decisions"]:
@@ -396,6 +409,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     if top:
         print("most frequent blocking rules: " + ", ".join(f"{r} ({n})" for r, n in top))
     return 0
+
+
+def _print_trace_levels(levels: list[tuple[str, int]]) -> None:
+    """What the detectors made of the judged runs: the guard's totals below count only
+    tool-call decisions, and a store full of HARD_STOPs must not read as all allowed."""
+    if not levels:
+        return
+    total = sum(n for _, n in levels)
+    counts = ", ".join(f"{level} {n}" for level, n in levels)
+    print(f"{total} traces judged, by strictest level: {counts}")
+    if any(level != "NONE" for level, _ in levels):
+        print("the escalated ones, open first: otel-safety query flagged_traces")
 
 
 def _print_without_content(rows: list[dict[str, Any]]) -> None:
