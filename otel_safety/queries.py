@@ -38,12 +38,23 @@ def queries_dir() -> Path:
 
 
 def available() -> dict[str, str]:
-    """Query name -> the first line of its header comment."""
+    """Query name -> its header comment's opening question or sentence, wrapped lines
+    joined (the header's next part starts with a "Tables:" line)."""
     found = {}
     for path in sorted(queries_dir().glob("*.sql")):
-        first = path.read_text(encoding="utf-8").splitlines()[0] if path.stat().st_size else ""
-        found[path.stem] = first.removeprefix("--").strip().removeprefix(f"{path.stem}:").strip()
+        opening: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            text = line.removeprefix("--").strip()
+            if not line.startswith("--") or (opening and _HEADER_PART.match(text)):
+                break
+            opening.append(text)
+            if text.endswith(("?", ".")):
+                break
+        found[path.stem] = " ".join(opening).removeprefix(f"{path.stem}:").strip()
     return found
+
+
+_HEADER_PART = re.compile(r"^(?:Tables|Parameters|Columns)\b|^$")
 
 
 def row_limit(sql: str, params: dict[str, str]) -> int | None:
@@ -139,7 +150,8 @@ def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
         return "(no result)"
     cells = [[_cell(v, MAX_CELL) for v in row] for row in rows]
     widths = _fit([max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)])
-    lines = [[_clip(c, w) for c, w in zip(line, widths, strict=True)] for line in [columns, *cells]]
+    header = [_clip_middle(c, w) for c, w in zip(columns, widths, strict=True)]
+    lines = [header, *([_clip(c, w) for c, w in zip(line, widths, strict=True)] for line in cells)]
     return align(lines) + f"\n({len(rows)} row{'s' if len(rows) != 1 else ''})"
 
 
@@ -166,6 +178,15 @@ def _fit(widths: list[int]) -> list[int]:
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _clip_middle(name: str, width: int) -> str:
+    """A column name cut in its middle: names that differ at their end (fire_rate_a,
+    fire_rate_b) stay apart."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
 
 
 def _cell(value: Any, limit: int | None) -> str:

@@ -654,3 +654,20 @@ def test_since_only_queries_take_until_from_the_shared_window(kit_store, name, c
     assert everything > 0
     assert run(db, name, until="2000-01-01") == []
     assert sum(row[column] for row in run(db, name, until="2100-01-01")) == everything
+
+
+def test_a_narrow_table_cuts_column_names_in_the_middle_so_they_stay_apart(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    columns = ["detector", "fire_rate_a", "fire_rate_b", "mean_score_a", "mean_score_b", "n"]
+    row = ("scope_escalation", 0.6667, 0.3333, 0.51, 0.49, 12)
+    header = queries.render(columns, [row] * 2).splitlines()[0].split()
+    assert len(header) == len(set(header)) == len(columns)
+    assert header[1].endswith("_a") and header[2].endswith("_b")
+    assert header[1].startswith("fire") and "…" in header[1]
+
+
+def test_every_query_is_listed_by_a_whole_sentence_and_named_in_the_readme():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    for name, summary in queries.available().items():
+        assert summary.endswith(("?", ".")), (name, summary)  # not a wrapped line cut short
+        assert f"| `{name}` |" in readme, name
