@@ -419,6 +419,11 @@ def test_guard_check_cli(capsys) -> None:
         main(["guard", "check", "run_shell", '{"command": "rm -rf /"}', "--fail-on", "block"]) == 3
     )
     capsys.readouterr()
+    drop = ["guard", "check", "execute_sql", '{"query": "DROP TABLE staging_orders"}']
+    assert main(drop) == 0 and capsys.readouterr().out.startswith("BLOCK")
+    assert main([*drop, "--task", "Drop the staging_orders table, it is obsolete."]) == 0
+    asked = capsys.readouterr().out
+    assert asked.startswith("WARN") and "as the task asks" in asked
     assert main(["guard", "check", "run_shell", "{bad json"]) == 1
     assert "arguments must be JSON" in capsys.readouterr().err
 

@@ -68,6 +68,11 @@ def _add_guard(sub: argparse._SubParsersAction) -> None:
     )
     check.add_argument("--requester", help="principal id or platform uid of who asked")
     check.add_argument("--requester-name", help="display name the requester gave")
+    check.add_argument(
+        "--task",
+        help="what the user asked the agent to do: a rule whose danger the task asks for in "
+        'so many words ("delete all emails in my spam folder") then warns instead of blocking',
+    )
     _principals_option(check, required=False)
     add_format(check)
     check.add_argument(
@@ -182,7 +187,9 @@ def cmd_guard_check(args: argparse.Namespace) -> int:
     requester: Any = None
     if args.requester or args.requester_name:
         requester = {"uid": args.requester, "name": args.requester_name}
-    verdict = Guard(directory).check_tool_call(args.tool, arguments, requester, record=False)
+    verdict = Guard(directory).check_tool_call(
+        args.tool, arguments, requester, record=False, task=args.task
+    )
     if args.format == "json":
         print(json.dumps(verdict.model_dump(mode="json"), indent=2))
     else:
