@@ -151,13 +151,25 @@ class Spool:
             if segment.finished:
                 self._delete(record.segment)
 
-    def close(self) -> None:
+    def close(self, *, remove_if_empty: bool = False) -> None:
         """Close the open segment and let the folder go; what is not released stays for
-        the next start."""
+        the next start. `remove_if_empty`: a folder left holding nothing is removed, while
+        its lock is still held, so no other process can have taken it meanwhile."""
         with self._lock:
             self._close_current()
+            if remove_if_empty and not self._segments and not self._lock_file.closed:
+                self._remove_folder()
             if not self._lock_file.closed:
                 self._lock_file.close()  # closing drops the lock
+
+    def _remove_folder(self) -> None:
+        try:
+            if any(entry.name != "lock" for entry in self.folder.iterdir()):
+                return  # something this spool does not own
+            (self.folder / "lock").unlink()
+            self.folder.rmdir()
+        except OSError as exc:  # another process's lock file arrived: leave it the folder
+            logger.info("otel-safety spool: %s stays: %s", self.folder, exc)
 
     # -- reading back -------------------------------------------------------------------------
     def leftovers(self) -> Iterator[tuple[Record, bytes]]:

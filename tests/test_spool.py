@@ -38,6 +38,24 @@ def test_what_is_not_released_is_read_back_by_the_next_spool(tmp_path):
     again.close()
 
 
+def test_a_spool_closed_with_nothing_owed_can_take_its_folder_with_it(tmp_path):
+    done, owing, given = tmp_path / "done", tmp_path / "owing", tmp_path / "given"
+    spool = Spool(done)
+    spool.release(spool.append(b"stored"))
+    spool.close(remove_if_empty=True)
+    assert not done.exists()
+    spool = Spool(owing)
+    spool.append(b"not stored yet")
+    spool.close(remove_if_empty=True)
+    assert segments(owing)  # owed: kept for the next start
+    spool = Spool(given)
+    (given / "notes.txt").write_text("not the spool's")
+    spool.close(remove_if_empty=True)
+    assert (given / "notes.txt").exists()
+    Spool(tmp_path / "kept").close()
+    assert (tmp_path / "kept").is_dir()  # without the flag, as before
+
+
 def test_a_record_cut_short_by_a_crash_is_ignored(tmp_path, caplog):
     spool = Spool(tmp_path)
     for n in range(3):
@@ -126,7 +144,7 @@ def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
         assert again.stop() == 0, again.output
     assert acknowledged <= _stored(db)
     assert len(acknowledged) == len(spans)
-    assert segments(tmp_path / "agents.duckdb.spool") == []  # all written, all released
+    assert not (tmp_path / "agents.duckdb.spool").exists()  # all written, all released
 
 
 @pytest.mark.process

@@ -313,7 +313,8 @@ class Sidecar:
                 self._http_thread.join(5)
         self.engine.shutdown(int(grace * 1000))
         if self.spool is not None:
-            self.spool.close()
+            # The folder beside the store goes when nothing is owed; one asked for stays.
+            self.spool.close(remove_if_empty=self.options.spool is None)
             if owed := self.spool.records:
                 logger.warning(
                     "otel-safety serve: %d acknowledged requests were not written in time; "
