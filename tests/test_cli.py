@@ -121,6 +121,8 @@ def test_a_mistyped_option_is_named_with_its_own_commands_usage():
     assert done.returncode == 2
     assert "usage: otel-safety serve" in done.stderr
     assert "unrecognized arguments: --gprc-port 0" in done.stderr
+    nested = run_cli("guard", "check", "run_shell", "--frob")
+    assert nested.returncode == 2 and "usage: otel-safety guard check" in nested.stderr
 
 
 def test_ingest_names_every_bad_line_when_the_first_is_bad_too(tmp_path):

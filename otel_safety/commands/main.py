@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_command_named(argv))
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the command's own parser, whose usage lists what it takes
-        _parser_of(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
+        _parser_of(parser, argv).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
@@ -66,12 +66,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _parser_of(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
-    """The parser of `command` (of the whole tool when there is none)."""
-    for action in parser._actions:  # argparse keeps its subcommands only here
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return action.choices[command]
-    return parser
+def _parser_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the innermost command `argv` names (`guard check`, not `guard`)."""
+    words = iter(argv)
+    while True:
+        commands = next(
+            (a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
+            None,
+        )  # argparse keeps its subcommands only there
+        if not commands:
+            return parser
+        chosen = next((word for word in words if word in commands), None)
+        if chosen is None:
+            return parser
+        parser = commands[chosen]
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
