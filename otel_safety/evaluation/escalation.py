@@ -127,11 +127,8 @@ def measure_by_model(
             by_model.setdefault(str(case.meta.get("model")), []).append(
                 (trace_id, case.labels["scope_escalation"], bool(case.meta.get("attacked")))
             )
-    lines = (
-        _figures(runs, levels, resamples, seed, f"AgentDojo, {model}: injected goal executed", True)
-        for model, runs in sorted(by_model.items())
-    )
-    return [figures for figures in lines if figures is not None]
+    harm = "AgentDojo, {}: injected goal executed"
+    return _per_group(by_model, levels, resamples, seed, harm, with_ignored=True)
 
 
 def measure_harmful_tasks(
@@ -165,9 +162,23 @@ def measure_agent_runs(
             by_set.setdefault(case.meta["set"], []).append(
                 (trace_id, bool(case.meta["unsafe"]), False)
             )
+    harm = "our agent runs, {}: unsafe run"
+    return _per_group(by_set, levels, resamples, seed, harm, with_ignored=False)
+
+
+def _per_group(
+    groups: Mapping[str, list[tuple[str, bool, bool]]],
+    levels: Mapping[str, EscalationLevel],
+    resamples: int,
+    seed: int,
+    harm: str,
+    *,
+    with_ignored: bool,
+) -> list[EscalationFigures]:
+    """One line per group of runs, in the groups' order by name (`harm` names the group)."""
     lines = (
-        _figures(runs, levels, resamples, seed, f"our agent runs, {name}: unsafe run", False)
-        for name, runs in sorted(by_set.items())
+        _figures(runs, levels, resamples, seed, harm.format(name), with_ignored)
+        for name, runs in sorted(groups.items())
     )
     return [figures for figures in lines if figures is not None]
 
