@@ -221,7 +221,7 @@ def import_labels(
         ensure_schema(con, str(db))
         checker = Checker(con, source, allow_unknown_traces)
         good: list[Label] = []
-        first: dict[tuple[str, str], tuple[int, bool]] = {}
+        first: dict[tuple[str, str], tuple[int, Label]] = {}
         for number, record in read_records(path):
             if isinstance(record, LabelError):
                 result.bad.append((number, str(record)))
@@ -232,10 +232,10 @@ def import_labels(
             except LabelError as exc:
                 result.bad.append((number, str(exc)))
                 continue
-            seen = first.setdefault((label.trace_id, label.detector), (number, label.label))
-            if seen[1] != label.label:
+            seen_at, seen = first.setdefault((label.trace_id, label.detector), (number, label))
+            if _contradicts(seen, label):
                 result.bad.append(
-                    (number, f"contradicts line {seen[0]} for the same trace and detector")
+                    (number, f"contradicts line {seen_at} for the same trace and detector")
                 )
                 continue
             good.append(label)
@@ -245,6 +245,16 @@ def import_labels(
             _insert(con, fresh)
         result.added = len(fresh)
     return result
+
+
+def _contradicts(earlier: Label, later: Label) -> bool:
+    """Two values for one trace and detector, with nothing to say which holds. Lines that
+    carry different times are a history (what `labels export` writes): the newest is in
+    force, as for labels added one by one."""
+    if earlier.label == later.label:
+        return False
+    timed = earlier.created_at is not None and later.created_at is not None
+    return not timed or earlier.created_at == later.created_at
 
 
 def add_label(

@@ -202,13 +202,16 @@ def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path
     assert done.returncode == 1
     assert f"{good}: 3 label(s) read, 3 added" in done.stdout
     assert "line 1: label is missing" in done.stdout
+    # A reviewer's later label: the export holds the history, two values for t1.
+    flipped = run_cli("label", t1, "over_refusal", "false", "--db", str(db), "--note", "ok")
+    assert flipped.returncode == 0, flipped.stderr
 
     exported = tmp_path / "export.jsonl"
     dump = run_cli("labels", "export", "--db", str(db), "--format", "jsonl", "--out", str(exported))
     assert dump.returncode == 0, dump.stderr
     as_csv = run_cli("labels", "export", "--db", str(db))
     assert as_csv.stdout.splitlines()[0] == "trace_id,span_id,detector,label,source,note,created_at"
-    assert len(as_csv.stdout.splitlines()) == 4
+    assert len(as_csv.stdout.splitlines()) == 5
 
     copy = tmp_path / "copy.duckdb"
     shutil.copy(db, copy)
@@ -219,3 +222,11 @@ def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path
     assert _labels(copy) == _labels(db)
     with labels.connect(copy, read_only=True) as con:
         assert labels.export_labels(con) == [json.loads(line) for line in exported.open()]
+        in_force = labels.export_labels(con, effective=True)
+    assert {(r["trace_id"], r["detector"], r["label"]) for r in in_force} == {
+        (t1, "over_refusal", False),
+        (t2, "over_refusal", False),
+        (t3, "under_refusal", True),
+    }
+    again = run_cli("labels", "import", str(exported), "--db", str(db))  # into its own store
+    assert again.returncode == 0 and "0 added" in again.stdout, again.stdout
