@@ -86,6 +86,7 @@ def test_the_cli_in_another_process_answers_a_waiting_guard(tmp_path, verb, deci
 
     listed = _cli("approvals", "--db", str(path))
     assert listed.returncode == 0 and "safety-1" in listed.stdout and "alice" in listed.stdout
+    assert f"otel-safety approve ID --db {path}" in listed.stdout  # the hint runs as shown
 
     answered = _cli(verb, "safety-1", "--db", str(path), "--by", "bob", "--note", "checked")
     assert answered.returncode == 0, answered.stderr

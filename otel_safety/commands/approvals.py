@@ -6,6 +6,7 @@ import argparse
 import getpass
 import json
 import os
+import shlex
 from typing import Any
 
 from otel_safety.commands.options import DEFAULT_DB, add_db, add_format, whole_number
@@ -81,7 +82,8 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     ]
     print(render(columns, rows))
     if not args.recent:
-        print("answer with: otel-safety approve ID [--note ...] | otel-safety deny ID")
+        db = f" --db {shlex.quote(str(args.db))}"  # the store listed, whatever the default
+        print(f"answer with: otel-safety approve ID{db} [--note ...] | otel-safety deny ID{db}")
     return 0
 
 
