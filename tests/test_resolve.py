@@ -116,8 +116,15 @@ def test_resolving_the_whole_trace_wins_over_open_detectors(store):
     resolve(db, stolen, by="dana", note="incident 7 closed")
     assert stolen not in open_traces(db)
     assert not any(r["trace_id"] == stolen for r in kit(db, "flagged_spans"))
+    first = next(r for r in kit(db, "flagged_traces", include_resolved="true")
+                 if r["trace_id"] == stolen)["detectors"][0]  # fmt: skip
+    # The whole trace's resolution covers each detector: reopening one would change nothing.
+    with pytest.raises(ResolutionError, match="resolved as a whole, which covers"):
+        resolve(db, stolen, by="dana", note="one more look", detector=first, resolved=False)
     resolve(db, stolen, by="dana", note="reopened: new evidence", resolved=False)
     assert stolen in open_traces(db)
+    with pytest.raises(ResolutionError, match="is not resolved, so there is nothing to reopen"):
+        resolve(db, stolen, by="dana", note="again", resolved=False)
 
 
 @pytest.mark.parametrize(

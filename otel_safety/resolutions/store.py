@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import duckdb
+
 from otel_safety.exporters.duckdb import clean, ensure_schema, insert_rows, open_store
 from otel_safety.exporters.schema import RESOLUTIONS
 
@@ -92,6 +94,8 @@ def resolve(
                     f"detector {detector!r} did not fire on trace {trace_id}; "
                     f"those that did: {', '.join(fired) or 'none'}"
                 )
+        if not resolved:
+            _check_reopening(con, trace_id, detector)
         con.execute("BEGIN TRANSACTION")
         insert_rows(
             con,
@@ -113,3 +117,28 @@ def resolve(
         ).fetchone()
         con.execute("COMMIT")
     return Resolution(trace_id, detector, resolved, by, row[0], note)
+
+
+def _check_reopening(con: duckdb.DuckDBPyConnection, trace_id: str, detector: str | None) -> None:
+    """A reopening must change what is open: refused, saying what to do instead, when the
+    alert is not resolved, or when the whole trace's resolution covers the detector."""
+    what = f"{detector} on trace {trace_id}" if detector else f"trace {trace_id}"
+    if detector is not None and _in_force(con, trace_id, None):
+        raise ResolutionError(
+            f"trace {trace_id} is resolved as a whole, which covers {detector}; reopen the "
+            f"trace (otel-safety resolve {trace_id} --reopen --note ...), then resolve the "
+            "detectors that stay dealt with"
+        )
+    if not _in_force(con, trace_id, detector):
+        raise ResolutionError(f"{what} is not resolved, so there is nothing to reopen")
+
+
+def _in_force(con: duckdb.DuckDBPyConnection, trace_id: str, detector: str | None) -> bool:
+    """Whether the latest resolution of the trace (detector None) or of one detector says
+    resolved."""
+    latest = con.execute(
+        "SELECT resolved FROM resolutions WHERE trace_id = ? AND detector IS NOT DISTINCT "
+        "FROM ? ORDER BY resolved_at DESC LIMIT 1",
+        [trace_id, detector],
+    ).fetchone()
+    return bool(latest and latest[0])
