@@ -268,6 +268,13 @@ def test_eval_scores_each_group_with_judges_fitted_without_it(shared_data, tmp_p
     assert row["in_sample_f1"] is not None and row["rows"] == 8
 
 
+def test_without_a_refit_the_in_sample_column_repeats_the_figures(shared_data):
+    cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 12)
+    report = run_eval(cases, ":memory:", detectors=["over_refusal"], resamples=10)
+    assert report.rows and all(r.in_sample == r.counts for r in report.rows)
+    assert "| - |" not in report.markdown().split("\n\n")[0]
+
+
 def test_firing_rates_are_reported_where_a_dataset_has_no_label(shared_data):
     cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 12)
     report = run_eval(cases, ":memory:", detectors=["injection", "deception"], resamples=10)

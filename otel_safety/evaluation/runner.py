@@ -258,6 +258,8 @@ def run_eval(
     active = {detector.key for detector in engine.pipeline.detectors}
     in_sample = _rows(case_of, collector.detected, active, resamples, seed)
     rows = in_sample
+    for row in rows:  # without a refit, the figures are the in-sample ones: say so
+        row.in_sample = row.counts
     levels = collector.levels
     detected = collector.detected
     if held_out is not None:
