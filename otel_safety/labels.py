@@ -301,7 +301,10 @@ def write_records(records: Sequence[dict[str, Any]], fmt: str, out: Any) -> None
         return
     writer = csv.DictWriter(out, fieldnames=[*FIELDS, "created_at"], lineterminator="\n")
     writer.writeheader()
-    writer.writerows(records)
+    for record in records:  # true/false, as the docs and the import's examples write them
+        writer.writerow(
+            {k: str(v).lower() if isinstance(v, bool) else v for k, v in record.items()}
+        )
 
 
 def _insert(con: duckdb.DuckDBPyConnection, rows: Sequence[Label]) -> None:

@@ -212,6 +212,7 @@ def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path
     as_csv = run_cli("labels", "export", "--db", str(db))
     assert as_csv.stdout.splitlines()[0] == "trace_id,span_id,detector,label,source,note,created_at"
     assert len(as_csv.stdout.splitlines()) == 5
+    assert {line.split(",")[3] for line in as_csv.stdout.splitlines()[1:]} == {"true", "false"}
 
     copy = tmp_path / "copy.duckdb"
     shutil.copy(db, copy)
