@@ -192,7 +192,7 @@ class Calibration:
                         _ci(c.precision, ci["precision"]) if c else "-",
                         _ci(c.recall, ci["recall"]) if c else "-",
                         _ci(c.f1, ci["f1"]) if c else "-",
-                        f"{figures.baseline_f1:.3f}",
+                        f"{_r(figures.baseline_f1):.3f}",  # as the file and the gate read it
                         ("pass" if d.calibrated else "FAIL")
                         if figures is (d.real or d.synthetic)
                         else "",
