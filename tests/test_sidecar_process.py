@@ -47,6 +47,8 @@ def test_serve_process_judges_stores_forwards_and_drains_on_sigterm(tmp_path):
         run_agent(HttpExporter(endpoint=f"{serve.http_url}/v1/traces"), "via-http")
         assert serve.stop() == 0, serve.output
     assert "stopped (spans received" in serve.output
+    for kind in ("spool", "forward"):  # nothing owed at a clean stop: no folder left behind
+        assert not Path(f"{db}.{kind}").exists(), kind
     assert flagged(db) == [
         ("via-grpc", "scope_escalation", "HARD_STOP"),
         ("via-http", "scope_escalation", "HARD_STOP"),

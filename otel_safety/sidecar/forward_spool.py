@@ -44,9 +44,11 @@ class SpooledForwarder:
         batch_spans: int = 512,
         max_backoff: float = 30.0,
         flush_seconds: float = 5.0,
+        remove_if_empty: bool = False,
     ) -> None:
         self.exporter = exporter
         self.spool = spool
+        self.remove_if_empty = remove_if_empty  # the folder goes at a stop that owes nothing
         self.metrics = metrics
         self.problems = problems
         self.batch_spans = batch_spans
@@ -105,7 +107,7 @@ class SpooledForwarder:
             self._cond.notify_all()
         self._thread.join(self.flush_seconds + 15)
         left = self.waiting
-        self.spool.close()
+        self.spool.close(remove_if_empty=self.remove_if_empty)
         self.exporter.shutdown()
         if left:
             logger.warning(

@@ -109,7 +109,13 @@ class Sidecar:
             self.forward_spool = self._open_spool(options.forward_spool, "forward")
             if self.forward_spool is not None:
                 sinks.append(
-                    SpooledForwarder(exporter, self.forward_spool, self.metrics, self.problems)
+                    SpooledForwarder(
+                        exporter,
+                        self.forward_spool,
+                        self.metrics,
+                        self.problems,
+                        remove_if_empty=options.forward_spool is None,  # beside the store
+                    )
                 )
             else:
                 sinks.append(forward_sink(exporter, self.metrics))
