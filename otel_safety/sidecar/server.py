@@ -298,8 +298,7 @@ class Sidecar:
         Path(f"{store}.wal").unlink(missing_ok=True)
         for spool in (self.spool, self.forward_spool):
             if spool is not None and spool.records == 0:
-                spool.close()
-                _remove_empty_folder(spool.folder)
+                spool.close(remove_if_empty=True)
 
     def stop(self) -> None:
         """Drain and flush; safe to call twice."""
@@ -462,15 +461,3 @@ def _read_tls(options: SidecarOptions) -> tuple[bytes, bytes] | None:
     if not options.tls_cert or not options.tls_key:
         return None
     return Path(options.tls_key).read_bytes(), Path(options.tls_cert).read_bytes()
-
-
-def _remove_empty_folder(folder: Path) -> None:
-    """Remove a spool folder that holds nothing but its lock file."""
-    try:
-        entries = list(folder.iterdir())
-        if all(entry.name == "lock" for entry in entries):
-            for entry in entries:
-                entry.unlink()
-            folder.rmdir()
-    except OSError:
-        logger.warning("otel-safety serve: could not remove the empty spool %s", folder)
