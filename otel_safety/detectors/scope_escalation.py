@@ -138,9 +138,11 @@ class ScopeEscalation(Detector):
         # An instruction in the data still steers; what a call does is tool_guard's to judge.
         task_known = bool(scope.strip())
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
-            outside = [
-                h for h in hits if task_known and not _allowed(h, hits, granted, taxonomy, scope)
-            ]
+            outside = (
+                [h for h in hits if not _allowed(h, hits, granted, taxonomy, scope)]
+                if task_known
+                else []
+            )
             if outside and names_call(call.name, scope, taxonomy):
                 outside = []  # the task wrote out this very tool: the user asked for it
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)

@@ -303,22 +303,25 @@ def run_eval(
             collector.detected,
             {d.key for d in engine.pipeline.detectors if d.can_fire},
         ),
-        escalation=[
-            *(
-                figures
-                for measured in (measure, measure_acted_on)
-                if (figures := measured(case_of, levels, resamples, seed)) is not None
-            ),
-            *measure_by_model(case_of, levels, resamples, seed),
-            *(
-                [figures]
-                if (figures := measure_harmful_tasks(case_of, levels, resamples, seed))
-                else []
-            ),
-            *measure_agent_runs(case_of, levels, resamples, seed),
-        ],
+        escalation=_escalation(case_of, levels, resamples, seed),
         deep=figures_deep,
     )
+
+
+def _escalation(
+    case_of: dict[str, Case], levels: dict[str, EscalationLevel], resamples: int, seed: int
+) -> list[EscalationFigures]:
+    """The ladder's lines in the table's order: AgentDojo pooled, then per model, AgentHarm,
+    our sets; a line whose runs are not among the cases is left out."""
+    args = (case_of, levels, resamples, seed)
+    lines = [
+        measure(*args),
+        measure_acted_on(*args),
+        *measure_by_model(*args),
+        measure_harmful_tasks(*args),
+        *measure_agent_runs(*args),
+    ]
+    return [line for line in lines if line is not None]
 
 
 def _judge_held_out(
