@@ -49,3 +49,18 @@ def define_helpers(con: duckdb.DuckDBPyConnection, *, temporary: bool = True) ->
         except duckdb.CatalogException:
             if "VIEW effective_labels" not in statement:
                 raise
+    if temporary:
+        _drop_needless_twin(con)
+
+
+def _drop_needless_twin(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the temporary view when the store keeps the same one: both would be listed
+    (`SHOW TABLES` named `effective_labels` twice). A store whose view differs (written by
+    an older version) keeps the temporary one, which reads as this version does."""
+    rows = con.execute(
+        "SELECT temporary, sql FROM duckdb_views() WHERE view_name = 'effective_labels' "
+        "AND (temporary OR database_name = current_database())"
+    ).fetchall()
+    bodies = {temporary: sql.split(" AS ", 1)[-1] for temporary, sql in rows}
+    if len(rows) == 2 and bodies.get(True) == bodies.get(False):
+        con.execute("DROP VIEW temp.main.effective_labels")

@@ -644,6 +644,22 @@ def test_an_older_store_read_only_still_offers_the_shared_sql_helpers(kit_store,
         assert con.execute("SELECT in_time_window(TIMESTAMP '2024-03-01')").fetchone() == (True,)
 
 
+def test_a_query_lists_the_labels_view_once_unless_the_store_keeps_an_older_one(
+    kit_store, tmp_path
+):
+    """The connection's own view shadows the store's only where the store's differs."""
+    db, _ = kit_store
+    listed = [row["name"] for row in run(db, "SHOW TABLES")]
+    assert listed.count("effective_labels") == 1
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(db.read_bytes())
+    with duckdb.connect(str(old)) as con:
+        con.execute("CREATE OR REPLACE VIEW effective_labels AS SELECT * FROM labels")
+    listed = [row["name"] for row in run(old, "SHOW TABLES")]
+    assert listed.count("effective_labels") == 2  # this version's reading stays in front
+    assert run(old, "labels_summary") == run(db, "labels_summary")
+
+
 @pytest.mark.parametrize(
     ("name", "column"), [("audit_by", "decisions"), ("behavior_indicators", "traces")]
 )
