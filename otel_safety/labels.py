@@ -173,12 +173,24 @@ class Checker:
                 raise LabelError(f"span {span_id} is in {len(traces)} traces; give the trace_id")
             if traces and trace_id not in traces:
                 raise LabelError(f"span {span_id} is not in trace {trace_id}")
+            if not traces and not self.allow_unknown_traces and self._has_spans(trace_id):
+                raise LabelError(
+                    f"span {span_id} is not in trace {trace_id} (a typo? its spans: "
+                    f'otel-safety query "SELECT span_id, name FROM spans WHERE trace_id = '
+                    f"'{trace_id}'\")"
+                )
         if not self.allow_unknown_traces and not self._known(trace_id):
             raise LabelError(
                 f"trace {trace_id} is not in the store (a typo? {ALLOW_UNKNOWN_TRACES} "
                 "keeps such labels for traces not ingested yet)"
             )
         return trace_id
+
+    def _has_spans(self, trace_id: str) -> bool:
+        found = self.con.execute(
+            "SELECT 1 FROM spans WHERE trace_id = ? LIMIT 1", [trace_id]
+        ).fetchone()
+        return found is not None
 
     def _known(self, trace_id: str) -> bool:
         found = self.con.execute(

@@ -112,6 +112,7 @@ def test_jsonl_import_resolves_span_ids_and_names_bad_lines(store, tmp_path):
         {"trace_id": t1, "span_id": r3, "detector": "over_refusal", "label": True},
         {"detector": "over_refusal", "label": True},
         {"trace_id": t2, "detector": "under_refusal", "label": "no"},
+        {"trace_id": t1, "span_id": "f" * 16, "detector": "over_refusal", "label": True},
     ]
     path = tmp_path / "labels.jsonl"
     path.write_text(
@@ -120,8 +121,9 @@ def test_jsonl_import_resolves_span_ids_and_names_bad_lines(store, tmp_path):
     result = labels.import_labels(db, path, source="team-review")
     assert result.added == 2
     problems = dict(result.bad)
-    assert sorted(problems) == [3, 4, 5, 6, 7, 8, 9]
+    assert sorted(problems) == [3, 4, 5, 6, 7, 8, 9, 10]
     assert problems[9] == "contradicts line 2 for the same trace and detector"
+    assert f"span {'f' * 16} is not in trace {t1} (a typo? its spans:" in problems[10]
     assert problems[3].startswith("not JSON")
     assert problems[4] == "expected a JSON object per line"
     assert "unknown field(s) colour" in problems[5]
