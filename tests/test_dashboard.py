@@ -268,7 +268,11 @@ def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard,
     nameless = httpx.post(target, data={"by": " ", "note": "x"}, headers=htmx)
     assert nameless.status_code == 200 and "say who resolves it" in nameless.text
     assert 'id="resolve-form"' in nameless.text  # the form stays to try again
-    wrong = httpx.post(target, data={"by": "dana", "detector": "deception"}, headers=htmx)
+    noteless = httpx.post(target, data={"by": "dana", "note": " "}, headers=htmx)
+    assert "a note is required" in noteless.text  # as `otel-safety resolve` requires --note
+    wrong = httpx.post(
+        target, data={"by": "dana", "note": "x", "detector": "deception"}, headers=htmx
+    )
     assert "detector &#39;deception&#39; did not fire on trace" in wrong.text
     with open_store(db, wait=20) as con:
         assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)

@@ -155,6 +155,9 @@ def test_a_note_is_required_and_a_missing_store_is_named(tmp_path):
     assert done.returncode == 1 and "no store at" in done.stderr
     with pytest.raises(ResolutionError, match="at most 4000"):
         resolve(tmp_path / "none.duckdb", "a" * 32, by="x", note="n" * 4001)
+    for blank in (None, "", "  \n"):  # the dashboard's form, sent empty, gets the same answer
+        with pytest.raises(ResolutionError, match="a note is required"):
+            resolve(tmp_path / "none.duckdb", "a" * 32, by="x", note=blank)
 
 
 @pytest.mark.process

@@ -51,7 +51,7 @@ def resolve(
     trace_id: str,
     *,
     by: str,
-    note: str | None = None,
+    note: str | None,
     detector: str | None = None,
     resolved: bool = True,
     wait: float = 10.0,
@@ -68,7 +68,9 @@ def resolve(
         raise ResolutionError("say who resolves it (--by NAME)")
     if len(by) > MAX_NAME:
         raise ResolutionError(f"--by is at most {MAX_NAME} characters")
-    if note is not None and len(note) > MAX_NOTE:
+    if not (note or "").strip():
+        raise ResolutionError("say what was found and done: a note is required (--note TEXT)")
+    if len(note) > MAX_NOTE:
         raise ResolutionError(f"the note is at most {MAX_NOTE} characters, got {len(note)}")
     detector = (detector or "").strip() or None
     with open_store(db, read_only=False, wait=wait) as con:
