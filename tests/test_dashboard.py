@@ -278,6 +278,19 @@ def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard,
         assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
 
 
+def test_the_guard_decisions_say_they_are_another_judge_than_the_level(dashboard, store):
+    """An ALLOW beside a HARD_STOP run reads as a contradiction unless the page says the
+    guard judged each call before it ran, and the detectors the whole run after."""
+    db, _ = store
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with open_store(db, wait=20) as con:
+        audited = con.execute("SELECT trace_id FROM audit WHERE trace_id IS NOT NULL").fetchone()
+    assert audited is not None
+    page = httpx.get(f"{dashboard.url}/trace/{audited[0]}", headers=bearer).text
+    assert 'id="trace-audit"' in page and "before it ran and from the call alone" in page
+    assert "judgement of whole runs" in httpx.get(f"{dashboard.url}/", headers=bearer).text
+
+
 # --- the pages in the browser -------------------------------------------------------------
 
 
