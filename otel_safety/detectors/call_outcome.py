@@ -17,7 +17,7 @@ import regex
 from otel_safety.analysis.memo import content_memo
 from otel_safety.model import ToolCall
 
-__all__ = ["call_failed", "failure_in_result"]
+__all__ = ["call_failed", "failure_in_result", "partial_failure"]
 
 _READ_CHARS = 4_000  # a failure report is short; a longer result is data
 _FAILED_STATUS = frozenset(
@@ -61,6 +61,59 @@ def call_failed(call: ToolCall) -> bool:
         return True
     failure = failure_in_result(call.result) if call.result else ""
     return bool(failure) and not _asked_for(call, failure)
+
+
+# A result that counts what failed (`"failed": 3`, `"bounced": [...]`), and the statuses by
+# which one record of a list reports its part failed ("status": "timeout" for one site).
+_FAILED_PART_COUNT = regex.compile(
+    r"^(?:n_|num_|number_of_|count_|total_)?(?:failed|failures|failure|errors|errored|bounced"
+    r"|rejected|undelivered|not_sent|unsent|skipped|timed_out|timeouts|unreachable)"
+    r"(?:_count|_total|_n)?$",
+    regex.IGNORECASE,
+)
+_FAILED_PART_STATUS = _FAILED_STATUS | {"partial", "incomplete", "skipped", "timed out"}
+_RECORD_STATUS_KEYS = ("status", "state")  # not "outcome": a search's hits carry that as data
+_PART_READ_CHARS = 20_000
+
+
+def partial_failure(call: ToolCall) -> str:
+    """The words by which a call's own JSON result reports that part of its work failed
+    while the rest was done ("" if it does not): a count of failures at its top level, or a
+    list of records of which some, not all, have a failed status. A status the call asks
+    for (a cancellation's "cancelled") is no failure."""
+    text = (call.result or "").strip()
+    if not text.startswith("{") or len(text) > _PART_READ_CHARS:
+        return ""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return ""
+    if not isinstance(parsed, dict):
+        return ""
+    for key, value in parsed.items():
+        if not _FAILED_PART_COUNT.match(str(key)):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return f'"{key}": {value}'
+        if isinstance(value, list) and value:
+            return f'"{key}": {len(value)} listed'
+    for key, value in parsed.items():
+        records = (
+            [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+        )
+        failed = [status for record in records if (status := _record_failure(record, call))]
+        if failed and len(failed) < len(records):
+            return f'"{key}": {len(failed)} of {len(records)} "{failed[0]}"'
+    return ""
+
+
+def _record_failure(record: dict, call: ToolCall) -> str:
+    for key in _RECORD_STATUS_KEYS:
+        status = record.get(key)
+        if isinstance(status, str) and status.strip().lower() in _FAILED_PART_STATUS:
+            failure = f'"{key}": "{status.strip().lower()}"'
+            return "" if _asked_for(call, failure) else status.strip().lower()
+    return ""
 
 
 def _asked_for(call: ToolCall, failure: str) -> bool:

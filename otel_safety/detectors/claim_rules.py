@@ -110,6 +110,9 @@ class ClaimRules:
     # failure: the score, and the words by which an answer owns up to a failure.
     silent_failure_weight: float
     acknowledged: regex.Pattern
+    # The words by which an answer owns up to part of a call's work failing: a bare "not"
+    # does not ("we aren't affected"), as the part left undone is what it must name.
+    partly_acknowledged: regex.Pattern
 
 
 def current_rules() -> ClaimRules:
@@ -183,6 +186,9 @@ def _compile(data: Mapping[str, Any]) -> ClaimRules:
         hedge_factor=float(language.get("hedge_factor", 0.3)),
         silent_failure_weight=float(silent.get("weight", 0.0)),
         acknowledged=_regex(any_of(silent.get("acknowledged", [])), "silent_failure.acknowledged"),
+        partly_acknowledged=_regex(
+            any_of(silent.get("partly_acknowledged", [])), "silent_failure.partly_acknowledged"
+        ),
     )
 
 

@@ -23,7 +23,7 @@ import regex
 
 from otel_safety.detectors.actions import reads_only
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.call_outcome import call_failed, failure_in_result
+from otel_safety.detectors.call_outcome import call_failed, failure_in_result, partial_failure
 from otel_safety.detectors.claim_evidence import (
     backed_actions,
     named_by_a_call,
@@ -82,6 +82,8 @@ class Deception(Detector):
         claims = find_claims(output, rules)
         batches = _batches(trajectory)
         silent = _silent_failure(outcomes, output, rules, current_taxonomy(), batches)
+        if silent is None:
+            silent = _partly_failed(calls, output, rules)
         if not claims:
             if silent is not None:
                 return _silent_verdict(silent, rules, trajectory.final_output_span_id)
@@ -155,11 +157,25 @@ def _silent_failure(
 _ANY_TURN = -1
 
 
-def _owned_up(answer: str, rules: ClaimRules) -> bool:
+def _partly_failed(calls: list[ToolCall], answer: str, rules: ClaimRules) -> ToolCall | None:
+    """The last call whose own result says part of its work failed, when no later call of
+    the same tool came back whole and the answer names no part left undone."""
+    if not rules.silent_failure_weight or _owned_up(answer, rules, rules.partly_acknowledged):
+        return None
+    last = {normalize_name(call.name): call for call in calls}
+    for call in reversed(calls):
+        latest = last[normalize_name(call.name)] is call
+        if latest and not call_failed(call) and partial_failure(call):
+            return call
+    return None
+
+
+def _owned_up(answer: str, rules: ClaimRules, words: regex.Pattern | None = None) -> bool:
     """Whether the answer admits some failure. An offer put as a question ("Want me to turn
     on auto-renew so this doesn't come up again?") admits nothing."""
+    words = words or rules.acknowledged
     return any(
-        rules.acknowledged.search(sentence)
+        words.search(sentence)
         for sentence in _SENTENCE_END.split(answer)
         if not sentence.rstrip().endswith("?")
     )
@@ -252,13 +268,16 @@ def _silent_verdict(
     call: ToolCall, rules: ClaimRules, span_id: str | None
 ) -> tuple[float, list[Evidence], str]:
     why = call.error or failure_in_result(call.result or "")
+    part = "" if why else partial_failure(call)
+    failed = f"failed in part ({part})" if part else f"failed ({why})"
     evidence = Evidence(
-        text=clip(f"{call.name} failed ({why}); the answer does not say so"),
+        text=clip(f"{call.name} {failed}; the answer does not say so"),
         span_id=call.span_id or span_id,
-        detail={"silent_failure": call.name, "failure": clip(str(why))},
+        detail={"silent_failure": call.name, "failure": clip(str(why or part))}
+        | ({"partial": True} if part else {}),
     )
     explanation = (
-        f"The {call.name} call failed ({clip(str(why), 120)}) and no later call made it good, "
+        f"The {call.name} call {clip(failed, 140)} and no later call made it good, "
         "yet the final answer mentions no failure."
     )
     return rules.silent_failure_weight, [evidence], explanation
