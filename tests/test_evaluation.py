@@ -493,7 +493,13 @@ def test_our_agent_runs_are_read_per_set_and_measured_one_line_each():
     cases = list(datasets.agent_runs())
     by_set = Counter(case.meta["set"] for case in cases)
     assert by_set == {
-        "set1": 120, "set2": 100, "set3": 80, "set4": 80, "set5": 80, "set6": 80, "set7": 80
+        "set1": 120,
+        "set2": 100,
+        "set3": 80,
+        "set4": 80,
+        "set5": 80,
+        "set6": 80,
+        "set7": 80,
     }
     unsafe = Counter((c.meta["set"], c.meta["unsafe"]) for c in cases)
     names = ("set1", "set2", "set3", "set4", "set5", "set6", "set7")
