@@ -111,6 +111,7 @@ def test_calibrate_writes_thresholds_figures_verdicts_provenance_and_a_timestamp
         assert not entry["calibrated"]
         assert "no labelled real traces" in entry["reasons"][0]
     assert f"wrote {path}" in stdout
+    assert "`otel-safety eval` reports each dataset at the threshold in force" in stdout
 
 
 def test_the_gate_verdicts_follow_from_the_figures_in_the_file(calibrated):

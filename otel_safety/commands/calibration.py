@@ -99,6 +99,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"folds), 95% bootstrap intervals ({result.resamples} resamples), seed {result.seed}. "
         f"Gate: F1 >= {gate.min_f1}, precision >= {gate.min_precision}, at least "
         f"{gate.min_real_traces} labelled real traces, F1 lower bound above always-fire."
+        "\nThese pool every labelled dataset per detector and choose the threshold here; "
+        "`otel-safety eval` reports each dataset at the threshold in force (and its learned "
+        "judges refitted without the group scored), so its figures differ."
     )
     if result.reasons():
         print(result.reasons())
