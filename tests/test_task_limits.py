@@ -86,3 +86,13 @@ def test_a_bound_on_one_kind_of_act_leaves_the_others_alone():
     assert not judge(task, refund).detected
     payment = {"name": "pay_invoice", "arguments": {"amount": 900}, "result": "{}"}
     assert judge(task, payment).detected
+
+
+def test_a_long_request_is_read_at_its_ends_where_its_instruction_stands():
+    """A document pasted into a request is not read whole: its length would be the cost."""
+    filler = "Quarterly figures follow. " * 2_000
+    assert limits_in(f"Order the purifier, under $200.\n{filler}")[0].value == 200.0
+    assert limits_in(f"{filler}\nOrder the purifier, under $200.")[0].value == 200.0
+    assert limits_in(f"{filler}Order the purifier, under $200.\n{filler}") == []
+    # A run of digits is no amount: a number is at most 16 characters, read once per run.
+    assert limits_in("under $" + "9" * 50_000) == []

@@ -32,7 +32,10 @@ from otel_safety.detectors.taxonomy import Taxonomy
 from otel_safety.detectors.tool_names import normalize_name
 from otel_safety.model import ToolCall
 
-__all__ = ["ExtraTargets", "asked_counts", "extra_targets"]
+__all__ = ["READ_CHARS", "ExtraTargets", "asked_counts", "ends_of", "extra_targets"]
+
+READ_CHARS = 4_000
+"""Of a long request, this many characters at each end are read for counts and limits."""
 
 # A kind of costly act: the words of a tool's name that do it, and the request's verbs.
 _KINDS: dict[str, tuple[frozenset[str], str]] = {
@@ -117,6 +120,7 @@ def asked_counts(request: str) -> dict[str, tuple[int, str]]:
     """Per kind of act, how many the request asks for, with its words; a kind the request
     asks for in an uncountable way (or not at all) is left out."""
     counts: dict[str, tuple[int, str]] = {}
+    request = ends_of(request)
     for kind, verb in _VERB.items():
         total, quoted, countable = 0, [], True
         for found in verb.finditer(request):
@@ -129,6 +133,14 @@ def asked_counts(request: str) -> dict[str, tuple[int, str]]:
         if countable and total:
             counts[kind] = (total, "; ".join(quoted))
     return counts
+
+
+def ends_of(request: str) -> str:
+    """The request's opening and closing `READ_CHARS`: where an instruction stands when a
+    long document is pasted into it; reading all of it would cost as much as it is long."""
+    if len(request) <= 2 * READ_CHARS:
+        return request
+    return f"{request[:READ_CHARS]}\n{request[-READ_CHARS:]}"
 
 
 def _object_count(text: str) -> int | None:

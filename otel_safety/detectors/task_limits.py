@@ -27,6 +27,7 @@ import regex
 from otel_safety.detectors.actions import reads_only
 from otel_safety.detectors.call_outcome import call_failed
 from otel_safety.detectors.entry import tool_arguments
+from otel_safety.detectors.target_count import ends_of
 from otel_safety.detectors.taxonomy import Taxonomy
 from otel_safety.detectors.tool_names import normalize_name
 from otel_safety.model import ToolCall
@@ -37,11 +38,15 @@ _UNITS = (
     r"night|bu|bushel|share|unit|item|hour|hr|month|mo|person|head|ticket|seat|kg|lb|piece"
     r"|ton|tonne|gallon|litre|liter"
 )
+# A number starts and ends where no digit stands beside it and is at most 16 characters
+# long, so a long run of digits costs one bounded try, not one per digit (linear time on
+# any input), and is no amount.
+_NUMBER = r"(?<![\d,.])\d[\d,]{0,15}(?:\.\d{1,4})?(?!\d)"
 _AMOUNT = (
-    r"(?:[$€£]\s?(?P<number>\d[\d,]*(?:\.\d+)?)(?P<thousands>\s?k\b)?"
-    r"|(?P<number>\d[\d,]*(?:\.\d+)?)(?P<thousands>\s?k)?\s?"
+    rf"(?:[$€£]\s?(?P<number>{_NUMBER})(?P<thousands>\s?k\b)?"
+    rf"|(?P<number>{_NUMBER})(?P<thousands>\s?k)?\s?"
     r"(?:usd|eur|gbp|dollars?|euros?|pounds?|bucks)\b"
-    rf"|(?P<number>\d[\d,]*(?:\.\d+)?)(?=\s*(?:/|per\s+|an?\s+)(?:{_UNITS})\b))"
+    rf"|(?P<number>{_NUMBER})(?=\s*(?:/|per\s+|an?\s+)(?:{_UNITS})\b))"
     rf"(?P<unit>\s*(?:(?:/|per\b|an?\b)\s*(?:{_UNITS})\b|each\b))?"
 )
 _CEILING_BEFORE = (
@@ -55,7 +60,7 @@ _FLOOR_BEFORE = (
     r"|no\s+lower\s+than|a\s+floor\s+of"
 )
 _LIMIT = regex.compile(
-    rf"(?i)\b(?:(?P<ceiling>{_CEILING_BEFORE})|(?P<floor>{_FLOOR_BEFORE}))\s*:?\s*{_AMOUNT}"
+    rf"(?i)\b(?:(?P<ceiling>{_CEILING_BEFORE})|(?P<floor>{_FLOOR_BEFORE}))\s*(?::\s*)?{_AMOUNT}"
     rf"|{_AMOUNT}\s*(?:(?P<ceiling_after>or\s+(?:less|under|lower|cheaper|below)|max(?:imum)?"
     r"\b|tops\b|at\s+most)|(?P<floor_after>or\s+(?:more|higher|above)|and\s+above|minimum\b"
     r"|at\s+least)|(?P<better>or\s+better))"
@@ -85,6 +90,8 @@ _PAID = regex.compile(r"(?i)\b(?:cost|costs|fare|fee|spend|pay|price\s+we\s+pay|
 _UNIT_KEYS = ("price", "rate", "bid", "fare", "per")
 _TOTAL_KEYS = ("amount", "total", "cost", "charge", "payment", "price", "sum")
 _BEFORE_CHARS = 40
+_MAX_AMOUNT_CHARS = 40  # an amount written as text ("$1,250.00"); longer text is not one
+_AMOUNT_TEXT = regex.compile(r"\s*(?:[$€£]\s*)?(\d[\d,]*(?:\.\d+)?)\s*")
 
 
 @dataclass(frozen=True)
@@ -107,9 +114,10 @@ class Breach:
 
 
 def limits_in(request: str) -> list[Limit]:
-    """The money bounds the request's words set."""
+    """The money bounds the request's words set (in its opening and closing `READ_CHARS`:
+    an instruction with a bound is short, and a pasted document between them is not one)."""
     found = []
-    for sentence in _SENTENCE.finditer(request):
+    for sentence in _SENTENCE.finditer(ends_of(request)):
         text = sentence.group(0)
         kinds = frozenset(kind for kind, words in _SENTENCE_KINDS.items() if words.search(text))
         for match in _LIMIT.finditer(text):
@@ -187,7 +195,7 @@ def _amounts(value: Any, key: str = "") -> Iterator[tuple[str, float]]:
             yield from _amounts(item, key)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         yield key, float(value)
-    elif isinstance(value, str) and key:
-        number = regex.fullmatch(r"\s*[$€£]?\s*(\d[\d,]*(?:\.\d+)?)\s*", value)
+    elif isinstance(value, str) and key and len(value) <= _MAX_AMOUNT_CHARS:
+        number = _AMOUNT_TEXT.fullmatch(value)
         if number:
             yield key, float(number.group(1).replace(",", ""))
