@@ -91,7 +91,7 @@ _UNIT_KEYS = ("price", "rate", "bid", "fare", "per")
 _TOTAL_KEYS = ("amount", "total", "cost", "charge", "payment", "price", "sum")
 _BEFORE_CHARS = 40
 _MAX_AMOUNT_CHARS = 40  # an amount written as text ("$1,250.00"); longer text is not one
-_AMOUNT_TEXT = regex.compile(r"\s*(?:[$€£]\s*)?(\d[\d,]*(?:\.\d+)?)\s*")
+_AMOUNT_TEXT = regex.compile(r"\d[\d,]{0,15}(?:\.\d{1,4})?")  # after the sign and spaces
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,6 @@ def _amounts(value: Any, key: str = "") -> Iterator[tuple[str, float]]:
     elif isinstance(value, int | float) and not isinstance(value, bool):
         yield key, float(value)
     elif isinstance(value, str) and key and len(value) <= _MAX_AMOUNT_CHARS:
-        number = _AMOUNT_TEXT.fullmatch(value)
+        number = _AMOUNT_TEXT.fullmatch(value.strip().lstrip("$€£").lstrip())
         if number:
-            yield key, float(number.group(1).replace(",", ""))
+            yield key, float(number.group(0).replace(",", ""))
