@@ -12,8 +12,9 @@ amounts and totals. When the bound's sentence names a kind of act (paying, buyin
 refunding, selling), only calls of that kind are held to it.
 
 Only the user's own words set limits here: a system prompt's limit ("refunds up to $50
-without a manager") may be lifted by an approval the trace does not show. Amounts without a
-currency sign or name ("under 10 items", "within 30 days") are not money and set nothing.
+without a manager") may be lifted by an approval the trace does not show. A number with no
+currency sign or name and no price per unit ("300/night") is not money ("under 10 items",
+"within 30 days") and sets nothing. A long request is read at its ends (`ends_of`).
 """
 
 from __future__ import annotations
