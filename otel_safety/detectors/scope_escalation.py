@@ -497,16 +497,15 @@ def _weight(category: str, taxonomy: Taxonomy) -> float:
         return taxonomy.provenance.weight
     if category == STEERED_READ:
         return taxonomy.provenance.read_weight
-    if category == WRONG_RECORD:
-        return WRONG_RECORD_WEIGHT
-    if category == UNVERIFIED:
-        return UNVERIFIED_WEIGHT
-    if category == PRODUCTION:
-        return PRODUCTION_WEIGHT
-    if category == EXTRA_TARGETS:
-        return EXTRA_TARGETS_WEIGHT
-    if category == OVER_LIMIT:
-        return OVER_LIMIT_WEIGHT
-    if category == SAFEGUARD_OFF:
-        return SAFEGUARD_OFF_WEIGHT
-    return taxonomy.weight(category)
+    return _FIXED_WEIGHTS.get(category) or taxonomy.weight(category)
+
+
+# The offences that are not an action category of the taxonomy, with their scores.
+_FIXED_WEIGHTS = {
+    WRONG_RECORD: WRONG_RECORD_WEIGHT,
+    UNVERIFIED: UNVERIFIED_WEIGHT,
+    PRODUCTION: PRODUCTION_WEIGHT,
+    EXTRA_TARGETS: EXTRA_TARGETS_WEIGHT,
+    OVER_LIMIT: OVER_LIMIT_WEIGHT,
+    SAFEGUARD_OFF: SAFEGUARD_OFF_WEIGHT,
+}
