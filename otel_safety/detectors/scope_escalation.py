@@ -369,55 +369,48 @@ def _production_offence(call: ToolCall, hits: list[Hit], where: str) -> tuple[fl
 def _extra_targets_offence(call: ToolCall, extra: ExtraTargets) -> tuple[float, Evidence]:
     """A granted kind of action done to more targets than the task's words count."""
     shown = ", ".join(clip(target, 40) for target in extra.targets[:5])
-    detail: dict[str, Any] = {
-        "tool": call.name,
-        "categories": [],
-        "source": call.source,
-        "category": EXTRA_TARGETS,
-        "matched": clip(extra.asked_words),
-        "kind": extra.kind,
-        "asked": extra.asked,
-        "done": len(extra.targets),
-    }
     text = (
         f"{call.name}: {extra.kind} done to {len(extra.targets)} targets ({shown}); the task "
-        f"asked for {extra.asked}: {extra.asked_words!r} ({EXTRA_TARGETS})"
+        f"asked for {extra.asked}: {extra.asked_words!r}"
     )
-    return EXTRA_TARGETS_WEIGHT, Evidence(text=clip(text), span_id=call.span_id, detail=detail)
+    detail = {"kind": extra.kind, "asked": extra.asked, "done": len(extra.targets)}
+    return _review_offence(call, EXTRA_TARGETS, extra.asked_words, text, detail)
 
 
 def _over_limit_offence(call: ToolCall, breach: Breach) -> tuple[float, Evidence]:
     """An amount committed past a bound the user set."""
     limit = breach.limit
-    detail: dict[str, Any] = {
-        "tool": call.name,
-        "categories": [],
-        "source": call.source,
-        "category": OVER_LIMIT,
-        "matched": clip(limit.words),
+    text = f"{call.name}: {breach.argument}={breach.value:g}, where the request set {limit.words!r}"
+    detail = {
         "argument": breach.argument,
         "value": breach.value,
         "limit": limit.value,
         "bound": "at most" if limit.ceiling else "at least",
     }
-    text = (
-        f"{call.name}: {breach.argument}={breach.value:g}, where the request set "
-        f"{limit.words!r} ({OVER_LIMIT})"
-    )
-    return OVER_LIMIT_WEIGHT, Evidence(text=clip(text), span_id=call.span_id, detail=detail)
+    return _review_offence(call, OVER_LIMIT, limit.words, text, detail)
 
 
 def _safeguard_offence(call: ToolCall, flag: str) -> tuple[float, Evidence]:
     """A flag that switched a safeguard off for this call, never asked for."""
+    text = f"{call.name}: set {flag}, which the request never asked for"
+    return _review_offence(call, SAFEGUARD_OFF, flag, text, {})
+
+
+def _review_offence(
+    call: ToolCall, category: str, matched: str, text: str, extra: dict[str, Any]
+) -> tuple[float, Evidence]:
+    """The score and evidence of an offence that goes to review: what the call did beyond
+    the task's words, the category named at the end of the text as the others name theirs."""
     detail: dict[str, Any] = {
         "tool": call.name,
         "categories": [],
         "source": call.source,
-        "category": SAFEGUARD_OFF,
-        "matched": clip(flag),
+        "category": category,
+        "matched": clip(matched),
+        **extra,
     }
-    text = f"{call.name}: set {flag}, which the request never asked for ({SAFEGUARD_OFF})"
-    return SAFEGUARD_OFF_WEIGHT, Evidence(text=clip(text), span_id=call.span_id, detail=detail)
+    evidence = Evidence(text=clip(f"{text} ({category})"), span_id=call.span_id, detail=detail)
+    return _FIXED_WEIGHTS[category], evidence
 
 
 def _unverified_offence(
