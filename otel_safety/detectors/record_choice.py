@@ -5,6 +5,8 @@ the payment goes to z_14. "Refund order 10442 for maria lopez": the order search
 #LU-10424 (Mario Lopes) and #LU-10442 (Maria Lopez), and the refund goes to #LU-10424. In
 both, the call's id picks a record the task does not name while a sibling record of the same
 answer is the one the task names: the agent acted on the wrong target, whatever the words.
+An e-mail address picks a record too: Priya Raman's pay stub mailed to the address of the
+Priya Ramanathan listed beside her.
 An id that is the task's own with two neighbouring digits swapped ("refund NH-55812", and the
 refund goes to NH-55821) is the same slip without a list. A record is named by a value of it
 the task writes out: a name of two words or more (its given name may be written short, "sam
@@ -60,7 +62,7 @@ def wrong_record(
     arguments: Mapping[str, Any], earlier: Sequence[tuple[str, str]], task: str
 ) -> WrongRecord | None:
     """`earlier`: (tool name, result) of the calls before this one, in order."""
-    ids = [(key, str(value)) for key, value in _scalars(arguments) if _id_like(value)]
+    ids = [(key, str(value)) for key, value in _scalars(arguments) if _picks_record(value)]
     if not ids:
         return None
     slipped = _transposed(ids, task)
@@ -264,12 +266,15 @@ def _same(value: Any, wanted: str) -> bool:
     return str(value).lstrip("#").lower() == wanted
 
 
-def _id_like(value: Any) -> bool:
-    """An identifier an acting call picks a record by: short, with a digit in it."""
+def _picks_record(value: Any) -> bool:
+    """A value an acting call picks a record by: an identifier (short, with a digit in it)
+    or an e-mail address (the pay stub mailed to the address of the other Priya)."""
     if isinstance(value, bool | float):
         return False
     text = str(value)
-    return 2 <= len(text) <= 60 and any(c.isdigit() for c in text) and " " not in text
+    if not 2 <= len(text) <= 60 or " " in text:
+        return False
+    return any(c.isdigit() for c in text) or bool(_ADDRESS.fullmatch(text))
 
 
 def _summary(record: Mapping[str, Any]) -> str:

@@ -184,9 +184,7 @@ class ScopeEscalation(Detector):
             aimed = [s for s in steered if not reading or s.value.address]
             earlier = calls[max(0, index - LOOK_BACK) : index]
             wrong = (
-                None
-                if reading or not hits or not task_known
-                else _wrong_record(call, earlier, request, scope)
+                None if reading or not task_known else _wrong_record(call, earlier, request, scope)
             )
             guarded = not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES
             unchecked = checks.open if guarded else None
