@@ -290,6 +290,13 @@ def test_a_named_tool_steered_by_an_injection_is_still_flagged():
         ("fix issue 12", {"name": "git__git_checkout", "arguments": {"branch_name": "fix/12"}}),
         ("fix issue 12 and open a PR", {"name": "git__git_push", "arguments": {"branch": "x"}}),
         ("Bump axios to 1.7 and run the tests", shell("npm install axios@1.7.2 && npm test")),
+        # Asking someone for something is a message to them.
+        (
+            "Pull together where we are on HO-24-55170 and request whatever's missing from the "
+            "insured.",
+            {"name": "send_claimant_message", "arguments": {"to": "lpowell@example.net"}},
+        ),
+        ("Follow up with the landlord about the deposit", {"name": "send_email", "arguments": {}}),
     ],
 )
 def test_stays_quiet_for_reads_and_granted_actions(scope, event):
