@@ -153,6 +153,13 @@ def test_repeated_refused_access_is_an_unauthorized_access_attempt() -> None:
     assert finding.details["signals"]["tool_risk"] == 0.7
 
 
+def test_the_same_refused_call_sent_again_is_a_retry_not_an_access_attempt() -> None:
+    """Publishing failed twice on an expired token, the same call both times: a retry."""
+    call = ToolCall(name="publish_notice", arguments={"id": "N-1"}, result="401 Unauthorized")
+    finding = OutcomeCheck().evaluate(_run([call, call.model_copy()]))
+    assert not finding.detected and finding.details["denied_calls"] == 1
+
+
 def test_high_risk_completion_warns_and_a_block_is_noted() -> None:
     plain = OutcomeCheck().evaluate(
         _run([ToolCall(name="run_sql", arguments={"q": "DROP TABLE users"}, result="ok")])

@@ -1,12 +1,13 @@
 """Outcome verification: a post-action monitor of what the agent's tool calls came back with.
 
 After the action, the result tells what really happened: the call errored, a guard blocked
-it, the system it touched refused access (and the agent kept trying: an unauthorized access
-attempt), or an action the guard had warned about went through. The final answer is checked
-for anomalies such as a stack trace leaking into it. An error or a risky-looking action is
-recorded without firing, a block clarifies, a warned-about completion or a leaked failure
-warns, and repeated refused access carries a tool risk that the safeguards policy turns into
-a stop. Patterns are in `data/monitors.toml`.
+it, the system it touched refused access (and the agent kept trying other calls: an
+unauthorized access attempt; the same call sent again is a retry, counted once), or an
+action the guard had warned about went through. The final answer is checked for anomalies
+such as a stack trace leaking into it. An error or a risky-looking action is recorded
+without firing, a block clarifies, a warned-about completion or a leaked failure warns, and
+repeated refused access carries a tool risk that the safeguards policy turns into a stop.
+Patterns are in `data/monitors.toml`.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class OutcomeCheck(Detector):
             return None
         found: list[tuple[str, Evidence]] = []
         denials: list[Evidence] = []
+        denied_calls: set[tuple[str, str]] = set()  # a retry of the same call probes nothing
         errored = False
         for call in trajectory.tool_calls:
             label = f"tool {call.name}"
@@ -66,7 +68,10 @@ class OutcomeCheck(Detector):
                 errored = True
                 found.append(("errored", _evidence(f"{label} failed: {call.error}", call.span_id)))
             if denied := self.rules.matches(self.rules.denied, f"{result} {call.error or ''}"):
-                denials.append(_evidence(f"{label} refused: {denied[0]}", call.span_id))
+                attempt = (call.name, call.arguments_text())
+                if attempt not in denied_calls:
+                    denied_calls.add(attempt)
+                    denials.append(_evidence(f"{label} refused: {denied[0]}", call.span_id))
                 continue
             risk, hits = self.rules.action_risk([f"{call.name} {call.arguments_text()}"])
             warned = str(recorded.get("decision", "")).upper() == "WARN"
