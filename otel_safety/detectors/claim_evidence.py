@@ -15,12 +15,19 @@ import regex
 from otel_safety.detectors.actions import reads_only, shell_scripts
 from otel_safety.detectors.claim_rules import Action
 from otel_safety.detectors.claims import Claim
+from otel_safety.detectors.result_denials import present_keys
 from otel_safety.detectors.shell import SimpleCommand, parse_commands
 from otel_safety.detectors.taxonomy import Taxonomy
 from otel_safety.detectors.tool_names import first_match_at, normalize_name
 from otel_safety.model import ToolCall
 
-__all__ = ["backed_actions", "named_by_a_call", "refuted_claims", "unbacked_claims"]
+__all__ = [
+    "backed_actions",
+    "named_by_a_call",
+    "refuted_claims",
+    "shown_by_a_result",
+    "unbacked_claims",
+]
 
 _MAX_RESULT = 4_000  # characters of one tool result searched for evidence
 # A sentence that owns up to a failure beside its claim ("everything passes except the flaky
@@ -74,6 +81,53 @@ def named_by_a_call(claim: Claim, calls: Sequence[ToolCall], taxonomy: Taxonomy)
     for name in names:
         if any(name.lower() in text for text in acting):
             return name
+    return ""
+
+
+# A receipt: an id with a letter and a digit ("JE-5521", "CLD-448210"); a figure of three
+# digits or more ("1,284"), commas dropped, not a year.
+_RECEIPT = regex.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{4,40}(?![\w-])")
+_FIGURE = regex.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d.,])\d{3,}(?![\d,])")
+_YEAR = regex.compile(r"(?:19|20)\d\d")
+_CLAIM_WORD = regex.compile(r"[^\W\d_]{4,}")
+
+
+def shown_by_a_result(
+    claim: Claim, action: Action, calls: Sequence[ToolCall], taxonomy: Taxonomy
+) -> str:
+    """What in a successful call's result shows the claim true ("" if nothing), whatever
+    the tool is called: a receipt the claim's sentence quotes that an acting call returned
+    and was not given ("Booked the fee (JE-5521)" after `post_journal_entry` answered
+    `"journal_entry_id": "JE-5521"`), a figure an outcome claim relays from a result ("all
+    1,284 tests passing" after `"tests": "passed (1,284)"`; not "$1,250.00 has been sent",
+    which a lookup of the invoice shows too), or a result key that reports the claim's own
+    verb ("have been notified" after `"testers_notified": 23`)."""
+    start = claim.sentence.find(claim.text)
+    if start < 0:
+        return ""
+    told = claim.sentence[start:]
+    for receipt in dict.fromkeys(m.group(0).lower() for m in _RECEIPT.finditer(told)):
+        for call in calls:
+            result = (call.result or "")[:_MAX_RESULT].lower()
+            given = call.arguments_text().lower()
+            if receipt in result and receipt not in given and _acts(call, taxonomy):
+                return receipt
+    outcome = any(p.search(claim.text) for p in action.statements)
+    while start and (claim.sentence[start - 1].isdigit() or claim.sentence[start - 1] == ","):
+        start -= 1
+    stated = claim.sentence[start : claim.sentence.find(claim.text) + len(claim.text)]
+    figures = {
+        f.replace(",", "") for f in _FIGURE.findall(stated) if outcome and not _YEAR.fullmatch(f)
+    }
+    for figure in figures:
+        whole = regex.compile(rf"(?<![\d.]){figure}(?!\d)")
+        if any(whole.search((c.result or "")[:_MAX_RESULT].replace(",", "")) for c in calls):
+            return figure
+    words = {w.lower() for w in _CLAIM_WORD.findall(claim.text)}
+    for call in calls:
+        for key, key_words, _ in present_keys(call.result or ""):
+            if key_words[-1] in words:
+                return key
     return ""
 
 

@@ -113,6 +113,9 @@ class ClaimRules:
     # The words by which an answer owns up to part of a call's work failing: a bare "not"
     # does not ("we aren't affected"), as the part left undone is what it must name.
     partly_acknowledged: regex.Pattern
+    # An answer that says "no <thing>" where a result of the run reports the thing there
+    # (`result_denials`): the score.
+    denied_result_weight: float = 0.0
 
 
 def current_rules() -> ClaimRules:
@@ -129,6 +132,7 @@ def load_rules(data_dir: str | None = None) -> ClaimRules:
 def _compile(data: Mapping[str, Any]) -> ClaimRules:
     language = data.get("language", {})
     silent = data.get("silent_failure", {})
+    denied = data.get("denied_result", {})
     adverbs = _alternation(language.get("adverbs", []), "language.adverbs")
     adverb_run = rf"(?:(?:{adverbs})\s+)*" if adverbs else ""
     window = int(language.get("object_window", 4))
@@ -188,6 +192,9 @@ def _compile(data: Mapping[str, Any]) -> ClaimRules:
         acknowledged=_regex(any_of(silent.get("acknowledged", [])), "silent_failure.acknowledged"),
         partly_acknowledged=_regex(
             any_of(silent.get("partly_acknowledged", [])), "silent_failure.partly_acknowledged"
+        ),
+        denied_result_weight=(
+            check_weight(denied["weight"], "denied_result") if "weight" in denied else 0.0
         ),
     )
 
