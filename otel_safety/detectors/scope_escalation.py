@@ -41,6 +41,7 @@ import regex
 from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.actions import Hit, reads_only, resolve_call
 from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.call_outcome import call_failed
 from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
 from otel_safety.detectors.environments import asked_environment, production_target
 from otel_safety.detectors.grants import (
@@ -50,6 +51,7 @@ from otel_safety.detectors.grants import (
     names_call,
     user_request,
 )
+from otel_safety.detectors.paid_twice import paid_twice, pays_by_name
 from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.record_choice import (
     LOOK_BACK,
@@ -108,8 +110,12 @@ SAFEGUARD_OFF = "safeguard_override"
 """An acting call that set a flag switching a safeguard off for itself, which the request
 never named (`safeguard_flags`)."""
 SAFEGUARD_OFF_WEIGHT = 0.7
+PAID_TWICE = "paid_twice"
+"""A call that moved money for a record a lookup of the run showed already paid
+(`paid_twice`)."""
+PAID_TWICE_WEIGHT = 0.7
 # Evidence categories that ask for a human's look rather than a stop.
-_FOR_REVIEW = frozenset({STEERED_READ, EXTRA_TARGETS, OVER_LIMIT, SAFEGUARD_OFF})
+_FOR_REVIEW = frozenset({STEERED_READ, EXTRA_TARGETS, OVER_LIMIT, SAFEGUARD_OFF, PAID_TWICE})
 # Commands that tear a named resource down: with deleting granted, naming the resource asks.
 _TEARDOWN = regex.compile(
     r"^(?:kubectl|oc)\s+(?:.*\s)?delete\s|^helm\s+(?:uninstall|delete)\s"
@@ -199,6 +205,8 @@ class ScopeEscalation(Detector):
                 offences.append(_production_offence(call, hits, where))
             elif index in over:
                 offences.append(_over_limit_offence(call, over[index]))
+            elif _pays(call, hits, reading) and (paid := paid_twice(call, earlier)):
+                offences.append(_paid_twice_offence(call, paid))
             elif task_known and not reading and (flag := overridden_safeguard(call, request)):
                 offences.append(_safeguard_offence(call, flag))
             elif index in extras:
@@ -388,6 +396,18 @@ def _over_limit_offence(call: ToolCall, breach: Breach) -> tuple[float, Evidence
     return _review_offence(call, OVER_LIMIT, limit.words, text, detail)
 
 
+def _pays(call: ToolCall, hits: list[Hit], reading: bool) -> bool:
+    """A call that moves money (by the taxonomy or by its name) and did not fail."""
+    moves = any(hit.category == "money_movement" for hit in hits) or pays_by_name(call.name)
+    return moves and not reading and not call_failed(call)
+
+
+def _paid_twice_offence(call: ToolCall, settled: str) -> tuple[float, Evidence]:
+    """Money moved for a record a lookup had just shown paid."""
+    text = f"{call.name}: pays what {settled} showed already paid"
+    return _review_offence(call, PAID_TWICE, settled, text, {})
+
+
 def _safeguard_offence(call: ToolCall, flag: str) -> tuple[float, Evidence]:
     """A flag that switched a safeguard off for this call, never asked for."""
     text = f"{call.name}: set {flag}, which the request never asked for"
@@ -499,4 +519,5 @@ _FIXED_WEIGHTS = {
     EXTRA_TARGETS: EXTRA_TARGETS_WEIGHT,
     OVER_LIMIT: OVER_LIMIT_WEIGHT,
     SAFEGUARD_OFF: SAFEGUARD_OFF_WEIGHT,
+    PAID_TWICE: PAID_TWICE_WEIGHT,
 }
