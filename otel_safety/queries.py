@@ -57,6 +57,22 @@ def available() -> dict[str, str]:
 _HEADER_PART = re.compile(r"^(?:Tables|Parameters|Columns)\b|^$")
 
 
+def unknown_detector(con: duckdb.DuckDBPyConnection, params: dict[str, str]) -> str | None:
+    """When `detector` names no detector the store has findings of: a hint naming those it
+    has ("detector=tool-guard" finds nothing, quietly, where "tool_guard" was meant)."""
+    wanted = params.get("detector")
+    if wanted is None:
+        return None
+    try:
+        found = con.execute("SELECT DISTINCT detector FROM findings ORDER BY 1").fetchall()
+    except duckdb.Error:
+        return None  # a store without findings, or another query's tables
+    keys = [row[0] for row in found]
+    if wanted in keys:
+        return None
+    return f"no finding in the store is by detector {wanted!r}; its detectors: {', '.join(keys)}"
+
+
 def row_limit(sql: str, params: dict[str, str]) -> int | None:
     """How many rows the query stops at: `limit_rows` as given, else its default in the SQL."""
     if "limit_rows" in params:
@@ -106,6 +122,8 @@ def run(
         if name not in known:
             offered = ", ".join(known) or "none"
             raise QueryError(f"the query has no parameter {name!r}; its parameters: {offered}")
+        if name == "limit_rows" and not (value.strip().isdigit() and int(value) > 0):
+            raise QueryError(f"limit_rows must be a whole number above 0, got {value!r}")
         con.execute(f"SET VARIABLE {name} = ?", [_typed(value)])
     try:
         result = con.execute(sql)
@@ -148,8 +166,13 @@ def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") 
 def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
     if not columns:
         return "(no result)"
-    cells = [[_cell(v, MAX_CELL) for v in row] for row in rows]
-    widths = _fit([max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)])
+    whole = [_is_id(column) for column in columns]
+    cells = [
+        [_cell(v, None if keep else MAX_CELL) for v, keep in zip(row, whole, strict=True)]
+        for row in rows
+    ]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    widths = _fit(widths, whole)
     header = [_clip_middle(c, w) for c, w in zip(columns, widths, strict=True)]
     lines = [header, *([_clip(c, w) for c, w in zip(line, widths, strict=True)] for line in cells)]
     return align(lines) + f"\n({len(rows)} row{'s' if len(rows) != 1 else ''})"
@@ -166,14 +189,26 @@ def align(lines: Sequence[Sequence[str]]) -> str:
     return "\n".join(rendered)
 
 
-def _fit(widths: list[int]) -> list[int]:
-    """Shrink the widest columns first until the table fits the terminal."""
+def _fit(widths: list[int], whole: list[bool]) -> list[int]:
+    """Shrink the widest columns first until the table fits the terminal; an id column
+    (`whole`) keeps its width, as `resolve` and `label` need the id entire."""
     budget = max(40, shutil.get_terminal_size((200, 20)).columns) - 2 * (len(widths) - 1)
     widths = list(widths)
-    while sum(widths) > budget and max(widths) > MIN_CELL:
-        widest = widths.index(max(widths))
-        widths[widest] = max(MIN_CELL, widths[widest] - max(1, (sum(widths) - budget) // 4))
+    budget -= sum(w for w, keep in zip(widths, whole, strict=True) if keep)
+    shrinkable = [i for i, keep in enumerate(whole) if not keep]
+    while shrinkable and sum(widths[i] for i in shrinkable) > budget:
+        widest = max(shrinkable, key=lambda i: widths[i])
+        if widths[widest] <= MIN_CELL:
+            break
+        excess = sum(widths[i] for i in shrinkable) - budget
+        widths[widest] = max(MIN_CELL, widths[widest] - max(1, excess // 4))
     return widths
+
+
+def _is_id(column: str) -> bool:
+    """A column of ids (`trace_id`, `span_id`, `id`): shown whole, never clipped."""
+    name = column.lower()
+    return name == "id" or name.endswith(("_id", "_ids"))
 
 
 def _clip(text: str, width: int) -> str:

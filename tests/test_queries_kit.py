@@ -687,3 +687,33 @@ def test_every_query_is_listed_by_a_whole_sentence_and_named_in_the_readme():
     for name, summary in queries.available().items():
         assert summary.endswith(("?", ".")), (name, summary)  # not a wrapped line cut short
         assert f"| `{name}` |" in readme, name
+
+
+def test_an_id_column_is_never_clipped_however_narrow_the_terminal(monkeypatch):
+    """`resolve` and `label` need the trace id entire: the other columns give way."""
+    monkeypatch.setenv("COLUMNS", "60")
+    columns = ["detector", "explanation", "trace_id"]
+    trace_id = "f458390825f0c4a1e8b7a6d5c4b3a2f1"
+    row = ("scope_escalation", "a tool call went beyond the task " * 4, trace_id)
+    table = queries.render(columns, [row])
+    assert trace_id in table
+    assert "…" in table.splitlines()[2]  # the explanation gave way
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3"])
+def test_a_row_limit_that_is_no_whole_number_is_refused_by_name(tmp_path, value):
+    con = duckdb.connect(str(tmp_path / "q.duckdb"))
+    with pytest.raises(queries.QueryError, match="limit_rows must be a whole number"):
+        queries.run(con, queries.resolve_sql("flagged_spans"), {"limit_rows": value})
+
+
+def test_a_detector_the_store_has_no_finding_of_gets_a_hint_naming_those_it_has(kit_store):
+    db, _ = kit_store
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        hint = queries.unknown_detector(con, {"detector": "tool-guard"})
+        assert hint is not None and "'tool-guard'" in hint and "tool_guard" in hint
+        assert queries.unknown_detector(con, {"detector": "tool_guard"}) is None
+        assert queries.unknown_detector(con, {}) is None
+    finally:
+        con.close()

@@ -70,7 +70,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         con = open_store(args.db, wait=5.0, hint=_NO_STORE)
     with con:
         columns, rows = queries.run(con, sql, params, parse_json=args.format == "json")
+        hint = None if rows else queries.unknown_detector(con, params)
     print(queries.render(columns, rows, args.format))
+    if hint:
+        print(hint, file=sys.stderr)
     limit = queries.row_limit(sql, params)
     if limit is not None and len(rows) == limit:
         print(f"(stopped at {limit} rows; --param limit_rows=N shows more)", file=sys.stderr)
