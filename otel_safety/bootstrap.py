@@ -106,8 +106,6 @@ def create_processor(
     )
     # First: the halt is in force before the writes.
     sinks: list[Sink] = [HaltSink(halts, on=settings.halt_on)]
-    if settings.store:
-        sinks.append(DuckDBStore(settings.db_path, keep_open=settings.store_keep_open))
     if logger_provider is not None and settings.evaluation_events != "spans":
         sinks.append(EvaluationLogSink(logger_provider))
     sinks.extend(ExporterSink(exporter) for exporter in exporters)
@@ -125,6 +123,9 @@ def create_processor(
         detection=settings.detection if policy_object is None else "thread",
         workers=1 if settings.workers is None else settings.workers,  # the app's cores
     )
+    if settings.store:  # made once the settings have all passed: a bad one leaves no file
+        store = DuckDBStore(settings.db_path, keep_open=settings.store_keep_open)
+        engine.sinks.insert(1, store)  # after the halt, before the other sinks
     if logger_provider is not None:
         logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
     closer = app_metrics(engine.stats, engine.sinks)

@@ -222,6 +222,16 @@ def test_a_misspelt_data_folder_is_refused_by_configure(tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path / "dta"))
     with pytest.raises(ValueError, match=r"OTEL_SAFETY_DATA_DIR=.*dta is not a folder"):
         otel_safety.configure(str(tmp_path / "s.duckdb"), install=False, otlp=False)
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_a_setting_refused_at_start_leaves_no_store_file(tmp_path, monkeypatch):
+    """An unknown detector is refused once the pipeline is built, after the settings were
+    read: the store file is made only once everything has passed."""
+    monkeypatch.setenv("OTEL_SAFETY_DETECTORS", "nosuch")
+    with pytest.raises((ConfigError, ValueError), match="nosuch"):
+        otel_safety.configure(str(tmp_path / "e1.duckdb"), install=False, otlp=False)
+    assert not (tmp_path / "e1.duckdb").exists()
 
 
 @pytest.mark.process
