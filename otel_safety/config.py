@@ -27,6 +27,9 @@ _ENV_NAMES = {"db_path": "DB"}
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("otel_safety_environ", default=None)
 
 
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 class ConfigError(ValueError):
     """A setting has a value otel-safety cannot use; the message says which and why."""
 
@@ -283,6 +286,14 @@ class Settings(BaseSettings):
         if not 0 <= number <= 65535:
             raise ValueError("a port is a number from 0 to 65535 (0 picks a free one) or 'off'")
         return number
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, level: str) -> str:
+        named = level.strip().upper()
+        if named not in _LOG_LEVELS:
+            raise ValueError(f"a log level is one of {', '.join(_LOG_LEVELS)}")
+        return named
 
     @field_validator("deep_levels")
     @classmethod

@@ -159,6 +159,9 @@ def test_wrong_content_type_is_unsupported_media_type(sidecar, good, content_typ
     headers = {"Content-Type": content_type} if content_type else {}
     reply = httpx.post(f"{sidecar.http_url}/v1/traces", content=b"{}", headers=headers)
     assert reply.status_code == 415
+    # Sent neither OTLP encoding, the client is told in words it can read what to send.
+    assert reply.headers["content-type"].startswith("text/plain")
+    assert "send application/x-protobuf or application/json" in reply.text
     good(sidecar)
 
 

@@ -57,6 +57,7 @@ from otel_safety.sidecar.intake import Intake, Refusal, Refused
 TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
 PROTOBUF = "application/x-protobuf"
+TEXT = "text/plain; charset=utf-8"
 JSON = "application/json"
 TRANSPORT = "http"
 _CHUNK = 64 * 1024
@@ -334,7 +335,8 @@ class _Handler(BaseHTTPRequestHandler):
         intake = self.server.intake
         peer = self.client_address[0]
         media = (self.headers.get("Content-Type") or "").partition(";")[0].strip().lower()
-        answer_as = JSON if media == JSON else PROTOBUF
+        # A client that sent neither OTLP encoding reads neither: it is answered in text.
+        answer_as = media if media in (PROTOBUF, JSON) else TEXT
         try:
             self._authenticate(intake, peer)
             if media not in (PROTOBUF, JSON):
@@ -590,9 +592,13 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Retry-After"] = str(math.ceil(self.server.options.retry_after))
         if refused.refusal is Refusal.UNAUTHENTICATED:
             headers["WWW-Authenticate"] = 'Bearer realm="otel-safety"'
-        body = _encode(
-            status_pb2.Status(code=_RPC_CODE[refused.refusal], message=refused.message),
-            content_type,
+        body = (
+            (refused.message + "\n").encode()
+            if content_type == TEXT
+            else _encode(
+                status_pb2.Status(code=_RPC_CODE[refused.refusal], message=refused.message),
+                content_type,
+            )
         )
         # Anything refused before its body was read leaves bytes on the connection: close it.
         self._reply(status, body, content_type, headers, close=True)
