@@ -89,3 +89,17 @@ def test_pydantic_ai_without_content_is_named():
     # Its message attributes stay, with the parts' types only: both model calls and the tool
     assert named == ["chat function:play:", "chat function:play:", f"execute_tool {TOOL_NAME}"]
     assert _without_content(run_pydantic_ai_agent()) == []
+
+
+def test_a_tool_call_without_content_gets_no_guard_decision_in_the_audit_log():
+    """Not judged, so not ALLOWed: an audit row for it would read as a call found safe."""
+    from datetime import UTC, datetime
+
+    from otel_safety.exporters.duckdb import audit_rows
+
+    now = datetime.now(UTC)
+    blind = Pipeline().evaluate(_pydantic_ai_run(include_content=False))
+    tool_spans = [s.name for s in blind.spans if s.name.startswith("execute_tool")]
+    assert tool_spans and not [row for row in audit_rows(blind, now) if row["source"] == "trace"]
+    seen = Pipeline().evaluate(_pydantic_ai_run(include_content=True))
+    assert [row["tool"] for row in audit_rows(seen, now) if row["source"] == "trace"] == [TOOL_NAME]

@@ -597,13 +597,18 @@ def finding_rows(
 
 
 def audit_rows(evaluation: TraceEvaluation, now: datetime) -> list[dict[str, Any]]:
-    """One row per tool-call decision of the guard (allowed ones too): the audit log."""
+    """One row per tool-call decision of the guard (allowed ones too): the audit log. A tool
+    span that carried no content was not judged (its note says so): it has no decision to log,
+    and an ALLOW for it would read as a call found safe."""
     trajectory = evaluation.trajectory
     starts = {span_id_hex(s.context.span_id): s.start_time for s in evaluation.spans}
+    unjudged = set(evaluation.without_content)
     rows = []
     for finding in evaluation.findings:
         verdict = finding.details
         if not verdict or "decision" not in verdict:
+            continue
+        if finding.span_id in unjudged and verdict.get("source") == "trace":
             continue
         span_id = finding.span_id or _root_id(evaluation)
         rows.append(
