@@ -393,6 +393,7 @@ class SafetyEngine:
             self.stats[f"released_{evaluation.reason}"] += 1
             self.stats["spans_evaluated"] += len(evaluation.spans)
             self.stats["findings"] += len(evaluation.findings)
+            self.stats["findings_fired"] += sum(f.detected for f in evaluation.findings)
             self.stats["traces_flagged"] += evaluation.flagged
             self.stats["spans_with_notes"] += len(evaluation.notes)
             self.stats["spans_without_content"] += len(evaluation.without_content)

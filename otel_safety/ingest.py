@@ -42,7 +42,8 @@ class IngestSummary:
             f"{_count(self.files, 'file')} into {db_path}",
             f"agent runs judged: {stats.get('agent_traces', 0)}, "
             f"flagged: {stats.get('traces_flagged', 0)}, "
-            f"findings: {stats.get('findings', 0)}; "
+            f"findings fired: {stats.get('findings_fired', 0)} "
+            f"(of {stats.get('findings', 0)} detector verdicts); "
             f"other traces passed through: "
             f"{stats.get('traces_evaluated', 0) - stats.get('agent_traces', 0)}",
         ]

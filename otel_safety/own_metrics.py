@@ -34,6 +34,7 @@ ENGINE_COUNTERS = {
     "traces_evaluated": "traces judged",
     "traces_flagged": "traces in which at least one detector fired",
     "findings": "detector evaluations written",
+    "findings_fired": "detector evaluations that fired",
     "spans_dropped": "spans the engine queue refused (should stay 0 in serve: intake checks first)",
     "detector_errors": "detector failures (logged)",
     "pipeline_errors": "traces whose evaluation failed (logged; spans still exported)",

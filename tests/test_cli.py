@@ -54,6 +54,10 @@ def test_ingest_flags_a_destructive_call_under_a_summarize_task(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "flagged: 1" in done.stdout
     with duckdb.connect(str(db), read_only=True) as con:
+        fired, verdicts = con.execute(
+            "SELECT count(*) FILTER (WHERE detected), count(*) FROM findings"
+        ).fetchone()
+        assert f"findings fired: {fired} (of {verdicts} detector verdicts)" in done.stdout
         rows = con.execute(
             "SELECT detector, detected, score FROM findings "
             "WHERE detector = 'scope_escalation' AND detected"
@@ -76,7 +80,7 @@ def test_otel_safety_db_is_the_store_of_every_command_without_db(tmp_path):
     assert db.exists() and not (tmp_path / "otel-safety.duckdb").exists()
     for command, seen in (
         (["query", "flagged_spans", "--format", "json"], "scope_escalation"),
-        (["status"], "1 tool-call decisions"),
+        (["status"], "1 tool-call decision "),
     ):
         done = run_cli(*command, cwd=tmp_path, env_extra=env)
         assert done.returncode == 0, done.stderr

@@ -323,8 +323,8 @@ def test_status_and_audit_query_over_the_store(tmp_path: Path, capsys) -> None:
     with duckdb.connect(str(db), read_only=True) as con:
         [(level,)] = con.execute("SELECT escalation_level FROM traces").fetchall()
     assert level not in ("NONE", "CLARIFY", "WARN")
-    assert f"1 traces judged, by strictest level: {level} 1" in out
-    assert "otel-safety query flagged_traces" in out
+    assert f"1 trace judged, by strictest level: {level} 1" in out
+    assert f"otel-safety query flagged_traces --db {db}" in out
     assert main(["status", "--db", str(db), "--format", "json"]) == 0
     totals = json.loads(capsys.readouterr().out)
     assert totals["traces_by_level"] == {level: 1}

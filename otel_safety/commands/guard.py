@@ -399,14 +399,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
         return 0
     _print_without_content(without_content)
-    _print_trace_levels(levels)
+    _print_trace_levels(levels, args.db)
     for line in status_lines(deep, settings):
         print(line)
     if not totals["decisions"]:
         print(f"{args.db}: no tool-call decisions recorded yet")
         return 0
     print(
-        f"{totals['decisions']} tool-call decisions ({totals['inline']} inline) by "
+        f"{totals['decisions']} tool-call decision{'s' if totals['decisions'] != 1 else ''} "
+        f"({totals['inline']} inline) by "
         f"{totals['requesters']} requester(s), {totals['first']} .. {totals['last']}"
     )
     print(
@@ -418,16 +419,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_trace_levels(levels: list[tuple[str, int]]) -> None:
+def _print_trace_levels(levels: list[tuple[str, int]], db: str) -> None:
     """What the detectors made of the judged runs: the guard's totals below count only
     tool-call decisions, and a store full of HARD_STOPs must not read as all allowed."""
     if not levels:
         return
     total = sum(n for _, n in levels)
     counts = ", ".join(f"{level} {n}" for level, n in levels)
-    print(f"{total} traces judged, by strictest level: {counts}")
+    print(f"{total} trace{'s' if total != 1 else ''} judged, by strictest level: {counts}")
     if any(level != "NONE" for level, _ in levels):
-        print("the escalated ones, open first: otel-safety query flagged_traces")
+        print(f"the escalated ones, open first: otel-safety query flagged_traces --db {db}")
 
 
 def _print_without_content(rows: list[dict[str, Any]]) -> None:
