@@ -113,12 +113,22 @@ def _add_principals(sub: argparse._SubParsersAction) -> None:
         f"categories they may use. The guard reads the file named by {PRINCIPALS_ENV}.",
     )
     actions = principals.add_subparsers(dest="principals_command", metavar="ACTION")
-    listing = actions.add_parser("list", help="show the principals")
+    listing = actions.add_parser(
+        "list", help="show the principals", description="Show the principals the file holds."
+    )
     _principals_option(listing)
     add_format(listing)
     listing.set_defaults(handler=cmd_principals_list)
-    for verb, text in (("add", "add a principal"), ("set", "add or change a principal")):
-        editing = actions.add_parser(verb, help=text)
+    editors = (
+        ("add", "add a principal", "Add a new principal; refused if the id is taken."),
+        (
+            "set",
+            "add or change a principal",
+            "Change the options given on a principal (the others are kept), or add it.",
+        ),
+    )
+    for verb, text, about in editors:
+        editing = actions.add_parser(verb, help=text, description=about)
         _principals_option(editing)
         editing.add_argument("id", help="principal id (how audits name them)")
         editing.add_argument("--name", help="display name")
@@ -148,9 +158,11 @@ def _add_principals(sub: argparse._SubParsersAction) -> None:
             "'-' removes the narrowing",
         )
         editing.set_defaults(handler=cmd_principals_edit, replace=verb == "set")
-    remove = actions.add_parser("remove", help="remove a principal")
+    remove = actions.add_parser(
+        "remove", help="remove a principal", description="Remove a principal from the file."
+    )
     _principals_option(remove)
-    remove.add_argument("id")
+    remove.add_argument("id", help="principal id")
     remove.set_defaults(handler=cmd_principals_remove)
     principals.set_defaults(handler=lambda args: _need_action(principals))
 

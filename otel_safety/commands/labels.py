@@ -47,7 +47,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "good lines are added once (importing again adds nothing twice).",
         epilog="Exit status: 0 when every line was good, 1 when some line was bad or on an error.",
     )
-    load.add_argument("files", nargs="+", metavar="FILE")
+    load.add_argument("files", nargs="+", metavar="FILE", help=".csv or .jsonl files of labels")
     load.add_argument(
         "--source",
         default=labels.DEFAULT_SOURCE,

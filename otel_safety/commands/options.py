@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from otel_safety.config import default_db_path
+from otel_safety.config import default_db_path, env_name
 
 __all__ = [
     "DEFAULT_DB",
@@ -47,8 +47,12 @@ def add_db(
     parser: Any, what: str = "store", default: str | None = None, help: str | None = None
 ) -> None:
     """`--db`: the store file, `DEFAULT_DB` unless the command makes its own (demo, eval)."""
+    own = default is not None  # a file the command makes for itself: the variable is not read
     default = DEFAULT_DB if default is None else default
-    parser.add_argument("--db", default=default, help=help or f"{what} (default {default})")
+    variable = "" if own else f" [{env_name('db_path')}]"
+    parser.add_argument(
+        "--db", default=default, help=help or f"{what} (default {default}){variable}"
+    )
 
 
 def add_detectors(parser: Any, help: str) -> None:
