@@ -58,7 +58,10 @@ class IngestSummary:
         if stats.get("deep_candidates"):
             lines.append(deep_line(stats))
         if self.bad_lines:
-            lines.append(f"{_count(len(self.bad_lines), 'bad line')} skipped:")
+            lines.append(
+                f"{_count(len(self.bad_lines), 'line')} with problems "
+                "(what was readable in them was kept):"
+            )
             lines.extend(f"  {problem}" for problem in self.bad_lines[:20])
             if len(self.bad_lines) > 20:
                 lines.append(f"  … and {len(self.bad_lines) - 20} more")

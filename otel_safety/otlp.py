@@ -494,11 +494,60 @@ def _decode_json(
         blocks, spans = _json_request(document, found)
     except _Unusual:
         found.clear()  # the protobuf path reports afresh, from the start
-        request = request_from_json(document)
+        try:
+            request = request_from_json(document)
+        except OtlpDecodeError:
+            parts = list(_one_span_requests(document))
+            if len(parts) < 2:
+                raise
+            return _span_by_span(parts, problems)
         blocks, spans = len(request.resource_spans), spans_from_request(request, found)
     for message in found:
         _report(problems, message)
     return blocks, spans
+
+
+def _one_span_requests(document: dict[str, Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(resource block, where, a request of that one span with its resource and scope) for
+    every span of a request: one bad value then costs its span, not the Collector's whole
+    batch written on one line."""
+    blocks_key = "resourceSpans" if "resourceSpans" in document else "resource_spans"
+    blocks = document.get(blocks_key)
+    for i, block in enumerate(blocks if isinstance(blocks, list) else []):
+        if not isinstance(block, dict):
+            continue
+        scopes_key = "scopeSpans" if "scopeSpans" in block else "scope_spans"
+        scopes = block.get(scopes_key)
+        for j, scope in enumerate(scopes if isinstance(scopes, list) else []):
+            spans = scope.get("spans") if isinstance(scope, dict) else None
+            for k, span in enumerate(spans if isinstance(spans, list) else []):
+                one = {**block, scopes_key: [{**scope, "spans": [span]}]}
+                yield i, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", {blocks_key: [one]}
+
+
+def _span_by_span(
+    parts: list[tuple[int, str, dict[str, Any]]], problems: list[str] | None
+) -> tuple[int, list[ReadableSpan]]:
+    """Each span of a request the protobuf path refused as a whole, decoded on its own: the
+    good ones kept, each bad one named with the reason."""
+    spans: list[ReadableSpan] = []
+    for _, where, request in parts:
+        try:
+            spans.extend(_decode_json(request, problems, surrogate_free=True)[1])
+        except OtlpDecodeError as exc:
+            _report(problems, f"{where} dropped: {_field_path(str(exc))}")
+    return len({block for block, _, _ in parts}), spans
+
+
+_PARSE_STEP = re.compile(r"Failed to parse (\w+) field: ")
+
+
+def _field_path(message: str) -> str:
+    """protobuf's "Failed to parse spans field: Failed to parse attributes field: ... bad"
+    as "spans.attributes...: bad", the path a user can look for in the file."""
+    steps = _PARSE_STEP.findall(message)
+    reason = _PARSE_STEP.sub("", message).rstrip(".")
+    return f"{'.'.join(steps)}: {reason}" if steps else message
 
 
 def _json_request(document: dict[str, Any], problems: list[str]) -> tuple[int, list[ReadableSpan]]:

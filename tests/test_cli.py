@@ -94,7 +94,7 @@ def test_ingest_reports_the_bad_line_and_keeps_the_rest(tmp_path):
     db = tmp_path / "store.duckdb"
     done = run_cli("ingest", str(trace_file), "--db", str(db), "--quiet")
     assert done.returncode == 0, done.stderr
-    assert "1 bad line skipped" in done.stdout and "line 2" in done.stdout
+    assert "1 line with problems" in done.stdout and "line 2" in done.stdout
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
         assert con.execute(
@@ -134,7 +134,7 @@ def test_ingest_names_every_bad_line_when_the_first_is_bad_too(tmp_path):
     trace_file.write_text('{"resourceSpans": [ not json\n{"resourceSpans": [ nor this\n')
     done = run_cli("ingest", str(trace_file), "--db", str(tmp_path / "s.duckdb"), "--quiet")
     assert done.returncode == 1
-    assert "from 2 lines" in done.stdout and "2 bad lines skipped" in done.stdout
+    assert "from 2 lines" in done.stdout and "2 lines with problems" in done.stdout
     assert "line 1: invalid JSON" in done.stdout and "line 2: invalid JSON" in done.stdout
 
 

@@ -338,6 +338,31 @@ def test_bad_line_in_the_middle_costs_only_that_line(tmp_path: Path) -> None:
     assert sizes[-1] == path.stat().st_size
 
 
+def test_one_bad_value_costs_its_span_not_the_lines_other_spans(tmp_path: Path) -> None:
+    """The Collector writes a whole batch per line: a span whose attribute protobuf refuses
+    is dropped and named, and the spans beside it are kept."""
+    ids = ["b7ad6b7169203331", "b7ad6b7169203332", "b7ad6b7169203333"]
+    spans = [
+        {
+            "traceId": "0af7651916cd43dd8448eb211c80319c",
+            "spanId": span_id,
+            "name": name,
+            "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2",
+        }
+        for span_id, name in zip(ids, ["bad", "good", "also good"], strict=True)
+    ]
+    spans[0]["attributes"] = [{"key": "n", "value": {"intValue": "notanint"}}]
+    document = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}]}
+    path = tmp_path / "traces.jsonl"
+    path.write_text(_jsonl(document), encoding="utf-8")
+    [batch] = list(read_otlp_json(path))
+    assert _names(batch) == ["good", "also good"]
+    assert batch.error is not None
+    assert "resourceSpans[0].scopeSpans[0].spans[0] dropped" in batch.error
+    assert "attributes.value.intValue" in batch.error and "notanint" in batch.error
+
+
 def test_pretty_printed_single_document(tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     recorded = _record_spans()
