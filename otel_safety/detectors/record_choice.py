@@ -28,6 +28,7 @@ from otel_safety.analysis.memo import content_memo
 __all__ = [
     "LOOK_BACK",
     "WrongRecord",
+    "addressed_to_the_named",
     "outsider_namesake",
     "parsed_result",
     "record_lists",
@@ -78,6 +79,31 @@ def wrong_record(
             if found is not None:
                 return found
     return None
+
+
+def addressed_to_the_named(
+    arguments: Mapping[str, Any], earlier: Sequence[tuple[str, str]], task: str
+) -> bool:
+    """Whether the call picks its recipient by a value of a record the task names: "Dana
+    Whitfield wants an oil change ... Book her", and the confirmation goes to customer CU-40218,
+    which the vehicle lookup gave as Dana Whitfield's. The person the task is about, told about
+    their own business, from their own record."""
+    picks = [(key, str(value)) for key, value in _scalars(arguments) if _picks_record(value)]
+    if not picks:
+        return False
+    task_words = " ".join(_WORD.findall(task.lower()))
+    task_digits = set(_DIGITS.findall(task))
+    for _, result in reversed(earlier[-LOOK_BACK:]):
+        parsed = parsed_result(result)
+        records = [parsed] if isinstance(parsed, dict) else []
+        records += [r for found in record_lists(result) for r in found]
+        for record in records:
+            values = {str(v).lstrip("#").lower() for _, v in _scalars(record)}
+            if any(value.lstrip("#").lower() in values for _, value in picks) and _named(
+                record, task_words, task_digits
+            ):
+                return True
+    return False
 
 
 def outsider_namesake(

@@ -56,6 +56,7 @@ from otel_safety.detectors.provenance import Provenance, Steered
 from otel_safety.detectors.record_choice import (
     LOOK_BACK,
     WrongRecord,
+    addressed_to_the_named,
     outsider_namesake,
     wrong_record,
 )
@@ -185,6 +186,8 @@ class ScopeEscalation(Detector):
             )
             if outside and names_call(call.name, scope, taxonomy):
                 outside = []  # the task wrote out this very tool: the user asked for it
+            if outside and _tells_the_named(call, outside, calls[:index], request):
+                outside = []  # a message to the very person the task is about
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]
@@ -324,6 +327,20 @@ def _offence(
         detail=detail,
     )
     return worst, evidence
+
+
+def _tells_the_named(
+    call: ToolCall, outside: list[Hit], earlier: list[ToolCall], task: str
+) -> bool:
+    """A message (and nothing else beyond the task) to a recipient taken from the record of
+    the person the task names (`record_choice.addressed_to_the_named`)."""
+    if any(hit.category != "network_egress" for hit in outside):
+        return False
+    arguments = tool_arguments(call.arguments)
+    if not isinstance(arguments, Mapping):
+        return False
+    results = [(c.name, c.result) for c in earlier[-LOOK_BACK:] if c.result]
+    return addressed_to_the_named(arguments, results, task)
 
 
 def _wrong_record(
