@@ -287,7 +287,8 @@ def test_the_guard_decisions_say_they_are_another_judge_than_the_level(dashboard
         audited = con.execute("SELECT trace_id FROM audit WHERE trace_id IS NOT NULL").fetchone()
     assert audited is not None
     page = httpx.get(f"{dashboard.url}/trace/{audited[0]}", headers=bearer).text
-    assert 'id="trace-audit"' in page and "before it ran and from the call alone" in page
+    assert 'id="trace-audit"' in page and "from the call alone" in page
+    assert "<em>trace</em> rows are the same rules read again from the trace" in page
     assert "judgement of whole runs" in httpx.get(f"{dashboard.url}/", headers=bearer).text
 
 
