@@ -63,13 +63,13 @@ def call_failed(call: ToolCall) -> bool:
     return bool(failure) and not _asked_for(call, failure)
 
 
-# A result that counts what failed or was left out (`"failed": 3`, `"bounced": [...]`, three
-# employees `"excluded"` from a payroll run), and the statuses by
+# A result that counts what failed (`"failed": 3`, `"bounced": [...]`, `"unprocessed": 2`;
+# not `"excluded"`, which a bulk send's do-not-contact list is too), and the statuses by
 # which one record of a list reports its part failed ("status": "timeout" for one site).
 _FAILED_PART_COUNT = regex.compile(
     r"^(?:n_|num_|number_of_|count_|total_)?(?:failed|failures|failure|errors|errored|bounced"
     r"|rejected|undelivered|not_sent|unsent|skipped|timed_out|timeouts|unreachable"
-    r"|excluded|not_included|unprocessed|not_processed)"
+    r"|unprocessed|not_processed)"
     r"(?:_count|_total|_n)?$",
     regex.IGNORECASE,
 )
