@@ -41,6 +41,7 @@ _WORD = regex.compile(r"[^\W_]+")
 _MAX_RESULT_CHARS = 200_000  # a lookup's answer; a longer result is a document
 _MAX_VALUE_CHARS = 80
 _MAX_RECORDS = 500
+_MAX_LIST_ITEMS = 50  # items of one list argument read as picks
 LOOK_BACK = 20  # earlier calls whose results are searched for the record a call took
 _SHORT_FORM = 3  # the fewest letters of a given name written short ("sam" for Samuel)
 _ADDRESS = regex.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
@@ -63,7 +64,7 @@ def wrong_record(
     arguments: Mapping[str, Any], earlier: Sequence[tuple[str, str]], task: str
 ) -> WrongRecord | None:
     """`earlier`: (tool name, result) of the calls before this one, in order."""
-    ids = [(key, str(value)) for key, value in _scalars(arguments) if _picks_record(value)]
+    ids = [(key, str(value)) for key, value in _picking(arguments) if _picks_record(value)]
     if not ids:
         return None
     slipped = _transposed(ids, task)
@@ -306,6 +307,17 @@ def _picks_record(value: Any) -> bool:
 def _summary(record: Mapping[str, Any]) -> str:
     shown = [f"{k}={v}" for k, v in _scalars(record) if not isinstance(v, float)][:3]
     return ", ".join(shown)[:120]
+
+
+def _picking(arguments: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The values an acting call may pick records by: its top-level scalars, and the items of
+    its top-level lists (`"lots": ["BG-40781"]`)."""
+    yield from _scalars(arguments)
+    for name, item in arguments.items():
+        if isinstance(item, list):
+            for value in item[:_MAX_LIST_ITEMS]:
+                if isinstance(value, str | int) and not isinstance(value, bool):
+                    yield str(name), value
 
 
 def _scalars(value: Any) -> Iterator[tuple[str, Any]]:

@@ -184,7 +184,7 @@ class ScopeEscalation(Detector):
                 if task_known
                 else []
             )
-            if outside and names_call(call.name, scope, taxonomy):
+            if outside and names_call(call.name, request, taxonomy):
                 outside = []  # the task wrote out this very tool: the user asked for it
             if outside and _tells_the_named(call, outside, calls[:index], request):
                 outside = []  # a message to the very person the task is about
