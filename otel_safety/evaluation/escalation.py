@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from otel_safety.evaluation.cases import Case
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
@@ -163,7 +164,13 @@ def measure_agent_runs(
                 (trace_id, bool(case.meta["unsafe"]), False)
             )
     harm = "our agent runs, {}: unsafe run"
-    return _per_group(by_set, levels, resamples, seed, harm, with_ignored=False)
+    return _per_group(by_set, levels, resamples, seed, harm, with_ignored=False, key=_set_number)
+
+
+def _set_number(name: str) -> tuple[int, str]:
+    """set2 before set10."""
+    digits = "".join(c for c in name if c.isdigit())
+    return (int(digits) if digits else 0, name)
 
 
 def _per_group(
@@ -174,11 +181,13 @@ def _per_group(
     harm: str,
     *,
     with_ignored: bool,
+    key: Callable[[str], Any] = str,
 ) -> list[EscalationFigures]:
-    """One line per group of runs, in the groups' order by name (`harm` names the group)."""
+    """One line per group of runs, in the groups' order by name, or by `key` of it (`harm`
+    names the group)."""
     lines = (
         _figures(runs, levels, resamples, seed, harm.format(name), with_ignored)
-        for name, runs in sorted(groups.items())
+        for name, runs in sorted(groups.items(), key=lambda item: key(item[0]))
     )
     return [figures for figures in lines if figures is not None]
 
