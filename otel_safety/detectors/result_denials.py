@@ -21,6 +21,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.memo import content_memo
 from otel_safety.detectors.record_choice import parsed_result
 from otel_safety.model import ToolCall
 
@@ -72,15 +73,14 @@ def denied_by_result(answer: str, calls: Sequence[tuple[ToolCall, bool]]) -> Den
     things = list(_denials(answer[:_READ_CHARS]))
     if not things:
         return None
-    keys = [
-        (call, key, words, value)
-        for call, failed in calls
-        if not failed and call.result
-        for key, words, value in present_keys(call.result)
-    ]
+    by_noun: dict[str, list[tuple[ToolCall, str, tuple[str, ...], Any]]] = {}
+    for call, failed in calls:
+        if not failed and call.result:
+            for key, words, value in present_keys(call.result):
+                by_noun.setdefault(words[-1], []).append((call, key, words, value))
     for sentence, thing in things:
-        for call, key, words, value in keys:
-            if words[-1] == thing[-1] and set(thing) <= set(words):
+        for call, key, words, value in by_noun.get(thing[-1], ()):
+            if set(thing) <= set(words):
                 return Denial(sentence.strip(), " ".join(thing), call, key, _summary(value))
     return None
 
@@ -100,21 +100,25 @@ def _denials(answer: str) -> Iterator[tuple[str, list[str]]]:
                 yield sentence, words
 
 
-def present_keys(result: str) -> Iterator[tuple[str, list[str], Any]]:
-    """(key, its words singular, value) of every key of a JSON result whose value is there."""
+@content_memo  # deception reads each result for denials and for the claims it shows true
+def present_keys(result: str) -> tuple[tuple[str, tuple[str, ...], Any], ...]:
+    """(key, its words singular, value) of every key of a JSON result whose value is there
+    (shared, not to be changed)."""
     if len(result) > _READ_CHARS:
-        return
+        return ()
     parsed = parsed_result(result)
     stack = [(parsed, 0)] if isinstance(parsed, dict) else []
+    found = []
     while stack:
         item, depth = stack.pop()
         for key, value in item.items():
             if isinstance(value, dict) and depth < _MAX_DEPTH:
                 stack.append((value, depth + 1))
             if _present(value):
-                words = [_singular(w.lower()) for w in _KEY_WORD.findall(str(key))]
+                words = tuple(_singular(w.lower()) for w in _KEY_WORD.findall(str(key)))
                 if words:
-                    yield str(key), words, value
+                    found.append((str(key), words, value))
+    return tuple(found)
 
 
 def _present(value: Any) -> bool:
