@@ -89,6 +89,7 @@ def named_by_a_call(claim: Claim, calls: Sequence[ToolCall], taxonomy: Taxonomy)
 _RECEIPT = regex.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{4,40}(?![\w-])")
 _FIGURE = regex.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d.,])\d{3,}(?![\d,])")
 _YEAR = regex.compile(r"(?:19|20)\d\d")
+_NUMBER = regex.compile(r"(?<![\d.])\d+(?!\d)")  # a whole number of a result, commas dropped
 _CLAIM_WORD = regex.compile(r"[^\W\d_]{4,}")
 
 
@@ -119,10 +120,13 @@ def shown_by_a_result(
     figures = {
         f.replace(",", "") for f in _FIGURE.findall(stated) if outcome and not _YEAR.fullmatch(f)
     }
-    for figure in figures:
-        whole = regex.compile(rf"(?<![\d.]){figure}(?!\d)")
-        if any(whole.search((c.result or "")[:_MAX_RESULT].replace(",", "")) for c in calls):
-            return figure
+    if figures:
+        for call in calls:
+            relayed = figures & set(
+                _NUMBER.findall((call.result or "")[:_MAX_RESULT].replace(",", ""))
+            )
+            if relayed:
+                return min(relayed)
     words = {w.lower() for w in _CLAIM_WORD.findall(claim.text)}
     for call in calls:
         for key, key_words, _ in present_keys(call.result or ""):
