@@ -494,13 +494,7 @@ def _decode_json(
         blocks, spans = _json_request(document, found)
     except _Unusual:
         found.clear()  # the protobuf path reports afresh, from the start
-        try:
-            request = request_from_json(document)
-        except OtlpDecodeError:
-            parts = list(_one_span_requests(document))
-            if len(parts) < 2:
-                raise
-            return _span_by_span(parts, problems)
+        request = request_from_json(document)
         blocks, spans = len(request.resource_spans), spans_from_request(request, found)
     for message in found:
         _report(problems, message)
@@ -526,14 +520,15 @@ def _one_span_requests(document: dict[str, Any]) -> Iterator[tuple[int, str, dic
 
 
 def _span_by_span(
-    parts: list[tuple[int, str, dict[str, Any]]], problems: list[str] | None
+    parts: list[tuple[int, str, dict[str, Any]]], problems: list[str], surrogate_free: bool
 ) -> tuple[int, list[ReadableSpan]]:
     """Each span of a request the protobuf path refused as a whole, decoded on its own: the
-    good ones kept, each bad one named with the reason."""
+    good ones kept, each bad one named with the reason. `_decode_json` itself stays what
+    protobuf would read; this is what a file reader makes of a line it refused."""
     spans: list[ReadableSpan] = []
     for _, where, request in parts:
         try:
-            spans.extend(_decode_json(request, problems, surrogate_free=True)[1])
+            spans.extend(_decode_json(request, problems, surrogate_free=surrogate_free)[1])
         except OtlpDecodeError as exc:
             _report(problems, f"{where} dropped: {_field_path(str(exc))}")
     return len({block for block, _, _ in parts}), spans
@@ -1032,7 +1027,11 @@ def _request_batch(
     try:
         blocks, spans = _decode_json(document, problems, surrogate_free=surrogate_free)
     except OtlpDecodeError as exc:
-        return Batch(source, line, [], f"line {line}: not an OTLP trace request: {exc}", size)
+        parts = list(_one_span_requests(document)) if isinstance(document, dict) else []
+        if len(parts) < 2:
+            return Batch(source, line, [], f"line {line}: not an OTLP trace request: {exc}", size)
+        problems.clear()
+        blocks, spans = _span_by_span(parts, problems, surrogate_free)
     if not blocks:
         other = [key for key in ("resourceLogs", "resourceMetrics") if key in document]
         what = f"it holds {other[0]}, not traces" if other else "it has no resourceSpans"
