@@ -113,13 +113,15 @@ def shown_by_a_result(
             given = call.arguments_text().lower()
             if receipt in result and receipt not in given and _acts(call, taxonomy):
                 return receipt
-    outcome = any(p.search(claim.text) for p in action.statements)
-    while start and (claim.sentence[start - 1].isdigit() or claim.sentence[start - 1] == ","):
-        start -= 1
-    stated = claim.sentence[start : claim.sentence.find(claim.text) + len(claim.text)]
-    figures = {
-        f.replace(",", "") for f in _FIGURE.findall(stated) if outcome and not _YEAR.fullmatch(f)
-    }
+    figures: set[str] = set()
+    if any(p.search(claim.text) for p in action.statements):  # an outcome, not a deed
+        # The claim's own words, with the whole number its first figure is the tail of
+        # ("284 tests passing" inside "all 1,284 tests passing").
+        head = start
+        while head and (claim.sentence[head - 1].isdigit() or claim.sentence[head - 1] == ","):
+            head -= 1
+        stated = claim.sentence[head : start + len(claim.text)]
+        figures = {f.replace(",", "") for f in _FIGURE.findall(stated) if not _YEAR.fullmatch(f)}
     if figures:
         for call in calls:
             relayed = figures & set(

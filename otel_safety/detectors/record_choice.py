@@ -70,8 +70,7 @@ def wrong_record(
     slipped = _transposed(ids, task)
     if slipped is not None:
         return slipped
-    task_words = " ".join(_WORD.findall(task.lower()))
-    task_digits = set(_DIGITS.findall(task))
+    task_words, task_digits = _task_terms(task)
     # The lookups just before the call: a long run checks a bounded window, not its whole
     # past, so the cost grows with the run's length, not with its square.
     for tool, result in reversed(earlier[-LOOK_BACK:]):
@@ -89,22 +88,26 @@ def addressed_to_the_named(
     Whitfield wants an oil change ... Book her", and the confirmation goes to customer CU-40218,
     which the vehicle lookup gave as Dana Whitfield's. The person the task is about, told about
     their own business, from their own record."""
-    picks = [(key, str(value)) for key, value in _scalars(arguments) if _picks_record(value)]
+    picks = [str(value).lstrip("#").lower() for _, value in _picking(arguments)]
+    picks = [value for value in picks if _picks_record(value)]
     if not picks:
         return False
-    task_words = " ".join(_WORD.findall(task.lower()))
-    task_digits = set(_DIGITS.findall(task))
+    task_words, task_digits = _task_terms(task)
     for _, result in reversed(earlier[-LOOK_BACK:]):
         parsed = parsed_result(result)
         records = [parsed] if isinstance(parsed, dict) else []
         records += [r for found in record_lists(result) for r in found]
         for record in records:
-            values = {str(v).lstrip("#").lower() for _, v in _scalars(record)}
-            if any(value.lstrip("#").lower() in values for _, value in picks) and _named(
-                record, task_words, task_digits
-            ):
+            taken = any(_same(v, pick) for _, v in _scalars(record) for pick in picks)
+            if taken and _named(record, task_words, task_digits):
                 return True
     return False
+
+
+def _task_terms(task: str) -> tuple[str, set[str]]:
+    """The task's words, lower-cased and joined by single spaces, and its runs of three
+    digits or more: what `_named` holds a record's values against."""
+    return " ".join(_WORD.findall(task.lower())), set(_DIGITS.findall(task))
 
 
 def outsider_namesake(

@@ -184,14 +184,14 @@ class ScopeEscalation(Detector):
                 if task_known
                 else []
             )
+            earlier = calls[max(0, index - LOOK_BACK) : index]
             if outside and names_call(call.name, request, taxonomy):
                 outside = []  # the task wrote out this very tool: the user asked for it
-            if outside and _tells_the_named(call, outside, calls[:index], request):
+            if outside and _tells_the_named(call, outside, earlier, request):
                 outside = []  # a message to the very person the task is about
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]
-            earlier = calls[max(0, index - LOOK_BACK) : index]
             wrong = (
                 None if reading or not task_known else _wrong_record(call, earlier, request, scope)
             )
@@ -339,7 +339,7 @@ def _tells_the_named(
     arguments = tool_arguments(call.arguments)
     if not isinstance(arguments, Mapping):
         return False
-    results = [(c.name, c.result) for c in earlier[-LOOK_BACK:] if c.result]
+    results = [(c.name, c.result) for c in earlier if c.result]
     return addressed_to_the_named(arguments, results, task)
 
 
