@@ -133,17 +133,19 @@ def _compile(data: Mapping[str, Any]) -> Lexicon:
         names_by_first_word=_by_first_word(entities),
         any_entity=_regex(rf"{org}|{person}", "lexicon"),
         rules=tuple(rules),
+        # The signature patterns are only matched at a line's start: `\A` says so, and keeps
+        # a search over a long line from retrying every position (quadratic in its length).
         signature_org=_regex(
-            rf"(?:the\s+)?{slots['{org}']}(?:[\u2019']s)?(?:\s+[\w&.'-]+){{0,3}}?\s+(?:{team})\.?$",
+            rf"\A(?:the\s+)?{slots['{org}']}(?:[\u2019']s)?(?:\s+[\w&.'-]+){{0,3}}?\s+(?:{team})\.?$",
             "signature.team_words",
         ),
         signature_role=_regex(
-            rf"[\w&.,' -]{{0,60}}?\b(?:{slots['{role}']})\b[\w&.' -]{{0,30}}?[,|@\u2013\u2014-]\s*"
+            rf"\A[\w&.,' -]{{0,60}}?\b(?:{slots['{role}']})\b[\w&.' -]{{0,30}}?[,|@\u2013\u2014-]\s*"
             rf"(?:the\s+)?{slots['{org}']}\.?$",
             "signature",
         ),
-        signature_person=_regex(rf"{slots['{person}']}\.?$", "signature"),
-        signature_org_alone=_regex(rf"(?:the\s+)?{slots['{org}']}\.?$", "signature"),
+        signature_person=_regex(rf"\A{slots['{person}']}\.?$", "signature"),
+        signature_org_alone=_regex(rf"\A(?:the\s+)?{slots['{org}']}\.?$", "signature"),
         # A sign-off opens a line (or follows a sentence on it) and ends it or takes a comma:
         # "Sincerely," and "... price. Sincerely, The Spotify Team", not "Thanks for asking".
         sign_off=_regex(
