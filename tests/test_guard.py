@@ -898,6 +898,21 @@ def test_the_danger_a_task_asks_for_in_its_own_words_only_warns(
     assert asked.decision is Decision.WARN
 
 
+def test_an_id_the_task_names_through_its_record_is_asked_for(guard) -> None:
+    task = "Permanently delete the 'Old Projects 2019' folder, I don't need it."
+    delete = {"file_id": "fld_2kLm", "permanent": True}
+    assert guard.check_tool_call("delete_file", delete, record=False, pace=False, task=task).blocked
+    named = guard.check_tool_call(
+        "delete_file", delete, record=False, pace=False, task=task, named_picks={"fld_2kLm"}
+    )
+    assert named.decision is Decision.WARN
+    assert 'as the task asks ("Permanently delete")' in "; ".join(named.reasons)
+    other = guard.check_tool_call(
+        "delete_file", delete, record=False, pace=False, task=task, named_picks={"fld_9qx"}
+    )
+    assert other.blocked
+
+
 def test_a_filter_or_path_the_task_does_not_name_is_not_asked_for(guard) -> None:
     other = {"query": "from:boss@corp.example.com", "folder": "all"}
     task = "delete everything from offers@shoes.example.net, all of it"

@@ -140,8 +140,8 @@ def _compile(data: Mapping[str, Any]) -> Lexicon:
             "signature.team_words",
         ),
         signature_role=_regex(
-            rf"\A[\w&.,' -]{{0,60}}?\b(?:{slots['{role}']})\b[\w&.' -]{{0,30}}?[,|@\u2013\u2014-]\s*"
-            rf"(?:the\s+)?{slots['{org}']}\.?$",
+            rf"\A[\w&.,' -]{{0,60}}?\b(?:{slots['{role}']})\b"
+            rf"[\w&.' -]{{0,30}}?[,|@\u2013\u2014-]\s*(?:the\s+)?{slots['{org}']}\.?$",
             "signature",
         ),
         signature_person=_regex(rf"\A{slots['{person}']}\.?$", "signature"),

@@ -31,7 +31,9 @@ __all__ = [
     "addressed_to_the_named",
     "outsider_namesake",
     "parsed_result",
+    "picks_of_named_records",
     "record_lists",
+    "records_in",
     "wrong_record",
 ]
 
@@ -88,20 +90,28 @@ def addressed_to_the_named(
     Whitfield wants an oil change ... Book her", and the confirmation goes to customer CU-40218,
     which the vehicle lookup gave as Dana Whitfield's. The person the task is about, told about
     their own business, from their own record."""
-    picks = [str(value).lstrip("#").lower() for _, value in _picking(arguments)]
-    picks = [value for value in picks if _picks_record(value)]
+    return bool(picks_of_named_records(arguments, earlier, task))
+
+
+def picks_of_named_records(
+    arguments: Mapping[str, Any], earlier: Sequence[tuple[str, str]], task: str
+) -> frozenset[str]:
+    """The values (lower-cased) by which the call picks a record that an earlier result lists
+    and the task names by another of its values: "Permanently delete the 'Old Projects 2019'
+    folder", the search answered `{"id": "fld_2kLm", "name": "Old Projects 2019"}`, and the
+    delete took `fld_2kLm`. The call's id is then the thing the task named, in other words."""
+    picks = {str(value).lstrip("#").lower() for _, value in _picking(arguments)}
+    picks = {value for value in picks if _picks_record(value)}
     if not picks:
-        return False
+        return frozenset()
     task_words, task_digits = _task_terms(task)
+    found: set[str] = set()
     for _, result in reversed(earlier[-LOOK_BACK:]):
-        parsed = parsed_result(result)
-        records = [parsed] if isinstance(parsed, dict) else []
-        records += [r for found in record_lists(result) for r in found]
-        for record in records:
-            taken = any(_same(v, pick) for _, v in _scalars(record) for pick in picks)
-            if taken and _named(record, task_words, task_digits):
-                return True
-    return False
+        for record in records_in(result):
+            taken = {pick for _, v in _scalars(record) for pick in picks if _same(v, pick)}
+            if taken - found and _named(record, task_words, task_digits):
+                found |= taken
+    return frozenset(found)
 
 
 def _task_terms(task: str) -> tuple[str, set[str]]:
@@ -342,6 +352,24 @@ def parsed_result(result: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+@content_memo
+def records_in(result: str) -> tuple[dict, ...]:
+    """The result itself when it is one JSON object, and every object of its lists, however
+    many a list holds (parsed once per result; shared, not to be changed)."""
+    parsed = parsed_result(result)
+    records = [parsed] if isinstance(parsed, dict) else []
+    stack, seen = [parsed], 0
+    while stack and seen < _MAX_RECORDS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, list):
+            records.extend(r for r in item[:_MAX_RECORDS] if isinstance(r, dict))
+            stack.extend(r for r in item if isinstance(r, list | dict))
+        elif isinstance(item, dict):
+            stack.extend(v for v in item.values() if isinstance(v, list | dict))
+    return tuple(records[:_MAX_RECORDS])
 
 
 @content_memo

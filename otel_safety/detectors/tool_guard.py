@@ -8,7 +8,9 @@ result supplied mean that content, which has no trust, is the one asking (the pr
 tracing `scope_escalation` uses). Loops and rapid fire are
 tracked across the traces of a conversation by the guard's bounded call history. The
 user's task is the guard's `task`: a rule whose danger the task asks for in so many words
-("delete all emails in my spam folder") warns instead of blocking.
+("delete all emails in my spam folder") warns instead of blocking, and so does one whose
+target the task names through an earlier lookup ("delete the 'Old Projects 2019' folder",
+and the delete took the id the search gave for that name).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from otel_safety.detectors.base import PerSpanDetector
 from otel_safety.detectors.grants import declared_task
 from otel_safety.detectors.provenance import Provenance, Steered
+from otel_safety.detectors.record_choice import picks_of_named_records
 from otel_safety.detectors.registry import register
 from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard import Guard, Requester, Verdict
@@ -75,8 +78,14 @@ class ToolGuardDetector(PerSpanDetector):
         task = declared_task(trajectory)
         secrets = SecretLedger(task)
         findings = []
+        earlier: list[tuple[str, str]] = []
         for index, call in enumerate(calls):
             steered = provenance.steered(call, index, taxonomy)
+            named = (
+                picks_of_named_records(call.arguments, earlier, task)
+                if task and earlier and isinstance(call.arguments, Mapping)
+                else ()
+            )
             carried = secrets.carried_by(call.arguments_text()) if secrets else None
             verdict = _inline(call) or self.guard.check_tool_call(
                 call.name,
@@ -90,7 +99,10 @@ class ToolGuardDetector(PerSpanDetector):
                 steered_by=_quote(steered[0]) if steered else None,
                 task=task,
                 secret_from=carried,
+                named_picks=named,
             )
+            if call.result:
+                earlier.append((call.name, call.result))
             if verdict.category == "access_credentials" and call.result:
                 secrets.remember(call.name, call.result)
             findings.append(self._finding(trajectory, call, verdict))

@@ -11,6 +11,8 @@ a privilege wrapper, what it runs granted by the task ("wrapped").
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import regex
 
 from otel_safety.detectors.actions import resolve_call
@@ -40,10 +42,16 @@ _FILTER_KEY = regex.compile(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
 
 
 def asked_for(
-    rule: Rule, matched: str, view: CallView, task: str, taxonomy: Taxonomy
+    rule: Rule,
+    matched: str,
+    view: CallView,
+    task: str,
+    taxonomy: Taxonomy,
+    named_picks: Collection[str] = (),
 ) -> str | None:
     """The task's words that ask for this call's danger (`matched`: what the rule matched),
-    or None when it does not."""
+    or None when it does not. `named_picks`: values the task names through the record they
+    pick, which need not be written out in it."""
     if rule.asked_by is None:
         return None
     words = asked_in(rule.asked_by, task, taxonomy)
@@ -52,7 +60,8 @@ def asked_for(
     if not words:
         return None
     if rule.asked_target == "values":
-        names = _value_names(view.values)
+        picked = {pick.lstrip("#").lower() for pick in named_picks}
+        names = [n for n in _value_names(view.values) if n.lstrip("#").lower() not in picked]
     elif rule.asked_target == "sql":
         names = _sql_names(view.sql)
         if not names:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +119,7 @@ class Guard:
         task: str | None = None,
         deep_timeout: float | None = None,
         secret_from: str | None = None,
+        named_picks: Collection[str] = (),
     ) -> Verdict:
         """The verdict for one call. With `record`, it is also written onto the current span
         (the tool's span when called from an instrumented tool), so it shows on the trace.
@@ -138,13 +139,16 @@ class Guard:
         call, with `task` (what the agent was asked to do) as context, waiting at most
         `deep_timeout` seconds (OTEL_SAFETY_DEEP_TIMEOUT by default); it can only make the
         verdict stricter. When it cannot answer, the rules' verdict stands (fail-open) or the
-        call is blocked (OTEL_SAFETY_DEEP_FAIL_CLOSED)."""
+        call is blocked (OTEL_SAFETY_DEEP_FAIL_CLOSED).
+        `named_picks` are values of the call (ids) that pick a record the task names by
+        another of its values, as an earlier lookup answered: "delete the 'Old Projects 2019'
+        folder" names `fld_2kLm` when the search gave that id for that name."""
         identity = self.directory.resolve(requester)
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
         halt = self.halts.get(conversation) if source == "inline" else None
         verdict = self._judge(
-            view, identity, conversation, when, steered_by, halt, task, secret_from
+            view, identity, conversation, when, steered_by, halt, task, secret_from, named_picks
         )
         verdict.source = source
         if deep:
@@ -176,11 +180,12 @@ class Guard:
         halt: Halt | None = None,
         task: str | None = None,
         secret_from: str | None = None,
+        named_picks: Collection[str] = (),
     ) -> Verdict:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
         if task and not steered_by:
-            hits = self._asked(hits, view, task)
+            hits = self._asked(hits, view, task, named_picks)
         if halt is not None:
             hits.append(_halt_hit(halt))
         if steered_by:
@@ -225,7 +230,9 @@ class Guard:
         risk = _combined_risk(rest, self.data.extra_threat)
         return max([risk, *(h.risk for h in soft)])
 
-    def _asked(self, hits: list[RuleHit], view: CallView, task: str) -> list[RuleHit]:
+    def _asked(
+        self, hits: list[RuleHit], view: CallView, task: str, named_picks: Collection[str]
+    ) -> list[RuleHit]:
         """A rule whose danger is what the task itself asks for, in so many words and of
         this very target ("delete all emails in my spam folder" for a delete-everything call
         on the spam folder; `asked_for`), only warns: the call did what was asked, and the
@@ -238,7 +245,7 @@ class Guard:
             words = (
                 rule is not None
                 and hit.risk > self.data.warn_at
-                and asked_for(rule, hit.matched, view, task, taxonomy)
+                and asked_for(rule, hit.matched, view, task, taxonomy, named_picks)
             )
             if words:
                 hit = hit.model_copy(
