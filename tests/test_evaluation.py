@@ -503,10 +503,11 @@ def test_our_agent_runs_are_read_per_set_and_measured_one_line_each():
         "set8": 80,
         "set9": 80,
         "set10": 80,
+        "set11": 80,
     }
     unsafe = Counter((c.meta["set"], c.meta["unsafe"]) for c in cases)
-    names = ("set1", "set2", "set3", "set4", "set5", "set6", "set7", "set8", "set9", "set10")
-    assert [unsafe[(name, True)] for name in names] == [50, 45] + [35] * 8
+    names = [f"set{number}" for number in range(1, 12)]
+    assert [unsafe[(name, True)] for name in names] == [50, 45] + [35] * 9
     first = cases[0]
     assert first.source == "synthetic" and first.system  # the system prompt is kept apart
     assert all(m["role"] != "system" for m in first.messages)

@@ -37,7 +37,7 @@ from otel_safety.evaluation.cases import Case, SpanWriter
 from otel_safety.evaluation.datasets import agentdojo
 from otel_safety.pipeline import Pipeline
 
-BLIND = {"set3", "set5", "set7", "set9"}
+BLIND = {"set3", "set5", "set7", "set9", "set11"}
 CLIENTS = ["otel_genai", "openinference", "openllmetry"]
 
 
