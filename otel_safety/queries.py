@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import re
-import shutil
-from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from otel_safety.result_tables import align as align  # re-exported for older callers
+from otel_safety.result_tables import render as render
 from otel_safety.sql_helpers import WINDOW_PARAMETERS, define_helpers
 
 QUERY_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
@@ -23,8 +19,6 @@ VARIABLE = re.compile(
     r"(?:getvariable|timestamp_param)\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)|(in_time_window)\("
 )
 DEFAULT_LIMIT = re.compile(r"getvariable\(\s*'limit_rows'\s*\)\s*,\s*(\d+)")
-MAX_CELL = 80
-MIN_CELL = 8
 
 
 class QueryError(ValueError):
@@ -147,99 +141,6 @@ def _parse_json(row: tuple[Any, ...], indices: list[int]) -> tuple[Any, ...]:
             with contextlib.suppress(ValueError):  # else keep what the store holds
                 values[i] = json.loads(values[i])
     return tuple(values)
-
-
-def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") -> str:
-    if fmt == "json":
-        return json.dumps(
-            [dict(zip(columns, map(_plain, row), strict=True)) for row in rows], indent=2
-        )
-    if fmt == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([[_cell(v, None) for v in row] for row in rows])
-        return out.getvalue().rstrip("\n")
-    return _table(columns, rows)
-
-
-def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
-    if not columns:
-        return "(no result)"
-    whole = [_is_id(column) for column in columns]
-    cells = [
-        [_cell(v, None if keep else MAX_CELL) for v, keep in zip(row, whole, strict=True)]
-        for row in rows
-    ]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    widths = _fit(widths, whole)
-    header = [_clip_middle(c, w) for c, w in zip(columns, widths, strict=True)]
-    lines = [header, *([_clip(c, w) for c, w in zip(line, widths, strict=True)] for line in cells)]
-    return align(lines) + f"\n({len(rows)} row{'s' if len(rows) != 1 else ''})"
-
-
-def align(lines: Sequence[Sequence[str]]) -> str:
-    """Left-aligned text columns with a rule under the header (the first line)."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    rendered = [
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-        for line in lines
-    ]
-    rendered.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(rendered)
-
-
-def _fit(widths: list[int], whole: list[bool]) -> list[int]:
-    """Shrink the widest columns first until the table fits the terminal; an id column
-    (`whole`) keeps its width, as `resolve` and `label` need the id entire."""
-    budget = max(40, shutil.get_terminal_size((200, 20)).columns) - 2 * (len(widths) - 1)
-    widths = list(widths)
-    budget -= sum(w for w, keep in zip(widths, whole, strict=True) if keep)
-    shrinkable = [i for i, keep in enumerate(whole) if not keep]
-    while shrinkable and sum(widths[i] for i in shrinkable) > budget:
-        widest = max(shrinkable, key=lambda i: widths[i])
-        if widths[widest] <= MIN_CELL:
-            break
-        excess = sum(widths[i] for i in shrinkable) - budget
-        widths[widest] = max(MIN_CELL, widths[widest] - max(1, excess // 4))
-    return widths
-
-
-def _is_id(column: str) -> bool:
-    """A column of ids (`trace_id`, `span_id`, `id`): shown whole, never clipped."""
-    name = column.lower()
-    return name == "id" or name.endswith(("_id", "_ids"))
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _clip_middle(name: str, width: int) -> str:
-    """A column name cut in its middle: names that differ at their end (fire_rate_a,
-    fire_rate_b) stay apart."""
-    if len(name) <= width:
-        return name
-    head = (width - 1) // 2
-    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
-
-
-def _cell(value: Any, limit: int | None) -> str:
-    if value is None:
-        return ""
-    text = (
-        value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) else str(value)
-    )
-    text = " ".join(text.split())
-    return text if limit is None else _clip(text, limit)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
 
 
 def _typed(value: str) -> Any:

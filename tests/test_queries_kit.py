@@ -7,6 +7,8 @@ can be checked against what was put in, or against an independent computation.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -34,6 +36,7 @@ from otel_safety.calibration.sweep import best_threshold, sweep
 from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.mapping import trace_id_hex
+from otel_safety.result_tables import render
 
 CLI = [sys.executable, "-m", "otel_safety.cli"]
 QUERIES_DIR = Path(__file__).resolve().parents[1] / "queries"
@@ -676,7 +679,7 @@ def test_a_narrow_table_cuts_column_names_in_the_middle_so_they_stay_apart(monke
     monkeypatch.setenv("COLUMNS", "60")
     columns = ["detector", "fire_rate_a", "fire_rate_b", "mean_score_a", "mean_score_b", "n"]
     row = ("scope_escalation", 0.6667, 0.3333, 0.51, 0.49, 12)
-    header = queries.render(columns, [row] * 2).splitlines()[0].split()
+    header = render(columns, [row] * 2).splitlines()[0].split()
     assert len(header) == len(set(header)) == len(columns)
     assert header[1].endswith("_a") and header[2].endswith("_b")
     assert header[1].startswith("fire") and "…" in header[1]
@@ -691,13 +694,53 @@ def test_every_query_is_listed_by_a_whole_sentence_and_named_in_the_readme():
 
 def test_an_id_column_is_never_clipped_however_narrow_the_terminal(monkeypatch):
     """`resolve` and `label` need the trace id entire: the other columns give way."""
-    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("COLUMNS", "80")
     columns = ["detector", "explanation", "trace_id"]
     trace_id = "f458390825f0c4a1e8b7a6d5c4b3a2f1"
     row = ("scope_escalation", "a tool call went beyond the task " * 4, trace_id)
-    table = queries.render(columns, [row])
-    assert trace_id in table
+    table = render(columns, [row])
+    assert trace_id in table.splitlines()[2]
     assert "…" in table.splitlines()[2]  # the explanation gave way
+
+
+def test_a_table_too_wide_to_read_is_shown_one_record_per_row(monkeypatch):
+    """At 60 columns a level, a detector, an evidence and two ids cannot all be read side by
+    side: each row becomes a block of name-value lines, short values whole, long ones wrapped."""
+    monkeypatch.setenv("COLUMNS", "60")
+    columns = ["escalation_level", "detector", "evidence", "trace_id", "span_id"]
+    evidence = "run_shell: rm -rf build (file_destroy not granted by task)"
+    rows = [
+        ("HARD_STOP", "scope_escalation", evidence, "f458390825f0c4a1e8b7a6d5c4b3a2f1", "9b52"),
+        ("WARN", "tool_guard", "short", "a" * 32, "e256"),
+    ]
+    shown = render(columns, rows)
+    lines = shown.splitlines()
+    assert lines[0].startswith("-[ row 1 ]") and lines[7].startswith("-[ row 2 ]")
+    assert "escalation_level  HARD_STOP" in lines and "detector          scope_escalation" in lines
+    assert all(len(line) <= 60 for line in lines)
+    wrapped = [line[len("escalation_level  ") :] for line in lines[3:5]]
+    assert lines[3].startswith("evidence") and " ".join(wrapped) == evidence
+    assert "trace_id          f458390825f0c4a1e8b7a6d5c4b3a2f1" in lines
+    assert shown.endswith("(2 rows)")
+
+
+def test_a_column_empty_in_every_row_is_left_out_and_named(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    columns = ["trace_id", "requester", "resolved_by", "spans"]
+    shown = render(columns, [("t1", None, "", 3), ("t2", None, None, 4)])
+    assert shown.splitlines()[0].split() == ["trace_id", "spans"]
+    assert shown.endswith("(no values in: requester, resolved_by)")
+
+
+def test_lists_and_maps_read_as_their_items_in_a_table_and_as_json_in_csv(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    columns = ["detectors", "levels"]
+    row = (["scope_escalation", "tool_guard"], {"HARD_STOP": 1, "NONE": 2})
+    table = render(columns, [row])
+    assert "scope_escalation, tool_guard" in table and "HARD_STOP: 1, NONE: 2" in table
+    assert "[" not in table and "{" not in table
+    csv_row = next(csv.reader(io.StringIO(render(columns, [row], "csv").splitlines()[1])))
+    assert [json.loads(cell) for cell in csv_row] == [list(row[0]), row[1]]
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3"])

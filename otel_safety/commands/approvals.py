@@ -64,7 +64,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     if not approvals:
         print(f"no {'approval requests' if args.recent else 'pending approvals'} in {args.db}")
         return 0
-    from otel_safety.queries import render
+    from otel_safety.result_tables import render
 
     columns = ["id", "status", "created", "expires", "requester", "tool", "risk", "summary"]
     rows: list[tuple[Any, ...]] = [

@@ -263,7 +263,7 @@ def cmd_principals_list(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    from otel_safety.queries import render
+    from otel_safety.result_tables import render
 
     columns = ["id", "name", "role", "trust", "verified", "uid", "channel", "allowed_categories"]
     table = [[_cell(row.get(c)) for c in columns] for row in rows]

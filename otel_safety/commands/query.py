@@ -9,6 +9,7 @@ from otel_safety import queries
 from otel_safety.commands.demo import DEMO_DB
 from otel_safety.commands.options import add_db, add_format
 from otel_safety.exporters.duckdb import open_store
+from otel_safety.result_tables import render
 
 # `demo` writes its own file, so after it the hint must name that file.
 _NO_STORE = (
@@ -71,7 +72,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     with con:
         columns, rows = queries.run(con, sql, params, parse_json=args.format == "json")
         hint = None if rows else queries.unknown_detector(con, params)
-    print(queries.render(columns, rows, args.format))
+    print(render(columns, rows, args.format))
     if hint:
         print(hint, file=sys.stderr)
     limit = queries.row_limit(sql, params)

@@ -18,7 +18,7 @@ from typing import Any
 
 from otel_safety.evaluation.cases import Case
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
-from otel_safety.queries import align
+from otel_safety.result_tables import align
 from otel_safety.sink_base import ImmediateSink
 
 DEEP_DATASETS = ("agentdojo",)  # the rows that are agent trajectories

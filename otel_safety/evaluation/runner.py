@@ -39,7 +39,7 @@ from otel_safety.judges import judge, using
 from otel_safety.mapping import trace_id_hex
 from otel_safety.model import EscalationLevel
 from otel_safety.pipeline import TraceEvaluation
-from otel_safety.queries import align
+from otel_safety.result_tables import align
 from otel_safety.sink_base import ImmediateSink
 
 ALL_EXTERNAL = "all external"
