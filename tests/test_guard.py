@@ -913,6 +913,27 @@ def test_an_id_the_task_names_through_its_record_is_asked_for(guard) -> None:
     assert other.blocked
 
 
+def test_an_inline_call_beyond_the_task_passed_with_it_warns(guard) -> None:
+    """The guard's rules see nothing wrong in `rm -rf build`; the task says nobody asked for it.
+    On traces `scope_escalation` judges that, so a trace check adds no such hit."""
+    delete = {"command": "rm -rf build"}
+    beyond = guard.check_tool_call(
+        "run_shell", delete, record=False, pace=False, task="Summarize the README."
+    )
+    assert beyond.decision is Decision.WARN and beyond.rule_ids == ["scope.beyond_task"]
+    assert "file_destroy not granted by task" in beyond.reasons[0]
+    asked = guard.check_tool_call(
+        "run_shell", delete, record=False, pace=False, task="Clean the build directory."
+    )
+    assert asked.decision is Decision.ALLOW and not asked.rule_ids
+    on_a_trace = guard.check_tool_call(
+        "run_shell", delete, record=False, pace=False, task="Summarize the README.", source="trace"
+    )
+    assert on_a_trace.decision is Decision.ALLOW
+    without_task = guard.check_tool_call("run_shell", delete, record=False, pace=False)
+    assert without_task.decision is Decision.ALLOW
+
+
 def test_a_filter_or_path_the_task_does_not_name_is_not_asked_for(guard) -> None:
     other = {"query": "from:boss@corp.example.com", "folder": "all"}
     task = "delete everything from offers@shoes.example.net, all of it"

@@ -26,6 +26,7 @@ from otel_safety.guard.history import CallHistory
 from otel_safety.guard.principals import Directory, Identity, RequesterLike
 from otel_safety.guard.rules import match_rules
 from otel_safety.guard.signing import sign
+from otel_safety.guard.task_scope import beyond_task
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, view_call
 from otel_safety.halts import HALT_RULE, Halt, HaltRegistry, default_halts
@@ -140,6 +141,9 @@ class Guard:
         `deep_timeout` seconds (OTEL_SAFETY_DEEP_TIMEOUT by default); it can only make the
         verdict stricter. When it cannot answer, the rules' verdict stands (fail-open) or the
         call is blocked (OTEL_SAFETY_DEEP_FAIL_CLOSED).
+        An inline call with a `task` that `scope_escalation` finds beyond it ("rm -rf build"
+        while asked to summarize the README) gets the warning `scope.beyond_task`: on traces
+        that detector judges it with the whole run in view.
         `named_picks` are values of the call (ids) that pick a record the task names by
         another of its values, as an earlier lookup answered: "delete the 'Old Projects 2019'
         folder" names `fld_2kLm` when the search gave that id for that name."""
@@ -147,8 +151,22 @@ class Guard:
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)
         halt = self.halts.get(conversation) if source == "inline" else None
+        scope = (
+            beyond_task(name, arguments, task, self.data.warn_at)
+            if source == "inline" and task and not steered_by
+            else None
+        )
         verdict = self._judge(
-            view, identity, conversation, when, steered_by, halt, task, secret_from, named_picks
+            view,
+            identity,
+            conversation,
+            when,
+            steered_by,
+            halt,
+            task,
+            secret_from,
+            named_picks,
+            scope,
         )
         verdict.source = source
         if deep:
@@ -181,6 +199,7 @@ class Guard:
         task: str | None = None,
         secret_from: str | None = None,
         named_picks: Collection[str] = (),
+        beyond: RuleHit | None = None,
     ) -> Verdict:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
@@ -193,6 +212,8 @@ class Guard:
         if secret_from and any(c in _SENDING for c in view.categories):
             hits.append(_secret_hit(secret_from))
         hits.extend(self._trust_hits(view, identity, hits))
+        if beyond is not None:
+            hits.append(beyond)
         if at is not None:
             hits.extend(self._pace_hits(view, identity, conversation, at))
         hits.sort(key=lambda h: -h.risk)
