@@ -289,7 +289,9 @@ def test_the_guard_decisions_say_they_are_another_judge_than_the_level(dashboard
     page = httpx.get(f"{dashboard.url}/trace/{audited[0]}", headers=bearer).text
     assert 'id="trace-audit"' in page and "from the call alone" in page
     assert "<em>trace</em> rows are the same rules read again from the trace" in page
-    assert "judgement of whole runs" in httpx.get(f"{dashboard.url}/", headers=bearer).text
+    index = httpx.get(f"{dashboard.url}/", headers=bearer).text
+    assert "judgement of whole runs" in index
+    assert "<em>trace</em> rows are the same rules read from the trace" in index
 
 
 # --- the pages in the browser -------------------------------------------------------------
