@@ -10,6 +10,7 @@ import pytest
 from otel_safety.calibration.data import Labelled
 from otel_safety.calibration.file import CalibrationError, load_calibration
 from otel_safety.calibration.gate import Gate
+from otel_safety.calibration.run import Calibration, DetectorCalibration, Figures
 from otel_safety.calibration.sweep import (
     best_threshold,
     cross_validate,
@@ -193,3 +194,22 @@ def test_only_detectors_that_passed_are_applied_and_hand_set_thresholds_unmark_t
         "under_refusal": False,  # no labels, not in the file
     }
     assert loaded.marks(["over_refusal"], {"over_refusal": 0.45}) == {"over_refusal": True}
+
+
+def test_the_table_shows_the_threshold_each_detector_runs_with():
+    """A detector that fails the gate keeps its default: its row must not read as if the
+    best threshold became its own, nor must a synthetic row beside a real one."""
+    rows = _rows([(1.0, True), (0.2, False)])
+    synthetic = _rows([(0.7, True), (0.1, False)], source="synthetic:x")
+
+    def detector(key: str, reasons: list[str]) -> DetectorCalibration:
+        real = Figures(rows, 1.0, None, {})
+        return DetectorCalibration(key, 0.1, None, real, Figures(synthetic, 0.7, None, {}), reasons)
+
+    table = Calibration(
+        [detector("failed", ["F1 0.200 below 0.80"]), detector("passed", [])], Gate(), 0, 5, 10, {}
+    ).table()
+    failed, failed_synthetic, passed, _ = table.splitlines()[-4:]
+    assert "keeps 0.1 (best 1 failed the gate)" in failed and failed.rstrip().endswith("FAIL")
+    assert "best 0.7 (not used)" in failed_synthetic
+    assert "1 (default 0.1)" in passed and passed.rstrip().endswith("pass")

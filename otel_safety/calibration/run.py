@@ -105,10 +105,14 @@ class DetectorCalibration:
     reasons: list[str]
 
     @property
+    def chosen(self) -> Figures | None:
+        """The figures the threshold is proposed from: real labels when there are any."""
+        return self.real or self.synthetic
+
+    @property
     def threshold(self) -> float | None:
         """The proposed threshold: from real labels when there are any."""
-        chosen = self.real or self.synthetic
-        return chosen.threshold if chosen else None
+        return self.chosen.threshold if self.chosen else None
 
     @property
     def calibrated(self) -> bool:
@@ -188,14 +192,12 @@ class Calibration:
                         kind,
                         str(figures.traces),
                         str(figures.positives),
-                        _threshold_text(figures.threshold, d.default_threshold),
+                        _threshold_text(d, figures),
                         _ci(c.precision, ci["precision"]) if c else "-",
                         _ci(c.recall, ci["recall"]) if c else "-",
                         _ci(c.f1, ci["f1"]) if c else "-",
                         f"{_r(figures.baseline_f1):.3f}",  # as the file and the gate read it
-                        ("pass" if d.calibrated else "FAIL")
-                        if figures is (d.real or d.synthetic)
-                        else "",
+                        ("pass" if d.calibrated else "FAIL") if figures is d.chosen else "",
                     )
                 )
         return align(lines)
@@ -298,8 +300,15 @@ def _ci(value: float, interval: Interval) -> str:
     return f"{value:.3f} [{interval.low:.2f}-{interval.high:.2f}]"
 
 
-def _threshold_text(threshold: float | None, default: float | None) -> str:
-    if threshold is None:
-        return "-"
-    text = f"{threshold:g}"
-    return text if default is None else f"{text} (default {default:g})"
+def _threshold_text(d: DetectorCalibration, figures: Figures) -> str:
+    """The threshold column: the one the detector will run with. Only a passed gate takes
+    the best threshold; a failed one keeps the default, and the row must not read as if the
+    best were taken (nor must the synthetic row beside a real one, never proposed)."""
+    best = "-" if figures.threshold is None else f"{figures.threshold:g}"
+    default = d.default_threshold
+    if figures is not d.chosen:
+        return f"best {best} (not used)"
+    if not d.calibrated:
+        kept = "unchanged" if default is None else f"keeps {default:g}"
+        return kept if figures.threshold is None else f"{kept} (best {best} failed the gate)"
+    return best if default is None else f"{best} (default {default:g})"
