@@ -6,6 +6,7 @@ through the `rotel` OTLP collector) at it, stop it with SIGTERM, and read the st
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -135,6 +136,23 @@ def test_serve_stops_with_one_summary_and_removes_its_lock(tmp_path):
     assert serve.output.count("spans received") == 1, serve.output
     assert not Path(f"{db}.serve.lock").exists()
     assert db.exists()  # the store it wrote stays
+
+
+def test_serve_on_an_address_not_of_this_machine_points_at_host_not_the_ports(tmp_path):
+    db = tmp_path / "never.duckdb"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    for host in ("256.1.1.1", "192.0.2.1"):  # no address at all; another machine's
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_safety.cli", "serve", "--host", host, "--db", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert done.returncode == 1
+        assert f"cannot listen on {host}" in done.stderr and "with --host" in done.stderr
+        assert "-port" not in done.stderr, done.stderr
+    assert not db.exists()
 
 
 def test_serve_on_a_port_in_use_leaves_no_store_lock_or_spool(tmp_path):
