@@ -120,6 +120,16 @@ def test_ingest_of_an_empty_file_read_nothing_and_says_so_by_its_exit_code(tmp_p
     assert not db.exists()
 
 
+def test_a_mistyped_command_is_answered_with_the_closest_ones_and_the_list():
+    done = run_cli("statsu")
+    assert done.returncode == 2
+    assert "did you mean: status?" in done.stderr and "'dashboard'" in done.stderr
+    nested = run_cli("labels", "improt", "x.csv")
+    assert nested.returncode == 2 and "did you mean: import?" in nested.stderr
+    far = run_cli("xyzzy")
+    assert "did you mean" not in far.stderr and "'status'" in far.stderr
+
+
 def test_a_mistyped_option_is_named_with_its_own_commands_usage():
     done = run_cli("serve", "--gprc-port", "0")
     assert done.returncode == 2
@@ -347,6 +357,18 @@ def test_no_help_text_shows_an_escaped_percent_sign():
     assert len(shown) > 10  # every command and subcommand was visited
     assert [prog for prog, text in shown.items() if "%%" in text] == []
     assert "95% bootstrap intervals" in shown["otel-safety calibrate"]
+
+
+def test_every_format_option_says_what_it_is():
+    from otel_safety.cli import build_parser
+
+    unexplained = [
+        parser.prog
+        for parser in _parsers(build_parser())
+        for action in parser._actions
+        if "--format" in action.option_strings and not action.help
+    ]
+    assert unexplained == []
 
 
 def test_eval_help_names_every_dataset_it_reads():

@@ -7,6 +7,7 @@ detectors, the sidecar or the evaluation sets); `--help` and a mistyped command 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -82,9 +83,27 @@ def _parser_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
         parser = commands[chosen]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, which names the closest choices to a mistyped one (a command, a
+    subcommand, a --format): Python 3.14's `suggest_on_error`, which 3.11 lacks."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            return super()._check_value(action, value)
+        close = difflib.get_close_matches(value, [str(c) for c in choices], n=3)
+        if not close:
+            return super()._check_value(action, value)
+        listed = ", ".join(map(repr, choices))
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}; did you mean: {', '.join(close)}? (choose from {listed})",
+        )
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with every command, or with `command`'s module's commands alone."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="otel-safety",
         description="Agent-safety detectors over OpenTelemetry GenAI spans, stored in DuckDB.",
     )

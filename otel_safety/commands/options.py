@@ -68,7 +68,9 @@ def detector_keys(value: str | None) -> list[str] | None:
 def add_format(
     parser: Any, choices: Sequence[str] = ("table", "json"), help: str | None = None
 ) -> None:
-    """`--format`: how the output is written, the first choice by default."""
+    """`--format`: how the output is written, the first choice by default; every command's
+    `--help` says so, whether or not it words its own help."""
+    help = help or f"output format (default {choices[0]})"
     parser.add_argument("--format", choices=tuple(choices), default=choices[0], help=help)
 
 
