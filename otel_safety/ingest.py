@@ -34,12 +34,14 @@ class IngestSummary:
     bad_lines: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0  # traces the store refused even one by one (logged with the reason)
+    empty_files: list[str] = field(default_factory=list)  # nothing in them to read
 
     def describe(self, db_path: str) -> str:
         stats = self.stats
         lines = [
             f"ingested {_count(self.spans, 'span')} from {_count(self.lines, 'line')} in "
             f"{_count(self.files, 'file')} into {db_path}",
+            *self._empty(),
             f"agent runs judged: {stats.get('agent_traces', 0)}, "
             f"flagged: {stats.get('traces_flagged', 0)}, "
             f"findings fired: {stats.get('findings_fired', 0)} "
@@ -66,6 +68,14 @@ class IngestSummary:
             if len(self.bad_lines) > 20:
                 lines.append(f"  … and {len(self.bad_lines) - 20} more")
         return "\n".join(lines)
+
+    def _empty(self) -> list[str]:
+        """Name the empty files: "0 spans from 0 lines" alone does not say why."""
+        if not self.empty_files:
+            return []
+        if len(self.empty_files) == 1:
+            return [f"{self.empty_files[0]} is empty: nothing in it to read"]
+        return [f"empty, nothing in them to read: {', '.join(self.empty_files)}"]
 
 
 TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".gz")
@@ -132,6 +142,7 @@ def ingest_files(
             summary.files += 1
             total = max(1, Path(path).stat().st_size)
             meter = _Progress(progress, str(path), total)
+            lines_before = summary.lines
             for batch in read_otlp_json(path):
                 summary.lines += 1
                 if batch.error:
@@ -149,6 +160,8 @@ def ingest_files(
             engine.process(roots_last(pending), now=span_clock)
             pending = []
             meter.done(summary, engine.stats)
+            if summary.lines == lines_before:
+                summary.empty_files.append(str(path))
         if engine.deep is not None:  # every queued analysis is part of this ingest
             engine.drain()
             engine.deep.wait(progress)
