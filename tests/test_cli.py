@@ -131,6 +131,25 @@ def test_a_mistyped_command_is_answered_with_the_closest_ones_and_the_list():
     assert "did you mean" not in far.stderr and "'status'" in far.stderr
 
 
+def test_commands_reading_a_missing_store_name_the_one_demo_wrote(tmp_path):
+    """After `make demo` the default store is missing, the demo's is not: every command that
+    reads a store says which --db to pass, as `query` does, and prints nothing else."""
+    trace = "a" * 32
+    for command in (
+        ["label", trace, "scope_escalation", "true"],
+        ["labels", "import", "labels.csv"],
+        ["labels", "export"],
+        ["report"],
+        ["resolve", trace, "--note", "seen"],
+        ["calibrate"],
+    ):
+        done = run_cli(*command, cwd=tmp_path)
+        assert done.returncode == 1, (command, done.stderr)
+        assert "no store at otel-safety.duckdb" in done.stderr, done.stderr
+        assert "after `otel-safety demo` pass --db otel-safety-demo.duckdb" in done.stderr
+        assert done.stdout == ""
+
+
 def test_a_mistyped_option_is_named_with_its_own_commands_usage():
     done = run_cli("serve", "--gprc-port", "0")
     assert done.returncode == 2

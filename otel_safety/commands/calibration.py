@@ -16,6 +16,7 @@ from otel_safety.calibration.file import (
 from otel_safety.calibration.gate import Gate
 from otel_safety.commands.evaluate import EVAL_DB
 from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
+from otel_safety.commands.stores import require_store
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -67,13 +68,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from otel_safety.calibration.run import calibrate
 
     db = Path(args.db)
-    if not db.is_file():
-        hint = (
-            f"; `otel-safety eval` wrote {EVAL_DB}: pass --db {EVAL_DB}"
-            if Path(EVAL_DB).is_file()
-            else "; make one with `otel-safety eval`, `ingest` or an app, and add labels"
-        )
-        raise ValueError(f"no store at {db}{hint}")
+    # The store `eval` wrote holds labels for every detector: the one to name when it is here.
+    wrote = f"; `otel-safety eval` wrote {EVAL_DB}: pass --db {EVAL_DB}"
+    require_store(db, wrote if Path(EVAL_DB).is_file() else None)
     _check_out(Path(args.out))
     gate = Gate(args.min_f1, args.min_precision, args.min_traces)
     result = calibrate(

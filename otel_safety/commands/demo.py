@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 
 from otel_safety.commands.options import add_db
-from otel_safety.commands.stores import invoked_as, remove_old_store
-
-DEMO_DB = "otel-safety-demo.duckdb"
+from otel_safety.commands.stores import DEMO_DB, invoked_as, remove_old_store
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from otel_safety import labels
 from otel_safety.commands.options import add_db, add_format
+from otel_safety.commands.stores import require_store
 from otel_safety.labels import ALLOW_UNKNOWN_TRACES
 
 
@@ -82,6 +83,7 @@ def _allow_unknown_traces(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def cmd_label(args: argparse.Namespace) -> int:
+    require_store(args.db)
     label = labels.add_label(
         args.db,
         args.trace_id,
@@ -98,6 +100,7 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 
 def cmd_labels_import(args: argparse.Namespace) -> int:
+    require_store(args.db)
     status = 0
     for path in args.files:
         result = labels.import_labels(
@@ -109,6 +112,7 @@ def cmd_labels_import(args: argparse.Namespace) -> int:
 
 
 def cmd_labels_export(args: argparse.Namespace) -> int:
+    require_store(args.db)
     with labels.connect(args.db, read_only=True) as con:
         records = labels.export_labels(con, effective=args.in_force)
     if args.out:

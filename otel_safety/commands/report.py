@@ -7,6 +7,7 @@ from pathlib import Path
 
 from otel_safety.calibration.file import ENV_VAR
 from otel_safety.commands.options import add_db
+from otel_safety.commands.stores import require_store
 from otel_safety.config import from_environment
 
 
@@ -35,8 +36,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from otel_safety.report.data import gather
     from otel_safety.report.page import render
 
-    if not Path(args.db).is_file():
-        raise ValueError(f"no store at {args.db}; create one with `otel-safety ingest` or `eval`")
+    require_store(args.db)
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
     calibration = args.calibration or from_environment("calibration")

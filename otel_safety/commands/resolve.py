@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from otel_safety.commands.options import add_db
+from otel_safety.commands.stores import require_store
 from otel_safety.resolutions.store import default_resolver, resolve
 
 
@@ -33,6 +34,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
+    require_store(args.db)
     done = resolve(
         args.db,
         args.trace_id,

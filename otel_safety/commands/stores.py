@@ -8,6 +8,27 @@ from pathlib import Path
 
 import duckdb
 
+from otel_safety.exporters.duckdb import StoreError
+
+# The store `demo` writes in the directory it runs in: not the default store, so after a
+# demo the commands that read a store find none unless given this file.
+DEMO_DB = "otel-safety-demo.duckdb"
+
+
+def no_store_hint() -> str:
+    """What to add to "no store at PATH": how to make one, and the file `demo` wrote."""
+    return (
+        f"; create one with `otel-safety ingest`, `eval` or an app, or after `otel-safety demo` "
+        f"pass --db {DEMO_DB}"
+    )
+
+
+def require_store(path: str | Path, hint: str | None = None) -> None:
+    """Fail with the shared hint (or `hint`) when the store a command reads is missing,
+    before the command prints or loads anything."""
+    if not Path(path).is_file():
+        raise StoreError(f"no store at {path}{no_store_hint() if hint is None else hint}")
+
 
 def remove_old_store(path: Path, mark: str, command: str) -> None:
     """Demo and eval start from an empty store, but only ever delete one they made."""
