@@ -240,6 +240,27 @@ def test_demo_prints_flagged_spans_from_its_store(tmp_path):
     assert dict(levels) == {"HARD_STOP": 2, "NONE": 4}
     rerun = run_cli("demo", "--db", str(db))  # starts from a fresh store each time
     assert rerun.returncode == 0, rerun.stderr
+    assert "replacing" not in rerun.stderr  # nothing was added to the store it replaced
+
+
+def test_a_demo_rerun_names_the_labels_and_resolutions_it_drops(tmp_path):
+    from otel_safety.labels import add_label
+    from otel_safety.resolutions.store import resolve
+
+    db = tmp_path / "demo.duckdb"
+    assert run_cli("demo", "--db", str(db)).returncode == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        flagged = con.execute(
+            "SELECT trace_id FROM traces WHERE escalation_level = 'HARD_STOP' ORDER BY 1"
+        ).fetchall()
+    for (trace,) in flagged:
+        add_label(db, trace, "scope_escalation", "true")
+    resolve(db, flagged[0][0], by="tester", note="looked at it")
+    rerun = run_cli("demo", "--db", str(db))
+    assert rerun.returncode == 0, rerun.stderr  # the demo stays re-runnable
+    assert f"replacing {db}: its 2 labels and 1 resolution are dropped" in rerun.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM labels").fetchone() == (0,)
 
 
 def test_demo_refuses_to_delete_a_file_that_is_not_its_store(tmp_path):

@@ -8,6 +8,9 @@ from pathlib import Path
 from otel_safety.commands.options import add_db
 from otel_safety.commands.stores import DEMO_DB, invoked_as, remove_old_store
 
+# What a user adds to the demo's store by hand, lost when a re-run replaces it.
+ADDED_BY_HAND = ("labels", "resolutions")
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser(
@@ -28,6 +31,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 1
     path = Path(args.db)
     if path.exists():
-        remove_old_store(path, DEMO_MARK, "otel-safety demo")
+        remove_old_store(path, DEMO_MARK, "otel-safety demo", warn_of=ADDED_BY_HAND)
     run_demo(str(path), command=invoked_as())
     return 0

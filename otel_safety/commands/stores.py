@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -30,19 +31,47 @@ def require_store(path: str | Path, hint: str | None = None) -> None:
         raise StoreError(f"no store at {path}{no_store_hint() if hint is None else hint}")
 
 
-def remove_old_store(path: Path, mark: str, command: str) -> None:
-    """Demo and eval start from an empty store, but only ever delete one they made."""
+def remove_old_store(path: Path, mark: str, command: str, warn_of: Sequence[str] = ()) -> None:
+    """Demo and eval start from an empty store, but only ever delete one they made. Rows
+    of the `warn_of` tables there (what a user added, like labels) are named on stderr
+    as they go with it, so that a re-run never drops them silently."""
+    ours = False
+    dropped: dict[str, int] = {}  # counted only in a store we made
     try:
         with duckdb.connect(str(path), read_only=True) as con:
             ours = con.execute(
                 "SELECT value FROM otel_safety_meta WHERE key = 'origin'"
             ).fetchone() == (mark,)
+            if ours:
+                dropped = _row_counts(con, warn_of)
     except duckdb.Error:
-        ours = False
+        pass  # not a DuckDB file or not an otel-safety store (refused below)
     if not ours:
         raise ValueError(f"{path} exists and was not made by `{command}`; pass another --db")
     path.unlink()
     Path(f"{path}.wal").unlink(missing_ok=True)
+    if any(dropped.values()):
+        verb = "is" if sum(dropped.values()) == 1 else "are"
+        print(f"replacing {path}: its {_listed(dropped)} {verb} dropped", file=sys.stderr)
+
+
+def _row_counts(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> dict[str, int]:
+    """Rows per table; a table the store lacks (an older store) holds none."""
+    present = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    return {
+        table: con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        if table in present
+        else 0
+        for table in tables
+    }
+
+
+def _listed(counts: dict[str, int]) -> str:
+    """`{"labels": 2, "resolutions": 1}` as "2 labels and 1 resolution" (tables are plurals)."""
+    parts = [
+        f"{n} {table if n != 1 else table.removesuffix('s')}" for table, n in counts.items() if n
+    ]
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
 def invoked_as() -> str:
