@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -141,9 +142,9 @@ class ExporterSink:
             if self._on_drop is not None:
                 self._on_drop(dropped)
             self._drop_warnings.warning(
-                "otel-safety: the queue for %r is full (%d spans): %d spans dropped so far; "
+                "otel-safety: the queue for %s is full (%d spans): %d spans dropped so far; "
                 "the backend is slow or down, or raise OTEL_BSP_MAX_QUEUE_SIZE",
-                self.exporter,
+                exporter_label(self.exporter),
                 self.max_queue_size,
                 self.counts.dropped,
             )
@@ -162,14 +163,22 @@ class ExporterSink:
         unsent = counts.waiting
         if counts.dropped or counts.failed or unsent:
             logger.error(
-                "otel-safety: %d annotated spans did not reach %r: %d dropped while its queue "
+                "otel-safety: %d annotated spans did not reach %s: %d dropped while its queue "
                 "was full, %d refused or failed, %d still queued at shutdown",
                 counts.dropped + counts.failed + unsent,
-                self.exporter,
+                exporter_label(self.exporter),
                 counts.dropped,
                 counts.failed,
                 unsent,
             )
+
+
+def exporter_label(exporter: Any) -> str:
+    """The exporter as a person knows it: its class and the endpoint it sends to (OTLP
+    exporters keep it in `_endpoint`), not Python's `<... object at 0x...>`."""
+    endpoint = getattr(exporter, "_endpoint", None)
+    name = type(exporter).__name__
+    return f"{name} at {endpoint}" if isinstance(endpoint, str) and endpoint else name
 
 
 def _env_int(name: str, default: int) -> int:
