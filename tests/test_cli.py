@@ -354,7 +354,7 @@ def test_query_says_when_it_stopped_at_its_row_limit(tmp_path):
     db = str(tmp_path / "s.duckdb")
     assert run_cli("ingest", str(trace_file), "--db", db, "--quiet").returncode == 0
     cut = run_cli("query", "flagged_spans", "--db", db, "--param", "limit_rows=1")
-    assert "stopped at 1 rows" in cut.stderr
+    assert "stopped at 1 row;" in cut.stderr  # the singular for one
     whole = run_cli("query", "flagged_spans", "--db", db, "--param", "limit_rows=5")
     assert "stopped at" not in whole.stderr
 

@@ -360,6 +360,7 @@ def test_status_and_audit_query_over_the_store(tmp_path: Path, capsys) -> None:
     assert main(["status", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "3 tool-call decisions" in out
+    assert "requester(s)" not in out and "by 0 requester" not in out  # none named here
     assert "allowed 1  warned 1  blocked 1" in out
     assert "inject.remote_script (1)" in out
     # The run itself, not only the guard's decisions: a store with a stopped run must not
@@ -385,7 +386,9 @@ def test_status_and_audit_query_over_the_store(tmp_path: Path, capsys) -> None:
 
 def test_status_explains_a_missing_store(tmp_path: Path, capsys) -> None:
     assert main(["status", "--db", str(tmp_path / "none.duckdb")]) == 1
-    assert "no store at" in capsys.readouterr().err
+    shown = capsys.readouterr()
+    assert "no store at" in shown.err and "--db otel-safety-demo.duckdb" in shown.err
+    assert shown.out == ""  # the missing store fails first, before the deep analysis line
 
 
 def test_principals_cli_edits_the_file(tmp_path: Path, capsys) -> None:

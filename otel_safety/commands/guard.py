@@ -362,20 +362,15 @@ GROUP BY ALL ORDER BY spans DESC, service, dialect
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from otel_safety.commands.stores import require_store
     from otel_safety.config import Settings
     from otel_safety.content_capture import NO_CONTENT_PATTERN
-    from otel_safety.deep.settings import describe
     from otel_safety.deep.status import deep_status, status_lines
-    from otel_safety.exporters.duckdb import StoreError, open_store
+    from otel_safety.exporters.duckdb import open_store
 
+    require_store(args.db)  # a missing store is the whole answer: nothing printed before it
     settings = Settings.resolve(db_path=args.db)
-    try:
-        con = open_store(args.db)
-    except StoreError:
-        if args.format == "table":  # what is on does not depend on a store
-            print(f"deep analysis: {describe(settings)}")
-        raise
-    with con:
+    with open_store(args.db) as con:
         listed = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
         tables = {row[0] for row in listed}
         empty = (
@@ -417,10 +412,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not totals["decisions"]:
         print(f"{args.db}: no tool-call decisions recorded yet")
         return 0
+    decisions, requesters = totals["decisions"], totals["requesters"]
+    by = f" by {requesters} requester{'s' if requesters != 1 else ''}" if requesters else ""
     print(
-        f"{totals['decisions']} tool-call decision{'s' if totals['decisions'] != 1 else ''} "
-        f"({totals['inline']} inline) by "
-        f"{totals['requesters']} requester(s), {totals['first']} .. {totals['last']}"
+        f"{decisions} tool-call decision{'s' if decisions != 1 else ''} "
+        f"({totals['inline']} inline){by}, {totals['first']} .. {totals['last']}"
     )
     print(
         f"allowed {totals['allowed']}  warned {totals['warned']}  blocked {totals['blocked']}  "

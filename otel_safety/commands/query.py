@@ -6,15 +6,10 @@ import argparse
 import sys
 
 from otel_safety import queries
-from otel_safety.commands.demo import DEMO_DB
 from otel_safety.commands.options import add_db, add_format
+from otel_safety.commands.stores import no_store_hint
 from otel_safety.exporters.duckdb import open_store
 from otel_safety.result_tables import render
-
-# `demo` writes its own file, so after it the hint must name that file.
-_NO_STORE = (
-    f"; create one with `otel-safety ingest`, or after `otel-safety demo` pass --db {DEMO_DB}"
-)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +63,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         con = connect(args.lake, read_only=True)
     else:
-        con = open_store(args.db, wait=5.0, hint=_NO_STORE)
+        con = open_store(args.db, wait=5.0, hint=no_store_hint())
     with con:
         columns, rows = queries.run(con, sql, params, parse_json=args.format == "json")
         hint = None if rows else queries.unknown_detector(con, params)
@@ -77,5 +72,6 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(hint, file=sys.stderr)
     limit = queries.row_limit(sql, params)
     if limit is not None and len(rows) == limit:
-        print(f"(stopped at {limit} rows; --param limit_rows=N shows more)", file=sys.stderr)
+        rows_word = "row" if limit == 1 else "rows"
+        print(f"(stopped at {limit} {rows_word}; --param limit_rows=N shows more)", file=sys.stderr)
     return 0
