@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from otel_safety.commands.options import add_db, add_detectors, add_workers, det
 from otel_safety.commands.stopping import StopSignals
 from otel_safety.config import PORT_OFF, Settings, from_environment
 from otel_safety.sidecar.forward import PROTOCOLS, check_endpoint
+from otel_safety.sidecar.ports import check_host, ensure_free
 from otel_safety.sidecar.server import Sidecar, SidecarOptions
 from otel_safety.sidecar.store_claim import claim_store
 
@@ -194,23 +194,6 @@ def _port(text: str) -> int | str:
     return value
 
 
-def check_host(host: str) -> None:
-    """Refuse an address this machine cannot listen on before anything starts. The
-    listeners' own errors come after the detectors load and advise another port, which
-    cannot help when the address is what is wrong (a typo, a name that does not resolve,
-    another machine's address); binding port 0 tries the address alone."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as the listeners choose
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((host.strip("[]"), 0))
-    except OSError as exc:
-        raise ValueError(
-            f"cannot listen on {host} ({exc.strerror or exc}); give an address of this "
-            "machine with --host (127.0.0.1 for this machine only, 0.0.0.0 for every "
-            "interface) [OTEL_SAFETY_SERVE_HOST]"
-        ) from None
-
-
 def _redact_secrets(keep: bool) -> bool | None:
     """serve masks secrets unless the flag or OTEL_SAFETY_REDACT_SECRETS says otherwise."""
     if keep:
@@ -257,6 +240,8 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
     if settings.forward_endpoint:
         check_endpoint(settings.forward_endpoint, settings.forward_protocol)
     check_host(settings.serve_host)
+    ensure_free(settings.serve_host, settings.serve_grpc_port, "gRPC", "--grpc-port")
+    ensure_free(settings.serve_host, settings.serve_http_port, "HTTP", "--http-port")
     options = SidecarOptions(
         host=settings.serve_host,
         grpc_port=settings.serve_grpc_port,

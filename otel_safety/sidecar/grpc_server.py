@@ -11,7 +11,6 @@ one for a request that can never fit. gzip is grpcio's own.
 from __future__ import annotations
 
 import hmac
-import socket
 import threading
 from concurrent import futures
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_safety.sidecar.intake import Intake, Refusal, Refused, span_count
+from otel_safety.sidecar.ports import ensure_free
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
@@ -251,7 +251,7 @@ def build_server(
         # RetryInfo, which the Collector treats as final and drops the data.
     )
     address = f"{_bracket(host)}:{port}"
-    _ensure_free(host, port, address)
+    ensure_free(host, port, "gRPC", "--grpc-port")
     try:
         if tls is None:
             bound = server.add_insecure_port(address)
@@ -263,23 +263,6 @@ def build_server(
     if bound == 0:
         raise OSError(f"cannot listen for OTLP/gRPC on {address} (in use, or not an address here)")
     return server, bound
-
-
-def _ensure_free(host: str, port: int, address: str) -> None:
-    """Ask the OS first: grpcio logs its own C-level error on a busy port before failing,
-    which buries the message that says what to do."""
-    if port == 0:
-        return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpcio binds
-        try:
-            probe.bind((host.strip("[]"), port))
-        except OSError as exc:
-            raise OSError(
-                f"cannot listen for OTLP/gRPC on {address} ({exc.strerror or exc}); "
-                "stop what holds the port or pick another with --grpc-port"
-            ) from None
 
 
 def _bracket(host: str) -> str:
