@@ -21,6 +21,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
 from opentelemetry.sdk.resources import Resource
 
 from otel_safety.deep.names import COUNTERS as DEEP_COUNTERS
+from otel_safety.extras import install_hint
 
 __all__ = ["ENGINE_COUNTERS", "OwnMetrics", "otlp_metric_exporter_from_env"]
 
@@ -97,10 +98,7 @@ class OwnMetrics:
     def prometheus_text(self) -> str:
         """The Prometheus text exposition format (0.0.4) of everything measured now."""
         if self._registry is None:
-            return (
-                "# serve's /metrics needs the prometheus extra: "
-                "pip install 'otel-safety[prometheus]'\n"
-            )
+            return f"# serve's /metrics needs the prometheus extra: {install_hint('prometheus')}\n"
         from prometheus_client import generate_latest
 
         return generate_latest(self._registry).decode()
@@ -128,8 +126,8 @@ def _prometheus_reader(readers: list[MetricReader]):
         from prometheus_client import CollectorRegistry
     except ImportError:
         logger.warning(
-            "otel-safety: GET /metrics is empty without the prometheus extra; "
-            "pip install 'otel-safety[prometheus]'"
+            "otel-safety: GET /metrics is empty without the prometheus extra; %s",
+            install_hint("prometheus"),
         )
         return None
     registry = CollectorRegistry(auto_describe=False)

@@ -9,6 +9,7 @@ import pytest
 
 from otel_safety.cli import main
 from otel_safety.dashboard.data import open_alerts, span_tree
+from otel_safety.extras import install_hint
 
 
 def _span(span_id: str, parent: str | None) -> dict:
@@ -85,4 +86,4 @@ def test_without_the_dashboard_extra_the_command_says_what_to_install(
     DuckDBStore(db).shutdown()
     monkeypatch.setitem(sys.modules, "starlette", None)  # as if not installed
     assert main(["dashboard", "--db", str(db), "--port", "0"]) == 1
-    assert "pip install 'otel-safety[dashboard]'" in capsys.readouterr().err
+    assert install_hint("dashboard") in capsys.readouterr().err

@@ -23,6 +23,7 @@ from sidecar_support import ServeProcess, require, run_agent
 
 from otel_safety import queries
 from otel_safety.exporters import ducklake
+from otel_safety.extras import install_hint
 from otel_safety.pipeline import Pipeline
 
 
@@ -117,7 +118,7 @@ def test_query_lake_without_the_extension_suggests_only_pins_the_extra_has(duckd
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 1
-    assert "ducklake extension is not installed: pip install 'otel-safety[lake]'" in done.stderr
+    assert f"ducklake extension is not installed: {install_hint('lake')}" in done.stderr
     suggested = set(re.findall(r"([a-z-]+)==([0-9.]+)", done.stderr))
     assert suggested <= set(pins.items()), done.stderr
     if duckdb_version != "installed":

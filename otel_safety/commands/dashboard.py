@@ -10,6 +10,7 @@ from otel_safety.commands.demo import DEMO_DB
 from otel_safety.commands.options import add_db
 from otel_safety.commands.stopping import StopSignals
 from otel_safety.config import Settings
+from otel_safety.extras import install_hint
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = Settings.model_fields["dashboard_port"].default
@@ -83,7 +84,7 @@ def dashboard_options(
     except ImportError as exc:
         raise ValueError(
             f"the dashboard needs the dashboard extra ({exc.name} is missing): "
-            "pip install 'otel-safety[dashboard]'"
+            f"{install_hint('dashboard')}"
         ) from None
     from otel_safety.dashboard.app import DashboardOptions
     from otel_safety.resolutions.store import default_resolver

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from otel_safety.commands.options import add_db
 from otel_safety.commands.stores import DEMO_DB, invoked_as, remove_old_store
+from otel_safety.extras import install_hint
 
 # What a user adds to the demo's store by hand, lost when a re-run replaces it.
 ADDED_BY_HAND = ("labels", "resolutions")
@@ -27,7 +28,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         from otel_safety.demo import DEMO_MARK, run_demo
     except ImportError as exc:
-        print(f"otel-safety demo needs pydantic-ai: pip install 'otel-safety[demo]' ({exc})")
+        print(f"otel-safety demo needs pydantic-ai: {install_hint('demo')} ({exc})")
         return 1
     path = Path(args.db)
     if path.exists():

@@ -12,6 +12,7 @@ from otel_safety.commands.stores import remove_old_store
 from otel_safety.config import Settings
 from otel_safety.evaluation.datasets import EXTERNAL
 from otel_safety.exporters.duckdb import mark_store
+from otel_safety.extras import install_hint
 
 EVAL_DB = "otel-safety-eval.duckdb"
 EVAL_MARK = "otel-safety eval"
@@ -93,7 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not args.in_sample and not training_available():
         print(
             "eval: the out-of-sample figures refit the learned judges, which needs "
-            "scikit-learn: pip install 'otel-safety[train]' (or pass --in-sample)",
+            f"scikit-learn: {install_hint('train')} (or pass --in-sample)",
             file=sys.stderr,
         )
         return 2

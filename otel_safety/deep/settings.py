@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from otel_safety.config import ConfigError, Settings
 from otel_safety.deep.prompt import Prompt, load_prompt
+from otel_safety.extras import install_hint
 
 # The OpenAI client's own variables, used when the OTEL_SAFETY_DEEP_* settings leave them out.
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
@@ -99,5 +100,5 @@ def _require_client() -> None:
         import openai  # noqa: F401
     except ImportError:
         raise ConfigError(
-            "deep analysis needs the openai client: pip install 'otel-safety[deep]'"
+            f"deep analysis needs the openai client: {install_hint('deep')}"
         ) from None

@@ -32,6 +32,7 @@ import duckdb
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.duckdb import StoreError, insert_rows, rows_by_table
 from otel_safety.exporters.schema import SCHEMA_VERSION, TABLES, Table, added_columns
+from otel_safety.extras import install_hint as extra_hint
 from otel_safety.pipeline import TraceEvaluation
 
 logger = logging.getLogger(__name__)
@@ -98,12 +99,12 @@ def install_hint(pip_name: str) -> str:
     wanted = pins.get("duckdb")
     if wanted and wanted != duckdb.__version__:
         return (
-            f"pip install 'otel-safety[lake]', which installs duckdb {wanted} with the "
+            f"{extra_hint('lake')}, which installs duckdb {wanted} with the "
             f"extensions built for it (this environment has duckdb {duckdb.__version__})"
         )
     if pip_name in pins:
-        return f"pip install 'otel-safety[lake]' (or {pip_name}=={pins[pip_name]})"
-    return "pip install 'otel-safety[lake]'"
+        return f"{extra_hint('lake')} (or {pip_name}=={pins[pip_name]})"
+    return extra_hint("lake")
 
 
 def catalog_spec(catalog: str) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
+from otel_safety.extras import install_hint
+
 logger = logging.getLogger(__name__)
 
 
@@ -21,7 +23,7 @@ def instrumentation(tracer_provider: TracerProvider) -> dict[str, Any]:
     try:
         from pydantic_ai.models.instrumented import InstrumentationSettings
     except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise ImportError("pydantic-ai is not installed: pip install 'otel-safety[demo]'") from exc
+        raise ImportError(f"pydantic-ai is not installed: {install_hint('demo')}") from exc
     settings = InstrumentationSettings(tracer_provider=tracer_provider)
     try:
         from pydantic_ai.capabilities import Instrumentation

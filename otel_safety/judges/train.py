@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from otel_safety.analysis.features import feature_ids
 from otel_safety.evaluation.metrics import Counts, count
+from otel_safety.extras import install_hint
 from otel_safety.judges.corpus import Example
 from otel_safety.judges.definitions import JudgeDefinition
 from otel_safety.judges.model import LinearJudge
@@ -42,7 +43,7 @@ def _sklearn():
         from sklearn.linear_model import LogisticRegression
     except ImportError as exc:
         raise SystemExit(
-            "training the judges needs scikit-learn: pip install 'otel-safety[train]'"
+            f"training the judges needs scikit-learn: {install_hint('train')}"
         ) from exc
     return csr_matrix, LogisticRegression
 

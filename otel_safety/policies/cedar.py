@@ -24,6 +24,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.extras import install_hint
 from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.policies.cedar_context import principal_id, trace_context
 from otel_safety.policies.safeguards import SafeguardsPolicy
@@ -185,6 +186,6 @@ def _cedarpy() -> Any:
         import cedarpy
     except ImportError:
         raise PolicyError(
-            "Cedar policies need the cedarpy package: pip install 'otel-safety[policy]'"
+            f"Cedar policies need the cedarpy package: {install_hint('policy')}"
         ) from None
     return cedarpy
