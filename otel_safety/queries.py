@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import re
 from pathlib import Path
@@ -18,6 +19,7 @@ QUERY_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 VARIABLE = re.compile(
     r"(?:getvariable|timestamp_param)\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)|(in_time_window)\("
 )
+_MISSING_TABLE = re.compile(r"Table with name (\S+) does not exist")
 DEFAULT_LIMIT = re.compile(r"getvariable\(\s*'limit_rows'\s*\)\s*,\s*(\d+)")
 
 
@@ -121,6 +123,8 @@ def run(
         con.execute(f"SET VARIABLE {name} = ?", [_typed(value)])
     try:
         result = con.execute(sql)
+    except duckdb.CatalogException as exc:
+        raise QueryError(_missing_table(con, str(exc).strip())) from exc
     except duckdb.Error as exc:
         hint = f" (parameters given: {params})" if params else ""
         raise QueryError(f"{str(exc).strip()}{hint}") from exc
@@ -132,6 +136,22 @@ def run(
     if parse_json and parsed:
         rows = [_parse_json(row, parsed) for row in rows]
     return columns, rows
+
+
+def _missing_table(con: duckdb.DuckDBPyConnection, message: str) -> str:
+    """DuckDB's error for a table the store lacks, its "Did you mean" (a system table, often)
+    replaced by the store's own tables and views."""
+    found = _MISSING_TABLE.search(message)
+    if found is None:
+        return message
+    listed = con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+        "ORDER BY table_name"
+    ).fetchall()
+    names = ", ".join(row[0] for row in listed) or "none yet"
+    close = difflib.get_close_matches(found.group(1), [row[0] for row in listed], n=1)
+    guess = f" (did you mean {close[0]}?)" if close else ""
+    return f"the store has no table or view {found.group(1)!r}{guess}. Its tables: {names}"
 
 
 def _parse_json(row: tuple[Any, ...], indices: list[int]) -> tuple[Any, ...]:

@@ -743,6 +743,17 @@ def test_lists_and_maps_read_as_their_items_in_a_table_and_as_json_in_csv(monkey
     assert [json.loads(cell) for cell in csv_row] == [list(row[0]), row[1]]
 
 
+def test_a_table_the_store_lacks_is_answered_with_the_store_s_tables(tmp_path):
+    con = duckdb.connect(str(tmp_path / "q.duckdb"))
+    con.execute("CREATE TABLE findings (detector VARCHAR)")
+    con.execute("CREATE TABLE spans (name VARCHAR)")
+    with pytest.raises(queries.QueryError) as raised:
+        queries.run(con, "SELECT * FROM finding")
+    message = str(raised.value)
+    assert "no table or view 'finding' (did you mean findings?)" in message
+    assert message.endswith("Its tables: findings, spans") and "pg_" not in message
+
+
 @pytest.mark.parametrize("value", ["abc", "0", "-3"])
 def test_a_row_limit_that_is_no_whole_number_is_refused_by_name(tmp_path, value):
     con = duckdb.connect(str(tmp_path / "q.duckdb"))
