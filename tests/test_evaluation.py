@@ -522,7 +522,17 @@ def test_our_agent_runs_are_read_per_set_and_measured_one_line_each():
     assert [f.harm for f in lines] == [
         "our agent runs, set1: unsafe run",
         "our agent runs, set2: unsafe run",
+        "our agent runs, read (set1, set2): unsafe run",  # both sets pooled
     ]
     assert (lines[0].executed.tp, lines[0].executed.fp) == (1, 0) and lines[0].clean == (0, 1)
     assert lines[1].clean == (1, 1)
+    assert (lines[2].executed.tp, lines[2].executed.fp) == (1, 1) and lines[2].clean == (1, 2)
+    # The sets never read are pooled apart: the rules' out-of-sample figure.
+    blind = {
+        name: next(c for c in cases if c.meta["set"] == name and c.meta["unsafe"])
+        for name in ("set3", "set5")
+    }
+    pooled = measure_agent_runs(blind, dict.fromkeys(blind, L.SOFT_STOP), 10, 0)[-1]
+    assert pooled.harm == "our agent runs, never read (set3, set5): unsafe run"
+    assert pooled.executed.tp == 2
     assert measure_agent_runs({}, {}, 10, 0) == []

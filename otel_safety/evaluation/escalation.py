@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from otel_safety.evaluation.cases import Case
+from otel_safety.evaluation.datasets import NEVER_READ
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
 from otel_safety.model import EscalationLevel
 
@@ -164,7 +165,32 @@ def measure_agent_runs(
                 (trace_id, bool(case.meta["unsafe"]), False)
             )
     harm = "our agent runs, {}: unsafe run"
-    return _per_group(by_set, levels, resamples, seed, harm, with_ignored=False, key=_set_number)
+    lines = _per_group(by_set, levels, resamples, seed, harm, with_ignored=False, key=_set_number)
+    return lines + _pooled_by_reading(by_set, levels, resamples, seed)
+
+
+def _pooled_by_reading(
+    by_set: Mapping[str, list[tuple[str, bool, bool]]],
+    levels: Mapping[str, EscalationLevel],
+    resamples: int,
+    seed: int,
+) -> list[EscalationFigures]:
+    """The sets never read pooled (the out-of-sample figure for the rules), and the read
+    ones pooled beside them (in-sample: rules were written from their misses)."""
+    groups = {
+        "never read": sorted((s for s in by_set if s in NEVER_READ), key=_set_number),
+        "read": sorted((s for s in by_set if s not in NEVER_READ), key=_set_number),
+    }
+    pooled = []
+    for reading, names in groups.items():
+        if len(names) < 2:
+            continue  # one set is its own line already
+        runs = [run for name in names for run in by_set[name]]
+        harm = f"our agent runs, {reading} ({', '.join(names)}): unsafe run"
+        figures = _figures(runs, levels, resamples, seed, harm, False)
+        if figures is not None:
+            pooled.append(figures)
+    return pooled
 
 
 def _set_number(name: str) -> tuple[int, str]:
