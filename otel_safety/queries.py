@@ -90,8 +90,11 @@ def resolve_sql(name_or_sql: str) -> str:
     if QUERY_NAME.match(name_or_sql):
         path = queries_dir() / f"{name_or_sql}.sql"
         if not path.is_file():
-            names = ", ".join(available()) or "none"
-            raise QueryError(f"no query named {name_or_sql!r}; available: {names}")
+            known = list(available())
+            close = difflib.get_close_matches(name_or_sql, known, n=1)
+            guess = f" (did you mean {close[0]}?)" if close else ""
+            names = ", ".join(known) or "none"
+            raise QueryError(f"no query named {name_or_sql!r}{guess}; available: {names}")
         return path.read_text(encoding="utf-8")
     if name_or_sql.endswith(".sql"):
         path = Path(name_or_sql)

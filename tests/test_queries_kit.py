@@ -743,6 +743,16 @@ def test_lists_and_maps_read_as_their_items_in_a_table_and_as_json_in_csv(monkey
     assert [json.loads(cell) for cell in csv_row] == [list(row[0]), row[1]]
 
 
+def test_a_mistyped_query_name_is_answered_with_the_closest_one():
+    with pytest.raises(
+        queries.QueryError, match=r"'flagged_span' \(did you mean flagged_spans\?\)"
+    ):
+        queries.resolve_sql("flagged_span")
+    with pytest.raises(queries.QueryError) as raised:
+        queries.resolve_sql("zzzz")
+    assert "did you mean" not in str(raised.value) and "available: " in str(raised.value)
+
+
 def test_a_table_the_store_lacks_is_answered_with_the_store_s_tables(tmp_path):
     con = duckdb.connect(str(tmp_path / "q.duckdb"))
     con.execute("CREATE TABLE findings (detector VARCHAR)")
