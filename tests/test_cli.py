@@ -381,6 +381,29 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
     assert f"data folder: {data}" in bad.stdout and "2 problem(s)" in bad.stdout
 
 
+def test_detectors_check_names_the_calibration_file_and_what_it_calibrated(tmp_path):
+    path = tmp_path / "calibration.json"
+    document = {
+        "format": "otel-safety-calibration",
+        "version": 1,
+        "detectors": {
+            "injection": {"threshold": 0.2, "calibrated": True},
+            "deception": {"threshold": 0.9, "calibrated": False},
+        },
+    }
+    path.write_text(json.dumps(document), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_SAFETY_CALIBRATION"] = str(path)
+    done = subprocess.run(
+        [*CLI, "detectors", "--check"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if " ok " in line}
+    assert f"calibration file: {path}" in done.stdout
+    assert "threshold 0.2" in lines["injection"] and lines["injection"].endswith(" calibrated")
+    assert lines["deception"].endswith("uncalibrated")
+
+
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     yield parser
     for action in parser._actions:

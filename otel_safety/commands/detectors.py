@@ -53,10 +53,15 @@ def _check_detectors() -> int:
     if folder:
         print(f"data folder: {folder}")
         failed.extend(stray_data_files(folder))
+    calibrated = engine.pipeline.calibrated
+    if settings.calibration:
+        print(f"calibration file: {settings.calibration}")
     for detector in engine.pipeline.detectors:
         mode = getattr(detector, "mode", None)
         shown = f"mode {mode.value:8}" if mode is not None else " " * 13
-        print(f"{detector.key:22} ok   threshold {detector.threshold:<6} {shown}")
+        if calibrated is not None:  # which thresholds the file set, and which it left
+            shown += "  calibrated" if calibrated.get(detector.key) else "  uncalibrated"
+        print(f"{detector.key:22} ok   threshold {detector.threshold:<6} {shown}".rstrip())
     for problem in failed:
         print(f"{problem}", file=sys.stderr)
     print(f"{len(engine.pipeline.detectors)} detector(s) loaded, {len(failed)} problem(s)")
