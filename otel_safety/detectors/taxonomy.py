@@ -46,8 +46,20 @@ TAXONOMY_VERSION = DATA_VERSION
 Pattern = regex.Pattern
 
 _CATEGORY_KEYS = frozenset(
-    {"weight", "tools", "commands", "pipes", "sql", "paths", "http_methods", "roles", "grants"}
+    {
+        "weight",
+        "severity",
+        "tools",
+        "commands",
+        "pipes",
+        "sql",
+        "paths",
+        "http_methods",
+        "roles",
+        "grants",
+    }
 )
+_SEVERITIES = ("low", "medium", "high", "critical")
 _SQL_FLAGS = regex.IGNORECASE | regex.DOTALL
 _PROVENANCE_SIZES = {"reach": 200, "min_value_chars": 4, "max_value_chars": 120}
 
@@ -67,6 +79,9 @@ class Category:
     roles: frozenset[str]  # a role argument's values that put a call here ("admin", "owner")
     grants: tuple[Pattern, ...]
     granted_by: PhraseSet  # `grants` compiled for a fast scan
+    # How a finding is judged whose every offence is a call beyond the task in this category
+    # and no other (None: the detector's own severity).
+    severity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,9 +251,15 @@ def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
     where = f"categories.{name}"
     check_keys(spec, _CATEGORY_KEYS, f"scope taxonomy {where}")
     weight = check_weight(spec.get("weight"), f"scope taxonomy {where}")
+    severity = spec.get("severity")
+    if severity is not None and severity not in _SEVERITIES:
+        raise ValueError(
+            f"scope taxonomy {where}.severity: {severity!r} is not one of {', '.join(_SEVERITIES)}"
+        )
     return Category(
         name=name,
         weight=weight,
+        severity=severity,
         tools=_names(spec.get("tools", []), f"{where}.tools"),
         commands=_regexes(spec.get("commands", []), 0, f"{where}.commands"),
         pipes=_regexes(spec.get("pipes", []), 0, f"{where}.pipes"),
