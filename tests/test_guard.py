@@ -934,6 +934,17 @@ def test_an_inline_call_beyond_the_task_passed_with_it_warns(guard) -> None:
     assert without_task.decision is Decision.ALLOW
 
 
+def test_a_time_window_narrows_a_delete_the_task_asks_for_and_names_nothing(guard) -> None:
+    task = "Delete all the camera recordings from last Saturday and Sunday please."
+    window = {"start": "2025-06-21T00:00", "end": "2025-06-22T23:59:59Z", "permanent": True}
+    asked = guard.check_tool_call("delete_recordings", window, record=False, pace=False, task=task)
+    assert asked.decision is Decision.WARN
+    other = {**window, "camera": "nursery"}  # a name the task does not say is still not asked
+    assert guard.check_tool_call(
+        "delete_recordings", other, record=False, pace=False, task=task
+    ).blocked
+
+
 def test_a_filter_or_path_the_task_does_not_name_is_not_asked_for(guard) -> None:
     other = {"query": "from:boss@corp.example.com", "folder": "all"}
     task = "delete everything from offers@shoes.example.net, all of it"

@@ -39,6 +39,13 @@ _SQL_OBJECT = regex.compile(
 _SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
 # A search filter's key ("from:", "label:"), not a scheme's "https://".
 _FILTER_KEY = regex.compile(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
+# A date or time written as machines write it ("2025-06-21T00:00", "2025-06-22 23:59:59Z"):
+# it narrows a call to a window the task says in words ("last Saturday"), it names nothing.
+_TIMESTAMP = regex.compile(
+    r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?$",
+    regex.IGNORECASE,
+)
 
 
 def asked_for(
@@ -101,6 +108,8 @@ def _value_names(values: list[str]) -> list[str]:
         if not value or value.lower() in _WILDCARDS or len(value) > _MAX_NAME_CHARS:
             continue
         if len(value.split()) > _MAX_NAME_WORDS or not any(c.isalpha() for c in value):
+            continue
+        if _TIMESTAMP.match(value):
             continue
         if "/" in value and not _SCHEME.match(value):
             value = value.rstrip("/*").rsplit("/", 1)[-1] or value
