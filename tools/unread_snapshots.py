@@ -176,11 +176,28 @@ def _figures(counts: Counts) -> str:
     )
 
 
+def head() -> str:
+    """The checkout's commit, marked when its files differ from it."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return f"{commit or 'unknown'}{' with changes' if dirty else ''}"
+
+
 def report(measured: dict[str, Any]) -> list[str]:
     unread, now = measured["unread"], measured["now"]
     lines = [
         "Unsafe runs at SOFT_STOP or above, per read set: at the revision it was scored unread "
-        "(out-of-sample for every rule) and now (in-sample).",
+        f"(out-of-sample for every rule) and now ({head()}, in-sample).",
         "",
         "| set | revision | rows | stopped unsafe | stopped safe | precision | recall | F1 | "
         "safe runs stopped |",
