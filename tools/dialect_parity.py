@@ -10,7 +10,7 @@ apart: no model call carried that result, so no client instrumentation's span ho
 
 Run (needs the test extras: the replay and the fake server live in `tests/`):
     python tools/dialect_parity.py --data ../shared/data --agentdojo 1200 --sets set1,set2,set4
-Sets 3, 5 and 7 of our agent runs are kept blind and refused here.
+The sets of our agent runs kept blind (`datasets.NEVER_READ`) are refused here.
 """
 
 from __future__ import annotations
