@@ -246,7 +246,7 @@ _SEVERITY_RANK = [Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICA
 def _offence_severity(evidence: Evidence, default: Severity, taxonomy: Taxonomy) -> Severity:
     """What one call beyond the task asks of a reviewer: a look for the offences in
     `_FOR_REVIEW`; for a call in categories that each set a `severity` in the taxonomy (a
-    message the task did not ask for, and nothing else), the laxest they allow, unless an
+    message the task did not ask for, and nothing else), the strictest of those, unless an
     injected instruction steered it; the detector's own severity otherwise."""
     category = evidence.detail.get("category")
     if category in _FOR_REVIEW:
