@@ -238,6 +238,14 @@ def check_escalations_by_tool(db, traces):
     assert [(r["tool"], r["calls"], r["escalated"]) for r in ops] == [("run_shell", 1, 0)]
 
 
+def _rounded(value: float, numerator: int, denominator: int, places: int) -> bool:
+    """Whether `value` is the ratio rounded to `places` by SQL: half away from zero on a
+    double, so a tie may land either side of Python's half-to-even `round`."""
+    return abs(value - numerator / denominator) <= 0.5 * 10**-places + 1e-9 and value == round(
+        value, places
+    )
+
+
 def check_detectors_together(db, traces):
     with duckdb.connect(str(db), read_only=True) as con:
         fired = con.execute("SELECT DISTINCT trace_id, detector FROM findings WHERE detected")
@@ -253,8 +261,8 @@ def check_detectors_together(db, traces):
     for r in rows:
         a, b, both = r["detector_a"], r["detector_b"], r["together"]
         assert (r["fired_a"], r["fired_b"]) == (singles[a], singles[b])
-        assert r["jaccard"] == round(both / (singles[a] + singles[b] - both), 3)
-        assert r["lift"] == round(both * total / (singles[a] * singles[b]), 2)
+        assert _rounded(r["jaccard"], both, singles[a] + singles[b] - both, 3)
+        assert _rounded(r["lift"], both * total, singles[a] * singles[b], 2)
     top = max(pairs.values())
     assert all(r["together"] >= top for r in run(db, "detectors_together", min_traces=top))
     some = rows[0]["detector_a"]
