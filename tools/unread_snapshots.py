@@ -176,20 +176,18 @@ def _figures(counts: Counts) -> str:
     )
 
 
+def _git(*args: str) -> str:
+    """What a git command in this checkout prints ("" when it fails)."""
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
+
+
 def head() -> str:
     """The checkout's commit, marked when its files differ from it."""
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    commit = _git("rev-parse", "--short", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
     return f"{commit or 'unknown'}{' with changes' if dirty else ''}"
 
 
