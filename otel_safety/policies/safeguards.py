@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from otel_safety.conversation import ExpiringStore
 from otel_safety.model import EscalationLevel, Finding, Severity, Trajectory
-from otel_safety.policies.signals import Signals, combined_signals, finding_signals
+from otel_safety.policies.signals import Signals, finding_signals, merged_signals
 from otel_safety.policy import SeverityPolicy
 
 
@@ -84,10 +84,11 @@ class SafeguardsPolicy:
     ) -> EscalationLevel:
         t = self.thresholds_for(trajectory)
         self.severity.decide(findings, trajectory)
-        for finding in findings:
-            finding.escalation = max(finding.escalation, table_level(finding_signals(finding), t))
+        readings = [finding_signals(finding) for finding in findings]  # each read once
+        for finding, signals in zip(findings, readings, strict=True):
+            finding.escalation = max(finding.escalation, table_level(signals, t))
         worst = max((f.escalation for f in findings), default=EscalationLevel.NONE)
-        return max(worst, table_level(combined_signals(findings), t))
+        return max(worst, table_level(merged_signals(readings), t))
 
 
 class AdaptivePolicy(SafeguardsPolicy):

@@ -55,16 +55,19 @@ def finding_signals(finding: Finding) -> Signals:
 
 def combined_signals(findings: Iterable[Finding]) -> Signals:
     """The strictest reading across a trace: max of each number, any violation."""
-    merged = Signals()
-    for finding in findings:
-        one = finding_signals(finding)
-        merged = Signals(
-            drift=max(merged.drift, one.drift),
-            uncertainty=max(merged.uncertainty, one.uncertainty),
-            tool_risk=max(merged.tool_risk, one.tool_risk),
-            violation=merged.violation or one.violation,
-        )
-    return merged
+    return merged_signals(finding_signals(finding) for finding in findings)
+
+
+def merged_signals(readings: Iterable[Signals]) -> Signals:
+    """The strictest of some signals already read: max of each number, any violation."""
+    drift = uncertainty = tool_risk = 0.0
+    violation = False
+    for one in readings:
+        drift = max(drift, one.drift)
+        uncertainty = max(uncertainty, one.uncertainty)
+        tool_risk = max(tool_risk, one.tool_risk)
+        violation = violation or one.violation
+    return Signals(drift, uncertainty, tool_risk, violation)
 
 
 def finding_claims(finding: Finding) -> dict[str, Any]:
