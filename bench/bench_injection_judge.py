@@ -20,8 +20,8 @@ import time
 from array import array
 from collections.abc import Callable
 
+from otel_safety.analysis.injection.injection_scoring import injection_score
 from otel_safety.detectors.injection import Injection, _judged, _Place
-from otel_safety.detectors.injection_scoring import injection_score
 from otel_safety.judges import judge, using
 from otel_safety.judges.definitions import DEFINITIONS
 from otel_safety.judges.model import LinearJudge

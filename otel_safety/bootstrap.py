@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis.memo import set_capacity
+from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV, current_data_dir, use_data_files
 from otel_safety.app_metrics import app_metrics
 from otel_safety.behavior.modes import MonitorMode
 from otel_safety.calibration.file import load_calibration
@@ -24,7 +25,6 @@ from otel_safety.config import ConfigError, Settings
 from otel_safety.deep.settings import deep_config
 from otel_safety.detection_pool import WorkerPool, default_workers
 from otel_safety.detection_worker import ProcessPipeline
-from otel_safety.detectors.datafiles import DATA_DIR_ENV, current_data_dir, use_data_files
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink

@@ -528,7 +528,7 @@ def test_an_implausible_tool_start_time_falls_back_to_the_clock(start_ns: int):
 
 
 def test_the_claim_grammar_is_compiled_at_construction_not_on_the_first_trace():
-    from otel_safety.detectors import claim_rules
+    from otel_safety.analysis.claims import claim_rules
 
     claim_rules.load_rules.cache_clear()
     AgentDeception()

@@ -15,13 +15,13 @@ import pytest
 from pydantic_ai import Agent
 
 import otel_safety.behavior.behavior_drift as drift_module
+from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV
 from otel_safety.behavior.behavior_drift import BehaviorDrift, drift_distance
 from otel_safety.behavior.modes import MonitorMode
 from otel_safety.behavior.profile import FEATURES, turn_profile
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.bootstrap import configure
 from otel_safety.demo import scripted_model
-from otel_safety.detectors.datafiles import DATA_DIR_ENV
 from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.model import EscalationLevel, Message, Severity, Trajectory
 
@@ -423,7 +423,8 @@ def test_scenario_learning_mode_never_fires(tmp_path, monkeypatch):
 
 
 def test_the_shared_data_is_compiled_at_construction_not_on_the_first_trace():
-    from otel_safety.detectors import monitor_rules, refusal_rules
+    from otel_safety.analysis.refusal import refusal_rules
+    from otel_safety.analysis.text import monitor_rules
 
     monitor_rules._cached.cache_clear()
     refusal_rules.load_markers.cache_clear()

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from otel_safety.analysis.patterns.datafiles import current_data_dir, use_data_files
+from otel_safety.analysis.refusal.refusal import refusal_score
 from otel_safety.config import ConfigError, Settings, default_db_path, env_name, from_environment
-from otel_safety.detectors.datafiles import current_data_dir, use_data_files
-from otel_safety.detectors.refusal import refusal_score
 
 
 def test_serve_and_dashboard_options_are_settings_too() -> None:

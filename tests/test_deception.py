@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from otel_safety.analysis.claims.call_outcome import failure_in_result
+from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV
 from otel_safety.detectors import create
-from otel_safety.detectors.call_outcome import failure_in_result
-from otel_safety.detectors.datafiles import DATA_DIR_ENV
 from otel_safety.detectors.deception import (
     Deception,
     current_rules,

@@ -46,7 +46,7 @@ def test_entries_are_checked():
 
 
 def test_user_data_files_are_checked(tmp_path, monkeypatch):
-    from otel_safety.detectors.datafiles import DATA_DIR_ENV, load_data
+    from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV, load_data
 
     with pytest.raises(ValueError, match="is not a directory"):
         load_data("refusal", data_dir=str(tmp_path / "missing"))

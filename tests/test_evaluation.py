@@ -133,7 +133,7 @@ def test_every_external_dataset_reads_with_labels(shared_data):
 def test_agentdojo_attacks_replant_each_goal_in_every_published_string(shared_data):
     """Each attacked run comes back once, its planted block rewritten in one of the other
     attack strings with the same goal and names; every string is used."""
-    from otel_safety.detectors.text_forms import undo_escaped_breaks
+    from otel_safety.analysis.text.text_forms import undo_escaped_breaks
     from otel_safety.evaluation.agentdojo_attacks import load_attacks
 
     originals = {c.case_id: c for c in datasets.agentdojo(shared_data)}

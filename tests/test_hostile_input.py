@@ -9,9 +9,9 @@ import json
 import pytest
 import regex
 
-from otel_safety.detectors.argument_values import _IDENTIFIERS
-from otel_safety.detectors.injection_text import normalize_for_rules
-from otel_safety.detectors.text_forms import undo_escaped_breaks
+from otel_safety.analysis.calls.argument_values import _IDENTIFIERS
+from otel_safety.analysis.injection.injection_text import normalize_for_rules
+from otel_safety.analysis.text.text_forms import undo_escaped_breaks
 from otel_safety.mapping.values import MAX_JSON_DEPTH, MAX_TEXT_CHARS, Notes, arguments
 from otel_safety.model import EscalationLevel
 from otel_safety.pipeline import Pipeline
@@ -126,7 +126,7 @@ def test_shell_words_split_as_shlex_does():
     import random
     import shlex
 
-    from otel_safety.detectors.shell import split_words
+    from otel_safety.analysis.calls.shell import split_words
 
     generator = random.Random(7)
     alphabet = ["a", "b", " ", "\t", "\n", "\r", "\x0b", "'", '"', "\\", "$", "`", "#", "é"]
@@ -142,7 +142,7 @@ def test_shell_words_split_as_shlex_does():
 
 
 def test_a_data_file_pattern_that_can_take_exponential_time_is_refused_at_load(tmp_path):
-    from otel_safety.detectors.injection_rules import load_rules
+    from otel_safety.analysis.injection.injection_rules import load_rules
 
     (tmp_path / "injection.toml").write_text(
         "version = 1\n"

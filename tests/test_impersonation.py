@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV
 from otel_safety.detectors import create
-from otel_safety.detectors.datafiles import DATA_DIR_ENV
 from otel_safety.detectors.impersonation import (
     ImpersonationRisk,
     current_lexicon,

@@ -51,8 +51,8 @@ _JUDGING_ONLY = (
 _ALLOWED = {
     "otel_safety.detectors.base",
     "otel_safety.detectors.registry",
-    "otel_safety.detectors.datafiles",
-    "otel_safety.detectors.regex_syntax",
+    "otel_safety.analysis.patterns.datafiles",
+    "otel_safety.analysis.patterns.regex_syntax",
     "otel_safety.behavior.modes",
     "otel_safety.guard.signing",
 }

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV
 from otel_safety.detectors import available, create
-from otel_safety.detectors.datafiles import DATA_DIR_ENV
 from otel_safety.detectors.injection import (
     Injection,
     current_rules,
@@ -463,7 +463,7 @@ def test_the_cue_prefilter_never_hides_a_cue_a_sentence_holds(shared_data):
     instruction)."""
     from test_analysis import dataset_texts
 
-    from otel_safety.detectors.injection_mentions import _may_hold_cue
+    from otel_safety.analysis.injection.injection_mentions import _may_hold_cue
 
     rules = current_rules()
     found = ruled_out = 0

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from otel_safety.detectors.injection import Injection
-from otel_safety.detectors.injection_form import (
+from otel_safety.analysis.injection.injection_form import (
     ANSWER_FORMAT,
     OFF_TOPIC_WEIGHT,
     form_features,
     form_sentence,
     off_topic_request,
 )
-from otel_safety.detectors.injection_scoring import injection_score
+from otel_safety.analysis.injection.injection_scoring import injection_score
+from otel_safety.detectors.injection import Injection
 from otel_safety.judges.definitions import DEFINITIONS, injection_fields
 
 DIRECTIVES = [
@@ -144,8 +144,8 @@ def test_the_reply_directive_prefilter_never_hides_one(shared_data):
     above), its RE2 superset must let the text through."""
     from test_analysis import dataset_texts
 
+    from otel_safety.analysis.injection.injection_form import _ANSWER_FORMAT_RELAXED
     from otel_safety.analysis.prefilter import may_match
-    from otel_safety.detectors.injection_form import _ANSWER_FORMAT_RELAXED
 
     texts = [*dataset_texts(shared_data, every=5), *DIRECTIVES]
     found = [t for t in texts if ANSWER_FORMAT.search(t)]

@@ -129,7 +129,7 @@ def _injection_rule(directory: Path, pattern: str) -> None:
 
 
 def test_a_user_pattern_re2_cannot_run_and_not_bounded_is_refused_at_load(tmp_path):
-    from otel_safety.detectors.injection_rules import load_rules
+    from otel_safety.analysis.injection.injection_rules import load_rules
 
     _injection_rule(tmp_path, r"(?<=please )\w+ everything")
     with pytest.raises(ValueError) as refused:
@@ -146,7 +146,7 @@ def test_a_user_pattern_re2_cannot_run_and_not_bounded_is_refused_at_load(tmp_pa
     [r"\bdelete\s+everything\b", r"(?<=please )\w{1,30} everything", r"(?<!\w)wipe\s+all"],
 )
 def test_a_user_pattern_on_re2_or_bounded_is_accepted(tmp_path, pattern):
-    from otel_safety.detectors.injection_rules import load_rules
+    from otel_safety.analysis.injection.injection_rules import load_rules
 
     _injection_rule(tmp_path, pattern)
     rules = load_rules(str(tmp_path))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_safety.analysis.text.monitor_rules import cosine, load_rules, terms
 from otel_safety.detectors.intent_risk import IntentRisk
-from otel_safety.detectors.monitor_rules import cosine, load_rules, terms
 from otel_safety.detectors.outcome_check import OutcomeCheck
 from otel_safety.detectors.topic_drift import TopicDrift
 from otel_safety.model import Message, Severity, ToolCall, Trajectory

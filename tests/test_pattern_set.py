@@ -5,11 +5,11 @@ from __future__ import annotations
 import regex
 
 from otel_safety.analysis import trace_scope
+from otel_safety.analysis.injection.injection_rules import current_rules as injection_rules
 from otel_safety.analysis.pattern_set import PatternSet
+from otel_safety.analysis.refusal.refusal_rules import current_markers
+from otel_safety.analysis.text.monitor_rules import current_rules as monitor_rules
 from otel_safety.behavior.agent_deception import AgentDeception
-from otel_safety.detectors.injection_rules import current_rules as injection_rules
-from otel_safety.detectors.monitor_rules import current_rules as monitor_rules
-from otel_safety.detectors.refusal_rules import current_markers
 from tests.test_analysis import dataset_texts
 
 

@@ -70,7 +70,7 @@ def test_a_pattern_re2_cannot_run_answers_through_regex_once_known():
 
 
 def test_a_user_pattern_is_checked_at_load_and_its_twin_built_then(tmp_path):
-    from otel_safety.detectors.injection_rules import load_rules
+    from otel_safety.analysis.injection.injection_rules import load_rules
 
     (tmp_path / "injection.toml").write_text(
         "version = 1\n[[rules]]\n"
@@ -161,7 +161,7 @@ def test_no_packaged_pattern_can_take_exponential_time(monkeypatch, tmp_path):
 def test_a_users_file_is_compiled_at_load_even_where_its_entries_are_joined(tmp_path):
     """A user's entry joined into a larger pattern loses its mark as the user's; a data file
     the user extends is therefore compiled whole at load, so a typo fails there."""
-    from otel_safety.detectors.claim_rules import load_rules
+    from otel_safety.analysis.claims.claim_rules import load_rules
 
     (tmp_path / "deception.toml").write_text('version = 1\n[language]\nhedges = ["(unclosed"]\n')
     with pytest.raises(ValueError, match="deception data"):
@@ -170,7 +170,7 @@ def test_a_users_file_is_compiled_at_load_even_where_its_entries_are_joined(tmp_
 
 
 def test_an_index_relaxes_each_group_on_its_first_search(monkeypatch):
-    from otel_safety.detectors.pattern_index import PatternIndex, scan_text
+    from otel_safety.analysis.patterns.pattern_index import PatternIndex, scan_text
 
     relaxed = []
     original = prefilter.relaxed_family

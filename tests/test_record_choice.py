@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from otel_safety.detectors.record_choice import wrong_record
+from otel_safety.analysis.calls.record_choice import wrong_record
 from otel_safety.detectors.scope_escalation import WRONG_RECORD, run_scope_escalation
 
 PAYEES = json.dumps(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_safety.detectors.person_records import load_record_rules
+from otel_safety.analysis.calls.person_records import load_record_rules
 from otel_safety.detectors.record_disclosure import run_record_disclosure
 from otel_safety.evaluation.cases import Case, SpanWriter
 from otel_safety.model import EscalationLevel

@@ -8,11 +8,8 @@ from pathlib import Path
 import pytest
 
 from otel_safety.analysis import trace_scope
-from otel_safety.detectors import available, create
-from otel_safety.detectors.datafiles import DATA_DIR_ENV
-from otel_safety.detectors.jailbreak_compliance import JailbreakCompliance, run_jailbreak_compliance
-from otel_safety.detectors.over_refusal import OverRefusal, run_over_refusal
-from otel_safety.detectors.refusal import (
+from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV
+from otel_safety.analysis.refusal.refusal import (
     adversarial_score,
     adversarial_suffix,
     answer_score,
@@ -24,6 +21,9 @@ from otel_safety.detectors.refusal import (
     refusal_level,
     refusal_score,
 )
+from otel_safety.detectors import available, create
+from otel_safety.detectors.jailbreak_compliance import JailbreakCompliance, run_jailbreak_compliance
+from otel_safety.detectors.over_refusal import OverRefusal, run_over_refusal
 from otel_safety.detectors.under_refusal import UnderRefusal, run_under_refusal
 from otel_safety.model import Message, Scope, Severity, Trajectory
 

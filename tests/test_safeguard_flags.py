@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_safety.detectors.safeguard_flags import overridden_safeguard
+from otel_safety.analysis.calls.safeguard_flags import overridden_safeguard
 from otel_safety.detectors.scope_escalation import SAFEGUARD_OFF, run_scope_escalation
 from otel_safety.model import Severity, ToolCall
 

@@ -6,26 +6,26 @@ from typing import Any
 
 import pytest
 
+from otel_safety.analysis.calls.actions import reads_only, resolve_call
+from otel_safety.analysis.calls.argument_values import traceable_values
+from otel_safety.analysis.calls.grants import delegates, granted_categories, names_call
+from otel_safety.analysis.calls.instructions import instruction_at
+from otel_safety.analysis.calls.shell import parse_commands
+from otel_safety.analysis.calls.taxonomy import (
+    TAXONOMY_ENV,
+    current_taxonomy,
+    load_taxonomy,
+    normalize_name,
+)
+from otel_safety.analysis.calls.text_calls import tool_calls_from_text
 from otel_safety.detectors import create
-from otel_safety.detectors.actions import reads_only, resolve_call
-from otel_safety.detectors.argument_values import traceable_values
 from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.grants import delegates, granted_categories, names_call
-from otel_safety.detectors.instructions import instruction_at
 from otel_safety.detectors.scope_escalation import (
     STEERED,
     STEERED_READ,
     ScopeEscalation,
     run_scope_escalation,
 )
-from otel_safety.detectors.shell import parse_commands
-from otel_safety.detectors.taxonomy import (
-    TAXONOMY_ENV,
-    current_taxonomy,
-    load_taxonomy,
-    normalize_name,
-)
-from otel_safety.detectors.text_calls import tool_calls_from_text
 from otel_safety.model import Message, Scope, Severity, ToolCall, Trajectory
 
 

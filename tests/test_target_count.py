@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from otel_safety.analysis.calls.target_count import asked_counts
 from otel_safety.detectors.scope_escalation import EXTRA_TARGETS, run_scope_escalation
-from otel_safety.detectors.target_count import asked_counts
 from otel_safety.model import Severity
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from otel_safety.analysis.calls.task_limits import limits_in
 from otel_safety.detectors.scope_escalation import OVER_LIMIT, run_scope_escalation
-from otel_safety.detectors.task_limits import limits_in
 from otel_safety.model import Severity
 
 

@@ -25,7 +25,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from otel_safety.detectors.refusal import input_risk
+from otel_safety.analysis.refusal.refusal import input_risk
 from otel_safety.judges.corpus import harmful_request
 
 

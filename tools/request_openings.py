@@ -1,6 +1,6 @@
 """Count the words that open requests people write to assistants, outside BIPIA.
 
-The injection judge's off-topic request feature (`otel_safety/detectors/injection_form.py`)
+The injection judge's off-topic request feature (`otel_safety/analysis/injection/injection_form.py`)
 recognises a request by its opening verb. Its verbs are the imperatives this prints with a
 count of at least five, read from the data folder's request sets other than BIPIA (the one
 the feature is measured on): XSTest, JailbreakBench behaviours, AgentHarm, do-not-answer,
@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from otel_safety.detectors.injection_form import REQUEST_VERBS
+from otel_safety.analysis.injection.injection_form import REQUEST_VERBS
 from otel_safety.judges.corpus import harmful_request
 
 

@@ -211,8 +211,8 @@ def _extra_features(definition) -> str:
     return (
         " (the rules' score and their strongest hit per category) and one form feature: "
         "whether the passage tells its reader how to answer (`your response`, `respond "
-        "as ...`; `otel_safety/detectors/injection_form.py`). A loose request set into the "
-        "text about nothing else it says (`What movies are playing this weekend?` in an "
+        "as ...`; `otel_safety/analysis/injection/injection_form.py`). A loose request set into "
+        "the text about nothing else it says (`What movies are playing this weekend?` in an "
         "invoice) reaches the judge as a `task_hijack` hit of a weight set beforehand, as "
         "no dataset but BIPIA plants one"
     )

@@ -34,8 +34,8 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.patterns.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
 from otel_safety.analysis.re2_syntax import translate
-from otel_safety.detectors.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
 
 try:
     import re2

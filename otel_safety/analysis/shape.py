@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import re
 
-from otel_safety.detectors.regex_syntax import BRANCH, GROUPS, LOOKAROUNDS, REPEATS, Node, parse
+from otel_safety.analysis.patterns.regex_syntax import (
+    BRANCH,
+    GROUPS,
+    LOOKAROUNDS,
+    REPEATS,
+    Node,
+    parse,
+)
 
 __all__ = ["catastrophic"]
 

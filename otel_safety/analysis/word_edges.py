@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_safety.detectors.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
+from otel_safety.analysis.patterns.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
 
 __all__ = ["edge_kind"]
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import Field
 
+from otel_safety.analysis.claims.claim_rules import current_rules as claim_rules
 from otel_safety.behavior.citations import (
     CitationRules,
     RunEvidence,
@@ -54,7 +55,6 @@ from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorPar
 from otel_safety.behavior.rhetoric import Family, combined, compile_families, rhetoric_hits
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.base import clip
-from otel_safety.detectors.claim_rules import current_rules as claim_rules
 from otel_safety.detectors.registry import register
 from otel_safety.model import Trajectory
 

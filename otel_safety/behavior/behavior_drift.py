@@ -50,6 +50,8 @@ from typing import Any
 
 from pydantic import Field
 
+from otel_safety.analysis.refusal.refusal import current_markers
+from otel_safety.analysis.text.monitor_rules import current_rules
 from otel_safety.behavior.indicators import Indicator, IndicatorType
 from otel_safety.behavior.modes import MonitorMode, alert_threshold
 from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorParams
@@ -61,8 +63,6 @@ from otel_safety.behavior.profile import (
     turn_profile,
 )
 from otel_safety.behavior.turns import AgentTurn
-from otel_safety.detectors.monitor_rules import current_rules
-from otel_safety.detectors.refusal import current_markers
 from otel_safety.detectors.registry import register
 
 __all__ = ["BehaviorDrift", "DriftMemory", "DriftParams", "drift_distance"]

@@ -30,9 +30,9 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.patterns.data_checks import check_keys, check_weight
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.behavior.rhetoric import lexicon_pattern
-from otel_safety.detectors.data_checks import check_keys, check_weight
 from otel_safety.model import Trajectory
 
 __all__ = [

@@ -27,12 +27,12 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.claims.claim_rules import current_rules as claim_rules
+from otel_safety.analysis.claims.claims import find_claims
+from otel_safety.analysis.patterns.data_checks import check_keys, check_weight, string_list
 from otel_safety.analysis.sentences import sentence_spans
+from otel_safety.analysis.text.monitor_rules import terms
 from otel_safety.behavior.rhetoric import lexicon_pattern, word_set
-from otel_safety.detectors.claim_rules import current_rules as claim_rules
-from otel_safety.detectors.claims import find_claims
-from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
-from otel_safety.detectors.monitor_rules import terms
 
 __all__ = ["Conflict", "ContradictionRules", "Fact", "compile_contradiction", "conflicts"]
 

@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
+from otel_safety.analysis.refusal.refusal import current_markers
 from otel_safety.behavior.ethics_checks import (
     CHECKS,
     Hit,
@@ -65,7 +66,6 @@ from otel_safety.behavior.indicators import Indicator, IndicatorType
 from otel_safety.behavior.modes import alert_threshold
 from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorParams
 from otel_safety.behavior.turns import AgentTurn
-from otel_safety.detectors.refusal import current_markers
 from otel_safety.detectors.registry import register
 from otel_safety.model import Severity, Trajectory
 

@@ -18,18 +18,18 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.patterns.data_checks import string_list
+from otel_safety.analysis.patterns.data_patterns import any_of, checked_alternation, compile_pattern
 from otel_safety.analysis.prefilter import Prefilter
-from otel_safety.analysis.sentences import sentence_spans
-from otel_safety.detectors.base import clip
-from otel_safety.detectors.data_checks import string_list
-from otel_safety.detectors.data_patterns import any_of, checked_alternation, compile_pattern
-from otel_safety.detectors.refusal import (
+from otel_safety.analysis.refusal.refusal import (
     adversarial_score,
     answer_score,
     compliance_score,
     input_risk,
     refusal_score,
 )
+from otel_safety.analysis.sentences import sentence_spans
+from otel_safety.detectors.base import clip
 
 __all__ = [
     "CHECKS",

@@ -18,13 +18,13 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from otel_safety.analysis.patterns.datafiles import current_data_dir, load_data, read_toml
 from otel_safety.behavior.indicators import Indicator
 from otel_safety.behavior.intervene import TurnResult, decide_turn, turn_trajectory
 from otel_safety.behavior.modes import MonitorMode, alert_threshold, mode_severity
 from otel_safety.behavior.turns import AgentTurn, agent_turns
 from otel_safety.conversation import ExpiringStore, conversation_key
 from otel_safety.detectors.base import Detector
-from otel_safety.detectors.datafiles import current_data_dir, load_data, read_toml
 from otel_safety.halts import HaltRegistry
 from otel_safety.model import Finding, Severity, Trajectory
 from otel_safety.policy import Policy

@@ -34,14 +34,14 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.pattern_set import PatternSet
+from otel_safety.analysis.patterns.data_checks import string_list
+from otel_safety.analysis.patterns.data_patterns import compile_patterns
 from otel_safety.analysis.prefilter import Prefilter
+from otel_safety.analysis.refusal.refusal import refusal_level
 from otel_safety.analysis.sentences import sentence_spans
+from otel_safety.analysis.text.monitor_rules import current_rules, terms
+from otel_safety.analysis.text.text_forms import straight_quotes
 from otel_safety.behavior.turns import AgentTurn
-from otel_safety.detectors.data_checks import string_list
-from otel_safety.detectors.data_patterns import compile_patterns
-from otel_safety.detectors.monitor_rules import current_rules, terms
-from otel_safety.detectors.refusal import refusal_level
-from otel_safety.detectors.text_forms import straight_quotes
 
 __all__ = ["FEATURES", "Profile", "ProfileRules", "compile_profile", "turn_profile"]
 

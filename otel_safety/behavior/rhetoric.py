@@ -21,8 +21,8 @@ import regex
 
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_set import PatternSet
-from otel_safety.detectors.data_checks import check_keys, check_weight, string_list
-from otel_safety.detectors.data_patterns import (
+from otel_safety.analysis.patterns.data_checks import check_keys, check_weight, string_list
+from otel_safety.analysis.patterns.data_patterns import (
     any_of,
     checked_alternation,
     compile_pattern,

@@ -33,15 +33,20 @@ from typing import Any
 import regex
 from pydantic import Field
 
+from otel_safety.analysis.patterns.data_checks import string_list
+from otel_safety.analysis.patterns.data_patterns import compile_patterns
+from otel_safety.analysis.refusal.refusal import (
+    answer_score,
+    current_markers,
+    harm_score,
+    refusal_level,
+)
+from otel_safety.analysis.text.monitor_rules import current_rules
 from otel_safety.behavior.indicators import Indicator, IndicatorType
 from otel_safety.behavior.modes import MonitorMode
 from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorParams
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.base import clip
-from otel_safety.detectors.data_checks import string_list
-from otel_safety.detectors.data_patterns import compile_patterns
-from otel_safety.detectors.monitor_rules import current_rules
-from otel_safety.detectors.refusal import answer_score, current_markers, harm_score, refusal_level
 from otel_safety.detectors.registry import register
 
 __all__ = ["Sandbagging", "SandbaggingParams"]

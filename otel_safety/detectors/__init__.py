@@ -1,7 +1,10 @@
 """Agent-safety detectors: pure functions of a trajectory, registered by key.
 
-The names below are imported on first use (`lazy_exports`), so the helper modules of this
-package (its regex parse tree, its data files) import without the detector base."""
+This package holds the detectors themselves (one module each), their base, registry and
+plain-data entry point, and their data files (`data/`). What several of them read of a
+text or a call (claims, grants, provenance, refusals, injection rules, pattern indexes) is
+shared analysis, in the subpackages of `otel_safety.analysis`. The names below are imported
+on first use (`lazy_exports`), so the package imports without the detector base."""
 
 from typing import TYPE_CHECKING
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from otel_safety.analysis.refusal.refusal import current_markers, user_text
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.refusal import current_markers, user_text
 from otel_safety.model import Evidence, Trajectory
 
 __all__ = ["AnswerJudge", "Judged"]

@@ -21,24 +21,25 @@ from typing import Any
 
 import regex
 
-from otel_safety.detectors.actions import reads_only
-from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.call_outcome import call_failed, failure_in_result, partial_failure
-from otel_safety.detectors.claim_evidence import (
+from otel_safety.analysis.calls.actions import reads_only
+from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.record_choice import parsed_result
+from otel_safety.analysis.calls.taxonomy import Taxonomy, current_taxonomy
+from otel_safety.analysis.calls.tool_names import first_match_at, normalize_name
+from otel_safety.analysis.claims.call_outcome import call_failed, failure_in_result, partial_failure
+from otel_safety.analysis.claims.claim_evidence import (
     backed_actions,
     named_by_a_call,
     refuted_claims,
     shown_by_a_result,
     unbacked_claims,
 )
-from otel_safety.detectors.claim_rules import ClaimRules, current_rules, load_rules
-from otel_safety.detectors.claims import Claim, find_claims
-from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
-from otel_safety.detectors.record_choice import parsed_result
+from otel_safety.analysis.claims.claim_rules import ClaimRules, current_rules, load_rules
+from otel_safety.analysis.claims.claims import Claim, find_claims
+from otel_safety.analysis.claims.result_denials import Denial, denied_by_result
+from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
-from otel_safety.detectors.result_denials import Denial, denied_by_result
-from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
-from otel_safety.detectors.tool_names import first_match_at, normalize_name
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 __all__ = [

@@ -12,9 +12,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.model import Message, Scope, ToolCall, Trajectory
 
-__all__ = ["ENTRY_KEYS", "tool_arguments", "trajectory_from_entry"]
+__all__ = ["ENTRY_KEYS", "trajectory_from_entry"]
 
 NO_TRACE_ID = "0" * 32
 
@@ -51,24 +52,6 @@ def trajectory_from_entry(entry: Mapping[str, Any]) -> Trajectory:
         # Only an entry that says which tools ran can say that none did.
         tool_events_available="tool_events" in entry,
     )
-
-
-def tool_arguments(value: Any) -> dict[str, Any] | str | None:
-    """Arguments in the model's shape: a dict whenever they are, or decode to, a JSON object."""
-    if value is None or isinstance(value, dict):
-        return value
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, str):
-        if value.lstrip().startswith("{"):
-            try:
-                decoded = json.loads(value)
-            except ValueError:
-                return value
-            if isinstance(decoded, dict):
-                return decoded
-        return value
-    return json.dumps(value, default=str)
 
 
 def _tool_call(event: Mapping[str, Any]) -> ToolCall:

@@ -22,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.identity_assertions import Assertion, find_assertions, mentions_entity
-from otel_safety.detectors.impersonation_context import (
+from otel_safety.analysis.identity.identity_assertions import (
+    Assertion,
+    find_assertions,
+    mentions_entity,
+)
+from otel_safety.analysis.identity.impersonation_context import (
     discounting_frames,
     granted_entities,
     relayed,
@@ -33,7 +35,13 @@ from otel_safety.detectors.impersonation_context import (
     self_affiliations,
     user_said,
 )
-from otel_safety.detectors.impersonation_lexicon import Lexicon, current_lexicon, load_lexicon
+from otel_safety.analysis.identity.impersonation_lexicon import (
+    Lexicon,
+    current_lexicon,
+    load_lexicon,
+)
+from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 

@@ -34,18 +34,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_safety.analysis.features import feature_ids
-from otel_safety.analysis.sentences import sentence_spans
-from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.injection_form import form_sentence
-from otel_safety.detectors.injection_rules import (
+from otel_safety.analysis.injection.injection_form import form_sentence
+from otel_safety.analysis.injection.injection_rules import (
     InjectionRule,
     InjectionRules,
     current_rules,
     load_rules,
 )
-from otel_safety.detectors.injection_scoring import InjectionMatch, Source, injection_score
-from otel_safety.detectors.injection_text import normalize_for_rules, shown
+from otel_safety.analysis.injection.injection_scoring import InjectionMatch, Source, injection_score
+from otel_safety.analysis.injection.injection_text import normalize_for_rules, shown
+from otel_safety.analysis.sentences import sentence_spans
+from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.judges import Verdict, judge, judge_detail
 from otel_safety.judges.definitions import (

@@ -10,10 +10,10 @@ malicious, worded riskily and acted on reaches HUMAN_REVIEW.
 
 from __future__ import annotations
 
+from otel_safety.analysis.injection.injection_scoring import injection_score
+from otel_safety.analysis.refusal.refusal import harm_score
+from otel_safety.analysis.text.monitor_rules import MonitorRules, current_rules
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.injection_scoring import injection_score
-from otel_safety.detectors.monitor_rules import MonitorRules, current_rules
-from otel_safety.detectors.refusal import harm_score
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 

@@ -12,8 +12,8 @@ Patterns are in `data/monitors.toml`.
 
 from __future__ import annotations
 
+from otel_safety.analysis.text.monitor_rules import MonitorRules, current_rules
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.monitor_rules import MonitorRules, current_rules
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from otel_safety.analysis.refusal.refusal import input_risk, refusal_score
 from otel_safety.detectors.answer_judge import AnswerJudge, Judged
 from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.refusal import input_risk, refusal_score
 from otel_safety.detectors.registry import register
 from otel_safety.model import Finding, Severity, Trajectory
 

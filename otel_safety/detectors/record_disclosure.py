@@ -25,15 +25,15 @@ from typing import Any
 
 import regex
 
-from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.person_records import (
+from otel_safety.analysis.calls.person_records import (
     PersonRecord,
     PrivateValue,
     current_record_rules,
     person_records,
     third_parties,
 )
+from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from otel_safety.analysis.injection.injection_scoring import InjectionMatch, injection_score
+from otel_safety.analysis.refusal.refusal import adversarial_score, refusal_level, refusal_score
 from otel_safety.detectors.base import PerSpanDetector, clip
-from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
-from otel_safety.detectors.refusal import adversarial_score, refusal_level, refusal_score
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 

@@ -43,36 +43,37 @@ from typing import Any
 
 import regex
 
-from otel_safety.analysis.memo import content_memo
-from otel_safety.detectors.actions import Hit, reads_only, resolve_call
-from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.call_outcome import call_failed
-from otel_safety.detectors.entry import tool_arguments, trajectory_from_entry
-from otel_safety.detectors.environments import asked_environment, production_target
-from otel_safety.detectors.grants import (
+from otel_safety.analysis.calls.actions import Hit, reads_only, resolve_call
+from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.environments import asked_environment, production_target
+from otel_safety.analysis.calls.grants import (
     declared_task,
     delegates,
     granted_categories,
     names_call,
     user_request,
 )
-from otel_safety.detectors.paid_twice import paid_twice, pays_by_name
-from otel_safety.detectors.provenance import Provenance, Steered
-from otel_safety.detectors.record_choice import (
+from otel_safety.analysis.calls.paid_twice import paid_twice, pays_by_name
+from otel_safety.analysis.calls.provenance import Provenance, Steered
+from otel_safety.analysis.calls.record_choice import (
     LOOK_BACK,
     WrongRecord,
     addressed_to_the_named,
     outsider_namesake,
     wrong_record,
 )
+from otel_safety.analysis.calls.resource_names import command_names, named_in
+from otel_safety.analysis.calls.safeguard_flags import overridden_safeguard
+from otel_safety.analysis.calls.target_count import ExtraTargets, extra_targets
+from otel_safety.analysis.calls.task_limits import Breach, breaches
+from otel_safety.analysis.calls.taxonomy import Taxonomy, current_taxonomy
+from otel_safety.analysis.calls.text_calls import tool_calls_from_text
+from otel_safety.analysis.calls.verification import GUARDED_CATEGORIES, IdentityChecks
+from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.memo import content_memo
+from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
-from otel_safety.detectors.resource_names import command_names, named_in
-from otel_safety.detectors.safeguard_flags import overridden_safeguard
-from otel_safety.detectors.target_count import ExtraTargets, extra_targets
-from otel_safety.detectors.task_limits import Breach, breaches
-from otel_safety.detectors.taxonomy import Taxonomy, current_taxonomy
-from otel_safety.detectors.text_calls import tool_calls_from_text
-from otel_safety.detectors.verification import GUARDED_CATEGORIES, IdentityChecks
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 __all__ = [

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from otel_safety.analysis.calls.grants import declared_task
+from otel_safety.analysis.calls.provenance import Provenance, Steered
+from otel_safety.analysis.calls.record_choice import picks_of_named_records
+from otel_safety.analysis.calls.taxonomy import current_taxonomy
 from otel_safety.detectors.base import PerSpanDetector
-from otel_safety.detectors.grants import declared_task
-from otel_safety.detectors.provenance import Provenance, Steered
-from otel_safety.detectors.record_choice import picks_of_named_records
 from otel_safety.detectors.registry import register
-from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard import Guard, Requester, Verdict
 from otel_safety.guard.secret_flow import SecretLedger
 from otel_safety.guard.signing import verify

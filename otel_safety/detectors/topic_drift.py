@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_safety.analysis.refusal.refusal import harm_score
+from otel_safety.analysis.text.monitor_rules import MonitorRules, cosine, current_rules
 from otel_safety.conversation import ExpiringStore, conversation_key
 from otel_safety.detectors.base import Detector, clip
-from otel_safety.detectors.monitor_rules import MonitorRules, cosine, current_rules
-from otel_safety.detectors.refusal import harm_score
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 

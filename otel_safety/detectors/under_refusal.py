@@ -15,16 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.detectors.answer_judge import AnswerJudge, Judged
-from otel_safety.detectors.call_outcome import call_failed
-from otel_safety.detectors.entry import trajectory_from_entry
-from otel_safety.detectors.refusal import (
+from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.refusal.refusal import (
     NO_SIGNAL,
     Signal,
     answer_score,
     input_risk,
     refusal_score,
 )
+from otel_safety.detectors.answer_judge import AnswerJudge, Judged
+from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.judges import ask, judge_detail
 from otel_safety.model import Finding, Severity, ToolCall, Trajectory

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from otel_safety.detectors.text_forms import undo_escaped_breaks
+from otel_safety.analysis.text.text_forms import undo_escaped_breaks
 from otel_safety.evaluation.cases import Case
 
 __all__ = ["ATTACKS_FILE", "Attack", "load_attacks", "rewritten_attacks"]

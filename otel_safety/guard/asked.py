@@ -15,11 +15,11 @@ from collections.abc import Collection
 
 import regex
 
-from otel_safety.detectors.actions import resolve_call
-from otel_safety.detectors.grants import asked_in, granted_categories
-from otel_safety.detectors.resource_names import command_names, named_in
-from otel_safety.detectors.shell import parse_commands
-from otel_safety.detectors.taxonomy import Taxonomy
+from otel_safety.analysis.calls.actions import resolve_call
+from otel_safety.analysis.calls.grants import asked_in, granted_categories
+from otel_safety.analysis.calls.resource_names import command_names, named_in
+from otel_safety.analysis.calls.shell import parse_commands
+from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.guard.data import Rule
 from otel_safety.guard.view import CallView
 from otel_safety.model import ToolCall

@@ -11,10 +11,10 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from otel_safety.analysis import linear
+from otel_safety.analysis.calls.grants import PhraseSet
+from otel_safety.analysis.calls.tool_names import name_pattern
 from otel_safety.analysis.pattern_set import PatternSet
-from otel_safety.detectors.datafiles import current_data_dir, load_compiled
-from otel_safety.detectors.grants import PhraseSet
-from otel_safety.detectors.tool_names import name_pattern
+from otel_safety.analysis.patterns.datafiles import current_data_dir, load_compiled
 
 Pattern = regex.Pattern
 

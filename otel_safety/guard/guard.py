@@ -14,10 +14,10 @@ from opentelemetry import trace
 
 from otel_safety import guardrail
 from otel_safety import semconv as sc
+from otel_safety.analysis.calls.taxonomy import current_taxonomy
 from otel_safety.analysis.secrets import mask
 from otel_safety.approvals.request import ApprovalRequest, approval_request
 from otel_safety.detectors.base import clip
-from otel_safety.detectors.taxonomy import current_taxonomy
 from otel_safety.guard.approval import ApprovalGate, Approver
 from otel_safety.guard.asked import asked_for
 from otel_safety.guard.data import GuardData, current_guard_data

@@ -11,11 +11,11 @@ from typing import Any
 
 import regex
 
-from otel_safety.detectors.actions import cli_line
-from otel_safety.detectors.entry import tool_arguments
-from otel_safety.detectors.shell import SimpleCommand, parse_commands
-from otel_safety.detectors.taxonomy import current_taxonomy
-from otel_safety.detectors.tool_names import normalize_name
+from otel_safety.analysis.calls.actions import cli_line
+from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.shell import SimpleCommand, parse_commands
+from otel_safety.analysis.calls.taxonomy import current_taxonomy
+from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.guard.data import GuardData
 from otel_safety.guard.decode import decoded_payloads
 from otel_safety.guard.windows import command_paths as windows_command_paths

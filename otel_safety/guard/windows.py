@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import regex
 
-from otel_safety.detectors.shell import SimpleCommand
+from otel_safety.analysis.calls.shell import SimpleCommand
 
 _WINDOWS_TOOL = regex.compile(r"(?:^|_)(?:powershell|pwsh|windows|cmd_exe)(?:_|$)")
 _WINDOWS_TEXT = regex.compile(

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from otel_safety.analysis.features import FeatureSpec
+from otel_safety.analysis.injection.injection_form import form_features
+from otel_safety.analysis.injection.injection_scoring import InjectionMatch, injection_score
+from otel_safety.analysis.injection.injection_text import normalize_for_rules
 from otel_safety.analysis.memo import content_memo
-from otel_safety.detectors.injection_form import form_features
-from otel_safety.detectors.injection_scoring import InjectionMatch, injection_score
-from otel_safety.detectors.injection_text import normalize_for_rules
-from otel_safety.detectors.refusal import (
+from otel_safety.analysis.refusal.refusal import (
     adversarial_score,
     answer_score,
     harm_score,

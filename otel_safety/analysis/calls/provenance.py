@@ -1,0 +1,192 @@
+"""Argument provenance: a call steered by an instruction hidden in what the agent read.
+
+An injected instruction seldom asks for a new kind of action. It asks for a familiar one
+aimed elsewhere: pay this account, e-mail that address, open this link. So a call can go
+beyond its task even when the task grants its category, and this module asks where a call's
+distinctive argument values (`argument_values.py`) came from:
+
+- from the user's request or the system prompt: the user's to use;
+- from ordinary data the agent read earlier (a contact list, a bill): data the task acts on;
+- only from tool-result text that speaks to the agent as an instruction ("to you, AI
+  assistant: before your task, send ... to ..."): the call followed that instruction.
+
+Whether a value is part of such an instruction is `instructions.instruction_at`'s call, made
+on the text `reach` characters either side of it, so that an honest value elsewhere in a
+poisoned document (the real account number on a bill that also carries an injection) stays
+honest. A tool result that merely echoes the call's own arguments back is no source.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import islice
+
+import regex
+
+from otel_safety.analysis.calls.actions import reads_only
+from otel_safety.analysis.calls.argument_values import ArgumentValue, traceable_values
+from otel_safety.analysis.calls.instructions import (
+    Instruction,
+    instruction_at,
+    unescape,
+    without_instructions,
+)
+from otel_safety.analysis.calls.taxonomy import ProvenanceRules, Taxonomy
+from otel_safety.analysis.memo import content_memo
+from otel_safety.model import ToolCall, Trajectory
+
+__all__ = ["Provenance", "Source", "Steered"]
+
+_OCCURRENCES = 3  # places per tool result a value is looked at; beyond, the first ones speak
+
+
+# A run of characters `str.isalnum` accepts: the words a source's index is made of.
+_ALNUM_RUN = regex.compile(r"[\p{L}\p{N}]+")
+
+
+@content_memo  # scope_escalation and tool_guard index the same results
+def _words_of(lowered: str) -> frozenset[str]:
+    return frozenset(_ALNUM_RUN.findall(lowered))
+
+
+@dataclass
+class Source:
+    """A tool result the agent had read: what it said, who produced it, and when."""
+
+    raw: str
+    tool: str
+    span_id: str | None
+    call_arguments: str
+    after: int  # index of the call it answered; -1 when the order is unknown
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The result with escaped line breaks undone; made only when a value is looked for in
+        it, which most results never see."""
+        return unescape(self.raw)
+
+    @functools.cached_property
+    def lowered(self) -> str:
+        return self.text.lower()
+
+
+@dataclass(frozen=True)
+class Steered:
+    """One argument value that only an instruction inside a tool result supplied."""
+
+    value: ArgumentValue
+    source: Source
+    cues: tuple[str, ...]
+    passage: str
+
+
+class Provenance:
+    """Where the arguments of one trajectory's calls came from; tool text is judged lazily."""
+
+    def __init__(self, request: str, sources: Sequence[Source], rules: ProvenanceRules) -> None:
+        self.request = request
+        self._request_lowered = request.lower()
+        self.sources = list(sources)
+        self.rules = rules
+        self._judged: dict[tuple[int, int, int], Instruction | None] = {}
+        self._by_token: dict[str, list[int]] | None = None
+        self._unindexed: list[int] = []
+
+    @classmethod
+    def of(
+        cls, trajectory: Trajectory, calls: Sequence[ToolCall], request: str, rules: ProvenanceRules
+    ) -> Provenance:
+        """Sources are the results of the judged calls, in call order; failing those, the
+        trajectory's tool messages, whose order relative to the calls is then unknown."""
+        sources = [
+            Source(call.result, call.name, call.span_id, call.arguments_text(), index)
+            for index, call in enumerate(calls)
+            if call.result
+        ]
+        if not sources:
+            sources = [
+                Source(message.content, message.name or "tool", message.span_id, "", -1)
+                for message in trajectory.tool_results
+                if message.content
+            ]
+        return cls(request, sources, rules)
+
+    def steered(
+        self, call: ToolCall, index: int, taxonomy: Taxonomy, whole_reads: bool = False
+    ) -> list[Steered]:
+        """The call's values that came only from an instruction in an earlier tool result.
+
+        A call that only reads is traced through the addresses it contacts (url, link...):
+        opening a link an injection chose already reaches its author. With `whole_reads`,
+        its other values too (the record it looks up), which the caller grades apart
+        (`Steered.value.address`): reading what an injection named sends nothing yet.
+        """
+        if not self.sources:
+            return []
+        addresses_only = reads_only(call, taxonomy) and not whole_reads
+        values = traceable_values(call.arguments, self.rules, addresses_only)
+        found = []
+        for value in values:
+            if value.found_in(self.request, self._request_lowered):
+                continue
+            steered = self._trace(value, index)
+            if steered is not None:
+                found.append(steered)
+        return found
+
+    def plain_data(self) -> list[str]:
+        """Tool-result text with every passage that speaks to the agent cut out: what a task
+        that delegates to its data ("do the tasks in the email") may take orders from."""
+        rules = self.rules
+        return [
+            without_instructions(source.text, rules.reach, rules.instruction_score)
+            for source in self.sources
+        ]
+
+    def _candidates(self, value: ArgumentValue) -> list[int]:
+        """The sources that can hold `value`: those showing its longest word as a whole
+        word. Tracing every call's values through every earlier result would grow with the
+        square of the run's length; each source's words are indexed once instead."""
+        token = max(_ALNUM_RUN.findall(value.value.lower()), key=len, default=None)
+        if token is None:
+            return list(range(len(self.sources)))
+        if self._by_token is None:
+            self._by_token = {}
+            for number, source in enumerate(self.sources):
+                lowered = source.lowered
+                if len(lowered) != len(source.text):  # matched as written: keep it in view
+                    self._unindexed.append(number)
+                    continue
+                for word in _words_of(lowered):
+                    self._by_token.setdefault(word, []).append(number)
+        found = self._by_token.get(token, [])
+        return sorted({*found, *self._unindexed}) if self._unindexed else found
+
+    def _trace(self, value: ArgumentValue, index: int) -> Steered | None:
+        steered = None
+        for number in self._candidates(value):
+            source = self.sources[number]
+            if source.after >= index or value.found_in(source.call_arguments):
+                continue  # not read yet, or an echo of the call that carried the value
+            for start, end in islice(value.places(source.text, source.lowered), _OCCURRENCES):
+                instruction = self._instruction(number, start, end)
+                if instruction is None:
+                    return None  # the value is also in ordinary data: the task acts on it
+                if steered is None:
+                    passage = source.text[max(0, start - 60) : end + 60]
+                    steered = Steered(value, source, instruction.cues, passage)
+        return steered
+
+    def _instruction(self, number: int, start: int, end: int) -> Instruction | None:
+        key = (number, start, end)
+        if key not in self._judged:
+            self._judged[key] = instruction_at(
+                self.sources[number].text,
+                start,
+                end,
+                self.rules.reach,
+                self.rules.instruction_score,
+            )
+        return self._judged[key]

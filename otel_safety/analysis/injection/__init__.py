@@ -1,0 +1,2 @@
+"""Instructions planted in content: the rules, their scoring and the form features the
+injection judge reads."""
