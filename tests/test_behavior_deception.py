@@ -11,10 +11,10 @@ import duckdb
 import pytest
 from pydantic_ai import Agent
 
-from otel_safety.behavior.agent_deception import AgentDeception
 from otel_safety.behavior.turns import DEFAULT_AGENT
 from otel_safety.bootstrap import configure
 from otel_safety.demo import scripted_model
+from otel_safety.detectors.agent_deception import AgentDeception
 from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.model import Finding, Message, Severity, ToolCall, Trajectory
 

@@ -14,14 +14,14 @@ import duckdb
 import pytest
 from pydantic_ai import Agent
 
-import otel_safety.behavior.behavior_drift as drift_module
+import otel_safety.detectors.behavior_drift as drift_module
 from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV
-from otel_safety.behavior.behavior_drift import BehaviorDrift, drift_distance
 from otel_safety.behavior.modes import MonitorMode
 from otel_safety.behavior.profile import FEATURES, turn_profile
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.bootstrap import configure
 from otel_safety.demo import scripted_model
+from otel_safety.detectors.behavior_drift import BehaviorDrift, drift_distance
 from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.model import EscalationLevel, Message, Severity, Trajectory
 

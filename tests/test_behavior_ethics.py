@@ -10,11 +10,11 @@ import duckdb
 import pytest
 from pydantic_ai import Agent
 
-from otel_safety.behavior.ethics_boundary import EthicsBoundary
 from otel_safety.behavior.ethics_checks import luhn, mask
 from otel_safety.behavior.turns import DEFAULT_AGENT
 from otel_safety.bootstrap import configure
 from otel_safety.demo import scripted_model
+from otel_safety.detectors.ethics_boundary import EthicsBoundary
 from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.model import Finding, Message, Severity, ToolCall, Trajectory
 
@@ -314,7 +314,7 @@ def test_the_hit_is_attributed_to_the_agent_that_gave_the_answer():
 # -- scenario: a real pydantic-ai agent, configured pipeline, DuckDB ----------------------------
 @pytest.mark.process
 def test_scenario_a_scripted_agent_disclosing_a_card_is_recorded(tmp_path: Path):
-    import otel_safety.behavior.ethics_boundary  # noqa: F401  (registers the detector)
+    import otel_safety.detectors.ethics_boundary  # noqa: F401  (registers the detector)
 
     db = tmp_path / "ethics.duckdb"
     provider = configure(
@@ -383,7 +383,7 @@ def test_values_from_any_user_message_of_the_trace_are_the_users():
 
 
 def test_the_users_remembered_values_are_capped_as_they_are_added():
-    from otel_safety.behavior.ethics_boundary import MAX_OWN_VALUES
+    from otel_safety.detectors.ethics_boundary import MAX_OWN_VALUES
 
     monitor = EthicsBoundary()
     many = " ".join(f"u{n}@example.com" for n in range(MAX_OWN_VALUES * 4))

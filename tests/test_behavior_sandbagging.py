@@ -8,9 +8,9 @@ import duckdb
 import pytest
 from pydantic_ai import Agent
 
-from otel_safety.behavior.sandbagging import Sandbagging
 from otel_safety.bootstrap import configure
 from otel_safety.demo import scripted_model
+from otel_safety.detectors.sandbagging import Sandbagging
 from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.model import Message, Severity, Trajectory
 

@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_safety.behavior.indicators import Indicator, IndicatorType
 from otel_safety.behavior.monitor import AgentState, BehaviorMonitor
-from otel_safety.behavior.sandbagging import SandbaggingParams
 from otel_safety.behavior.turns import DEFAULT_AGENT, AgentTurn
+from otel_safety.detectors.sandbagging import SandbaggingParams
 from otel_safety.model import Message, Trajectory
 from otel_safety.pipeline import Pipeline
 
@@ -151,7 +151,7 @@ def test_an_answer_repeated_word_for_word_is_a_new_turn_each_time() -> None:
 
 
 def test_a_users_monitor_settings_replace_lists_rather_than_extend_them(tmp_path) -> None:
-    from otel_safety.behavior.ethics_boundary import EthicsBoundary
+    from otel_safety.detectors.ethics_boundary import EthicsBoundary
 
     (tmp_path / "ethics_boundary.toml").write_text(
         'version = 1\n[monitor]\nenabled_checks = ["bias"]\nmode = "active"\n'

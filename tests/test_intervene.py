@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_safety import semconv as sc
 from otel_safety.behavior import AgentTurn, TurnMonitors
-from otel_safety.behavior.agent_deception import AgentDeception
-from otel_safety.behavior.ethics_boundary import EthicsBoundary
+from otel_safety.detectors.agent_deception import AgentDeception
+from otel_safety.detectors.ethics_boundary import EthicsBoundary
 from otel_safety.guard import Directory, Guard
 from otel_safety.halts import HALT_RULE, Halt, HaltRegistry, HaltSink
 from otel_safety.model import EscalationLevel, Message, Trajectory

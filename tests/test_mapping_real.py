@@ -169,7 +169,7 @@ def test_real_run_maps_to_the_expected_trajectory(
 def test_a_call_wrapped_by_two_instrumentations_counts_once() -> None:
     """pydantic-ai on an OpenAI model whose client openai-v2 also instruments: two chat spans
     per model call, one answer and one tool call in the trajectory, one turn for monitors."""
-    from otel_safety.behavior.sandbagging import Sandbagging
+    from otel_safety.detectors.sandbagging import Sandbagging
 
     spans = run_openai_agent(DOUBLE)
     scopes = [s.instrumentation_scope.name for s in spans if s.name.startswith("chat")]

@@ -9,7 +9,7 @@ from otel_safety.analysis.injection.injection_rules import current_rules as inje
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.analysis.refusal.refusal_rules import current_markers
 from otel_safety.analysis.text.monitor_rules import current_rules as monitor_rules
-from otel_safety.behavior.agent_deception import AgentDeception
+from otel_safety.detectors.agent_deception import AgentDeception
 from tests.test_analysis import dataset_texts
 
 

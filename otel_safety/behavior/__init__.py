@@ -1,9 +1,12 @@
 """Agent-behaviour monitors: how an agent behaves over its turns, judged per agent.
 
-The detectors here (`sandbagging`, `agent_deception`, `behavior_drift`, `ethics_boundary`)
-share one base, `BehaviorMonitor`: a mode (passive, active, learning), a sensitivity, typed
-indicators with evidence, and a baseline per agent (`gen_ai.agent.name`) per conversation.
-`process(turn)` judges one turn as it happens and says whether the agent must stop.
+The monitors (`sandbagging`, `agent_deception`, `behavior_drift`, `ethics_boundary`) are
+detectors like the others, in `otel_safety.detectors`; this package holds what they share:
+their base, `BehaviorMonitor` (a mode: passive, active, learning; a sensitivity; typed
+indicators with evidence; a baseline per agent, `gen_ai.agent.name`, per conversation), an
+agent's turns, and the readings of a turn they take (contradictions, citations, rhetoric,
+a turn's profile, ethics checks). `process(turn)` judges one turn as it happens and says
+whether the agent must stop.
 The names below are imported on first use (`lazy_exports`): reading the modes does not load
 the monitors.
 """

@@ -119,7 +119,7 @@ BUILTINS: dict[str, tuple[str, bool]] = {
         )
     },
     **{
-        key: (f"otel_safety.behavior.{key}", True)
+        key: (f"otel_safety.detectors.{key}", True)
         for key in ("sandbagging", "behavior_drift", "ethics_boundary", "agent_deception")
     },
 }
