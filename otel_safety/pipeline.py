@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import trace_scope
+from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.annotate import annotate, local_root
 from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.detectors import Detector
@@ -274,9 +275,10 @@ class Pipeline:
 
     def _run_detectors(self, trajectory: Trajectory, errors: list[str]) -> list[Finding]:
         findings = []
+        analysis = TraceAnalysis(trajectory)  # what several detectors read, worked out once
         for detector in self.detectors:
             try:
-                judged = detector.evaluate_all(trajectory)
+                judged = detector.evaluate_all(trajectory, analysis)
             except Exception as exc:  # one broken detector must not hide the others
                 logger.exception(
                     "detector %s failed on trace %s", detector.key, trajectory.trace_id

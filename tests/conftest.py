@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_safety.detectors.base import Detector
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector
 from otel_safety.model import Evidence, Severity, Trajectory
 
 pytest_plugins = ["kinds", "pytester"]  # test-kind markers; pytester for their test
@@ -31,12 +32,14 @@ class KeywordDetector(Detector):
         super().__init__(threshold)
         self.keyword = keyword
 
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         if trajectory.final_output is None:
-            return None
+            return []
         hit = self.keyword in trajectory.final_output
         evidence = [Evidence(text=trajectory.final_output, span_id=trajectory.final_output_span_id)]
-        return (1.0 if hit else 0.0), evidence if hit else [], "keyword seen" if hit else ""
+        return [
+            Assessment(1.0 if hit else 0.0, evidence if hit else [], "keyword seen" if hit else "")
+        ]
 
 
 class SpanFactory:

@@ -275,7 +275,7 @@ def test_registered_with_its_contract():
     [detector] = create(["deception"])
     assert isinstance(detector, Deception)
     assert detector.threshold == 0.35
-    assert detector.severity is Severity.CRITICAL
+    assert detector.ladder.at(1.0) is Severity.CRITICAL
     assert detector.risk_category == "deception"
 
 

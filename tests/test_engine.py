@@ -193,7 +193,7 @@ def test_decision_wait_releases_a_rootless_trace_in_the_background(span_factory)
 class BrokenDetector(KeywordDetector):
     key = "broken"
 
-    def score(self, trajectory):
+    def judge(self, trajectory, analysis):
         raise RuntimeError("boom")
 
 

@@ -352,7 +352,7 @@ def test_registered_with_its_contract():
     [detector] = create(["impersonation_risk"])
     assert isinstance(detector, ImpersonationRisk)
     assert detector.threshold == 0.10
-    assert detector.severity is Severity.CRITICAL
+    assert detector.ladder.at(1.0) is Severity.CRITICAL
     assert detector.risk_category == "impersonation"
 
 

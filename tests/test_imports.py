@@ -51,6 +51,7 @@ _JUDGING_ONLY = (
 _ALLOWED = {
     "otel_safety.detectors.base",
     "otel_safety.detectors.registry",
+    "otel_safety.detectors.severity",
     "otel_safety.analysis.patterns.datafiles",
     "otel_safety.analysis.patterns.regex_syntax",
     "otel_safety.behavior.modes",

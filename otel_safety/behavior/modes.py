@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from otel_safety.model import Severity
-
-__all__ = ["MonitorMode", "alert_threshold", "mode_severity"]
+__all__ = ["MonitorMode", "alert_threshold"]
 
 
 class MonitorMode(StrEnum):
     """`passive` annotates (its findings raise a trace to WARN at most); `active` may raise
-    it to a stop; `learning` builds its baselines and never fires (scores are still stored,
-    so thresholds can be calibrated on them before switching the monitor on)."""
+    it to a stop (each mode's severities are in `severity.toml`); `learning` builds its
+    baselines and never fires (scores are still stored, so thresholds can be calibrated on
+    them before switching the monitor on)."""
 
     PASSIVE = "passive"
     ACTIVE = "active"
@@ -33,14 +32,3 @@ def alert_threshold(threshold: float, sensitivity: float) -> float:
     if not 0.0 <= sensitivity <= 1.0:
         raise ValueError(f"sensitivity must be between 0 and 1, got {sensitivity!r}")
     return min(1.0, threshold * (1.5 - sensitivity))
-
-
-def mode_severity(mode: MonitorMode, score: float) -> Severity:
-    """Severity by mode: a passive monitor never goes past MEDIUM (WARN under the severity
-    policy); an active one reaches HIGH from 0.6 and CRITICAL from 0.85."""
-    if mode is MonitorMode.ACTIVE:
-        if score >= 0.85:
-            return Severity.CRITICAL
-        if score >= 0.6:
-            return Severity.HIGH
-    return Severity.MEDIUM if score >= 0.3 else Severity.LOW

@@ -16,20 +16,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from otel_safety.analysis.patterns.datafiles import current_data_dir, load_data, read_toml
+from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.behavior.indicators import Indicator
 from otel_safety.behavior.intervene import TurnResult, decide_turn, turn_trajectory
-from otel_safety.behavior.modes import MonitorMode, alert_threshold, mode_severity
+from otel_safety.behavior.modes import MonitorMode, alert_threshold
 from otel_safety.behavior.turns import AgentTurn, agent_turns
 from otel_safety.conversation import ExpiringStore, conversation_key
-from otel_safety.detectors.base import Detector
+from otel_safety.detectors.base import Assessment, Detector
+from otel_safety.detectors.severity import Ladder, current_ladders
 from otel_safety.halts import HaltRegistry
 from otel_safety.model import Finding, Severity, Trajectory
 from otel_safety.policy import Policy
 
 __all__ = ["AgentState", "BehaviorMonitor", "MonitorParams"]
+
+_STORED = TypeAdapter(Assessment)  # a judged trace's assessment, kept as JSON
 
 Memory = TypeVar("Memory")
 MAX_EVIDENCE = 5
@@ -63,7 +67,7 @@ class AgentState(Generic[Memory]):
 class ConversationState(Generic[Memory]):
     agents: OrderedDict[str, AgentState[Memory]] = field(default_factory=OrderedDict)
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)  # turn digests, oldest first
-    judged: OrderedDict[str, str] = field(default_factory=OrderedDict)  # finding JSON by trace
+    judged: OrderedDict[str, bytes] = field(default_factory=OrderedDict)  # assessment JSON by trace
 
 
 def _state_bytes(state: ConversationState[Any]) -> int:
@@ -118,6 +122,15 @@ class BehaviorMonitor(Detector, Generic[Memory]):
     def can_fire(self) -> bool:
         return self.mode is not MonitorMode.LEARNING
 
+    @property
+    def fires_at(self) -> float:
+        return self.alert_at
+
+    @property
+    def ladder(self) -> Ladder:
+        """A monitor's ladder follows its mode (severity.toml `[monitor_ladders]`)."""
+        return current_ladders().monitor_modes.get(self.mode.value) or Ladder.flat(Severity.LOW)
+
     # -- what each monitor implements ---------------------------------------------------
     def compile(self, data: dict[str, Any]) -> Any:
         """The monitor's rules from its data file (the `[monitor]` table is read already)."""
@@ -142,21 +155,23 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         return {}
 
     # -- shared ------------------------------------------------------------------------
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         conversation = self.state.get(conversation_key(trajectory), ConversationState)
         with self.state.lock:
             if trajectory.trace_id in conversation.judged:  # a late span adds no turns
-                return Finding.model_validate_json(conversation.judged[trajectory.trace_id])
-            finding = self._judge_trace(trajectory, conversation)
-            if finding is not None:  # kept as JSON: a tenth of the objects' memory
-                conversation.judged[trajectory.trace_id] = finding.model_dump_json()
-                while len(conversation.judged) > JUDGED_TRACES:
-                    conversation.judged.popitem(last=False)
-            return finding
+                return [_STORED.validate_json(conversation.judged[trajectory.trace_id])]
+            found = self._judge_trace(trajectory, conversation)
+            if found is None:
+                return []
+            # kept as JSON: a tenth of the objects' memory
+            conversation.judged[trajectory.trace_id] = _STORED.dump_json(found)
+            while len(conversation.judged) > JUDGED_TRACES:
+                conversation.judged.popitem(last=False)
+            return [found]
 
     def _judge_trace(
         self, trajectory: Trajectory, conversation: ConversationState[Memory]
-    ) -> Finding | None:
+    ) -> Assessment | None:
         indicators: list[Indicator] = []
         judged: dict[str, AgentState[Memory]] = {}
         trace = self.read_trace(trajectory)
@@ -165,7 +180,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             indicators.extend(found)
         if not judged:
             return None
-        return self._trace_finding(trajectory, indicators, judged)
+        return self._assessment(indicators, judged)
 
     def _take_turn(
         self, conversation: ConversationState[Memory], turn: AgentTurn, trace: Any
@@ -198,7 +213,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             while len(conversation_state.seen) > self.params.max_turns:
                 conversation_state.seen.popitem(last=False)
             found, state = self._take_turn(conversation_state, turn, self.read_trace(run))
-            return self._trace_finding(run, found, {turn.agent: state})
+            return self._finding(run, self._assessment(found, {turn.agent: state}))
 
     def process(
         self,
@@ -250,28 +265,17 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             conversation.agents.popitem(last=False)
         return state
 
-    def _trace_finding(
-        self,
-        trajectory: Trajectory,
-        indicators: list[Indicator],
-        agents: dict[str, AgentState[Memory]],
-    ) -> Finding:
+    def _assessment(
+        self, indicators: list[Indicator], agents: dict[str, AgentState[Memory]]
+    ) -> Assessment:
         ranked = sorted(indicators, key=lambda i: i.severity, reverse=True)
         counts = Counter(i.type.value for i in ranked)
         score = ranked[0].severity if ranked else 0.0
-        learning = self.mode is MonitorMode.LEARNING
-        detected = not learning and score > 0.0 and score >= self.alert_at
-        return Finding(
-            detector=self.key,
-            trace_id=trajectory.trace_id,
-            span_id=(ranked[0].span_id if ranked else None) or trajectory.root_span_id,
-            score=round(score, 6),
-            threshold=round(self.alert_at, 6),
-            detected=detected,
-            severity=mode_severity(self.mode, score) if detected else Severity.LOW,
-            explanation=self._explain(ranked, detected),
-            evidence=[i.as_evidence() for i in ranked[:MAX_EVIDENCE]],
-            risk_category=self.risk_category if detected else None,
+        return Assessment(
+            score,
+            [i.as_evidence() for i in ranked[:MAX_EVIDENCE]],
+            self._explain(ranked, self.fires(score)),
+            span_id=ranked[0].span_id if ranked else None,
             details={
                 "mode": self.mode.value,
                 "sensitivity": self.params.sensitivity,

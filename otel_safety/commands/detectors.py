@@ -10,14 +10,15 @@ from otel_safety.analysis.patterns.datafiles import current_data_dir, stray_data
 from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
+from otel_safety.detectors.severity import Ladder, current_ladders
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     listing = sub.add_parser(
         "detectors",
         help="list the registered detectors",
-        description="List every registered detector: key, severity, default threshold, "
-        "what it flags. With --check, build each one as the pipeline would (data files from "
+        description="List every registered detector: key, default threshold, what it flags, "
+        "and its severity by score (detectors/data/severity.toml, extended by the data folder). With --check, build each one as the pipeline would (data files from "
         "OTEL_SAFETY_DATA_DIR, thresholds, calibration, monitor modes from the environment) "
         "and show the threshold and mode in force; exit 1 naming any that cannot load.",
     )
@@ -32,10 +33,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_detectors(args: argparse.Namespace) -> int:
     if args.check:
         return _check_detectors()
+    ladders = current_ladders()
     for key, cls in sorted(detector_registry.available().items()):
-        severity = "by mode" if issubclass(cls, BehaviorMonitor) else cls.severity.value
-        threshold = cls.default_threshold
-        print(f"{key:22} {severity:9} threshold {threshold:<5} {cls.description}")
+        if issubclass(cls, BehaviorMonitor):
+            severity = "by mode: " + "; ".join(
+                f"{mode} {ladder.describe()}" for mode, ladder in ladders.monitor_modes.items()
+            )
+        else:
+            severity = ladders.detectors.get(key, Ladder.flat(cls.severity)).describe()
+        print(f"{key:22} threshold {cls.default_threshold:<5} {cls.description}")
+        print(f"{'':22} severity {severity}")
     return 0
 
 

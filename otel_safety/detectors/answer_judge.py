@@ -9,28 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_safety.analysis.refusal.refusal import current_markers, user_text
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.analysis.refusal.refusal import current_markers
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.model import Evidence, Trajectory
 
-__all__ = ["AnswerJudge", "Judged"]
-
-Judged = tuple[float, list[Evidence], str]
+__all__ = ["AnswerJudge"]
 
 
 class AnswerJudge(Detector):
-    """Base class: subclasses implement `judge(trajectory, request, answer)`."""
+    """Base class: subclasses implement `weigh(trajectory, request, answer)`."""
 
     def __init__(self, threshold: float | None = None) -> None:
         super().__init__(threshold)
         current_markers()  # compile once at start-up; a broken user data file fails here
 
-    def score(self, trajectory: Trajectory) -> Judged | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         if trajectory.final_output is None:
-            return None  # no answer, nothing to judge
-        return self.judge(trajectory, user_text(trajectory), trajectory.final_output)
+            return []  # no answer, nothing to judge
+        return [self.weigh(trajectory, analysis.user_messages, trajectory.final_output)]
 
-    def judge(self, trajectory: Trajectory, request: str, answer: str) -> Judged:
+    def weigh(self, trajectory: Trajectory, request: str, answer: str) -> Assessment:
         raise NotImplementedError
 
     @staticmethod

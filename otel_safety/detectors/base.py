@@ -1,30 +1,60 @@
-"""The contract every detector meets: a pure function of a trajectory that explains itself."""
+"""The contract every detector meets: a pure function of a trajectory that explains itself.
+
+A detector implements one method, `judge(trajectory, analysis)`, and returns what it found
+as `Assessment`s: a score, the evidence and an explanation, for the run or for each element
+it judges on its own span (each tool call, each model call). The base alone turns them into
+`Finding`s, with one fire rule (`fires`) and the severity ladder from `severity.toml`, so
+every detector, built-in or a user's, fires and escalates the same way.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from otel_safety.analysis.secrets import mask
+from otel_safety.detectors.severity import Ladder, current_ladders
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
+
+if TYPE_CHECKING:  # an app judging in a worker process loads no analysis
+    from otel_safety.analysis.trace import TraceAnalysis
+
+__all__ = ["EVIDENCE_MAX_CHARS", "Assessment", "Detector", "clip", "redact"]
 
 EVIDENCE_MAX_CHARS = 240
 
 
-class Detector:
-    """Base class: subclasses set the class attributes and implement `score`.
+@dataclass(slots=True)
+class Assessment:
+    """What a detector found in a run, or in one element of it.
 
-    `score` returns the score in [0, 1] and the evidence behind it, or `None` when the
-    trajectory gives the detector nothing to judge (no finding is recorded then).
+    `span_id` is the span the finding is written onto (default: the first evidence's span,
+    else the run's root). `severity` is for a rule whose own data names one (a guard rule, a
+    scope category); it stands in place of the detector's ladder. `details` is the
+    structured result beside the explanation (signals for the safeguards table, say).
     """
 
+    score: float
+    evidence: list[Evidence] = field(default_factory=list)
+    explanation: str = ""
+    span_id: str | None = None
+    severity: Severity | None = None
+    details: dict[str, Any] | None = None
+
+
+class Detector:
+    """Base class: subclasses set the class attributes and implement `judge`."""
+
     key: ClassVar[str]
-    severity: ClassVar[Severity]
     default_threshold: ClassVar[float]
+    severity: ClassVar[Severity] = Severity.MEDIUM  # with no ladder in severity.toml
     risk_category: ClassVar[str | None] = None
     description: ClassVar[str] = ""
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else threshold
+        current_ladders()  # a broken user severity.toml fails at start-up, not on a trace
 
     @property
     def can_fire(self) -> bool:
@@ -32,50 +62,65 @@ class Detector:
         mode): reports leave them out of firing rates, where they would only show zeros."""
         return True
 
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
-        """Return (score, evidence, explanation), or None when not applicable."""
+    @property
+    def fires_at(self) -> float:
+        """The score from which a finding fires (a monitor's follows its sensitivity)."""
+        return self.threshold
+
+    @property
+    def ladder(self) -> Ladder:
+        """This detector's severity ladder from severity.toml, else its flat `severity`."""
+        found = current_ladders().detectors.get(self.key)
+        return Ladder.flat(self.severity) if found is None else found
+
+    def fires(self, score: float) -> bool:
+        """The one fire rule: a positive score at or above the threshold, where firing is on."""
+        return self.can_fire and score > 0.0 and score >= self.fires_at
+
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> Iterable[Assessment]:
+        """What the detector found: nothing when the trajectory gives it nothing to judge
+        (no finding is recorded then), one assessment per element it judges otherwise."""
         raise NotImplementedError
 
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
-        judged = self.score(trajectory)
-        if judged is None:
-            return None
-        score, evidence, explanation = judged
-        detected = score >= self.threshold and score > 0.0
-        span_id = next((e.span_id for e in evidence if e.span_id), None)
+    def evaluate_all(
+        self, trajectory: Trajectory, analysis: TraceAnalysis | None = None
+    ) -> list[Finding]:
+        """The findings for one trajectory, one per assessment (the pipeline hands every
+        detector the trace's one analysis; a caller without one gets a fresh one)."""
+        if analysis is None:
+            from otel_safety.analysis.trace import TraceAnalysis
+
+            analysis = TraceAnalysis(trajectory)
+        return [self._finding(trajectory, found) for found in self.judge(trajectory, analysis)]
+
+    def evaluate(
+        self, trajectory: Trajectory, analysis: TraceAnalysis | None = None
+    ) -> Finding | None:
+        """The trace-level answer: the strongest finding (the first of equal ones)."""
+        return max(self.evaluate_all(trajectory, analysis), key=lambda f: f.score, default=None)
+
+    def _finding(self, trajectory: Trajectory, found: Assessment) -> Finding:
+        detected = self.fires(found.score)
+        span_id = found.span_id or next((e.span_id for e in found.evidence if e.span_id), None)
+        if not detected:
+            severity = Severity.LOW
+        elif found.severity is not None:
+            severity = found.severity
+        else:
+            severity = self.ladder.at(found.score)
         return Finding(
             detector=self.key,
             trace_id=trajectory.trace_id,
             span_id=span_id or trajectory.root_span_id,
-            score=round(float(score), 6),
-            threshold=self.threshold,
+            score=round(float(found.score), 6),
+            threshold=round(self.fires_at, 6),
             detected=detected,
-            severity=self.severity,
-            explanation=explanation,
-            evidence=evidence,
+            severity=severity,
+            explanation=found.explanation,
+            evidence=found.evidence,
             risk_category=self.risk_category if detected else None,
+            details=found.details,
         )
-
-    def evaluate_all(self, trajectory: Trajectory) -> list[Finding]:
-        """The findings for one trajectory: one at most here; detectors that judge each
-        element on its own span (each tool call, say) override this."""
-        finding = self.evaluate(trajectory)
-        return [] if finding is None else [finding]
-
-
-class PerSpanDetector(Detector):
-    """A detector that judges each element of a run (each tool call, each model call) on its
-    own span: subclasses implement `evaluate_all`; the trace-level answer is the worst one."""
-
-    def evaluate_all(self, trajectory: Trajectory) -> list[Finding]:
-        raise NotImplementedError
-
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
-        return max(self.evaluate_all(trajectory), key=lambda f: f.score, default=None)
-
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
-        worst = self.evaluate(trajectory)
-        return None if worst is None else (worst.score, worst.evidence, worst.explanation)
 
 
 def clip(text: str, limit: int = EVIDENCE_MAX_CHARS) -> str:

@@ -67,7 +67,7 @@ from otel_safety.behavior.modes import alert_threshold
 from otel_safety.behavior.monitor import AgentState, BehaviorMonitor, MonitorParams
 from otel_safety.behavior.turns import AgentTurn
 from otel_safety.detectors.registry import register
-from otel_safety.model import Severity, Trajectory
+from otel_safety.model import Trajectory
 
 __all__ = ["EthicsBoundary", "EthicsMemory", "EthicsParams", "EthicsRules", "TraceValues"]
 
@@ -136,7 +136,6 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
     parties' personal data, manipulate the user, or cross a user-defined boundary."""
 
     key = "ethics_boundary"
-    severity = Severity.MEDIUM
     default_threshold = 0.3
     risk_category = "ethics"
     description = (

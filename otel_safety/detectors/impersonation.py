@@ -40,10 +40,11 @@ from otel_safety.analysis.identity.impersonation_lexicon import (
     current_lexicon,
     load_lexicon,
 )
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Evidence, Finding, Trajectory
 
 __all__ = [
     "Assertion",
@@ -66,7 +67,6 @@ class ImpersonationRisk(Detector):
     """Flags answers that speak as a real person or organisation without being given the role."""
 
     key = "impersonation_risk"
-    severity = Severity.CRITICAL
     default_threshold = 0.10
     risk_category = "impersonation"
     description = (
@@ -79,15 +79,15 @@ class ImpersonationRisk(Detector):
         super().__init__(threshold)
         current_lexicon()  # a broken user data file fails at start-up, not on every trace
 
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         output = trajectory.final_output
         if not output or not output.strip():
-            return None
+            return []
         lexicon = current_lexicon()
         text = output[:_MAX_TEXT]
         assertions = find_assertions(text, lexicon)
         if not assertions:
-            return 0.0, [], "The answer speaks as no listed person or organisation."
+            return [Assessment(0.0, [], "The answer speaks as no listed person or organisation.")]
         granted = granted_entities(trajectory.scope.system_instructions, lexicon)
         retrieved = retrieved_texts(trajectory)
         user_text = user_said(trajectory)
@@ -117,7 +117,7 @@ class ImpersonationRisk(Detector):
             for score, assertion, frames in judged
         ]
         score = judged[0][0] if judged else 0.0
-        return score, evidence, _explain(judged, excused)
+        return [Assessment(score, evidence, _explain(judged, excused))]
 
 
 def run_impersonation_risk(entry: Mapping[str, Any]) -> Finding | None:

@@ -44,7 +44,8 @@ from otel_safety.analysis.injection.injection_rules import (
 from otel_safety.analysis.injection.injection_scoring import InjectionMatch, Source, injection_score
 from otel_safety.analysis.injection.injection_text import normalize_for_rules, shown
 from otel_safety.analysis.sentences import sentence_spans
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.judges import Verdict, judge, judge_detail
@@ -56,7 +57,7 @@ from otel_safety.judges.definitions import (
     passages,
 )
 from otel_safety.judges.model import LinearJudge
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Evidence, Finding, Trajectory
 
 __all__ = [
     "Injection",
@@ -92,9 +93,6 @@ class Injection(Detector):
     """Flags instructions planted in user input or in tool results and retrieved content."""
 
     key = "injection"
-    # The attempt alone is a warning; whether the agent acted on it is for the detectors
-    # that judge its actions (scope_escalation, tool_guard), whose levels stop the run.
-    severity = Severity.MEDIUM
     default_threshold = 0.5
     risk_category = "prompt_injection"
     description = (
@@ -108,10 +106,10 @@ class Injection(Detector):
         super().__init__(threshold)
         current_rules()  # a broken user rule file fails at start-up, not on every trace
 
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         places = _places(trajectory)
         if not places:
-            return None
+            return []
         found: list[tuple[float, Evidence, _Place]] = []
         learned = judge("injection")
         for place in places:
@@ -123,7 +121,8 @@ class Injection(Detector):
                 found.append((score, _evidence(place, score, matches, verdict), place))
         found.sort(key=lambda item: -item[0])  # stable: strongest first, then reading order
         top = found[0][0] if found else 0.0
-        return top, [evidence for _, evidence, _ in found], _explain(places, found, self.threshold)
+        shown = [evidence for _, evidence, _ in found]
+        return [Assessment(top, shown, _explain(places, found, self.threshold))]
 
 
 def run_injection(entry: Mapping[str, Any]) -> Finding | None:

@@ -13,21 +13,12 @@ from __future__ import annotations
 from otel_safety.analysis.injection.injection_scoring import injection_score
 from otel_safety.analysis.refusal.refusal import harm_score
 from otel_safety.analysis.text.monitor_rules import MonitorRules, current_rules
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Evidence, Trajectory
 
-__all__ = ["IntentRisk", "intent_severity"]
-
-
-def intent_severity(score: float) -> Severity:
-    """LOW (CLARIFY) under 0.5, MEDIUM (WARN) under 0.8, HIGH (HUMAN_REVIEW) above: all
-    three parts must be present to pass 0.8 with the default weights."""
-    if score >= 0.8:
-        return Severity.HIGH
-    if score >= 0.5:
-        return Severity.MEDIUM
-    return Severity.LOW
+__all__ = ["IntentRisk"]
 
 
 @register
@@ -35,7 +26,6 @@ class IntentRisk(Detector):
     """Flags requests whose intent is risky: malicious asks, risky words, risky actions."""
 
     key = "intent_risk"
-    severity = Severity.MEDIUM
     default_threshold = 0.35
     risk_category = "malicious_intent"
     description = (
@@ -49,11 +39,11 @@ class IntentRisk(Detector):
         super().__init__(threshold)
         self.rules: MonitorRules = current_rules()
 
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         users = [m for m in trajectory.messages if m.role == "user" and m.content]
         text = "\n".join(m.content for m in users) or trajectory.scope.user_request
         if not text.strip():
-            return None
+            return []
         span_id = (users[-1].span_id if users else trajectory.scope.span_id) or (
             trajectory.root_span_id
         )
@@ -71,7 +61,7 @@ class IntentRisk(Detector):
             + weights["keywords"] * keywords
             + weights["action"] * action,
         )
-        detected = score >= self.threshold and score > 0.0
+        detected = self.fires(score)
         parts = {
             "malicious": round(malicious, 4),
             "keywords": round(keywords, 4),
@@ -84,31 +74,21 @@ class IntentRisk(Detector):
             if score > 0
             else []
         )
-        return Finding(
-            detector=self.key,
-            trace_id=trajectory.trace_id,
-            span_id=span_id,
-            score=round(score, 6),
-            threshold=self.threshold,
-            detected=detected,
-            severity=intent_severity(score),
-            explanation=_explain(score, parts, shown, legitimate, detected),
-            evidence=evidence,
-            risk_category=self.risk_category if detected else None,
-            details={
-                "signals": {  # only a fired finding speaks: a risky tool alone is not intent
-                    "tool_risk": round(action, 4) if detected else 0.0,
-                    "uncertainty": 0.5 if detected and score < 0.5 else 0.0,
-                    "violation": False,
-                },
-                **parts,
-                "injection": round(injection, 4),
-                "harm_kind": harm.kind or None,
-                "keywords_found": [hit.text for hit in hits],
-                "actions_found": [hit.text for hit in actions],
-                "legitimate_context": legitimate,
+        explanation = _explain(score, parts, shown, legitimate, detected)
+        details = {
+            "signals": {  # only a fired finding speaks: a risky tool alone is not intent
+                "tool_risk": round(action, 4) if detected else 0.0,
+                "uncertainty": 0.5 if detected and score < 0.5 else 0.0,
+                "violation": False,
             },
-        )
+            **parts,
+            "injection": round(injection, 4),
+            "harm_kind": harm.kind or None,
+            "keywords_found": [hit.text for hit in hits],
+            "actions_found": [hit.text for hit in actions],
+            "legitimate_context": legitimate,
+        }
+        return [Assessment(score, evidence, explanation, span_id=span_id, details=details)]
 
 
 def _explain(

@@ -13,21 +13,12 @@ Patterns are in `data/monitors.toml`.
 from __future__ import annotations
 
 from otel_safety.analysis.text.monitor_rules import MonitorRules, current_rules
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Evidence, Trajectory
 
-__all__ = ["OUTCOME_WEIGHTS", "OutcomeCheck"]
-
-# Score of each kind of outcome; the strongest one found is the finding's score.
-OUTCOME_WEIGHTS = {
-    "errored": 0.3,
-    "blocked": 0.5,
-    "anomaly": 0.5,
-    "risky_action": 0.4,  # a risky-looking action went through: noted, not flagged
-    "high_risk_completion": 0.6,  # ... one the guard had warned about
-    "unauthorized_access": 0.8,
-}
+__all__ = ["OutcomeCheck"]
 
 
 @register
@@ -35,7 +26,6 @@ class OutcomeCheck(Detector):
     """Flags tool outcomes that need a look: blocked, refused, risky completions, leaks."""
 
     key = "outcome_check"
-    severity = Severity.LOW
     default_threshold = 0.5
     risk_category = "unsafe_outcome"
     description = (
@@ -50,9 +40,9 @@ class OutcomeCheck(Detector):
         super().__init__(threshold)
         self.rules: MonitorRules = current_rules()
 
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         if not trajectory.tool_calls and not trajectory.final_output:
-            return None
+            return []
         found: list[tuple[str, Evidence]] = []
         denials: list[Evidence] = []
         denied_calls: set[tuple[str, str]] = set()  # a retry of the same call probes nothing
@@ -87,33 +77,26 @@ class OutcomeCheck(Detector):
         if anomalies and not errored:
             text = f"final answer shows an unexpected failure: {anomalies[0]}"
             found.append(("anomaly", _evidence(text, trajectory.final_output_span_id)))
-        return self._finding(trajectory, found, len(denials))
+        return [self._assessment(trajectory, found, len(denials))]
 
-    def _finding(
+    def _assessment(
         self, trajectory: Trajectory, found: list[tuple[str, Evidence]], denials: int
-    ) -> Finding:
-        found.sort(key=lambda item: -OUTCOME_WEIGHTS[item[0]])
-        score = OUTCOME_WEIGHTS[found[0][0]] if found else 0.0
-        detected = score >= self.threshold
+    ) -> Assessment:
+        weights = self.rules.outcome_weights
+        found.sort(key=lambda item: -weights[item[0]])
+        score = weights[found[0][0]] if found else 0.0
         kinds = list(dict.fromkeys(kind for kind, _ in found))
         unauthorized = "unauthorized_access" in kinds
-        severity = Severity.MEDIUM if score >= 0.6 else Severity.LOW
         span_id = next((e.span_id for _, e in found if e.span_id), None)
         if not found:
             explanation = f"{len(trajectory.tool_calls)} tool outcome(s) checked; nothing unusual."
         else:
             explanation = f"outcomes: {', '.join(kinds)}; strongest {kinds[0]} ({score:.2f})."
-        return Finding(
-            detector=self.key,
-            trace_id=trajectory.trace_id,
-            span_id=span_id or trajectory.root_span_id,
-            score=score,
-            threshold=self.threshold,
-            detected=detected,
-            severity=severity,
-            explanation=explanation,
-            evidence=[evidence for _, evidence in found[:5]],
-            risk_category=self.risk_category if detected else None,
+        return Assessment(
+            score,
+            [evidence for _, evidence in found[:5]],
+            explanation,
+            span_id=span_id,
             details={
                 "signals": {
                     "tool_risk": 0.7 if unauthorized else 0.0,

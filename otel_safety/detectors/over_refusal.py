@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_safety.analysis.refusal.refusal import input_risk, refusal_score
-from otel_safety.detectors.answer_judge import AnswerJudge, Judged
+from otel_safety.detectors.answer_judge import AnswerJudge
+from otel_safety.detectors.base import Assessment
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
-from otel_safety.model import Finding, Severity, Trajectory
+from otel_safety.model import Finding, Trajectory
 
 __all__ = ["OverRefusal", "run_over_refusal"]
 
@@ -29,7 +30,6 @@ class OverRefusal(AnswerJudge):
     key = "over_refusal"
     # A refusal harms no one: it is the product owner's to fix, and at WARN it stays on
     # record without filling the queue of runs a reviewer must stop for (SOFT_STOP and up).
-    severity = Severity.MEDIUM
     default_threshold = 0.5
     risk_category = "over_refusal"
     description = (
@@ -37,14 +37,14 @@ class OverRefusal(AnswerJudge):
         "refusal, although nothing in the request was harmful or adversarial."
     )
 
-    def judge(self, trajectory: Trajectory, request: str, answer: str) -> Judged:
+    def weigh(self, trajectory: Trajectory, request: str, answer: str) -> Assessment:
         refusal = refusal_score(answer)
         if not refusal.score:
-            return 0.0, [], "The answer does not read as a refusal."
+            return Assessment(0.0, [], "The answer does not read as a refusal.")
         if trajectory.tool_calls:
             # "I cannot find that file" after the agent searched for it reports on work
             # done; a model that refuses a request does not set out to do it first.
-            return (
+            return Assessment(
                 0.0,
                 [],
                 f"The agent worked on the request ({len(trajectory.tool_calls)} tool "
@@ -66,7 +66,7 @@ class OverRefusal(AnswerJudge):
         else:
             why = "the request shows no harm or jailbreak markers"
         score = refusal.score * (1.0 - risk.score)
-        return score, evidence, f"The answer refuses ({refusal.kind}); {why}."
+        return Assessment(score, evidence, f"The answer refuses ({refusal.kind}); {why}.")
 
 
 def run_over_refusal(entry: Mapping[str, Any]) -> Finding | None:

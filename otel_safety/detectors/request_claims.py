@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from otel_safety.analysis.injection.injection_scoring import InjectionMatch, injection_score
 from otel_safety.analysis.refusal.refusal import adversarial_score, refusal_level, refusal_score
-from otel_safety.detectors.base import PerSpanDetector, clip
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Evidence, Trajectory
 
 REFUSED_AT = 0.5  # the refusal score from which an answer counts as refused (over_refusal's)
 
@@ -34,9 +35,8 @@ class ModelCall:
 
 
 @register
-class RequestClaims(PerSpanDetector):
+class RequestClaims(Detector):
     key = "request_claims"
-    severity = Severity.LOW
     default_threshold = 1.0
     risk_category = None
     description = (
@@ -49,10 +49,10 @@ class RequestClaims(PerSpanDetector):
     def can_fire(self) -> bool:
         return False
 
-    def evaluate_all(self, trajectory: Trajectory) -> list[Finding]:
-        return [self._finding(trajectory, call) for call in model_calls(trajectory)]
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
+        return [self._claims(call) for call in model_calls(trajectory)]
 
-    def _finding(self, trajectory: Trajectory, call: ModelCall) -> Finding:
+    def _claims(self, call: ModelCall) -> Assessment:
         attempt = adversarial_score(call.request)
         injection, matches = injection_score(call.request, source="input")
         risk = max(attempt.score, injection)
@@ -67,22 +67,17 @@ class RequestClaims(PerSpanDetector):
             + ("; the answer refused" if refused else "; the answer did not refuse")
         )
         quote = attempt.text if attempt.score >= injection else _first_match(matches)
-        return Finding(
-            detector=self.key,
-            trace_id=trajectory.trace_id,
-            span_id=call.span_id,
-            score=round(risk, 6),
-            threshold=self.threshold,
-            detected=False,
-            severity=self.severity,
-            explanation=f"Model call claims: {why}.",
-            evidence=[
+        return Assessment(
+            risk,
+            [
                 Evidence(
                     text=clip(quote or refusal_text or call.request),
                     span_id=call.span_id,
                     detail={"claims": claims, "refusal_score": round(level, 3)},
                 )
             ],
+            f"Model call claims: {why}.",
+            span_id=call.span_id,
             details={"claims": claims},
         )
 

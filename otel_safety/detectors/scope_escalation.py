@@ -47,11 +47,9 @@ from otel_safety.analysis.calls.actions import Hit, reads_only, resolve_call
 from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.analysis.calls.environments import asked_environment, production_target
 from otel_safety.analysis.calls.grants import (
-    declared_task,
     delegates,
     granted_categories,
     names_call,
-    user_request,
 )
 from otel_safety.analysis.calls.paid_twice import paid_twice, pays_by_name
 from otel_safety.analysis.calls.provenance import Provenance, Steered
@@ -71,7 +69,8 @@ from otel_safety.analysis.calls.text_calls import tool_calls_from_text
 from otel_safety.analysis.calls.verification import GUARDED_CATEGORIES, IdentityChecks
 from otel_safety.analysis.claims.call_outcome import call_failed
 from otel_safety.analysis.memo import content_memo
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
@@ -144,7 +143,6 @@ class ScopeEscalation(Detector):
     an instruction hidden in a tool result pointed them."""
 
     key = "scope_escalation"
-    severity = Severity.CRITICAL
     default_threshold = 0.10
     risk_category = "excessive_agency"
     description = (
@@ -158,13 +156,13 @@ class ScopeEscalation(Detector):
         super().__init__(threshold)
         current_taxonomy()  # a broken user taxonomy fails at start-up, not on every trace
 
-    def score(self, trajectory: Trajectory) -> tuple[float, list[Evidence], str] | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         calls = calls_to_judge(trajectory)
         if not calls:
-            return None
-        taxonomy = current_taxonomy()
-        request = user_request(trajectory)
-        scope = declared_task(trajectory)
+            return []
+        taxonomy = analysis.taxonomy
+        request = analysis.user_request
+        scope = analysis.task
         provenance = Provenance.of(trajectory, calls, scope, taxonomy.provenance)
         resolved = [resolve_call(call, taxonomy) for call in calls]
         granted = dict(_granted_by(scope))  # a copy: data may add to it below
@@ -224,21 +222,19 @@ class ScopeEscalation(Detector):
                 offences.append(_steered_read(call, steered, taxonomy))
         offences.sort(key=lambda offence: -offence[0])  # stable: worst first, then call order
         score = offences[0][0] if offences else 0.0
-        return (
-            score,
-            [evidence for _, evidence in offences],
-            _explain(len(calls), offences, granted, taxonomy) + ("" if task_known else _NO_TASK),
+        evidence = [evidence for _, evidence in offences]
+        default = self.ladder.at(score)
+        severity = max(
+            (_offence_severity(item, default, taxonomy) for item in evidence),
+            key=_SEVERITY_RANK.index,
+            default=None,
         )
-
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
-        finding = super().evaluate(trajectory)
-        if finding is not None and finding.detected and finding.evidence:
-            taxonomy = current_taxonomy()
-            finding.severity = max(
-                (_offence_severity(item, finding.severity, taxonomy) for item in finding.evidence),
-                key=_SEVERITY_RANK.index,
+        explanation = _explain(len(calls), offences, granted, taxonomy)
+        return [
+            Assessment(
+                score, evidence, explanation + ("" if task_known else _NO_TASK), severity=severity
             )
-        return finding
+        ]
 
 
 _SEVERITY_RANK = [Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL]

@@ -18,26 +18,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.analysis.calls.grants import declared_task
 from otel_safety.analysis.calls.provenance import Provenance, Steered
 from otel_safety.analysis.calls.record_choice import picks_of_named_records
-from otel_safety.analysis.calls.taxonomy import current_taxonomy
-from otel_safety.detectors.base import PerSpanDetector
+from otel_safety.analysis.trace import TraceAnalysis
+from otel_safety.detectors.base import Assessment, Detector
 from otel_safety.detectors.registry import register
 from otel_safety.guard import Guard, Requester, Verdict
 from otel_safety.guard.secret_flow import SecretLedger
 from otel_safety.guard.signing import verify
 from otel_safety.guard.verdict import Decision
 from otel_safety.guardrail import TOOL_GUARD, TOOL_GUARD_RISK_CATEGORY
-from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
-
-CRITICAL_RISK = 90
+from otel_safety.model import Evidence, Severity, ToolCall, Trajectory
 
 
 @register
-class ToolGuardDetector(PerSpanDetector):
+class ToolGuardDetector(Detector):
     key = TOOL_GUARD
-    severity = Severity.HIGH
     default_threshold = 0.4
     risk_category = TOOL_GUARD_RISK_CATEGORY
     description = (
@@ -69,15 +65,15 @@ class ToolGuardDetector(PerSpanDetector):
             block_high_risk_unverified=block_high_risk_unverified,
         )
 
-    def evaluate_all(self, trajectory: Trajectory) -> list[Finding]:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         requester = _requester(trajectory)
         conversation = trajectory.conversation_id or trajectory.trace_id
         calls = [c for c in trajectory.tool_calls if c.source != "output_text"]  # prose: not made
-        taxonomy = current_taxonomy()
+        taxonomy = analysis.taxonomy
         provenance = Provenance.of(trajectory, calls, trajectory.scope.text, taxonomy.provenance)
-        task = declared_task(trajectory)
+        task = analysis.task
         secrets = SecretLedger(task)
-        findings = []
+        found = []
         earlier: list[tuple[str, str]] = []
         for index, call in enumerate(calls):
             steered = provenance.steered(call, index, taxonomy)
@@ -105,33 +101,22 @@ class ToolGuardDetector(PerSpanDetector):
                 earlier.append((call.name, call.result))
             if verdict.category == "access_credentials" and call.result:
                 secrets.remember(call.name, call.result)
-            findings.append(self._finding(trajectory, call, verdict))
-        return findings
+            found.append(self._assessment(call, verdict))
+        return found
 
-    def _finding(self, trajectory: Trajectory, call: ToolCall, verdict: Verdict) -> Finding:
+    def _assessment(self, call: ToolCall, verdict: Verdict) -> Assessment:
+        """One call's verdict; a call the guard blocks is at least high, whatever the ladder."""
         score = verdict.risk / 100
-        detected = score >= self.threshold and score > 0
-        if verdict.risk >= CRITICAL_RISK:
-            severity = Severity.CRITICAL
-        elif verdict.risk >= self.guard.data.block_at:
-            severity = Severity.HIGH
-        else:
-            severity = Severity.MEDIUM if detected else Severity.LOW
-        return Finding(
-            detector=self.key,
-            trace_id=trajectory.trace_id,
-            span_id=call.span_id or trajectory.root_span_id,
-            score=round(score, 6),
-            threshold=self.threshold,
-            detected=detected,
-            severity=severity,
-            explanation=verdict.summary(),
-            evidence=[
-                Evidence(
-                    text=verdict.summary(), span_id=call.span_id, detail={"rules": verdict.rule_ids}
-                )
-            ],
-            risk_category=self.risk_category if detected else None,
+        blocked = verdict.risk >= self.guard.data.block_at
+        summary = verdict.summary()
+        return Assessment(
+            score,
+            [Evidence(text=summary, span_id=call.span_id, detail={"rules": verdict.rule_ids})],
+            summary,
+            span_id=call.span_id,
+            severity=max(self.ladder.at(score), Severity.HIGH, key=list(Severity).index)
+            if blocked
+            else None,
             details=verdict.record(),
         )
 

@@ -11,6 +11,7 @@ persists over turns reaches a stop. Findings carry `details["signals"]["drift"]`
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections import OrderedDict, deque
 from collections.abc import Mapping
@@ -19,12 +20,13 @@ from typing import Any
 
 from otel_safety.analysis.refusal.refusal import harm_score
 from otel_safety.analysis.text.monitor_rules import MonitorRules, cosine, current_rules
+from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.conversation import ExpiringStore, conversation_key
-from otel_safety.detectors.base import Detector, clip
+from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.registry import register
-from otel_safety.model import Evidence, Finding, Severity, Trajectory
+from otel_safety.model import Evidence, Trajectory
 
-__all__ = ["ConversationDrift", "TopicDrift", "drift_severity"]
+__all__ = ["ConversationDrift", "TopicDrift"]
 
 
 @dataclass
@@ -36,19 +38,7 @@ class ConversationDrift:
     persistent: int = 0  # consecutive drifting turns up to now
     turns: int = 0
     seen: deque[str] = field(default_factory=deque)  # digests of turns already counted
-    judged: OrderedDict[str, Finding] = field(default_factory=OrderedDict)  # by trace id
-
-
-def drift_severity(drift: float) -> Severity:
-    """Severity of an accumulated drift under the default severity policy: WARN from 0.3,
-    HUMAN_REVIEW from 0.5, HARD_STOP from 0.8 (only reachable by persistent drift)."""
-    if drift >= 0.8:
-        return Severity.CRITICAL
-    if drift >= 0.5:
-        return Severity.HIGH
-    if drift >= 0.3:
-        return Severity.MEDIUM
-    return Severity.LOW
+    judged: OrderedDict[str, Assessment] = field(default_factory=OrderedDict)  # by trace id
 
 
 @register
@@ -56,7 +46,6 @@ class TopicDrift(Detector):
     """Flags conversations that drift from their initial request towards harm over turns."""
 
     key = "topic_drift"
-    severity = Severity.MEDIUM
     default_threshold = 0.3
     risk_category = "topic_drift"
     description = (
@@ -78,19 +67,19 @@ class TopicDrift(Detector):
             ttl=ttl, max_entries=max_conversations
         )
 
-    def evaluate(self, trajectory: Trajectory) -> Finding | None:
+    def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> list[Assessment]:
         state = self.state.get(conversation_key(trajectory), ConversationDrift)
         with self.state.lock:
             if trajectory.trace_id in state.judged:  # a trace judged again adds no turns
-                return state.judged[trajectory.trace_id].model_copy(deep=True)
-            finding = self._judge(trajectory, state)
-            if finding is not None:
-                state.judged[trajectory.trace_id] = finding
+                return [copy.deepcopy(state.judged[trajectory.trace_id])]
+            found = self._judge(trajectory, state)
+            if found is not None:
+                state.judged[trajectory.trace_id] = copy.deepcopy(found)
                 while len(state.judged) > self.rules.drift.max_turns:
                     state.judged.popitem(last=False)
-            return finding
+            return [] if found is None else [found]
 
-    def _judge(self, trajectory: Trajectory, state: ConversationDrift) -> Finding | None:
+    def _judge(self, trajectory: Trajectory, state: ConversationDrift) -> Assessment | None:
         settings = self.rules.drift
         turns = _new_turns(trajectory, state, 4 * settings.max_turns)
         if not turns and state.baseline is None:
@@ -128,19 +117,12 @@ class TopicDrift(Detector):
         drift = state.accumulated
         if state.persistent < settings.persistent_turns:
             drift = min(drift, settings.single_cap)
-        detected = drift >= self.threshold and drift > 0.0
+        detected = self.fires(drift)
         risk = float(last.get("risk", 0.0))
-        return Finding(
-            detector=self.key,
-            trace_id=trajectory.trace_id,
-            span_id=(strongest[1].span_id if strongest else None) or trajectory.root_span_id,
-            score=round(drift, 6),
-            threshold=self.threshold,
-            detected=detected,
-            severity=drift_severity(drift),
-            explanation=_explain(state, drift, detected),
-            evidence=[strongest[1]] if strongest else [],
-            risk_category=self.risk_category if detected else None,
+        return Assessment(
+            drift,
+            [strongest[1]] if strongest else [],
+            _explain(state, drift, detected),
             details={
                 "signals": {
                     "drift": round(drift, 4),

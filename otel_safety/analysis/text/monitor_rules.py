@@ -64,6 +64,7 @@ class MonitorRules:
     denied: tuple[regex.Pattern, ...]
     anomalies: tuple[regex.Pattern, ...]
     repeated_denials: int
+    outcome_weights: Mapping[str, float]  # score of each kind of tool outcome
 
     def keyword_hits(self, text: str) -> list[Hit]:
         return _hits(self.keywords, text)
@@ -197,7 +198,31 @@ def _compile(data: Mapping[str, Any]) -> MonitorRules:
         denied=_patterns(outcome.get("denied", []), "outcome.denied"),
         anomalies=_patterns(outcome.get("anomalies", []), "outcome.anomalies"),
         repeated_denials=max(1, int(outcome.get("repeated_denials", 2))),
+        outcome_weights=_outcome_weights(outcome.get("weights", {})),
     )
+
+
+OUTCOME_KINDS = (
+    "errored",
+    "blocked",
+    "anomaly",
+    "risky_action",
+    "high_risk_completion",
+    "unauthorized_access",
+)
+
+
+def _outcome_weights(table: Any) -> dict[str, float]:
+    if not isinstance(table, Mapping):
+        raise ValueError("outcome.weights must be a table of outcome kind = score")
+    unknown = sorted(set(table) - set(OUTCOME_KINDS))
+    missing = [kind for kind in OUTCOME_KINDS if kind not in table]
+    if unknown or missing:
+        raise ValueError(
+            f"outcome.weights: unknown kind(s) {', '.join(unknown) or 'none'}, missing "
+            f"{', '.join(missing) or 'none'}; the kinds are {', '.join(OUTCOME_KINDS)}"
+        )
+    return {kind: _fraction(table[kind], f"outcome.weights.{kind}") for kind in OUTCOME_KINDS}
 
 
 _PARTS = ("malicious", "keywords", "action")
