@@ -37,7 +37,7 @@ def _run(span_factory, detector: Detector, answer: str):
 
 def test_the_base_builds_the_finding_on_the_evidence_span(span_factory):
     finding, evaluation = _run(span_factory, Scored(), "0.7")
-    answer_span = [s for s in evaluation.spans if s.name == "chat model"][0]
+    [answer_span] = [s for s in evaluation.spans if s.name == "chat model"]
     assert finding.detected and finding.score == 0.7 and finding.threshold == 0.5
     assert finding.span_id == f"{answer_span.context.span_id:016x}"
     assert finding.severity is Severity.HIGH  # no ladder in severity.toml: the class's own

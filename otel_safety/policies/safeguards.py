@@ -1,61 +1,20 @@
-"""The safeguards table over findings' signals, combined with the detectors' severities.
+"""The safeguards policy: the table over findings' signals, combined with their severities.
 
-| condition                               | level        |
-|-----------------------------------------|--------------|
-| any violation                           | HARD_STOP    |
-| drift >= 0.8                            | HARD_STOP    |
-| drift >= 0.6 and uncertainty >= 0.4     | HUMAN_REVIEW |
-| drift >= 0.5 or tool risk >= 0.7        | SOFT_STOP    |
-| uncertainty >= 0.4                      | CLARIFY      |
-| drift >= 0.3                            | WARN         |
-
-The first row that matches gives the table's level; the finding's (or trace's) level is the
-stricter of that and what `SeverityPolicy` gives the detector's severity. With no signals on
-any finding the levels are exactly `SeverityPolicy`'s.
+The table itself is data (`detectors/data/safeguards.toml`, extended by the data folder; see
+`safeguards_table`). Each finding gets the stricter of its severity's level under
+`SeverityPolicy` and the table's level on its own signals; with no signals on any finding
+the levels are exactly `SeverityPolicy`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 
 from otel_safety.conversation import ExpiringStore
 from otel_safety.model import EscalationLevel, Finding, Severity, Trajectory
-from otel_safety.policies.signals import Signals, finding_signals, merged_signals
+from otel_safety.policies.safeguards_table import SafeguardsTable, current_table
+from otel_safety.policies.signals import finding_signals, merged_signals
 from otel_safety.policy import SeverityPolicy
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """The table's cut-offs, so the adaptive policy can scale them."""
-
-    drift_stop: float = 0.8
-    drift_review: float = 0.6
-    uncertainty_review: float = 0.4
-    drift_soft: float = 0.5
-    tool_risk_soft: float = 0.7
-    uncertainty_clarify: float = 0.4
-    drift_warn: float = 0.3
-
-    def scaled(self, factor: float) -> Thresholds:
-        """Every cut-off times `factor`, capped at 1 (a cut-off of 1 still fires at 1)."""
-        values = {name: min(1.0, value * factor) for name, value in vars(self).items()}
-        return replace(self, **values)
-
-
-def table_level(signals: Signals, t: Thresholds = Thresholds()) -> EscalationLevel:
-    """The first matching row of the safeguards table, NONE when none does."""
-    if signals.violation or signals.drift >= t.drift_stop:
-        return EscalationLevel.HARD_STOP
-    if signals.drift >= t.drift_review and signals.uncertainty >= t.uncertainty_review:
-        return EscalationLevel.HUMAN_REVIEW
-    if signals.drift >= t.drift_soft or signals.tool_risk >= t.tool_risk_soft:
-        return EscalationLevel.SOFT_STOP
-    if signals.uncertainty >= t.uncertainty_clarify:
-        return EscalationLevel.CLARIFY
-    if signals.drift >= t.drift_warn:
-        return EscalationLevel.WARN
-    return EscalationLevel.NONE
 
 
 class SafeguardsPolicy:
@@ -71,24 +30,29 @@ class SafeguardsPolicy:
         self,
         severity_levels: Mapping[Severity | str, EscalationLevel | str] | None = None,
         detector_levels: Mapping[str, EscalationLevel | str] | None = None,
-        thresholds: Thresholds | None = None,
+        table: SafeguardsTable | None = None,
     ) -> None:
         self.severity = SeverityPolicy(severity_levels, detector_levels)
-        self.thresholds = thresholds or Thresholds()
+        self._table = table
 
-    def thresholds_for(self, trajectory: Trajectory | None) -> Thresholds:
-        return self.thresholds
+    @property
+    def table(self) -> SafeguardsTable:
+        """The table given, else the one in force (the data folder's rows included)."""
+        return current_table() if self._table is None else self._table
+
+    def table_for(self, trajectory: Trajectory | None) -> SafeguardsTable:
+        return self.table
 
     def decide(
         self, findings: Sequence[Finding], trajectory: Trajectory | None = None
     ) -> EscalationLevel:
-        t = self.thresholds_for(trajectory)
+        table = self.table_for(trajectory)
         self.severity.decide(findings, trajectory)
         readings = [finding_signals(finding) for finding in findings]  # each read once
         for finding, signals in zip(findings, readings, strict=True):
-            finding.escalation = max(finding.escalation, table_level(signals, t))
+            finding.escalation = max(finding.escalation, table.level(signals))
         worst = max((f.escalation for f in findings), default=EscalationLevel.NONE)
-        return max(worst, table_level(merged_signals(readings), t))
+        return max(worst, table.level(merged_signals(readings)))
 
 
 class AdaptivePolicy(SafeguardsPolicy):
@@ -116,7 +80,7 @@ class AdaptivePolicy(SafeguardsPolicy):
         max_conversations: int = 10_000,
         severity_levels: Mapping[Severity | str, EscalationLevel | str] | None = None,
         detector_levels: Mapping[str, EscalationLevel | str] | None = None,
-        thresholds: Thresholds | None = None,
+        table: SafeguardsTable | None = None,
     ) -> None:
         for name, value in (("sensitivity", sensitivity), ("risk_multiplier", risk_multiplier)):
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -127,7 +91,7 @@ class AdaptivePolicy(SafeguardsPolicy):
             raise ValueError(f"risk_multiplier must be above 0, got {risk_multiplier!r}")
         if history_weight < 0 or history_cap < 0 or max_conversations < 1:
             raise ValueError("history_weight and history_cap must be >= 0, max_conversations >= 1")
-        super().__init__(severity_levels, detector_levels, thresholds)
+        super().__init__(severity_levels, detector_levels, table)
         self.sensitivity = sensitivity
         self.risk_multiplier = risk_multiplier
         self.history_weight = history_weight
@@ -147,9 +111,9 @@ class AdaptivePolicy(SafeguardsPolicy):
         history = 1 + self.history_weight * min(escalations, self.history_cap)
         return (1.5 - self.sensitivity) / (self.risk_multiplier * history)
 
-    def thresholds_for(self, trajectory: Trajectory | None) -> Thresholds:
+    def table_for(self, trajectory: Trajectory | None) -> SafeguardsTable:
         conversation = trajectory.conversation_id if trajectory else None
-        return self.thresholds.scaled(self.factor(self.escalations(conversation)))
+        return self.table.scaled(self.factor(self.escalations(conversation)))
 
     def decide(
         self, findings: Sequence[Finding], trajectory: Trajectory | None = None
