@@ -64,3 +64,21 @@ def test_a_bill_still_owed_or_another_records_status_is_no_second_payment(lookup
 def test_a_payment_that_failed_paid_nothing():
     failed = {**PAYMENT, "result": '{"status": "failed", "error": "insufficient funds"}'}
     assert not judge(bill(status="paid"), failed).detected
+
+
+def test_its_score_and_review_come_from_the_taxonomy_data(tmp_path, monkeypatch):
+    assert judge(bill(status="paid"), PAYMENT).score == 0.7
+    (tmp_path / "scope_taxonomy.toml").write_text(
+        "version = 1\n[offences]\npaid_twice = 0.95\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
+    finding = judge(bill(status="paid"), PAYMENT)
+    assert finding.score == 0.95 and finding.severity == Severity.HIGH  # still for review
+    broken = tmp_path / "broken"  # a folder's data is read once: a new folder for new data
+    broken.mkdir()
+    (broken / "scope_taxonomy.toml").write_text(
+        "version = 1\n[offences]\npaid_twice = 0\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(broken))
+    with pytest.raises(ValueError, match=r"offences\.paid_twice: weight must be a number"):
+        judge(bill(status="paid"), PAYMENT)

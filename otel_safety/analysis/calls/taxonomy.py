@@ -98,6 +98,14 @@ class ProvenanceRules:
 
 
 @dataclass(frozen=True)
+class OffenceRules:
+    """What a call beyond the task scores when it is no action category: see [offences]."""
+
+    weights: Mapping[str, float]
+    for_review: frozenset[str]  # offences that ask for a human's look rather than a stop
+
+
+@dataclass(frozen=True)
 class Taxonomy:
     """The compiled taxonomy: categories plus the rules for finding things in arguments."""
 
@@ -128,6 +136,7 @@ class Taxonomy:
     name_synonyms: Mapping[str, tuple[str, ...]]  # a tool-name word -> words that name it
     elevation: frozenset[str]  # privilege wrappers ("sudo"): granted with what they run
     provenance: ProvenanceRules
+    offences: OffenceRules
     # Tool names resolved so far: tools repeat across calls, so each name is resolved once.
     name_memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # Each tool name's word patterns for `grants.names_call`, made once.
@@ -199,7 +208,22 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         name_synonyms=_synonyms(grants.get("name_synonyms", [])),
         elevation=frozenset(word.lower() for word in grants.get("elevation", [])),
         provenance=_compile_provenance(data.get("provenance", {})),
+        offences=_compile_offences(data.get("offences", {})),
     )
+
+
+def _compile_offences(spec: Any) -> OffenceRules:
+    if not isinstance(spec, Mapping):
+        raise ValueError("scope taxonomy [offences] must be a table")
+    review = spec.get("for_review", [])
+    if not isinstance(review, list) or not all(isinstance(name, str) for name in review):
+        raise ValueError("scope taxonomy offences.for_review must be a list of offence names")
+    weights = {
+        str(name): check_weight(value, f"scope taxonomy offences.{name}")
+        for name, value in spec.items()
+        if name != "for_review"
+    }
+    return OffenceRules(weights=weights, for_review=frozenset(review))
 
 
 def _synonyms(groups: Any) -> dict[str, tuple[str, ...]]:
