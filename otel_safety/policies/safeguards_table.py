@@ -53,6 +53,8 @@ class SafeguardsTable:
 
     def level(self, signals: Signals) -> EscalationLevel:
         """The first matching row's level, NONE when none does."""
+        if not signals.present:  # most findings: cut-offs are above 0, so no row can match
+            return EscalationLevel.NONE
         return next((row.level for row in self.rows if row.matches(signals)), EscalationLevel.NONE)
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - tables are few and live as long as policies
