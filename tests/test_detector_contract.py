@@ -3,6 +3,10 @@ with one fire rule, and severities come from the ladders in `severity.toml`."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from otel_safety.detectors import registry
@@ -132,3 +136,16 @@ def test_a_detector_with_nothing_to_judge_records_nothing(span_factory):
 
     evaluation = Pipeline(detectors=[Silent()]).evaluate(span_factory.agent_run(answer="1"))
     assert evaluation.findings == []
+
+
+@pytest.mark.process
+def test_the_custom_detector_example_runs_beside_ours():
+    example = Path(__file__).resolve().parents[1] / "examples" / "custom_detector.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=120, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert "FIRED unlisted_tool  high     run_shell is not on the allowlist." in lines
+    assert "ok    unlisted_tool  low      read_file is allowed." in lines
+    assert sum(line.split()[1] == "tool_guard" for line in lines[:-1]) == 2
+    assert lines[-1] == "trace level: HUMAN_REVIEW"

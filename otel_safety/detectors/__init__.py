@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from otel_safety.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from otel_safety.detectors.base import Detector
+    from otel_safety.detectors.base import Assessment, Detector
     from otel_safety.detectors.registry import (
         available,
         check,
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "Assessment",
     "Detector",
     "available",
     "check",
@@ -36,7 +37,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     globals(),
     {
-        "Detector": "otel_safety.detectors.base",
+        **dict.fromkeys(("Assessment", "Detector"), "otel_safety.detectors.base"),
         **dict.fromkeys(
             ("available", "check", "create", "detector_class", "is_monitor", "known", "register"),
             "otel_safety.detectors.registry",
