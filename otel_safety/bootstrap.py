@@ -34,6 +34,7 @@ from otel_safety.log_processor import SafetyLogRecordProcessor
 from otel_safety.logs_setup import LoggerProviderCloser, own_logger_provider
 from otel_safety.mapping import CONVERSATION_KEYS, DEFAULT_REQUESTER_KEYS
 from otel_safety.pipeline import Pipeline, TraceEvaluation
+from otel_safety.policies.safeguards_table import current_table
 from otel_safety.policy import Policy
 from otel_safety.processor import SafetySpanProcessor
 
@@ -257,6 +258,8 @@ def build_pipeline(
         from otel_safety.policies import CedarPolicy
 
         policy = CedarPolicy(settings.policy)
+    if policy is None and not lazy:  # a broken safeguards.toml in the data folder fails here
+        current_table()
     thresholds, calibrated = dict(settings.thresholds), None
     if settings.calibration:
         calibration = load_calibration(settings.calibration)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_safety.bootstrap import build_pipeline
+from otel_safety.config import Settings
 from otel_safety.model import EscalationLevel, Finding, Severity
 from otel_safety.policies import SafeguardsPolicy
 from otel_safety.policies.safeguards_table import current_table, load_table
@@ -71,3 +73,20 @@ def test_a_bad_user_row_is_named_with_its_file(tmp_path, row, message):
         load_table(str(tmp_path))
     assert str(raised.value).startswith("safeguards table:")
     assert str(tmp_path / "safeguards.toml") in str(raised.value)
+
+
+def test_a_broken_user_table_stops_a_command_and_leaves_an_app_judging(
+    tmp_path, monkeypatch, caplog
+):
+    (tmp_path / "safeguards.toml").write_text(
+        'version = 1\n[[rows]]\nlevel = "WARN"\nall = { mood = 0.5 }\n'
+    )
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
+    settings = Settings.resolve()
+    with pytest.raises(ValueError, match="unknown signal 'mood'"):
+        build_pipeline(settings)  # ingest, eval, detectors --check: stopped before any work
+    pipeline = build_pipeline(settings, lazy=True)  # an app: the packaged table, logged once
+    assert pipeline.policy.decide([_drifting(0.85)], None) is EscalationLevel.HARD_STOP
+    assert pipeline.policy.decide([_drifting(0.35)], None) is EscalationLevel.WARN
+    told = [r for r in caplog.records if "safeguards table" in r.getMessage()]
+    assert len(told) == 1 and "packaged table is used" in told[0].getMessage()

@@ -8,13 +8,16 @@ the levels are exactly `SeverityPolicy`'s.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 from otel_safety.conversation import ExpiringStore
 from otel_safety.model import EscalationLevel, Finding, Severity, Trajectory
-from otel_safety.policies.safeguards_table import SafeguardsTable, current_table
+from otel_safety.policies.safeguards_table import SafeguardsTable, current_table, load_table
 from otel_safety.policies.signals import finding_signals, merged_signals
 from otel_safety.policy import SeverityPolicy
+
+logger = logging.getLogger(__name__)
 
 
 class SafeguardsPolicy:
@@ -37,8 +40,18 @@ class SafeguardsPolicy:
 
     @property
     def table(self) -> SafeguardsTable:
-        """The table given, else the one in force (the data folder's rows included)."""
-        return current_table() if self._table is None else self._table
+        """The table given, else the one in force (the data folder's rows included). A data
+        folder's table that does not load leaves the packaged one in force for this policy,
+        logged once: an app's traces are still judged (`ingest`, `eval` and `detectors
+        --check` stop on it at start-up)."""
+        if self._table is not None:
+            return self._table
+        try:
+            return current_table()
+        except ValueError as exc:
+            logger.error("otel-safety safeguards table: %s; the packaged table is used", exc)
+            self._table = load_table()  # from now on: the file is not read again
+            return self._table
 
     def table_for(self, trajectory: Trajectory | None) -> SafeguardsTable:
         return self.table
