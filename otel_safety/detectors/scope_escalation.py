@@ -73,6 +73,7 @@ from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
 from otel_safety.detectors.registry import register
+from otel_safety.detectors.severity import strictest
 from otel_safety.model import Evidence, Finding, Severity, ToolCall, Trajectory
 
 __all__ = [
@@ -226,22 +227,14 @@ class ScopeEscalation(Detector):
                 offences.append(_steered_read(call, steered, taxonomy))
         offences.sort(key=lambda offence: -offence[0])  # stable: worst first, then call order
         score = offences[0][0] if offences else 0.0
-        evidence = [evidence for _, evidence in offences]
+        shown = [evidence for _, evidence in offences]
         default = self.ladder.at(score)
-        severity = max(
-            (_offence_severity(item, default, taxonomy) for item in evidence),
-            key=_SEVERITY_RANK.index,
-            default=None,
+        severity = (
+            strictest(_offence_severity(e, default, taxonomy) for e in shown) if shown else None
         )
         explanation = _explain(len(calls), offences, granted, taxonomy)
-        return [
-            Assessment(
-                score, evidence, explanation + ("" if task_known else _NO_TASK), severity=severity
-            )
-        ]
-
-
-_SEVERITY_RANK = [Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL]
+        explanation += "" if task_known else _NO_TASK
+        return [Assessment(score, shown, explanation, severity=severity)]
 
 
 def _scored(evidence: Evidence, taxonomy: Taxonomy) -> tuple[float, Evidence]:
@@ -262,7 +255,7 @@ def _offence_severity(evidence: Evidence, default: Severity, taxonomy: Taxonomy)
     levels = [taxonomy.categories.get(name) for name in evidence.detail.get("categories", [])]
     if not levels or any(level is None or level.severity is None for level in levels):
         return default
-    return max((Severity(level.severity) for level in levels), key=_SEVERITY_RANK.index)
+    return strictest(Severity(level.severity) for level in levels)
 
 
 @content_memo

@@ -7,14 +7,14 @@ severity at a score without forking it, and one rule (`Ladder.at`) reads every l
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from otel_safety.analysis.patterns.datafiles import current_data_dir, load_compiled
 from otel_safety.model import Severity
 
-__all__ = ["Ladder", "Ladders", "current_ladders", "load_ladders"]
+__all__ = ["Ladder", "Ladders", "current_ladders", "load_ladders", "strictest"]
 
 _RANK = {severity: rank for rank, severity in enumerate(Severity)}
 
@@ -30,8 +30,7 @@ class Ladder:
         return cls(((0.0, severity),))
 
     def at(self, score: float) -> Severity:
-        reached = [severity for start, severity in self.steps if score >= start]
-        return max(reached, key=_RANK.__getitem__, default=Severity.LOW)
+        return strictest(severity for start, severity in self.steps if score >= start)
 
     def describe(self) -> str:
         """`low, medium from 0.5, high from 0.8`: the ladder as `otel-safety detectors` shows it."""
@@ -40,6 +39,11 @@ class Ladder:
             severity.value if start == 0.0 else f"{severity.value} from {start:g}"
             for start, severity in ordered
         )
+
+
+def strictest(severities: Iterable[Severity]) -> Severity:
+    """The strictest of some severities; low when there are none."""
+    return max(severities, key=_RANK.__getitem__, default=Severity.LOW)
 
 
 @dataclass(frozen=True)

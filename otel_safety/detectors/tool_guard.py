@@ -23,6 +23,7 @@ from otel_safety.analysis.calls.record_choice import picks_of_named_records
 from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.detectors.base import Assessment, Detector
 from otel_safety.detectors.registry import register
+from otel_safety.detectors.severity import strictest
 from otel_safety.guard import Guard, Requester, Verdict
 from otel_safety.guard.secret_flow import SecretLedger
 from otel_safety.guard.signing import verify
@@ -114,9 +115,7 @@ class ToolGuardDetector(Detector):
             [Evidence(text=summary, span_id=call.span_id, detail={"rules": verdict.rule_ids})],
             summary,
             span_id=call.span_id,
-            severity=max(self.ladder.at(score), Severity.HIGH, key=list(Severity).index)
-            if blocked
-            else None,
+            severity=strictest([self.ladder.at(score), Severity.HIGH]) if blocked else None,
             details=verdict.record(),
         )
 
