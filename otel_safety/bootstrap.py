@@ -25,6 +25,7 @@ from otel_safety.config import ConfigError, Settings
 from otel_safety.deep.settings import deep_config
 from otel_safety.detection_pool import WorkerPool, default_workers
 from otel_safety.detection_worker import ProcessPipeline
+from otel_safety.detectors.severity import current_ladders
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink
@@ -258,8 +259,10 @@ def build_pipeline(
         from otel_safety.policies import CedarPolicy
 
         policy = CedarPolicy(settings.policy)
-    if policy is None and not lazy:  # a broken safeguards.toml in the data folder fails here
-        current_table()
+    if not lazy:  # a broken severity.toml or safeguards.toml in the data folder fails here
+        current_ladders()
+        if policy is None:
+            current_table()
     thresholds, calibrated = dict(settings.thresholds), None
     if settings.calibration:
         calibration = load_calibration(settings.calibration)

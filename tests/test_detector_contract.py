@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_safety.bootstrap import build_pipeline
+from otel_safety.config import Settings
 from otel_safety.detectors import registry
 from otel_safety.detectors.base import Assessment, Detector
 from otel_safety.detectors.severity import Ladder, current_ladders, load_ladders
@@ -149,3 +151,19 @@ def test_the_custom_detector_example_runs_beside_ours():
     assert "ok    unlisted_tool  low      read_file is allowed." in lines
     assert sum(line.split()[1] == "tool_guard" for line in lines[:-1]) == 2
     assert lines[-1] == "trace level: HUMAN_REVIEW"
+
+
+def test_a_broken_user_ladder_stops_a_command_and_leaves_an_app_judging(
+    tmp_path, monkeypatch, caplog, span_factory
+):
+    (tmp_path / "severity.toml").write_text('version = 1\n[ladders]\nscored = [[0.0, "severe"]]\n')
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
+    settings = Settings.resolve()
+    with pytest.raises(ValueError, match="unknown severity 'severe'"):
+        build_pipeline(settings)  # ingest, eval, detectors --check: stopped before any work
+    build_pipeline(settings, lazy=True)  # an app starts
+    for _ in range(2):
+        finding, _ = _run(span_factory, Scored(), "0.9")
+        assert finding.severity is Severity.HIGH  # the packaged ladders: none for `scored`
+    told = [r for r in caplog.records if "packaged severity ladders" in r.getMessage()]
+    assert len(told) == 1

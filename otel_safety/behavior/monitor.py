@@ -26,7 +26,7 @@ from otel_safety.behavior.modes import MonitorMode, alert_threshold
 from otel_safety.behavior.turns import AgentTurn, agent_turns
 from otel_safety.conversation import ExpiringStore, conversation_key
 from otel_safety.detectors.base import Assessment, Detector
-from otel_safety.detectors.severity import Ladder, current_ladders
+from otel_safety.detectors.severity import Ladder, ladders_for_judging
 from otel_safety.halts import HaltRegistry
 from otel_safety.model import Finding, Severity, Trajectory
 from otel_safety.policy import Policy
@@ -129,7 +129,8 @@ class BehaviorMonitor(Detector, Generic[Memory]):
     @property
     def ladder(self) -> Ladder:
         """A monitor's ladder follows its mode (severity.toml `[monitor_ladders]`)."""
-        return current_ladders().monitor_modes.get(self.mode.value) or Ladder.flat(Severity.LOW)
+        modes = ladders_for_judging().monitor_modes
+        return modes.get(self.mode.value) or Ladder.flat(Severity.LOW)
 
     # -- what each monitor implements ---------------------------------------------------
     def compile(self, data: dict[str, Any]) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from otel_safety.analysis.secrets import mask
-from otel_safety.detectors.severity import Ladder, current_ladders
+from otel_safety.detectors.severity import Ladder, ladders_for_judging
 from otel_safety.model import Evidence, Finding, Severity, Trajectory
 
 if TYPE_CHECKING:  # an app judging in a worker process loads no analysis
@@ -54,7 +54,6 @@ class Detector:
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else threshold
-        current_ladders()  # a broken user severity.toml fails at start-up, not on a trace
 
     @property
     def can_fire(self) -> bool:
@@ -70,7 +69,7 @@ class Detector:
     @property
     def ladder(self) -> Ladder:
         """This detector's severity ladder from severity.toml, else its flat `severity`."""
-        found = current_ladders().detectors.get(self.key)
+        found = ladders_for_judging().detectors.get(self.key)
         return Ladder.flat(self.severity) if found is None else found
 
     def fires(self, score: float) -> bool:

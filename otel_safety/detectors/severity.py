@@ -7,6 +7,7 @@ severity at a score without forking it, and one rule (`Ladder.at`) reads every l
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,16 @@ from typing import Any
 from otel_safety.analysis.patterns.datafiles import current_data_dir, load_compiled
 from otel_safety.model import Severity
 
-__all__ = ["Ladder", "Ladders", "current_ladders", "load_ladders", "strictest"]
+__all__ = [
+    "Ladder",
+    "Ladders",
+    "current_ladders",
+    "ladders_for_judging",
+    "load_ladders",
+    "strictest",
+]
+
+logger = logging.getLogger(__name__)
 
 _RANK = {severity: rank for rank, severity in enumerate(Severity)}
 
@@ -64,8 +74,27 @@ def _cached(data_dir: str | None) -> Ladders:
 
 
 def current_ladders() -> Ladders:
-    """The ladders in force: packaged, plus `severity.toml` in OTEL_SAFETY_DATA_DIR."""
+    """The ladders in force: packaged, plus `severity.toml` in OTEL_SAFETY_DATA_DIR; a
+    ValueError naming the file when that does not load (commands check it at start-up)."""
     return _cached(current_data_dir())
+
+
+_broken: dict[str | None, Ladders] = {}  # data folders whose severity.toml did not load
+
+
+def ladders_for_judging() -> Ladders:
+    """The ladders in force, or, when the data folder's file does not load, the packaged
+    ones, logged once: an app's findings still get a severity."""
+    folder = current_data_dir()
+    fallback = _broken.get(folder)
+    if fallback is not None:
+        return fallback
+    try:
+        return _cached(folder)
+    except ValueError as exc:
+        logger.error("otel-safety %s; the packaged severity ladders are used", exc)
+        _broken[folder] = _cached(None)
+        return _broken[folder]
 
 
 def _compile(data: Mapping[str, Any]) -> Ladders:
