@@ -248,6 +248,17 @@ def test_a_bad_custom_pattern_names_its_boundary():
         EthicsBoundary(custom_boundaries={"broken": ["(unclosed"]})
 
 
+def test_monitors_alike_share_compiled_rules_and_other_settings_or_folders_do_not(tmp_path: Path):
+    assert EthicsBoundary().rules is EthicsBoundary().rules
+    dosing = EthicsBoundary(custom_boundaries={"dosing": [r"\bmg\b"]})
+    assert dosing.rules is not EthicsBoundary().rules and dosing.rules.custom
+    (tmp_path / "ethics_boundary.toml").write_text("version = 1\n")
+    assert EthicsBoundary(data_dir=str(tmp_path)).rules is not EthicsBoundary().rules
+    for _ in range(2):  # a failed compile is not kept
+        with pytest.raises(ValueError, match="custom boundary 'broken'"):
+            EthicsBoundary(custom_boundaries={"broken": ["(unclosed"]})
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [

@@ -11,6 +11,7 @@ conversation, so five turns sent as five traces build one baseline, and memory s
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,11 @@ MAX_INDICATORS = 20  # per finding, strongest first; the rest are only counted b
 JUDGED_TRACES = 32  # findings kept per conversation for traces judged again
 STATE_BYTES = 64 << 20  # per monitor, over all conversations (see `_state_bytes`)
 AGENT_STATE_BYTES = 2_048  # what one agent's memory weighs, roughly: counters and digests
+# Compiled rules by (monitor class, data folder, settings): every pipeline, eval run and
+# worker builds its own monitors, and compiling their word lists costs a third of a second.
+_COMPILED_RULES: OrderedDict[tuple[type, str | None, str], Any] = OrderedDict()
+_COMPILED_RULES_LOCK = threading.Lock()
+COMPILED_RULES_KEPT = 64
 
 
 class MonitorParams(BaseModel):
@@ -103,7 +109,8 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             data = load_data(self.key, data_dir=folder)
             given = {k: v for k, v in settings.items() if v is not None}
             self.params = self.params_model(**{**_monitor_table(self.key, folder), **given})
-            self.rules = self.compile(data)
+            self.load_shared_data()
+            self.rules = self._compiled_rules(folder, data)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}"
@@ -117,6 +124,21 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         self.state: ExpiringStore[ConversationState[Memory]] = ExpiringStore(
             ttl=ttl, max_entries=max_conversations, max_bytes=STATE_BYTES, weigh=_state_bytes
         )
+
+    def _compiled_rules(self, folder: str | Path | None, data: dict[str, Any]) -> Any:
+        """`compile(data)`, shared by every monitor of this class, data folder and settings
+        (data files are read once per folder, and rules are never changed once compiled)."""
+        key = (type(self), None if folder is None else str(folder), self.params.model_dump_json())
+        with _COMPILED_RULES_LOCK:
+            if key in _COMPILED_RULES:
+                _COMPILED_RULES.move_to_end(key)
+                return _COMPILED_RULES[key]
+        rules = self.compile(data)  # outside the lock: two threads may both compile, alike
+        with _COMPILED_RULES_LOCK:
+            _COMPILED_RULES[key] = rules
+            while len(_COMPILED_RULES) > COMPILED_RULES_KEPT:
+                _COMPILED_RULES.popitem(last=False)
+        return rules
 
     @property
     def can_fire(self) -> bool:
@@ -133,6 +155,10 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         return modes.get(self.mode.value) or Ladder.flat(Severity.LOW)
 
     # -- what each monitor implements ---------------------------------------------------
+    def load_shared_data(self) -> None:
+        """Compile the shared data (cached per folder) the monitor reads when judging, at
+        construction: otherwise the first trace pays for it, and a broken file fails late."""
+
     def compile(self, data: dict[str, Any]) -> Any:
         """The monitor's rules from its data file (the `[monitor]` table is read already)."""
         return None

@@ -119,8 +119,10 @@ class AgentDeception(BehaviorMonitor[DeceptionMemory]):
         super().__init__(threshold, **settings)
         self.params: AgentDeceptionParams
 
+    def load_shared_data(self) -> None:
+        claim_rules()  # the deception detector's claim grammar
+
     def compile(self, data: dict[str, Any]) -> DeceptionRules:
-        claim_rules()  # the deception detector's claim grammar: compiled now, not on a trace
         return DeceptionRules(
             contradiction=compile_contradiction(data.get("contradiction", {})),
             citations=compile_citations(data.get("citations", {})),

@@ -144,10 +144,10 @@ class BehaviorDrift(BehaviorMonitor[DriftMemory]):
         self.threshold = self.params.drift_threshold
         self.alert_at = alert_threshold(self.threshold, self.params.sensitivity)
 
+    def load_shared_data(self) -> None:
+        current_markers(), current_rules()  # refusal markers, stopwords
+
     def compile(self, data: dict[str, Any]) -> ProfileRules:
-        # The shared data the profile reads (refusal markers, stopwords) compiled at
-        # start-up: otherwise the first trace pays for it, and a broken file fails late.
-        current_markers(), current_rules()
         return compile_profile(data)
 
     def new_memory(self) -> DriftMemory:

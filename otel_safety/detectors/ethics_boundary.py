@@ -159,8 +159,10 @@ class EthicsBoundary(BehaviorMonitor[EthicsMemory]):
                 floors.append(self.params.custom_boundary_score)
             self.alert_at = min(floors, default=self.alert_at)
 
+    def load_shared_data(self) -> None:
+        current_markers()  # the refusal family's data
+
     def compile(self, data: dict[str, Any]) -> EthicsRules:
-        current_markers()  # the refusal family's data: a broken user file fails at start-up
         boundaries = {**(data.get("custom_boundaries") or {}), **self.params.custom_boundaries}
         unknown = [key for key in boundaries if key in CHECKS]
         if unknown:

@@ -104,8 +104,10 @@ class Sandbagging(BehaviorMonitor[Capability]):
     params: SandbaggingParams
     rules: CapabilityRules
 
+    def load_shared_data(self) -> None:
+        current_markers(), current_rules()
+
     def compile(self, data: dict[str, Any]) -> CapabilityRules:
-        current_markers(), current_rules()  # shared data compiled at start-up, not on a trace
         section = data.get("capability", {})
         weights = {
             k: float(section.get("weights", {}).get(k, 0.0))
