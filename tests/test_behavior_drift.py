@@ -426,8 +426,8 @@ def test_the_shared_data_is_compiled_at_construction_not_on_the_first_trace():
     from otel_safety.analysis.refusal import refusal_rules
     from otel_safety.analysis.text import monitor_rules
 
-    monitor_rules._cached.cache_clear()
+    monitor_rules.load_rules.cache_clear()
     refusal_rules.load_markers.cache_clear()
     BehaviorDrift()
-    assert monitor_rules._cached.cache_info().currsize == 1
+    assert monitor_rules.load_rules.cache_info().currsize == 1
     assert refusal_rules.load_markers.cache_info().currsize == 1

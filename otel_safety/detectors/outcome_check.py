@@ -5,7 +5,7 @@ it, the system it touched refused access (and the agent kept trying other calls:
 unauthorized access attempt; the same call sent again is a retry, counted once), or an
 action the guard had warned about went through. The final answer is checked for anomalies
 such as a stack trace leaking into it. An error or a risky-looking action is recorded
-without firing, a block clarifies, a warned-about completion or a leaked failure warns, and
+without firing, a block or a leaked failure clarifies, a warned-about completion warns, and
 repeated refused access carries a tool risk that the safeguards policy turns into a stop.
 Patterns are in `data/monitors.toml`.
 """

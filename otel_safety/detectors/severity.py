@@ -64,19 +64,15 @@ class Ladders:
     monitor_modes: Mapping[str, Ladder]
 
 
+@functools.cache  # per data folder, as every detector's data
 def load_ladders(data_dir: str | None = None) -> Ladders:
     return load_compiled("severity", _compile, "severity ladders", data_dir=data_dir)
-
-
-@functools.cache
-def _cached(data_dir: str | None) -> Ladders:
-    return load_ladders(data_dir)
 
 
 def current_ladders() -> Ladders:
     """The ladders in force: packaged, plus `severity.toml` in OTEL_SAFETY_DATA_DIR; a
     ValueError naming the file when that does not load (commands check it at start-up)."""
-    return _cached(current_data_dir())
+    return load_ladders(current_data_dir())
 
 
 _broken: dict[str | None, Ladders] = {}  # data folders whose severity.toml did not load
@@ -90,10 +86,10 @@ def ladders_for_judging() -> Ladders:
     if fallback is not None:
         return fallback
     try:
-        return _cached(folder)
+        return load_ladders(folder)
     except ValueError as exc:
         logger.error("otel-safety %s; the packaged severity ladders are used", exc)
-        _broken[folder] = _cached(None)
+        _broken[folder] = load_ladders(None)
         return _broken[folder]
 
 

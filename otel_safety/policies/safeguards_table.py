@@ -66,18 +66,14 @@ class SafeguardsTable:
         return [(row.describe(), row.level.name) for row in self.rows]
 
 
+@functools.cache  # per data folder, as every detector's data
 def load_table(data_dir: str | None = None) -> SafeguardsTable:
     return load_compiled("safeguards", _compile, "safeguards table", data_dir=data_dir)
 
 
-@functools.cache
-def _cached(data_dir: str | None) -> SafeguardsTable:
-    return load_table(data_dir)
-
-
 def current_table() -> SafeguardsTable:
     """The table in force: packaged, plus `safeguards.toml` in OTEL_SAFETY_DATA_DIR."""
-    return _cached(current_data_dir())
+    return load_table(current_data_dir())
 
 
 def _scaled(cutoffs: Cutoffs, factor: float) -> Cutoffs:

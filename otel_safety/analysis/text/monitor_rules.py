@@ -154,18 +154,14 @@ def _pattern_set(patterns: tuple[tuple[regex.Pattern, float], ...]) -> PatternSe
     return PatternSet([[pattern] for pattern, _ in patterns])
 
 
+@functools.cache  # per data folder, as every detector's data
 def load_rules(data_dir: str | None = None) -> MonitorRules:
     return load_compiled("monitors", _compile, "monitor rules", data_dir=data_dir)
 
 
-@functools.cache
-def _cached(data_dir: str | None) -> MonitorRules:
-    return load_rules(data_dir)
-
-
 def current_rules() -> MonitorRules:
     """The rules in force: packaged data plus `monitors.toml` in OTEL_SAFETY_DATA_DIR."""
-    return _cached(current_data_dir())
+    return load_rules(current_data_dir())
 
 
 def _compile(data: Mapping[str, Any]) -> MonitorRules:
