@@ -102,6 +102,16 @@ def test_ingest_reports_the_bad_line_and_keeps_the_rest(tmp_path):
         ).fetchone() == (1,)
 
 
+def test_ingest_with_the_trace_file_given_as_the_store_stops_and_loses_nothing(tmp_path):
+    trace_file = tmp_path / "traces.jsonl"
+    _write_run(trace_file)
+    other = tmp_path / "other.json"
+    other.write_text('{"resourceSpans": []}\n')
+    done = run_cli("ingest", str(trace_file), "--db", str(other), "--quiet")
+    assert done.returncode != 0 and "is not a DuckDB database" in done.stderr
+    assert other.read_text() == '{"resourceSpans": []}\n'
+
+
 def test_ingest_of_only_bad_lines_leaves_no_store_behind(tmp_path):
     trace_file = tmp_path / "bad.jsonl"
     trace_file.write_text('{"resourceSpans": [ not json\n')

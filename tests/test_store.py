@@ -17,6 +17,7 @@ from otel_safety.exporters.duckdb import (
     DuckDBStore,
     StoreError,
     insert_rows,
+    open_store,
     rows_by_table,
 )
 from otel_safety.exporters.schema import SCHEMA, SPANS, TABLES
@@ -196,6 +197,19 @@ def test_a_path_that_is_not_a_database_gives_a_clear_error(tmp_path):
     bogus.write_text("hello, not a database\n" * 100)
     with pytest.raises(StoreError, match="cannot open DuckDB store"):
         DuckDBStore(bogus)
+
+
+@pytest.mark.parametrize("name", ["traces.json", "rows.csv"])
+def test_a_data_file_given_as_the_store_is_refused_and_left_as_it_was(tmp_path, name):
+    """DuckDB would open these as data in an in-memory database and keep nothing written."""
+    data = tmp_path / name
+    data.write_text('{"resourceSpans": []}\n' if name.endswith(".json") else "a,b\n1,2\n")
+    before = data.read_bytes()
+    with pytest.raises(StoreError, match="not a DuckDB database"):
+        DuckDBStore(data)
+    with pytest.raises(StoreError, match="not a DuckDB database"):
+        open_store(data)
+    assert data.read_bytes() == before
 
 
 def test_an_unwritable_store_keeps_at_most_max_pending_traces(tmp_path, span_factory, caplog):

@@ -329,11 +329,40 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
 STORAGE_VERSION = "v1.0.0"
 
 
+# Where a DuckDB database file says what it is (bytes 8-11 of its header).
+DUCKDB_MAGIC = (8, b"DUCK")
+
+
 def connect_store(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to the store file at `path` (made when missing); a StoreError for a file
+    that holds something else."""
+    _refuse_other_files(path)
     config = {} if read_only else {"storage_compatibility_version": STORAGE_VERSION}
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     con.execute("SET enable_progress_bar = false")  # it would land in our stdout
     return con
+
+
+def _refuse_other_files(path: str | Path) -> None:
+    """DuckDB opens an existing JSON, CSV or Parquet file given as a database as data in an
+    in-memory database: what is written there is lost when the connection closes. So an
+    existing file must be a DuckDB database."""
+    if str(path) == ":memory:":
+        return
+    offset, magic = DUCKDB_MAGIC
+    try:
+        with open(Path(path).expanduser(), "rb") as file:
+            header = file.read(offset + len(magic))
+    except (FileNotFoundError, IsADirectoryError):
+        return  # made by DuckDB, or refused by it with its own message
+    except OSError as exc:
+        raise StoreError(f"cannot open DuckDB store {path}: {exc}") from exc
+    if header and header[offset:] != magic:
+        raise StoreError(
+            f"cannot open DuckDB store {path}: the file exists and is not a DuckDB database "
+            "(a trace file or other data?); give --db a new file or a store, e.g. "
+            "otel-safety.duckdb"
+        )
 
 
 def open_store(
