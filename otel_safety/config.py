@@ -337,11 +337,16 @@ class Settings(BaseSettings):
                 return cls(**given)
             except ValidationError as exc:
                 problems = "; ".join(
-                    f"{'.'.join(map(str, err['loc']))} ({env_name(str(err['loc'][0]))}): "
+                    f"{'.'.join(map(str, err['loc']))} ({_source(str(err['loc'][0]), given)}): "
                     f"{err['msg']}, got {err['input']!r}"
                     for err in exc.errors()
                 )
                 raise ConfigError(f"invalid otel-safety setting: {problems}") from None
+
+
+def _source(field: str, given: Mapping[str, Any]) -> str:
+    """Where a bad value came from: an argument (a command's option) or its variable."""
+    return "as given" if field in given else env_name(field)
 
 
 PORT_OFF = ("off", "none", "disabled")

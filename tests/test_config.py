@@ -67,6 +67,14 @@ def test_one_variable_is_read_without_checking_the_others(monkeypatch) -> None:
         from_environment("no_such_setting")
 
 
+def test_a_bad_value_is_blamed_on_where_it_came_from(monkeypatch) -> None:
+    monkeypatch.setenv("OTEL_SAFETY_QUEUE_SIZE", "0")
+    with pytest.raises(ConfigError, match=r"decision_wait \(as given\).*-5") as caught:
+        Settings.resolve(decision_wait=-5)
+    assert "OTEL_SAFETY_DECISION_WAIT" not in str(caught.value)
+    assert "queue_size (OTEL_SAFETY_QUEUE_SIZE)" in str(caught.value)
+
+
 def test_env_names_keep_their_historic_spelling() -> None:
     assert env_name("db_path") == "OTEL_SAFETY_DB"
     assert env_name("scope_taxonomy") == "OTEL_SAFETY_SCOPE_TAXONOMY"

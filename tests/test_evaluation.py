@@ -537,3 +537,17 @@ def test_our_agent_runs_are_read_per_set_and_measured_one_line_each():
     assert pooled.harm == "our agent runs, never read (set3, set5): unsafe run"
     assert pooled.executed.tp == 2
     assert measure_agent_runs({}, {}, 10, 0) == []
+
+
+def test_eval_names_a_missing_data_folder_before_asking_for_scikit_learn(
+    tmp_path, monkeypatch, capsys
+):
+    from otel_safety.commands.main import main
+    from otel_safety.evaluation import held_out
+
+    monkeypatch.setattr(held_out, "training_available", lambda: False)
+    missing = tmp_path / "no-such-folder"
+    assert main(["eval", "--data", str(missing), "--db", str(tmp_path / "e.duckdb")]) == 1
+    said = capsys.readouterr().err
+    assert f"no data folder at {missing}" in said and "scikit-learn" not in said
+    assert not (tmp_path / "e.duckdb").exists()

@@ -135,6 +135,13 @@ def test_dangerous_calls_are_blocked_with_their_rule(guard, tool, arguments, rul
     assert rule in verdict.rule_ids
 
 
+def test_a_reason_that_names_what_matched_does_not_repeat_it(guard) -> None:
+    verdict = guard.check_tool_call("run_shell", {"command": "rm -rf ~"}, record=False, pace=False)
+    assert verdict.reasons == ["destroy.recursive_root: recursively deletes ~"]
+    tokens = guard.check_tool_call("bash", {"command": "cat ~/.aws/credentials"}, record=False)
+    assert any(reason.endswith(")") for reason in tokens.reasons), tokens.reasons
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments"),
     [

@@ -91,6 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     detectors = detector_keys(args.detectors)
     detector_registry.check(detectors)  # fail before reading data or making a store
+    datasets.check_folder(Path(args.data))  # before asking for anything to be installed
     if not args.in_sample and not training_available():
         print(
             "eval: the out-of-sample figures refit the learned judges, which needs "

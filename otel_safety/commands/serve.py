@@ -28,9 +28,10 @@ def add_commands(subparsers: Any) -> None:
         description="Run otel-safety as an OTLP trace receiver, for a Collector or any OTLP "
         "exporter to send to. Spans go through the same pipeline as the in-process processor "
         "(trace buffer, detectors, annotation), land in the DuckDB store (or a DuckLake) and, "
-        "with --forward, continue annotated to a next hop. Every option also reads the "
-        "environment variable named in its help; the pipeline reads the usual OTEL_SAFETY_* "
-        "settings (OTEL_SAFETY_DETECTORS, OTEL_SAFETY_DECISION_WAIT, OTEL_SAFETY_QUEUE_SIZE, ...).",
+        "with --forward, continue annotated to a next hop. An option whose help names an "
+        "environment variable [in brackets] also reads it; the pipeline reads the usual "
+        "OTEL_SAFETY_* settings (OTEL_SAFETY_DETECTORS, OTEL_SAFETY_DECISION_WAIT, "
+        "OTEL_SAFETY_QUEUE_SIZE, ...).",
         epilog="Endpoints: OTLP/gRPC TraceService/Export on --grpc-port; POST /v1/traces "
         "(application/x-protobuf or application/json, gzip allowed), GET /health and GET "
         "/metrics (Prometheus), GET /approvals and POST /approvals/ID/approve|deny (the "
@@ -78,7 +79,8 @@ def add_commands(subparsers: Any) -> None:
     listen.add_argument(
         "--retry-after",
         type=float,
-        help="seconds a client is asked to wait when the pipeline is saturated (default 2)",
+        help="seconds a client is asked to wait when the pipeline is saturated (default 2) "
+        "[OTEL_SAFETY_SERVE_RETRY_AFTER]",
     )
     store = serve.add_argument_group("where spans go")
     add_db(store, help=f"DuckDB store file (default {DEFAULT_DB}) [OTEL_SAFETY_DB]")
@@ -141,10 +143,13 @@ def add_commands(subparsers: Any) -> None:
     pipeline.add_argument(
         "--decision-wait",
         type=float,
-        help="seconds a trace without an ended root may sit idle before it is judged (default 30)",
+        help="seconds a trace without an ended root may sit idle before it is judged "
+        "(default 30) [OTEL_SAFETY_DECISION_WAIT]",
     )
     pipeline.add_argument(
-        "--queue-size", type=int, help="spans waiting for the detectors at most (default 65536)"
+        "--queue-size",
+        type=int,
+        help="spans waiting for the detectors at most (default 65536) [OTEL_SAFETY_QUEUE_SIZE]",
     )
     add_workers(
         pipeline,

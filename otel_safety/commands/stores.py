@@ -19,8 +19,8 @@ DEMO_DB = "otel-safety-demo.duckdb"
 def no_store_hint() -> str:
     """What to add to "no store at PATH": how to make one, and the file `demo` wrote."""
     return (
-        f"; create one with `otel-safety ingest`, `eval` or an app, or after `otel-safety demo` "
-        f"pass --db {DEMO_DB}"
+        "; create one with `otel-safety ingest`, `serve`, `eval` or an app, or after "
+        f"`otel-safety demo` pass --db {DEMO_DB}"
     )
 
 

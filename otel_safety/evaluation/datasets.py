@@ -307,8 +307,8 @@ FOLDERS = (
 )
 
 
-def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True) -> list[Case]:
-    """Every case of the named datasets (all by default), external then synthetic."""
+def check_folder(root: Path) -> None:
+    """A DataError unless `root` is the labelled data folder: said before any other work."""
     if not root.is_dir():
         raise DataError(f"no data folder at {root}; pass --data with the labelled data's path")
     if not any((root / name).is_dir() for name in FOLDERS):
@@ -316,6 +316,11 @@ def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True
             f"{root} does not look like the labelled data folder (expected subfolders such as "
             f"{', '.join(FOLDERS)}); pass --data with its path"
         )
+
+
+def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True) -> list[Case]:
+    """Every case of the named datasets (all by default), external then synthetic."""
+    check_folder(root)
     unknown = sorted(set(names or []) - set(EXTERNAL) - {"synthetic"})
     if unknown:
         known = ", ".join([*EXTERNAL, "synthetic"])

@@ -373,7 +373,11 @@ def open_store(
     if not Path(path).is_file():
         raise StoreError(
             f"no store at {path}"
-            + (hint or "; make one with `otel-safety ingest`, `eval` or an app using configure()")
+            + (
+                hint
+                or "; make one with `otel-safety ingest`, `serve`, `eval` or an app using "
+                "configure()"
+            )
         )
     deadline = time.monotonic() + wait
     while True:

@@ -237,7 +237,9 @@ class Guard:
             hits=hits,
             rule_ids=[h.rule_id for h in hits],
             reasons=[
-                f"{h.rule_id}: {h.reason}" + (f" ({h.matched})" if h.matched else "") for h in hits
+                f"{h.rule_id}: {h.reason}"
+                + (f" ({h.matched})" if h.matched and h.matched not in h.reason else "")
+                for h in hits
             ],
         )
 
