@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import threading
 import time
+import zlib
 
 import duckdb
 import grpc
@@ -133,6 +134,28 @@ def test_otlp_json_with_gzip_is_answered_in_json(tmp_path, span_factory):
         assert reply.json() == {}  # full success: partial_success left unset
     stored = rows(sidecar, "SELECT span_id FROM spans ORDER BY span_id")
     assert stored == sorted((format(s.context.span_id, "016x"),) for s in spans)
+
+
+@pytest.mark.process
+def test_every_member_of_a_gzip_body_is_read_and_bytes_after_the_stream_are_refused(
+    tmp_path, span_factory
+):
+    first, second = span_factory.plain("GET /a"), span_factory.plain("GET /b")
+    members = b"".join(gzip.compress(encode_spans(s).SerializeToString()) for s in (first, second))
+    headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
+    with make_sidecar(tmp_path) as sidecar:
+        url = f"{sidecar.http_url}/v1/traces"
+        assert httpx.post(url, content=members, headers=headers).status_code == 200
+        trailing = gzip.compress(encode_spans(span_factory.plain("GET /c")).SerializeToString())
+        refused = httpx.post(url, content=trailing + b"junk", headers=headers)
+        assert refused.status_code == 400
+        deflated = zlib.compress(encode_spans(span_factory.plain("GET /d")).SerializeToString())
+        refused = httpx.post(
+            url, content=deflated + deflated, headers={**headers, "Content-Encoding": "deflate"}
+        )
+        assert refused.status_code == 400
+    stored = rows(sidecar, "SELECT name FROM spans ORDER BY name")
+    assert stored == [("GET /a",), ("GET /b",)]
 
 
 @pytest.mark.process

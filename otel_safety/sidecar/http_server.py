@@ -645,27 +645,44 @@ def _encode(message: Any, content_type: str) -> bytes:
 
 
 def _inflate(intake: Intake, peer: str, body: bytes, encoding: str, limit: int) -> bytes:
-    """Decompress with the size limit applied to the output, so a zip bomb costs nothing."""
+    """Decompress with the size limit applied to the output, so a zip bomb costs nothing.
+    A gzip body may hold several members (RFC 1952), each inflated in turn; any other bytes
+    after the stream are refused rather than dropped unread."""
     if encoding == "identity":
         return body
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
-    inflater = zlib.decompressobj(wbits)
-    try:
-        data = inflater.decompress(body, limit + 1)
-        if len(data) <= limit and not inflater.unconsumed_tail:
-            data += inflater.flush()
-    except zlib.error as exc:
-        raise intake.refuse(
-            Refusal.INVALID, f"bad {encoding} body: {exc}", TRANSPORT, peer, 0
-        ) from None
-    if len(data) > limit or inflater.unconsumed_tail:
-        raise intake.refuse(
-            Refusal.TOO_LARGE,
-            f"body over the {limit}-byte limit once decompressed",
-            TRANSPORT,
-            peer,
-            0,
-        )
-    if not inflater.eof:
-        raise intake.refuse(Refusal.INVALID, f"truncated {encoding} body", TRANSPORT, peer, 0)
-    return data
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while True:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            part = inflater.decompress(rest, limit + 1 - size)
+            if size + len(part) <= limit and not inflater.unconsumed_tail:
+                part += inflater.flush()
+        except zlib.error as exc:
+            raise intake.refuse(
+                Refusal.INVALID, f"bad {encoding} body: {exc}", TRANSPORT, peer, 0
+            ) from None
+        parts.append(part)
+        size += len(part)
+        if size > limit or inflater.unconsumed_tail:
+            raise intake.refuse(
+                Refusal.TOO_LARGE,
+                f"body over the {limit}-byte limit once decompressed",
+                TRANSPORT,
+                peer,
+                0,
+            )
+        if not inflater.eof:
+            raise intake.refuse(Refusal.INVALID, f"truncated {encoding} body", TRANSPORT, peer, 0)
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(parts)
+        if encoding != "gzip":
+            raise intake.refuse(
+                Refusal.INVALID,
+                f"{len(rest)} bytes after the {encoding} stream",
+                TRANSPORT,
+                peer,
+                0,
+            )
