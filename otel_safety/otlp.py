@@ -501,22 +501,51 @@ def _decode_json(
     return blocks, spans
 
 
-def _one_span_requests(document: dict[str, Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+def _one_span_requests(
+    document: dict[str, Any], problems: list[str]
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """(resource block, where, a request of that one span with its resource and scope) for
     every span of a request: one bad value then costs its span, not the Collector's whole
-    batch written on one line."""
+    batch written on one line. A block or list of the wrong type is named in `problems`."""
     blocks_key = "resourceSpans" if "resourceSpans" in document else "resource_spans"
-    blocks = document.get(blocks_key)
-    for i, block in enumerate(blocks if isinstance(blocks, list) else []):
-        if not isinstance(block, dict):
+    for i, block in enumerate(_listed(document.get(blocks_key), blocks_key, problems)):
+        if not _is_object(block, f"resourceSpans[{i}]", problems):
             continue
         scopes_key = "scopeSpans" if "scopeSpans" in block else "scope_spans"
-        scopes = block.get(scopes_key)
-        for j, scope in enumerate(scopes if isinstance(scopes, list) else []):
-            spans = scope.get("spans") if isinstance(scope, dict) else None
-            for k, span in enumerate(spans if isinstance(spans, list) else []):
+        scopes = _listed(block.get(scopes_key), f"resourceSpans[{i}].scopeSpans", problems)
+        for j, scope in enumerate(scopes):
+            where = f"resourceSpans[{i}].scopeSpans[{j}]"
+            if not _is_object(scope, where, problems):
+                continue
+            for k, span in enumerate(_listed(scope.get("spans"), f"{where}.spans", problems)):
                 one = {**block, scopes_key: [{**scope, "spans": [span]}]}
-                yield i, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", {blocks_key: [one]}
+                yield i, f"{where}.spans[{k}]", {blocks_key: [one]}
+
+
+def _listed(value: Any, where: str, problems: list[str]) -> list[Any]:
+    """A repeated field's items; a value of another type is named, and holds none."""
+    if value is None or isinstance(value, list):
+        return value or []
+    problems.append(f"{where} dropped: expected a list, got {_json_type(value)}")
+    return []
+
+
+def _is_object(value: Any, where: str, problems: list[str]) -> bool:
+    if isinstance(value, dict):
+        return True
+    problems.append(f"{where} dropped: expected an object, got {_json_type(value)}")
+    return False
+
+
+def _json_type(value: Any) -> str:
+    """How a JSON value is called, with its size: never the value itself, which may be huge."""
+    if isinstance(value, dict):
+        return f"an object of {len(value)} key{'s' * (len(value) != 1)}"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    return {bool: "a boolean", int: "a number", float: "a number"}.get(type(value), "null")
 
 
 def _span_by_span(
@@ -534,6 +563,12 @@ def _span_by_span(
     return len({block for block, _, _ in parts}), spans
 
 
+# protobuf's place of the error in the one-span request it was given (always spans[0]): the
+# caller names the span's place in the file instead.
+_ONE_SPAN_PLACE = re.compile(r" at ExportTraceServiceRequest\.\S*")
+MAX_REASON = 300  # characters of a decoder's message: some quote the whole bad value
+
+
 _PARSE_STEP = re.compile(r"Failed to parse (\w+) field: ")
 
 
@@ -541,8 +576,12 @@ def _field_path(message: str) -> str:
     """protobuf's "Failed to parse spans field: Failed to parse attributes field: ... bad"
     as "spans.attributes...: bad", the path a user can look for in the file."""
     steps = _PARSE_STEP.findall(message)
-    reason = _PARSE_STEP.sub("", message).rstrip(".")
-    return f"{'.'.join(steps)}: {reason}" if steps else message
+    reason = _clipped(_ONE_SPAN_PLACE.sub("", _PARSE_STEP.sub("", message)).rstrip("."))
+    return f"{'.'.join(steps)}: {reason}" if steps else _clipped(message)
+
+
+def _clipped(message: str) -> str:
+    return message if len(message) <= MAX_REASON else f"{message[:MAX_REASON]}..."
 
 
 def _json_request(document: dict[str, Any], problems: list[str]) -> tuple[int, list[ReadableSpan]]:
@@ -1027,10 +1066,13 @@ def _request_batch(
     try:
         blocks, spans = _decode_json(document, problems, surrogate_free=surrogate_free)
     except OtlpDecodeError as exc:
-        parts = list(_one_span_requests(document)) if isinstance(document, dict) else []
-        if len(parts) < 2:
-            return Batch(source, line, [], f"line {line}: not an OTLP trace request: {exc}", size)
         problems.clear()
+        parts = list(_one_span_requests(document, problems)) if isinstance(document, dict) else []
+        if not parts or (len(parts) == 1 and not problems):  # nothing good to keep apart
+            reason = "; ".join(problems) or _field_path(str(exc))
+            return Batch(
+                source, line, [], f"line {line}: not an OTLP trace request: {reason}", size
+            )
         blocks, spans = _span_by_span(parts, problems, surrogate_free)
     if not blocks:
         other = [key for key in ("resourceLogs", "resourceMetrics") if key in document]

@@ -363,6 +363,40 @@ def test_one_bad_value_costs_its_span_not_the_lines_other_spans(tmp_path: Path) 
     assert "attributes.value.intValue" in batch.error and "notanint" in batch.error
 
 
+def test_a_list_of_the_wrong_type_is_named_briefly_and_the_blocks_beside_it_kept(
+    tmp_path: Path,
+) -> None:
+    """A scope whose `spans` is an object (2,000 of them keyed by number) is named with its
+    place and type, not quoted whole; the spans of the next scope are kept, each named on
+    its own place (spans[1], not the spans[0] of the one-span request it was decoded as)."""
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+
+    def span(number: int, name: str, start: object = "1") -> dict:
+        return {
+            "traceId": trace_id,
+            "spanId": f"{number:016x}",
+            "name": name,
+            "startTimeUnixNano": start,
+            "endTimeUnixNano": "2",
+        }
+
+    keyed = {str(n): span(n + 100, "lost") for n in range(2000)}
+    good = [span(1, "good"), span(2, "bad", start=[1]), span(3, "also good")]
+    document = {
+        "resourceSpans": [
+            {"scopeSpans": [{"spans": keyed}, {"scope": {"name": "x"}, "spans": good}]}
+        ]
+    }
+    path = tmp_path / "traces.jsonl"
+    path.write_text(_jsonl(document), encoding="utf-8")
+    [batch] = list(read_otlp_json(path))
+    assert _names(batch) == ["good", "also good"]
+    assert batch.error is not None and len(batch.error) < 1_000
+    assert "scopeSpans[0].spans dropped: expected a list, got an object of 2000 keys" in batch.error
+    assert "resourceSpans[0].scopeSpans[1].spans[1] dropped" in batch.error
+    assert "spans[0]" not in batch.error.split("spans[1] dropped", 1)[1]
+
+
 def test_pretty_printed_single_document(tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     recorded = _record_spans()
