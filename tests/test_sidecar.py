@@ -159,6 +159,23 @@ def test_every_member_of_a_gzip_body_is_read_and_bytes_after_the_stream_are_refu
 
 
 @pytest.mark.process
+def test_a_json_body_with_bytes_that_are_not_utf8_is_kept_as_ingest_keeps_it(
+    tmp_path, span_factory
+):
+    spans = span_factory.plain("GET /caf\u00e9")
+    body = json.dumps(request_to_json(spans), ensure_ascii=False).encode()
+    body = body.replace("\u00e9".encode(), b"\xe9")  # Latin-1, not UTF-8
+    with make_sidecar(tmp_path) as sidecar:
+        reply = httpx.post(
+            f"{sidecar.http_url}/v1/traces",
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
+        assert reply.status_code == 200, reply.text
+    assert rows(sidecar, "SELECT name FROM spans") == [("GET /caf\ufffd",)]
+
+
+@pytest.mark.process
 def test_spans_with_unusable_ids_are_rejected_as_partial_success(tmp_path, span_factory):
     good = span_factory.plain("GET /ok")
     bad = span_factory.plain("GET /bad")

@@ -150,7 +150,7 @@ def test_invalid_json_is_bad_request_answered_in_json(sidecar, good, body):
     )
     assert reply.status_code == 400
     assert reply.headers["content-type"] == "application/json"
-    assert reply.json()["message"]
+    assert reply.json()["message"] and "protobuf" not in reply.json()["message"]
     good(sidecar)
 
 
@@ -262,6 +262,35 @@ def test_too_many_connections_get_503_and_the_slots_come_back(tmp_path, span_fac
                 sock.close()
         # Closed connections give their slots back.
         wait_for(lambda: httpx.get(f"{small.http_url}/health").status_code == 200, what="a slot")
+
+
+@pytest.mark.process
+def test_requests_past_the_decoders_wait_their_turn_then_get_a_retryable_429(
+    tmp_path, span_factory
+):
+    settings = Settings.resolve(environ={}, db_path=str(tmp_path / "s.duckdb"), detectors=[])
+    options = SidecarOptions(grpc_port=None, http_port=0, decoders=1, decode_wait=0.3)
+    body = encode_spans(span_factory.plain("waited")).SerializeToString()
+    url_of = lambda running: f"{running.http_url}/v1/traces"  # noqa: E731
+    with Sidecar(settings, options) as small:
+        small._http.decoding.acquire()  # the one decoder is busy
+        try:
+            turned_away = httpx.post(url_of(small), content=body, headers=PROTOBUF, timeout=10)
+            assert turned_away.status_code == 429 and "Retry-After" in turned_away.headers
+            assert "being decoded" in status_pb2.Status.FromString(turned_away.content).message
+            waiting: list[httpx.Response] = []
+            sender = threading.Thread(
+                target=lambda: waiting.append(
+                    httpx.post(url_of(small), content=body, headers=PROTOBUF, timeout=10)
+                )
+            )
+            sender.start()
+            time.sleep(0.1)  # within its wait: it gets the decoder once freed
+        finally:
+            small._http.decoding.release()
+        sender.join(timeout=10)
+        assert [reply.status_code for reply in waiting] == [200]
+        wait_for(lambda: small.counts()["spans_accepted"] == 1, what="the waited span")
 
 
 def test_grpc_invalid_protobuf_is_invalid_argument(sidecar, good):

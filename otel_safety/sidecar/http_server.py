@@ -81,6 +81,12 @@ class HttpOptions:
     body_timeout: float = 30.0
     max_connections: int = 256
     header_timeout: float = 10.0
+    # Requests decoded at once: a body's decoded spans can weigh 25 times its bytes (an
+    # attribute of a few bytes costs hundreds as Python objects), so memory is bounded by
+    # how many are decoded together, not by how many are received. The others wait for a
+    # turn up to `decode_wait` seconds, then get a retryable 429.
+    decoders: int = 2
+    decode_wait: float = 10.0
 
 
 class _ClientGone(Exception):
@@ -115,6 +121,7 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self.metrics_text = metrics_text
         self.ssl_context = ssl_context
         self._slots = threading.BoundedSemaphore(options.max_connections)
+        self.decoding = threading.BoundedSemaphore(options.decoders)
         self._lock = threading.Condition()
         self._active = 0
         self._connections: set[socket.socket] = set()
@@ -365,11 +372,28 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._body(intake, peer)
             if body is None:
                 return
-            data = _inflate(intake, peer, body, encoding, self.server.options.max_request_bytes)
-            if logs:
-                intake.admit_logs(self._decode_logs(intake, peer, media, data), TRANSPORT, peer)
-            else:
-                admitted = intake.admit(self._decode(intake, peer, media, data), TRANSPORT, peer)
+            options = self.server.options
+            if not self.server.decoding.acquire(timeout=options.decode_wait):
+                raise intake.refuse(
+                    Refusal.SATURATED,
+                    f"{options.decoders} requests are being decoded; none finished in "
+                    f"{options.decode_wait:g} s",
+                    TRANSPORT,
+                    peer,
+                    0,
+                )
+            try:
+                data = _inflate(intake, peer, body, encoding, options.max_request_bytes)
+                del body
+                if logs:
+                    decoded_logs = self._decode_logs(intake, peer, media, data)
+                    intake.admit_logs(decoded_logs, TRANSPORT, peer)
+                else:
+                    admitted = intake.admit(
+                        self._decode(intake, peer, media, data), TRANSPORT, peer
+                    )
+            finally:
+                self.server.decoding.release()
         except Refused as refused:
             self._refused(refused, answer_as)
             return
@@ -571,16 +595,16 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if media == PROTOBUF:
                 return message.FromString(body)
-            return from_json(json.loads(body))
-        except (DecodeError, RuntimeError) as exc:
-            problem = f"invalid protobuf ({len(body)} bytes): {exc}"
-        except (ValueError, RecursionError) as exc:
-            # json.JSONDecodeError, UnicodeDecodeError and OtlpDecodeError are ValueErrors.
-            kind = (
-                f"not an OTLP {signal} request"
-                if isinstance(exc, OtlpDecodeError)
-                else "invalid JSON"
-            )
+            return from_json(json.loads(_lenient_text(intake, peer, body)))
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            # RecursionError is a RuntimeError; json.JSONDecodeError and OtlpDecodeError are
+            # ValueErrors.
+            if media == PROTOBUF:
+                kind = f"invalid protobuf ({len(body)} bytes)"
+            elif isinstance(exc, OtlpDecodeError):
+                kind = f"not an OTLP {signal} request"
+            else:
+                kind = "invalid JSON"
             problem = f"{kind}: {str(exc)[:300] or type(exc).__name__}"
         raise intake.refuse(Refusal.INVALID, problem, TRANSPORT, peer, 0)
 
@@ -642,6 +666,22 @@ def _encode(message: Any, content_type: str) -> bytes:
     if content_type == JSON:
         return json_format.MessageToJson(message, indent=None).encode()
     return message.SerializeToString()
+
+
+def _lenient_text(intake: Intake, peer: str, body: bytes) -> str:
+    """A JSON body as text; bytes that are not UTF-8 become U+FFFD, as `ingest` reads them,
+    logged rather than costing the request around them."""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        intake.problems.warning(
+            "%s request from %s: bytes that are not UTF-8 (the first at byte %d) were read "
+            "as U+FFFD",
+            TRANSPORT,
+            peer,
+            exc.start,
+        )
+        return body.decode("utf-8", errors="replace")
 
 
 def _inflate(intake: Intake, peer: str, body: bytes, encoding: str, limit: int) -> bytes:

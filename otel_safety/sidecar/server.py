@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import threading
 import time
@@ -50,6 +51,9 @@ class SidecarOptions:
     read_timeout: float = 10.0
     body_timeout: float = 30.0
     max_connections: int = 256
+    # OTLP/HTTP requests decoded at once (see `HttpOptions.decoders`), and how long one waits.
+    decoders: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
+    decode_wait: float = 10.0
     grpc_workers: int = 8
     forward_endpoint: str | None = None
     forward_protocol: str = "grpc"
@@ -258,6 +262,8 @@ class Sidecar:
                             read_timeout=options.read_timeout,
                             body_timeout=options.body_timeout,
                             max_connections=options.max_connections,
+                            decoders=options.decoders,
+                            decode_wait=options.decode_wait,
                         ),
                         self.health,
                         self.metrics_text,
