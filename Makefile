@@ -75,6 +75,7 @@ bench-serve: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_crash.py
 	$(BIN)/python bench/bench_overload.py
+	$(BIN)/python bench/bench_decode_memory.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache otel-safety-demo.duckdb otel-safety-demo.duckdb.wal
