@@ -140,6 +140,8 @@ def test_a_reason_that_names_what_matched_does_not_repeat_it(guard) -> None:
     assert verdict.reasons == ["destroy.recursive_root: recursively deletes ~"]
     tokens = guard.check_tool_call("bash", {"command": "cat ~/.aws/credentials"}, record=False)
     assert any(reason.endswith(")") for reason in tokens.reasons), tokens.reasons
+    dump = guard.check_tool_call("run_shell", {"command": "env"}, record=False, pace=False)
+    assert any(reason.endswith("(where API keys live) (env)") for reason in dump.reasons)
 
 
 @pytest.mark.parametrize(

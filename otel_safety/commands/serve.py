@@ -301,6 +301,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             beside_writer=True,
         )
     stop = StopSignals()  # before building: a stop while detectors load is orderly
+    print("otel-safety serve: starting: opening the store, loading the detectors ...", flush=True)
     try:
         sidecar = Sidecar(settings, options)
         sidecar.start()

@@ -238,7 +238,7 @@ class Guard:
             rule_ids=[h.rule_id for h in hits],
             reasons=[
                 f"{h.rule_id}: {h.reason}"
-                + (f" ({h.matched})" if h.matched and h.matched not in h.reason else "")
+                + (f" ({h.matched})" if h.matched and not h.reason.endswith(h.matched) else "")
                 for h in hits
             ],
         )
