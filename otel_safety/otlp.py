@@ -22,7 +22,7 @@ import re
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from io import BufferedReader
 from itertools import chain
 from pathlib import Path
@@ -52,6 +52,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.trace.status import Status, StatusCode
 from pydantic_core import from_json  # pydantic's own parser: pydantic is a dependency
+
+from otel_safety.json_depth import MAX_DEPTH, cut_deep_values
 
 __all__ = [
     "Batch",
@@ -577,6 +579,8 @@ def _field_path(message: str) -> str:
     as "spans.attributes...: bad", the path a user can look for in the file."""
     steps = _PARSE_STEP.findall(message)
     reason = _clipped(_ONE_SPAN_PLACE.sub("", _PARSE_STEP.sub("", message)).rstrip("."))
+    if len(steps) > 8:  # a value nested a hundred deep: where it starts and where it broke
+        steps = [*steps[:5], f"<{len(steps) - 7} more>", *steps[-2:]]
     return f"{'.'.join(steps)}: {reason}" if steps else _clipped(message)
 
 
@@ -1031,8 +1035,25 @@ def _line_batch(text: str, source: str, line: int, size: int) -> Batch:
     except ValueError as exc:
         return Batch(source, line, [], f"line {line}: invalid JSON: {_json_error(exc)}", size)
     except RecursionError:
-        return Batch(source, line, [], f"line {line}: invalid JSON: nested too deeply", size)
+        return _deep_line_batch(text, source, line, size)
     return _request_batch(document, source, line, size, surrogate_free=surrogate_free)
+
+
+def _deep_line_batch(text: str, source: str, line: int, size: int) -> Batch:
+    """A line nested past what the parsers take: its too deep values cut (each costs its
+    span, which is named), the rest read as any line."""
+    shallow, cut = cut_deep_values(text)
+    try:
+        document, surrogate_free = _parse_line(shallow) if cut else ({}, False)
+    except (ValueError, RecursionError):
+        cut = 0
+    if not cut:
+        return Batch(source, line, [], f"line {line}: invalid JSON: nested too deeply", size)
+    batch = _request_batch(document, source, line, size, surrogate_free=surrogate_free)
+    said = [f"{cut} value(s) nested deeper than {MAX_DEPTH} levels cut"]
+    if batch.error:
+        said.append(batch.error.removeprefix(f"line {line}: "))
+    return replace(batch, error=f"line {line}: {'; '.join(said)}")
 
 
 def _parse_line(text: str) -> tuple[Any, bool]:
@@ -1125,8 +1146,7 @@ def _documents(text: str, source: str, size: int) -> tuple[list[Batch], bool]:
             batches.append(Batch(source, line, [], error, size))
             return batches, True
         except RecursionError:
-            error = f"line {line}: invalid JSON: nested too deeply"
-            batches.append(Batch(source, line, [], error, size))
+            batches.append(_deep_line_batch(text[start:], source, line, size))
             return batches, True
         batches.append(_request_batch(document, source, line, size))
         line += text.count("\n", start, position)

@@ -755,7 +755,12 @@ def test_the_line_parser_fails_where_json_fails_with_its_message(text: str) -> N
         (150, "not an OTLP trace request: it has no resourceSpans"),  # pydantic-core parses it
         (400, "not an OTLP trace request: it has no resourceSpans"),  # only json parses it
         (900, "not an OTLP trace request: document is nested too deeply"),  # too deep to copy
-        (3000, "invalid JSON: nested too deeply"),  # too deep to parse
+        # too deep to parse: cut, then read
+        (
+            3000,
+            "1 value(s) nested deeper than 100 levels cut; not an OTLP trace request: it has "
+            "no resourceSpans",
+        ),
     ],
 )
 def test_a_deeply_nested_line_is_reported_not_raised(depth: int, error: str) -> None:
