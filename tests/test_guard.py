@@ -1022,3 +1022,19 @@ def test_an_agent_overriding_a_safety_alert_is_caught(guard) -> None:
     assert "safety.alert_override" in _rules(guard, "override_alert", override)
     assert "safety.alert_override" in _rules(guard, "bypass_interlock", {"machine": "press-4"})
     assert "safety.alert_override" not in _rules(guard, "acknowledge_alert", {"id": "PD-9"})
+
+
+def test_hostile_argument_shapes_get_a_verdict_not_a_recursion_error(guard) -> None:
+    """Python callers can hand the inline guard what no JSON holds: values that contain
+    themselves, nesting thousands deep, bytes. Each is read as the pipeline reads it."""
+    looped: dict = {"command": "rm -rf ~"}
+    looped["again"] = looped
+    listed: list = [{"command": "ls"}]
+    listed.append(listed)
+    deep: dict = {"command": "rm -rf ~"}
+    for _ in range(5_000):
+        deep = {"nested": deep}
+    for arguments in (looped, deep, {"command": b"rm -rf ~"}, {"command": bytearray(b"rm -rf ~")}):
+        verdict = guard.check_tool_call("run_shell", arguments, record=False, pace=False)
+        assert verdict.blocked and "destroy.recursive_root" in verdict.rule_ids
+    assert not guard.check_tool_call("run_shell", listed, record=False, pace=False).blocked

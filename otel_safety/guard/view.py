@@ -20,6 +20,7 @@ from otel_safety.guard.data import GuardData
 from otel_safety.guard.decode import decoded_payloads
 from otel_safety.guard.windows import command_paths as windows_command_paths
 from otel_safety.guard.windows import looks_windows, parse_windows
+from otel_safety.mapping.values import Notes, bounded
 
 _MAX_TEXT = 20_000
 _MAX_VALUES = 200
@@ -211,6 +212,9 @@ class CallView:
 def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     """Read the call once; every rule then matches on the parts it cares about."""
     name = normalize_name(tool or "") or "unknown"
+    # Bounded as the pipeline reads arguments (nesting read flat, a value that holds itself
+    # read once, bytes decoded), but with every character kept: the guard reads the call whole.
+    arguments = bounded(arguments, Notes(), "arguments", cap_text=False)
     args = _as_command_line(arguments if isinstance(arguments, list) else tool_arguments(arguments))
     items = list(_items(args))
     primary = tool_category(name, data)

@@ -91,18 +91,24 @@ def structured(value: Any, notes: Notes, key: str) -> Any:
     return value
 
 
-def bounded(value: Any, notes: Notes, key: str) -> Any:
-    """A parsed structure as detectors may read it: strings cut to `MAX_TEXT_CHARS` and
-    nesting below `MAX_JSON_DEPTH` read flat, walked without recursion (a hostile value
-    must not reach Python's recursion limit in a reader after this one)."""
+def bounded(value: Any, notes: Notes, key: str, *, cap_text: bool = True) -> Any:
+    """A parsed structure as detectors may read it: strings cut to `MAX_TEXT_CHARS` (unless
+    not `cap_text`), bytes decoded, and nesting below `MAX_JSON_DEPTH` read flat, walked
+    without recursion (a hostile value, even one that contains itself, must not reach
+    Python's recursion limit in a reader after this one)."""
+    text = (lambda item: _capped(item, notes, key)) if cap_text else (lambda item: item)
+    if isinstance(value, bytes | bytearray):
+        value = decode(bytes(value), notes, key)
     if not isinstance(value, Mapping | list | tuple):
-        return _capped(value, notes, key) if isinstance(value, str) else value
+        return text(value) if isinstance(value, str) else value
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 1)]
     while stack:
         item, parent, slot, depth = stack.pop()
+        if isinstance(item, bytes | bytearray):
+            item = decode(bytes(item), notes, key)
         if isinstance(item, str):
-            parent[slot] = _capped(item, notes, key)
+            parent[slot] = text(item)
         elif not isinstance(item, Mapping | list | tuple):
             parent[slot] = item
         elif depth > MAX_JSON_DEPTH:
@@ -122,12 +128,19 @@ def bounded(value: Any, notes: Notes, key: str) -> Any:
 
 
 def _flat(value: Any, notes: Notes, key: str) -> dict[str, Any]:
-    """Every scalar under `value` keyed by its innermost name (`name#2` for repeats)."""
+    """Every scalar under `value` keyed by its innermost name (`name#2` for repeats); a
+    container met again (one that holds itself) is read once."""
     flat: dict[str, Any] = {}
     seen: dict[str, int] = {}
+    walked: set[int] = set()
     stack: list[tuple[str, Any]] = [("value", value)]
     while stack:
         name, item = stack.pop()
+        if isinstance(item, Mapping | list | tuple):
+            if id(item) in walked:
+                notes.cap(f"{key}: a value that contains itself; read once")
+                continue
+            walked.add(id(item))
         if isinstance(item, Mapping):
             stack.extend((str(k), v) for k, v in reversed(list(item.items())))
         elif isinstance(item, list | tuple):
