@@ -21,7 +21,7 @@ from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV, current_data_d
 from otel_safety.app_metrics import app_metrics
 from otel_safety.behavior.modes import MonitorMode
 from otel_safety.calibration.file import load_calibration
-from otel_safety.config import ConfigError, Settings
+from otel_safety.config import ConfigError, Settings, env_name
 from otel_safety.deep.settings import deep_config
 from otel_safety.detection_pool import WorkerPool, default_workers
 from otel_safety.detection_worker import ProcessPipeline
@@ -126,7 +126,11 @@ def create_processor(
         workers=1 if settings.workers is None else settings.workers,  # the app's cores
     )
     if settings.store:  # made once the settings have all passed: a bad one leaves no file
-        store = DuckDBStore(settings.db_path, keep_open=settings.store_keep_open)
+        try:
+            store = DuckDBStore(settings.db_path, keep_open=settings.store_keep_open)
+        except BaseException:
+            engine.shutdown(timeout_millis=5_000)  # its thread and detection process too
+            raise
         engine.sinks.insert(1, store)  # after the halt, before the other sinks
     if logger_provider is not None:
         logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
@@ -251,6 +255,7 @@ def build_pipeline(
         raise ConfigError(  # silently run on the packaged data alone
             f"{DATA_DIR_ENV}={folder} is not a folder; fix the path or unset it"
         )
+    _check_files(settings)
     requester_keys = DEFAULT_REQUESTER_KEYS
     if settings.requester_attribute:
         requester_keys = (settings.requester_attribute, *DEFAULT_REQUESTER_KEYS)
@@ -283,6 +288,28 @@ def build_pipeline(
         calibrated=calibrated,
         span_events=settings.evaluation_events != "logs",
     )
+
+
+def _check_files(settings: Settings) -> None:
+    """The scope taxonomy and principals files the settings name, read now: a missing or
+    broken one would otherwise leave `scope_escalation`, `deception` or `tool_guard` out of
+    an app, or fail on every trace, with nothing said at start-up."""
+    from otel_safety.analysis.calls.taxonomy import TAXONOMY_ENV, current_taxonomy
+    from otel_safety.guard.principals import Directory
+
+    if settings.scope_taxonomy:
+        if not Path(settings.scope_taxonomy).is_file():
+            raise ConfigError(
+                f"{TAXONOMY_ENV}={settings.scope_taxonomy} is not a file; fix the path or unset it"
+            )
+        current_taxonomy()  # a ValueError naming the file and the table
+    if settings.principals:
+        if not Path(settings.principals).is_file():
+            raise ConfigError(
+                f"{env_name('principals')}={settings.principals} is not a file; fix the path "
+                "or unset it"
+            )
+        Directory.load(settings.principals)  # a PrincipalsError naming what is wrong
 
 
 def _conversation_keys(settings: Settings) -> tuple[str, ...]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -22,6 +24,7 @@ from otel_safety import semconv as sc
 from otel_safety.analysis import memo
 from otel_safety.bootstrap import build_pipeline
 from otel_safety.config import ConfigError, Settings
+from otel_safety.exporters.duckdb import StoreError
 from otel_safety.integrations.pydantic_ai import instrumentation
 from otel_safety.otlp import spans_from_request
 
@@ -224,6 +227,53 @@ def test_a_misspelt_data_folder_is_refused_by_configure(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"OTEL_SAFETY_DATA_DIR=.*dta is not a folder"):
         otel_safety.configure(str(tmp_path / "s.duckdb"), install=False, otlp=False)
     assert not (tmp_path / "s.duckdb").exists()
+
+
+@pytest.mark.parametrize(
+    ("variable", "content", "says"),
+    [
+        ("OTEL_SAFETY_PRINCIPALS", None, "OTEL_SAFETY_PRINCIPALS=.*is not a file"),
+        ("OTEL_SAFETY_PRINCIPALS", "not json", "cannot read the principals file"),
+        ("OTEL_SAFETY_SCOPE_TAXONOMY", None, "OTEL_SAFETY_SCOPE_TAXONOMY=.*is not a file"),
+        ("OTEL_SAFETY_SCOPE_TAXONOMY", "[grants\n", "scope taxonomy"),
+    ],
+)
+def test_a_missing_or_broken_principals_or_taxonomy_file_is_refused_by_configure(
+    tmp_path, monkeypatch, variable, content, says
+):
+    """Before, the app started and `tool_guard` (or `scope_escalation` and `deception`) was
+    left out or failed on every trace, with nothing said at start-up."""
+    named = tmp_path / ("given.json" if "PRINCIPALS" in variable else "given.toml")
+    if content is not None:
+        named.write_text(content)
+    monkeypatch.setenv(variable, str(named))
+    with pytest.raises(ValueError, match=says):
+        otel_safety.configure(str(tmp_path / "s.duckdb"), install=False, otlp=False)
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+@pytest.mark.process
+def test_a_store_refused_at_start_leaves_no_detection_process_behind(tmp_path):
+    trace_file = tmp_path / "traces.json"
+    trace_file.write_text('{"resourceSpans": []}\n')
+
+    def our_children() -> int:
+        count = 0
+        for entry in Path("/proc").iterdir():
+            try:
+                status = (entry / "status").read_text()
+                command = (entry / "cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue
+            if f"\nPPid:\t{os.getpid()}\n" in status and b"detection_child" in command:
+                count += 1
+        return count
+
+    before = our_children()
+    for _ in range(2):
+        with pytest.raises(StoreError, match="not a DuckDB database"):
+            otel_safety.configure(str(trace_file), install=False, otlp=False)
+    assert our_children() == before
 
 
 def test_a_setting_refused_at_start_leaves_no_store_file(tmp_path, monkeypatch):
