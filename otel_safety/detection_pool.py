@@ -54,6 +54,10 @@ class WorkerPool:
         """True once every child has fallen back to this process."""
         return all(worker.in_process for worker in self.workers)
 
+    def after_fork(self) -> None:
+        for worker in self.workers:
+            worker.after_fork()
+
     @property
     def detectors(self) -> list:
         return self._local.detectors

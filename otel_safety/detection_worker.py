@@ -143,6 +143,10 @@ def _receive(stream: IO[bytes]) -> Any:
 # -- the application's side ---------------------------------------------------------------
 
 
+# Detection processes a forked copy of the application inherited from its parent.
+_PARENTS_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
 class ProcessPipeline:
     """A `Pipeline` stand-in for the engine: judging happens in a child process."""
 
@@ -163,6 +167,17 @@ class ProcessPipeline:
     def in_process(self) -> bool:
         """True once judging has fallen back to this process."""
         return self._failed
+
+    def after_fork(self) -> None:
+        """In a forked copy of the application: the child process and its pipes are the
+        parent's (kept from the collector, whose closing them could flush the parent's
+        bytes into them); this copy starts its own child when it first judges."""
+        if self._child is not None:
+            _PARENTS_CHILDREN.append(self._child)
+        self._child = None
+        self._ready = False
+        self._lock = threading.Lock()
+        self._local.after_fork()
 
     @property
     def detectors(self) -> list:

@@ -10,8 +10,10 @@ offline ingest.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -64,6 +66,39 @@ class _Control:
 
     stop: bool
     done: threading.Event
+
+
+FORK_WAIT = 5.0  # seconds a fork waits for the worker to finish the batch it judges
+
+
+def _restart_in_forked_children(engine: SafetyEngine) -> None:
+    """Have `engine.after_fork` run in every forked child while the engine lives. The fork
+    first waits (up to FORK_WAIT) for the worker to finish its batch: a lock a detector
+    holds mid-judgement would otherwise stay held forever in the child."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    alive = weakref.ref(engine)
+
+    def before() -> None:
+        found = alive()
+        if found is not None:
+            found._held_for_fork = found._judging.acquire(timeout=FORK_WAIT)
+
+    def in_parent() -> None:
+        found = alive()
+        if found is not None and found._held_for_fork:
+            found._held_for_fork = False
+            found._judging.release()
+
+    def in_child() -> None:
+        found = alive()
+        if found is not None:
+            try:
+                found.after_fork()
+            except Exception:  # never raise into the app's fork
+                logger.exception("otel-safety could not restart after fork")
+
+    os.register_at_fork(before=before, after_in_parent=in_parent, after_in_child=in_child)
 
 
 class SafetyEngine:
@@ -120,10 +155,46 @@ class SafetyEngine:
         # The optional deep analysis tier (otel_safety.deep), fed after the sinks: the first
         # verdict is exported before a trace is even offered to it.
         self.deep: DeepTier | None = None
+        # Held by the worker while it judges or writes: a fork waits for it (see
+        # `_restart_in_forked_children`), so no lock the detectors take is copied held.
+        self._judging = threading.Lock()
+        self._held_for_fork = False
         self._worker: threading.Thread | None = None
         if background:
-            self._worker = threading.Thread(target=self._run, name="otel-safety", daemon=True)
-            self._worker.start()
+            self._start_worker()
+            _restart_in_forked_children(self)
+
+    def _start_worker(self) -> None:
+        self._worker = threading.Thread(target=self._run, name="otel-safety", daemon=True)
+        self._worker.start()
+
+    def after_fork(self) -> None:
+        """In a forked copy of the application (a pre-fork server's worker): what was queued
+        and buffered is the parent's to judge and write; this copy starts empty, with its
+        own worker thread, detection process and store connection, as the SDK's
+        BatchSpanProcessor restarts its thread."""
+        self._queue = deque()
+        self._events = deque()
+        self._judging = threading.Lock()
+        self._held_for_fork = False
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._drop_lock = threading.Lock()
+        buffer = self.buffer
+        self.buffer = TraceBuffer(
+            buffer.max_traces, buffer.max_spans, buffer.decision_wait, buffer.max_bytes
+        )
+        self.buffer.log_wait = buffer.log_wait
+        self.stats.clear()  # cleared in place: the metrics read this very counter
+        self._in_flight = None
+        self._abandoned = False
+        self.deep = None  # its threads stayed in the parent
+        for part in (self.pipeline, *self.sinks):
+            reset = getattr(part, "after_fork", None)
+            if reset is not None:
+                reset()
+        if not self._closed:
+            self._start_worker()
 
     # -- hot path -------------------------------------------------------------------------
     def submit(self, span: ReadableSpan | AgentStarted | LogEvent) -> bool:
@@ -282,16 +353,19 @@ class SafetyEngine:
     # -- worker ---------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self.pipeline.warm()  # build the detectors now, off the app's thread
+            with self._judging:
+                self.pipeline.warm()  # build the detectors now, off the app's thread
         except Exception:
             logger.exception("otel-safety could not build its detectors")
         while True:
             control = self._step()
-            self._tick_sinks()
+            with self._judging:
+                self._tick_sinks()
+                if control is not None:
+                    self.drain()
+                    self._flush_sinks(30_000)
             if control is None:
                 continue
-            self.drain()
-            self._flush_sinks(30_000)
             control.done.set()
             if control.stop:
                 return
@@ -315,7 +389,8 @@ class SafetyEngine:
             if item is not None:
                 batch.append(item)
         try:
-            self.process(batch)
+            with self._judging:
+                self.process(batch)
         except Exception:  # the worker must survive anything
             logger.exception("otel-safety worker failed on a batch of %d spans", len(batch))
         return control

@@ -216,6 +216,11 @@ class Pipeline:
         """Build the detectors now (off the app's thread, before the first trace)."""
         self.detectors  # noqa: B018
 
+    def after_fork(self) -> None:
+        """In a forked copy of the application: a build the parent had under way when it
+        forked is done again here, under a lock of this process's own."""
+        self._build_lock = threading.Lock()
+
     def close(self) -> None:
         """Nothing to release here; a pipeline judging in another process stops it."""
 

@@ -45,6 +45,16 @@ class BatchingSink:
         # Told of every batch once it is in the store (a write-ahead spool releases it).
         self.on_written: list[Callable[[Sequence[TraceEvaluation]], None]] = []
 
+    def after_fork(self) -> None:
+        """In a forked copy of the application: the traces waiting are the parent's to
+        write, and a connection open in the parent is not this process's to use."""
+        self._lock = threading.Lock()
+        self._pending = []
+        self._forget_connection()
+
+    def _forget_connection(self) -> None:
+        """Subclasses drop (never close) a connection inherited from the parent."""
+
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
         with self._lock:
             self._pending.extend(evaluations)

@@ -53,6 +53,10 @@ class StoreError(RuntimeError):
     """The store file cannot be used (locked, newer schema, not a DuckDB file)."""
 
 
+# Connections a forked copy of the application inherited: held, never used or closed.
+_INHERITED: list[duckdb.DuckDBPyConnection] = []
+
+
 class DuckDBStore(BatchingSink):
     """A sink writing evaluated traces to a DuckDB file.
 
@@ -93,6 +97,12 @@ class DuckDBStore(BatchingSink):
         self.deep_dropped = 0
         ensure_schema(self._open(), self.path)
         self._let_go()
+
+    def _forget_connection(self) -> None:
+        if self._con is not None:
+            _INHERITED.append(self._con)  # closing it here could write to the parent's file
+        self._con = None
+        self._deep_pending = []
 
     def write_deep(self, results: Sequence[DeepResult]) -> None:
         """Deep analyses (otel_safety.deep): written at once, after the traces they judge

@@ -212,6 +212,10 @@ def _add_columns(con: duckdb.DuckDBPyConnection, since: int) -> None:
                 con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {kind}")
 
 
+# Connections a forked copy of the application inherited: held, never used or closed.
+_INHERITED: list[duckdb.DuckDBPyConnection] = []
+
+
 class DuckLakeStore(BatchingSink):
     """A sink writing evaluated traces to a DuckLake shared with other instances.
 
@@ -248,6 +252,11 @@ class DuckLakeStore(BatchingSink):
         except self.retry_on:
             self._reset()  # the catalog may have restarted under the connection
             raise
+
+    def _forget_connection(self) -> None:
+        if self._con is not None:
+            _INHERITED.append(self._con)  # closing it here could write to the parent's lake
+        self._con = None
 
     def _close(self) -> None:
         if self._con is not None:
