@@ -353,9 +353,13 @@ class ProcessPipeline:
         return True
 
     def _give_up(self, why: str) -> None:
-        """Judge on the engine's thread from now on; say so once."""
+        """Judge on the engine's thread from now on; say so once. (Once closed, nothing is
+        judged any more: a child lost then is no reason to judge here.)"""
         self._failed = True
-        logger.error("otel-safety: %s; judging in the application's process from now on", why)
+        if self._closed:
+            logger.debug("otel-safety: %s after shutdown", why)
+        else:
+            logger.error("otel-safety: %s; judging in the application's process from now on", why)
         child, self._child = self._child, None
         if child is not None:
             child.kill()

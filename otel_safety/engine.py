@@ -300,8 +300,9 @@ class SafetyEngine:
             return
         self._closed = True
         if self._worker is not None and self._worker.is_alive():
+            deadline = time.monotonic() + timeout_millis / 1000  # for the whole wait
             self._control(stop=True, timeout_millis=timeout_millis)
-            self._worker.join(timeout_millis / 1000)
+            self._worker.join(max(0.05, deadline - time.monotonic()))
             self._abandoned = self._worker.is_alive()  # still judging: its results go nowhere
         else:
             self.drain()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from conftest import KeywordDetector
 from opentelemetry.sdk.trace import TracerProvider
@@ -162,6 +163,20 @@ def test_spans_still_queued_when_shutdown_times_out_are_counted(span_factory, ca
     assert unjudged > 0
     assert f"{unjudged} still waiting when shutdown timed out" in caplog.text
     slow.gate.set()
+
+
+def test_shutdown_waits_its_timeout_once_not_once_per_step(span_factory):
+    """It asked the worker to stop, then waited for the thread: each wait used to get the
+    whole timeout, so an app's exit could take twice what it asked for."""
+    exporter, slow = InMemorySpanExporter(), BlockingSink()
+    engine = _engine(exporter, slow, queue_size=1000, batch_size=1)
+    for span in [s for _ in range(5) for s in span_factory.agent_run()]:
+        engine.submit(span)
+    started = time.monotonic()
+    engine.shutdown(timeout_millis=1_000)  # the sink holds the worker for 10 s
+    waited = time.monotonic() - started
+    slow.gate.set()
+    assert 1.0 <= waited < 1.9, waited
 
 
 def test_shutdown_flushes_everything_buffered_even_without_a_root(span_factory):
