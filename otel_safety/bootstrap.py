@@ -277,7 +277,7 @@ def build_pipeline(
         detector_registry.create,
         keys,
         thresholds,
-        on_error=on_detector_error or (_detector_left_out if lazy else None),
+        on_error=on_detector_error or (detector_left_out if lazy else None),
         options=_detector_options(settings, keys),
     )
     return Pipeline(
@@ -346,7 +346,8 @@ def _monitor_modes(settings: Settings, keys: Sequence[str]) -> dict[str, Monitor
     return modes
 
 
-def _detector_left_out(key: str, exc: Exception) -> None:
+def detector_left_out(key: str, exc: Exception) -> None:
+    """What an app does with a detector whose data does not compile: log it, judge on."""
     logger.error("otel-safety detector %s left out: its data failed to load: %s", key, exc)
 
 

@@ -322,7 +322,14 @@ class ProcessPipeline:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
         if not (isinstance(ready, tuple) and ready[:1] == ("ready",)):
-            self._build_error = str(ready)
+            if self._build_error is None:
+                # A detector's data does not compile: a command stops on it (`build_error`),
+                # an app judges on without that detector, in a new child: not in its own
+                # process, whose GIL the child is there to spare.
+                self._build_error = str(ready)
+                logger.error("otel-safety: %s; the other detectors judge on", ready)
+                self._stop_child()
+                return self._ensure_child()
             self._give_up(f"the detection process could not build its detectors: {ready}")
             return False
         self._ready = True
@@ -345,7 +352,7 @@ class ProcessPipeline:
                 env={**os.environ, env_name("detection"): "thread", **key_for_children()},
             )
             assert self._child.stdin is not None
-            _send(self._child.stdin, self._settings)
+            _send(self._child.stdin, (self._settings, self._build_error is not None))
         except Exception as exc:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
@@ -360,7 +367,11 @@ class ProcessPipeline:
             logger.debug("otel-safety: %s after shutdown", why)
         else:
             logger.error("otel-safety: %s; judging in the application's process from now on", why)
+        self._stop_child()
+
+    def _stop_child(self) -> None:
         child, self._child = self._child, None
+        self._ready = False
         if child is not None:
             child.kill()
             child.wait()
@@ -417,13 +428,15 @@ def tune_collector() -> None:
 
 def main() -> None:
     """Read settings, build the pipeline, then judge batches until stdin closes."""
-    from otel_safety.bootstrap import build_pipeline
+    from otel_safety.bootstrap import build_pipeline, detector_left_out
 
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stray prints must not corrupt the answers
     try:
-        settings = _receive(source)
-        pipeline = build_pipeline(settings)
+        settings, lenient = _receive(source)
+        pipeline = build_pipeline(
+            settings, on_detector_error=detector_left_out if lenient else None
+        )
         pipeline.warm()
         tune_collector()
     except EOFError:

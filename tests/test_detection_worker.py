@@ -207,3 +207,36 @@ def test_a_judging_process_freezes_what_it_built_and_collects_young_objects_less
     finally:
         gc.unfreeze()
         gc.set_threshold(*defaults)
+
+
+@pytest.mark.process
+def test_a_detector_whose_data_does_not_compile_is_left_out_and_the_child_judges_on(
+    tmp_path, caplog, monkeypatch
+):
+    """An app keeps judging in the worker process without that one detector: one typo in a
+    data file must not move every detector onto the app's GIL. (A command stops on it.)"""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "injection.toml").write_text(
+        'version = 1\n[[rules]]\nid = "broken"\ncategory = "task_hijack"\nweight = 0.5\n'
+        "pattern = '(unclosed'\n"
+    )
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(data))
+    exporter = InMemorySpanExporter()
+    processor = create_processor(
+        str(tmp_path / "s.duckdb"), exporters=[exporter], detection="process"
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    try:
+        with caplog.at_level(logging.ERROR, logger="otel_safety.detection_worker"):
+            agent_run(provider, "rm -rf /")
+            assert provider.force_flush(120_000)
+        pipeline = processor.engine.pipeline
+        assert not pipeline.in_process and pipeline._child is not None
+        assert ("rm -rf /", "tool_guard") in flagged(exporter)
+        assert "injection" not in {key for key, _ in pipeline.in_force()}
+        assert "broken" in pipeline.build_error()  # what a command stops on
+        assert any("the other detectors judge on" in r.message for r in caplog.records)
+    finally:
+        provider.shutdown()
