@@ -1038,3 +1038,11 @@ def test_hostile_argument_shapes_get_a_verdict_not_a_recursion_error(guard) -> N
         verdict = guard.check_tool_call("run_shell", arguments, record=False, pace=False)
         assert verdict.blocked and "destroy.recursive_root" in verdict.rule_ids
     assert not guard.check_tool_call("run_shell", listed, record=False, pace=False).blocked
+
+
+def test_a_bad_pattern_in_a_users_guard_file_names_its_table_and_file(tmp_path, monkeypatch):
+    (tmp_path / "guard.toml").write_text('version = 1\n[commands]\ndestroy = ["rm (-rf"]\n')
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match=r"\[commands\] destroy: bad pattern 'rm \(-rf'") as bad:
+        Guard(Directory())
+    assert str(tmp_path / "guard.toml") in str(bad.value)

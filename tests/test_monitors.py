@@ -189,3 +189,12 @@ def test_a_stack_trace_in_the_answer_is_an_anomaly() -> None:
     assert finding.detected and finding.details["outcomes"] == ["anomaly"]
     fine = OutcomeCheck().evaluate(_run([], "The report is ready."))
     assert not fine.detected
+
+
+def test_topic_drift_reads_text_carrying_escaped_bytes() -> None:
+    """Text an app decoded with surrogateescape (lone surrogates) is judged, not an error."""
+    odd = b"caf\xe9 menu for the offsite".decode("utf-8", "surrogateescape")
+    detector = TopicDrift()
+    first = detector.evaluate(_turn(odd, "t1"))
+    second = detector.evaluate(_turn(odd + " and dessert", "t2"))
+    assert first is not None and second is not None

@@ -348,3 +348,9 @@ def test_serve_takes_store_keep_open_from_its_flag():
     args = build_parser().parse_args(["serve", "--store-keep-open", "2"])
     settings, _ = options_from_args(args)
     assert settings.store_keep_open == 2.0
+
+
+def test_a_store_whose_folder_is_a_file_gives_a_store_error(tmp_path):
+    (tmp_path / "existing.json").write_text("{}")
+    with pytest.raises(StoreError, match="cannot make its folder"):
+        DuckDBStore(tmp_path / "existing.json" / "x.duckdb")

@@ -146,7 +146,9 @@ def _new_turns(
         users = [(trajectory.scope.user_request, trajectory.scope.span_id)]
     fresh = []
     for text, span_id in users:
-        digest = hashlib.blake2b(" ".join(text.split()).encode(), digest_size=8).hexdigest()
+        # surrogatepass: text read from bytes with surrogateescape still has a digest
+        words = " ".join(text.split()).encode("utf-8", "surrogatepass")
+        digest = hashlib.blake2b(words, digest_size=8).hexdigest()
         if digest in state.seen:
             continue
         state.seen.append(digest)

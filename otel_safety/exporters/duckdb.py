@@ -90,7 +90,14 @@ class DuckDBStore(BatchingSink):
         super().__init__(self.path, write_interval=write_interval, max_pending=max_pending)
         self.hold = hold or self.path == ":memory:"
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(self.path).expanduser().parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a file where a folder must be, or no permission
+                raise StoreError(
+                    f"cannot open DuckDB store {self.path}: cannot make its folder {folder}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
         self._con: duckdb.DuckDBPyConnection | None = None
         self._deep_pending: list[DeepResult] = []
         self._deep_counters: dict[str, int] | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +132,16 @@ def current_guard_data() -> GuardData:
     return load_guard_data(current_data_dir())
 
 
+def _named(
+    source: str, where: str, flags: int = 0, compile: Callable[..., Any] = regex.compile
+) -> Any:
+    """`source` compiled; a bad one is a ValueError naming its table and the pattern."""
+    try:
+        return compile(source, flags)
+    except regex.error as exc:
+        raise ValueError(f"{where}: bad pattern {source!r}: {exc}") from None
+
+
 def _compile(data: Mapping[str, Any]) -> GuardData:
     trust = dict(data["trust"])
     side_effects = frozenset(trust.pop("side_effects", []))
@@ -139,7 +149,7 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         if not isinstance(level, int) or not 0 <= level <= 4:
             raise ValueError(f"[trust] {category} must be an integer 0-4, got {level!r}")
     tools = {
-        category: tuple(regex.compile(name_pattern(entry)) for entry in entries)
+        category: tuple(_named(name_pattern(entry), f"[tools] {category}") for entry in entries)
         for category, entries in data["tools"].items()
     }
     unknown = sorted(set(tools) - set(trust))
@@ -160,16 +170,21 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         tools=tools,
         arguments={key: frozenset(values) for key, values in data["arguments"].items()},
         commands={
-            category: tuple(linear.compile(p, regex.IGNORECASE) for p in patterns)
+            category: tuple(
+                _named(p, f"[commands] {category}", regex.IGNORECASE, linear.compile)
+                for p in patterns
+            )
             for category, patterns in data["commands"].items()
         },
         rules=rules,
         trusted_domains=tuple(d.lower().lstrip("*.") for d in data["network"]["trusted_domains"]),
         database_products=tuple(
-            regex.compile(name_pattern(e)) for e in data["database_tools"]["products"]
+            _named(name_pattern(e), "[database_tools] products")
+            for e in data["database_tools"]["products"]
         ),
         database_writes=tuple(
-            regex.compile(name_pattern(e)) for e in data["database_tools"]["writes"]
+            _named(name_pattern(e), "[database_tools] writes")
+            for e in data["database_tools"]["writes"]
         ),
         kind_rules={kind: family for kind in RULE_KINDS if (family := _kind_rules(rules, kind))},
         limits=limits_from(data.get("limits", {}), "[limits]"),
