@@ -230,10 +230,11 @@ class SafetyEngine:
         if now >= self._quiet_until:
             self._quiet_until = now + self._drop_warnings.window
             self._drop_warnings.warning(
-                "otel-safety queue full (%d spans): dropped %d spans so far; raise "
-                "queue_size or OTEL_SAFETY_QUEUE_SIZE",
+                "otel-safety queue full (%d spans): dropped %d spans (and %d agent-start "
+                "markers) so far; raise queue_size or OTEL_SAFETY_QUEUE_SIZE",
                 self._max_queue,
                 self.stats["spans_dropped"],
+                self.stats["markers_dropped"],
             )
         return False
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from otel_safety.engine import SafetyEngine
+from otel_safety.engine import AgentStarted, SafetyEngine
 from otel_safety.pipeline import Pipeline
 from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.sidecar.metrics import ProblemLog
@@ -56,4 +56,13 @@ def test_a_full_engine_queue_counts_every_drop_and_warns_once(span_factory, capl
             engine.submit(span)
     assert engine.stats["spans_dropped"] == len(spans) * 5 - 1
     assert sum("queue full" in r.getMessage() for r in caplog.records) == 1
+    engine.shutdown()
+
+
+def test_a_queue_full_of_markers_says_so_when_no_span_was_dropped_yet(caplog):
+    engine = SafetyEngine(Pipeline(detectors=[]), [], background=False, queue_size=1)
+    with caplog.at_level(logging.WARNING, logger="otel_safety.engine"):
+        for trace_id in (1, 2):
+            engine.submit(AgentStarted(trace_id))
+    assert "dropped 0 spans (and 1 agent-start markers) so far" in caplog.text
     engine.shutdown()
