@@ -1038,6 +1038,7 @@ def test_hostile_argument_shapes_get_a_verdict_not_a_recursion_error(guard) -> N
         verdict = guard.check_tool_call("run_shell", arguments, record=False, pace=False)
         assert verdict.blocked and "destroy.recursive_root" in verdict.rule_ids
     assert not guard.check_tool_call("run_shell", listed, record=False, pace=False).blocked
+    assert guard.check_tool_call(None, {"command": "ls"}).decision is Decision.ALLOW  # paced too
 
 
 def test_a_bad_pattern_in_a_users_guard_file_names_its_table_and_file(tmp_path, monkeypatch):

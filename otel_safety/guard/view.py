@@ -218,7 +218,7 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     args = _as_command_line(arguments if isinstance(arguments, list) else tool_arguments(arguments))
     items = list(_items(args))
     primary = tool_category(name, data)
-    view = CallView(tool=tool, name=name, categories=[primary])
+    view = CallView(tool=str(tool or ""), name=name, categories=[primary])
     keys = data.arguments
     shell_given = any(k in keys["shell"] for k, _ in items)
     sql_given = any(k in keys["sql"] and _SQL_START.match(v) for k, v in items)
