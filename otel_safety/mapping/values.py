@@ -115,7 +115,7 @@ def bounded(value: Any, notes: Notes, key: str, *, cap_text: bool = True) -> Any
             notes.cap(f"{key}: nested deeper than {MAX_JSON_DEPTH} levels; read flat there")
             parent[slot] = _flat(item, notes, key)
         elif isinstance(item, Mapping):
-            copy: dict[Any, Any] = {}
+            copy: dict[Any, Any] = dict.fromkeys(str(name) for name in item)  # in its order
             parent[slot] = copy
             for name, child in item.items():
                 stack.append((child, copy, str(name), depth + 1))
