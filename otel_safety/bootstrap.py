@@ -293,17 +293,19 @@ def build_pipeline(
 def _check_files(settings: Settings) -> None:
     """The scope taxonomy and principals files the settings name, read now: a missing or
     broken one would otherwise leave `scope_escalation`, `deception` or `tool_guard` out of
-    an app, or fail on every trace, with nothing said at start-up."""
-    from otel_safety.analysis.calls.taxonomy import TAXONOMY_ENV, current_taxonomy
-    from otel_safety.guard.principals import Directory
-
+    an app, or fail on every trace, with nothing said at start-up. (Imported only when
+    named: an app judging in a worker process loads no detector or guard module.)"""
     if settings.scope_taxonomy:
+        from otel_safety.analysis.calls.taxonomy import TAXONOMY_ENV, current_taxonomy
+
         if not Path(settings.scope_taxonomy).is_file():
             raise ConfigError(
                 f"{TAXONOMY_ENV}={settings.scope_taxonomy} is not a file; fix the path or unset it"
             )
         current_taxonomy()  # a ValueError naming the file and the table
     if settings.principals:
+        from otel_safety.guard.principals import Directory
+
         if not Path(settings.principals).is_file():
             raise ConfigError(
                 f"{env_name('principals')}={settings.principals} is not a file; fix the path "
