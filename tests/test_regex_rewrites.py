@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ from otel_safety.analysis.regex_tokens import (
     group_end,
 )
 from otel_safety.analysis.relax import relax
+from otel_safety.behavior import monitor
 
 DIGESTS = Path(__file__).parent / "data" / "regex_rewrites.json"
 
@@ -89,6 +91,8 @@ def packaged_patterns(data_dir: Path) -> dict[tuple[str, int], regex.Pattern]:
 
 def test_every_packaged_pattern_is_rewritten_as_the_separate_walkers_did(monkeypatch, tmp_path):
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))  # compiled afresh, not cached
+    # nor shared with monitors an earlier test built (behaviour monitors share their rules)
+    monkeypatch.setattr(monitor, "_COMPILED_RULES", OrderedDict())
     known = json.loads(DIGESTS.read_text(encoding="utf-8"))
     patterns = packaged_patterns(tmp_path)
     checked = 0

@@ -133,11 +133,12 @@ def current_guard_data() -> GuardData:
 
 
 def _named(
-    source: str, where: str, flags: int = 0, compile: Callable[..., Any] = regex.compile
+    source: str, where: str, flags: int = 0, compile: Callable[..., Any] | None = None
 ) -> Any:
-    """`source` compiled; a bad one is a ValueError naming its table and the pattern."""
+    """`source` compiled (by `regex.compile` unless told), looked up at each call; a bad
+    one is a ValueError naming its table and the pattern."""
     try:
-        return compile(source, flags)
+        return (compile or regex.compile)(source, flags)
     except regex.error as exc:
         raise ValueError(f"{where}: bad pattern {source!r}: {exc}") from None
 
