@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.buffer import TraceBuffer
 from otel_safety.exporters.span_batching import ExporterSink
+from otel_safety.fork_inheritance import pause_duckdb_default_at_forks
 from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import matched
 from otel_safety.parking import ParkedSpan, is_parked, park, unpark
@@ -77,6 +78,7 @@ def _restart_in_forked_children(engine: SafetyEngine) -> None:
     holds mid-judgement would otherwise stay held forever in the child."""
     if not hasattr(os, "register_at_fork"):
         return
+    pause_duckdb_default_at_forks()
     alive = weakref.ref(engine)
 
     def before() -> None:

@@ -38,6 +38,7 @@ from otel_safety.exporters.schema import (
     Table,
     added_columns,
 )
+from otel_safety.fork_inheritance import keep_forever
 from otel_safety.mapping import span_id_hex, trace_id_hex
 from otel_safety.pipeline import TraceEvaluation
 
@@ -51,10 +52,6 @@ logger = logging.getLogger(__name__)
 
 class StoreError(RuntimeError):
     """The store file cannot be used (locked, newer schema, not a DuckDB file)."""
-
-
-# Connections a forked copy of the application inherited: held, never used or closed.
-_INHERITED: list[duckdb.DuckDBPyConnection] = []
 
 
 class DuckDBStore(BatchingSink):
@@ -107,7 +104,7 @@ class DuckDBStore(BatchingSink):
 
     def _forget_connection(self) -> None:
         if self._con is not None:
-            _INHERITED.append(self._con)  # closing it here could write to the parent's file
+            keep_forever(self._con)  # freeing it, even at exit, would write the parent's file
         self._con = None
         self._deep_pending = []
 

@@ -33,6 +33,7 @@ from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.duckdb import StoreError, insert_rows, rows_by_table
 from otel_safety.exporters.schema import SCHEMA_VERSION, TABLES, Table, added_columns
 from otel_safety.extras import install_hint as extra_hint
+from otel_safety.fork_inheritance import keep_forever
 from otel_safety.pipeline import TraceEvaluation
 
 logger = logging.getLogger(__name__)
@@ -212,10 +213,6 @@ def _add_columns(con: duckdb.DuckDBPyConnection, since: int) -> None:
                 con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {kind}")
 
 
-# Connections a forked copy of the application inherited: held, never used or closed.
-_INHERITED: list[duckdb.DuckDBPyConnection] = []
-
-
 class DuckLakeStore(BatchingSink):
     """A sink writing evaluated traces to a DuckLake shared with other instances.
 
@@ -255,7 +252,7 @@ class DuckLakeStore(BatchingSink):
 
     def _forget_connection(self) -> None:
         if self._con is not None:
-            _INHERITED.append(self._con)  # closing it here could write to the parent's lake
+            keep_forever(self._con)  # freeing it, even at exit, would write the parent's lake
         self._con = None
 
     def _close(self) -> None:
