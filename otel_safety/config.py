@@ -388,7 +388,13 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> str:
 
 def _parse_env(name: str, raw: str) -> Any:
     if name in ("detectors", "deep_levels", "deep_detectors"):
-        return [key.strip() for key in raw.split(",") if key.strip()]
+        keys = [key.strip() for key in raw.split(",") if key.strip()]
+        if name == "detectors" and not keys:  # commas alone: a slip, not "judge nothing"
+            raise ConfigError(
+                f"{env_name(name)}: no detector key in {raw!r}; name keys like "
+                "'injection,tool_guard' (`otel-safety detectors` lists them), or unset it for all"
+            )
+        return keys
     if name in ("thresholds", "monitor_modes"):
         example = "scope_escalation=0.2" if name == "thresholds" else "sandbagging=active"
         pairs = {}

@@ -339,6 +339,24 @@ def test_unknown_detector_fails_before_a_store_is_made(tmp_path):
     assert not db.exists()
 
 
+def test_detector_keys_are_read_with_spaces_and_commas_alone_are_refused(tmp_path):
+    trace_file = tmp_path / "t.jsonl"
+    _write_run(trace_file)
+    db = tmp_path / "s.duckdb"
+    none = run_cli("ingest", str(trace_file), "--db", str(db), "--detectors", " , ")
+    assert none.returncode == 2 and "no detector key in ' , '" in none.stderr
+    assert not db.exists()
+    spaced = run_cli(
+        "ingest", str(trace_file), "--db", str(db), "--detectors", "injection, tool_guard"
+    )
+    assert spaced.returncode == 0, spaced.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        judged = {
+            row[0] for row in con.execute("SELECT DISTINCT detector FROM findings").fetchall()
+        }
+    assert judged == {"injection", "tool_guard"}
+
+
 def test_query_parameters_are_checked_and_levels_named(tmp_path):
     trace_file = tmp_path / "t.jsonl"
     _write_run(trace_file)

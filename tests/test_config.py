@@ -37,6 +37,7 @@ def test_serve_and_dashboard_options_are_settings_too() -> None:
         ({"OTEL_SAFETY_SERVE_GRPC_PORT": "70000"}, "OTEL_SAFETY_SERVE_GRPC_PORT"),
         ({"OTEL_SAFETY_SERVE_MAX_REQUEST_MIB": "lots"}, "OTEL_SAFETY_SERVE_MAX_REQUEST_MIB"),
         ({"OTEL_SAFETY_SERVE_DASHBOARD": "maybe"}, "OTEL_SAFETY_SERVE_DASHBOARD"),
+        ({"OTEL_SAFETY_DETECTORS": " , "}, "OTEL_SAFETY_DETECTORS"),  # not "judge nothing"
     ],
 )
 def test_a_bad_variable_is_named(environ: dict[str, str], variable: str) -> None:

@@ -56,13 +56,23 @@ def add_db(
 
 
 def add_detectors(parser: Any, help: str) -> None:
-    """`--detectors`: comma-separated detector keys; `detector_keys` splits them."""
-    parser.add_argument("--detectors", help=help)
+    """`--detectors`: comma-separated detector keys, split (and checked for one) as parsed."""
+    parser.add_argument("--detectors", type=_keys, help=help)
 
 
-def detector_keys(value: str | None) -> list[str] | None:
+def _keys(value: str) -> list[str]:
+    keys = [key.strip() for key in value.split(",") if key.strip()]
+    if not keys:
+        raise argparse.ArgumentTypeError(
+            f"no detector key in {value!r}; name keys like 'injection,tool_guard' "
+            "(`otel-safety detectors` lists them), or leave it out for all"
+        )
+    return keys
+
+
+def detector_keys(value: list[str] | None) -> list[str] | None:
     """The keys `--detectors` names, None when not given (the settings then decide)."""
-    return value.split(",") if value else None
+    return value or None
 
 
 def add_format(
