@@ -13,6 +13,10 @@ from otel_safety.guard.verdict import RuleHit
 from otel_safety.guard.view import CallView
 
 _MATCH_CHARS = 160
+# Risk of a call with unread code, a command or SQL (blocks at the packaged block line, 70),
+# and with other unread text (warns at the packaged warn line, 40).
+_UNREAD_CODE_RISK = 75
+_UNREAD_TEXT_RISK = 45
 # Targets whose recursive removal destroys a system, a home or a whole working tree.
 _ROOT_TARGETS = regex.compile(
     r"""^(?:/+\*?|/+\.\*?|~/?\*?|~\w*/?\*?|\$\{?HOME\}?/?\*?|\.{1,2}/?\*?|\*|\.\*|/\*/?\*?
@@ -59,6 +63,7 @@ def match_rules(view: CallView, data: GuardData, role: str) -> list[RuleHit]:
     hits.extend(_limit_hits(view, data, role))
     hits.extend(_tree_removals(view))
     hits.extend(_unbounded_sql(view.sql))
+    hits.extend(_unread(view))
     return sorted(hits, key=lambda h: -h.risk)
 
 
@@ -151,16 +156,12 @@ def _hit(rule: Rule, matched: str) -> RuleHit:
     )
 
 
-def _search(pattern: regex.Pattern, text: str) -> regex.Match | None:
-    try:
-        return pattern.search(text, timeout=0.05)
-    except TimeoutError:  # hostile input: skip the pattern rather than stall the agent
-        return None
-
-
 def _first(pattern: regex.Pattern, texts: Iterable[str]) -> str | None:
+    # No timeout: one that ran out (a busy process, a first search compiling the pattern)
+    # let the call through unchecked. Every pattern runs in time linear in its bounded text
+    # (`analysis.linear`; a user's is refused at load when it could not).
     for text in texts:
-        found = _search(pattern, text)
+        found = pattern.search(text)
         if found:
             return text if len(text) <= _MATCH_CHARS else found.group(0)
     return None
@@ -225,6 +226,32 @@ def _destructive_target(path: str) -> bool:
         parts = [p for p in path.strip("/").split("/") if p]
         return len(parts) <= 2 or parts[-1] == "*"
     return False
+
+
+def _unread(view: CallView) -> Iterator[RuleHit]:
+    """A call longer than the guard reads is not vouched for past that: padding would
+    otherwise hide `rm -rf /` behind 64,000 harmless characters. Unread code, a command or
+    SQL blocks; other unread text (a long file's content, a long message) warns."""
+    if not view.unread:
+        return
+    runs = [f"{what} ({size:,} more)" for what, size, running in view.unread if running]
+    rest = [f"{what} ({size:,} more)" for what, size, running in view.unread if not running]
+    if runs:
+        yield RuleHit(
+            rule_id="obfuscated.unread_code",
+            threat="obfuscated_payloads",
+            risk=_UNREAD_CODE_RISK,
+            matched=clip(", ".join(runs), _MATCH_CHARS),
+            reason="part of what the call runs is past what the guard reads, so it is unchecked",
+        )
+    if rest:
+        yield RuleHit(
+            rule_id="obfuscated.unread",
+            threat="obfuscated_payloads",
+            risk=_UNREAD_TEXT_RISK,
+            matched=clip(", ".join(rest), _MATCH_CHARS),
+            reason="part of the call's arguments is past what the guard reads, so it is unchecked",
+        )
 
 
 def _unbounded_sql(statements: list[str]) -> Iterator[RuleHit]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,12 @@ from otel_safety.guard.data import GuardData
 from otel_safety.guard.decode import decoded_payloads
 from otel_safety.guard.windows import command_paths as windows_command_paths
 from otel_safety.guard.windows import looks_windows, parse_windows
-from otel_safety.mapping.values import Notes, bounded
+from otel_safety.mapping.values import MAX_TEXT_CHARS, Notes, bounded
 
-_MAX_TEXT = 20_000
-_MAX_VALUES = 200
+# What the guard reads of a call, as the pipeline reads a field; what lies past it is
+# recorded in `CallView.unread`, and the rules do not let such a call pass unchecked.
+_MAX_TEXT = MAX_TEXT_CHARS
+_MAX_VALUES = 1_000
 _URL = regex.compile(r"\b(?:https?|ftp|wss?)://[^\s'\"<>`)]+", regex.IGNORECASE)
 _RECIPIENT_SEPARATORS = regex.compile(r"[,;\s]+")
 _SQL_COMMENTS = regex.compile(r"--[^\n]*|/\*.*?\*/", regex.DOTALL)
@@ -31,10 +34,18 @@ _SQL_READS = regex.compile(
     r"^\s*(?:SELECT|SHOW|DESCRIBE|DESC|EXPLAIN|VALUES|TABLE|WITH\b(?!.*\b(?:INSERT|UPDATE|DELETE)\b))\b",
     regex.IGNORECASE | regex.DOTALL,
 )
-_SQL_START = regex.compile(
-    r"^\s*(?:SELECT|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|TRUNCATE|GRANT|REVOKE|WITH|SHOW|"
-    r"DESCRIBE|EXPLAIN|MERGE|REPLACE|COPY|VACUUM|ATTACH|PRAGMA)\b",
+# A statement's first word, after any comments and transaction or session statements
+# (`/* x */ DROP TABLE t`, `BEGIN; DELETE FROM t; COMMIT;`, `SET search_path ...; DROP ...`).
+# Statements that neither read nor write data: they do not make a call a write.
+_SQL_CONTROL = regex.compile(
+    r"^\s*(?:BEGIN|COMMIT|ROLLBACK|END|START\s+TRANSACTION|SAVEPOINT|RELEASE|SET|USE)\b(?!\s*\()",
     regex.IGNORECASE,
+)
+_SQL_START = regex.compile(
+    r"^(?>\s|--[^\n]*+|/\*.*?\*/)*+(?:SELECT|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|TRUNCATE|"
+    r"GRANT|REVOKE|WITH|SHOW|DESCRIBE|EXPLAIN|MERGE|REPLACE|COPY|VACUUM|ATTACH|PRAGMA|BEGIN|"
+    r"START\s+TRANSACTION|SET|USE|CALL|EXEC|EXECUTE|DECLARE|LOCK|RENAME|UPSERT|COMMIT|ROLLBACK)\b",
+    regex.IGNORECASE | regex.DOTALL,
 )
 _CODE_SPAN = regex.compile(r"```(?:\w+)?\n(.*?)```|`([^`\n]{3,})`", regex.DOTALL)
 _RUN_PHRASE = regex.compile(
@@ -207,6 +218,8 @@ class CallView:
     keys: list[str] = field(default_factory=list)  # every argument name, nested ones too
     empty_filter: bool = False  # a filter/query/where argument that selects everything
     hosts: list[str] = field(default_factory=list)  # where the call sends or fetches
+    # What was not read: (what, how much, whether it is something the call runs)
+    unread: list[tuple[str, int, bool]] = field(default_factory=list)
 
 
 def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
@@ -216,10 +229,13 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     # read once, bytes decoded), but with every character kept: the guard reads the call whole.
     arguments = bounded(arguments, Notes(), "arguments", cap_text=False)
     args = _as_command_line(arguments if isinstance(arguments, list) else tool_arguments(arguments))
-    items = list(_items(args))
+    items, unread_keys = _items(args)
     primary = tool_category(name, data)
     view = CallView(tool=str(tool or ""), name=name, categories=[primary])
     keys = data.arguments
+    if unread_keys:
+        runs = any(k in keys["shell"] or k in keys["code"] or k in keys["sql"] for k in unread_keys)
+        view.unread.append((f"values past the first {_MAX_VALUES:,}", len(unread_keys), runs))
     shell_given = any(k in keys["shell"] for k, _ in items)
     sql_given = any(k in keys["sql"] and _SQL_START.match(v) for k, v in items)
     if primary == "execute_shell" and sql_given and not shell_given:
@@ -248,7 +264,7 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     if primary in ("database_read", "database_write"):
         sql_texts = sql_texts or [v for _, v in items if _SQL_START.match(v)]
     for text in sql_texts:
-        view.sql.extend(_statements(text))
+        view.sql.extend(_statements(text, view))
 
     view.flags = [key for key, value in _booleans(args) if value]
     view.keys = sorted(set(_keys(args)))
@@ -277,7 +293,10 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
             and len(value) < 300
         ):
             view.values.append(value)
-        view.texts.append(value[:_MAX_TEXT])
+        if key in keys["shell"] or key in keys["code"]:
+            view.texts.append(value[:_MAX_TEXT])  # what is cut is recorded as code run
+        else:
+            view.texts.append(_read(view, value, f"argument {key or '(the call)'!r}"))
     for key, value in _numbers(args):
         if key in _LIMIT_KEYS:
             view.limits.append(value)
@@ -302,7 +321,7 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
 
     extra: list[str] = []
     if primary in ("database_read", "database_write") and view.sql:
-        writes = any(not _SQL_READS.match(s) for s in view.sql)
+        writes = any(_writes(s) for s in view.sql)
         view.categories = ["database_write" if writes else "database_read"]
     if primary in ("web_read", "external_network"):
         reading = (method in _READ_METHODS or method is None) and not (
@@ -313,9 +332,7 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
         extra.append("execute_shell")
         extra.extend(_command_categories(view.commands, data))
     if view.sql:
-        extra.append(
-            "database_write" if any(not _SQL_READS.match(s) for s in view.sql) else "database_read"
-        )
+        extra.append("database_write" if any(_writes(s) for s in view.sql) else "database_read")
     for category in extra:
         if category not in view.categories:
             view.categories.append(category)
@@ -344,8 +361,15 @@ def tool_category(name: str, data: GuardData) -> str:
     return memo[name][0]
 
 
+def _read(view: CallView, text: str, what: str, runs: bool = False) -> str:
+    """The part of `text` the guard reads; a longer text is recorded in `view.unread`."""
+    if len(text) > _MAX_TEXT:
+        view.unread.append((what, len(text) - _MAX_TEXT, runs))
+    return text[:_MAX_TEXT]
+
+
 def _add_script(view: CallView, script: str, embedded: bool = False) -> None:
-    script = script[:_MAX_TEXT]
+    script = _read(view, script, "command", runs=True)
     view.scripts.append(script)
     windows = looks_windows(view.name, script)
     commands = parse_windows(script) if windows else parse_commands(script)
@@ -357,7 +381,7 @@ def _add_script(view: CallView, script: str, embedded: bool = False) -> None:
         view.paths.extend(paths)
         for target in command.output_redirects:
             view.paths.append((target, "write"))
-        view.sql.extend(_client_sql(command))
+        view.sql.extend(_client_sql(command, view))
         view.urls.extend(_URL.findall(" ".join(command.args)))
         if posixpath.basename(command.program) in _INTERPRETERS or command.program in _CODE_RUNNERS:
             _add_code(view, " ".join(command.args))
@@ -403,7 +427,7 @@ def _command_paths(command: SimpleCommand) -> Iterator[tuple[str, str]]:
 def _add_code(view: CallView, code: str) -> None:
     """A program's source (`python -c`, `node -e`, a code-interpreter tool): the files it
     deletes or opens, the shell commands it starts, and its text for the text rules."""
-    code = _HOME_EXPRESSION.sub("'~'", code[:_MAX_TEXT])
+    code = _HOME_EXPRESSION.sub("'~'", _read(view, code, "code", runs=True))
     view.texts.append(code)
     for match in _CODE_DELETE.finditer(code):
         view.paths.append((match.group(2), "delete_tree"))
@@ -419,7 +443,7 @@ def _add_code(view: CallView, code: str) -> None:
         _add_script(view, match.group(2), embedded=True)
 
 
-def _client_sql(command: SimpleCommand) -> list[str]:
+def _client_sql(command: SimpleCommand, view: CallView) -> list[str]:
     program = posixpath.basename(command.program)
     if program not in _SQL_CLIENTS:
         return []
@@ -432,11 +456,15 @@ def _client_sql(command: SimpleCommand) -> list[str]:
             texts.append(arg)
     if command.stdin and _SQL_START.match(command.stdin):
         texts.append(command.stdin)
-    return [s for text in texts for s in _statements(text)]
+    return [s for text in texts for s in _statements(text, view)]
 
 
-def _statements(text: str) -> list[str]:
-    text = _SQL_COMMENTS.sub(" ", text[:_MAX_TEXT])
+def _writes(statement: str) -> bool:
+    return not (_SQL_READS.match(statement) or _SQL_CONTROL.match(statement))
+
+
+def _statements(text: str, view: CallView) -> list[str]:
+    text = _SQL_COMMENTS.sub(" ", _read(view, text, "SQL", runs=True))
     return [" ".join(part.split()) for part in text.split(";") if part.strip()]
 
 
@@ -457,26 +485,26 @@ def _embedded_commands(text: str) -> list[str]:
     return [f for f in found if f and f.strip()]
 
 
-def _items(args: Any) -> Iterator[tuple[str, str]]:
-    """(normalised key, string) for every textual argument; argv lists are joined."""
+def _items(args: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """(normalised key, string) for every textual argument, argv lists joined, up to
+    `_MAX_VALUES`; and the keys of the textual values past that, which are not read."""
     if isinstance(args, str):
-        yield "", args
-        return
-    stack: list[tuple[str, Any]] = [("", args)]
-    seen = 0
-    while stack and seen < _MAX_VALUES:
-        key, value = stack.pop(0)
+        return [("", args)], []
+    items: list[tuple[str, str]] = []
+    unread: list[str] = []
+    stack: deque[tuple[str, Any]] = deque([("", args)])
+    while stack:
+        key, value = stack.popleft()
         if isinstance(value, str):
-            seen += 1
-            yield key, value
+            (items if len(items) < _MAX_VALUES else unread).append((key, value))
         elif isinstance(value, Mapping):
             stack.extend((normalize_name(str(k)), v) for k, v in value.items())
         elif isinstance(value, list | tuple):
             if value and all(isinstance(v, str) for v in value) and key in _COMMAND_KEYS:
-                seen += 1
-                yield key, _command_list(value)
+                (items if len(items) < _MAX_VALUES else unread).append((key, _command_list(value)))
             else:
                 stack.extend((key, v) for v in value)
+    return items, [key for key, _ in unread]
 
 
 def _keys(args: Any) -> Iterator[str]:
