@@ -509,3 +509,18 @@ def test_a_query_run_imports_neither_detectors_nor_the_sidecar():
         if m.startswith(("otel_safety.sidecar", "otel_safety.evaluation", "otel_safety.guard."))
         or m in ("otel_safety.commands.serve", "otel_safety.detectors.injection")
     ] == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["report"], ["labels", "export"], ["calibrate"]],
+)
+def test_out_never_overwrites_a_store(tmp_path, command):
+    trace_file = tmp_path / "t.jsonl"
+    _write_run(trace_file)
+    db = tmp_path / "s.duckdb"
+    assert run_cli("ingest", str(trace_file), "--db", str(db), "--quiet").returncode == 0
+    before = db.read_bytes()
+    done = run_cli(*command, "--db", str(db), "--out", str(db))
+    assert done.returncode == 1 and "is a DuckDB database" in done.stderr
+    assert db.read_bytes() == before

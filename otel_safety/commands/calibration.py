@@ -16,7 +16,7 @@ from otel_safety.calibration.file import (
 from otel_safety.calibration.gate import Gate
 from otel_safety.commands.evaluate import EVAL_DB
 from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
-from otel_safety.commands.stores import require_store
+from otel_safety.commands.stores import refuse_overwriting_a_store, require_store
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +71,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     # The store `eval` wrote holds labels for every detector: the one to name when it is here.
     wrote = f"; `otel-safety eval` wrote {EVAL_DB}: pass --db {EVAL_DB}"
     require_store(db, wrote if Path(EVAL_DB).is_file() else None)
+    refuse_overwriting_a_store(args.out)
     _check_out(Path(args.out))
     gate = Gate(args.min_f1, args.min_precision, args.min_traces)
     result = calibrate(

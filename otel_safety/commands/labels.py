@@ -8,7 +8,7 @@ from pathlib import Path
 
 from otel_safety import labels
 from otel_safety.commands.options import add_db, add_format
-from otel_safety.commands.stores import require_store
+from otel_safety.commands.stores import refuse_overwriting_a_store, require_store
 from otel_safety.labels import ALLOW_UNKNOWN_TRACES
 
 
@@ -113,6 +113,8 @@ def cmd_labels_import(args: argparse.Namespace) -> int:
 
 def cmd_labels_export(args: argparse.Namespace) -> int:
     require_store(args.db)
+    if args.out:
+        refuse_overwriting_a_store(args.out)
     with labels.connect(args.db, read_only=True) as con:
         records = labels.export_labels(con, effective=args.in_force)
     if args.out:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from otel_safety.calibration.file import ENV_VAR
 from otel_safety.commands.options import add_db
-from otel_safety.commands.stores import require_store
+from otel_safety.commands.stores import refuse_overwriting_a_store, require_store
 from otel_safety.config import from_environment
 
 
@@ -37,6 +37,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from otel_safety.report.page import render
 
     require_store(args.db)
+    refuse_overwriting_a_store(args.out)
     if args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
     calibration = args.calibration or from_environment("calibration")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from otel_safety.exporters.duckdb import StoreError
+from otel_safety.exporters.duckdb import DUCKDB_MAGIC, StoreError
 
 # The store `demo` writes in the directory it runs in: not the default store, so after a
 # demo the commands that read a store find none unless given this file.
@@ -29,6 +29,21 @@ def require_store(path: str | Path, hint: str | None = None) -> None:
     before the command prints or loads anything."""
     if not Path(path).is_file():
         raise StoreError(f"no store at {path}{no_store_hint() if hint is None else hint}")
+
+
+def refuse_overwriting_a_store(out: str | Path) -> None:
+    """An `--out` file is written whole: never over a DuckDB database (the store the command
+    reads, given twice by a slip, or any other)."""
+    offset, magic = DUCKDB_MAGIC
+    try:
+        with Path(out).open("rb") as file:
+            header = file.read(offset + len(magic))
+    except OSError:
+        return  # missing (or a folder, refused when written, with the system's message)
+    if header[offset:] == magic:
+        raise ValueError(
+            f"--out {out} is a DuckDB database; writing it would destroy it: pass another file"
+        )
 
 
 def remove_old_store(path: Path, mark: str, command: str, warn_of: Sequence[str] = ()) -> None:
