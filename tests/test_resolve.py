@@ -44,8 +44,10 @@ def store(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return db, judged_store(db)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, zone: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if zone is not None:
+        env["TZ"] = zone
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
@@ -81,9 +83,33 @@ def test_resolve_records_who_when_and_why_and_the_queries_leave_it_out(store):
     with duckdb.connect(str(db), read_only=True) as con:
         stored = con.execute(
             "SELECT trace_id, detector, resolved, resolved_by, resolution_notes, "
-            "resolved_at > now()::TIMESTAMP - INTERVAL 1 HOUR FROM resolutions"
+            "resolved_at > timezone('UTC', now()) - INTERVAL 1 HOUR FROM resolutions"
         ).fetchall()
     assert stored == [(shell, None, True, "dana", "build dir, expected", True)]
+
+
+@pytest.mark.process
+def test_a_later_answer_wins_whatever_time_zone_each_was_given_in(store):
+    """Times were kept in the local zone of whoever wrote them: a reopening from New York
+    sorted before the resolution made in Tokyo minutes earlier, and was lost."""
+    db, traces = store
+    shell = traces["r1"]
+    done = cli("resolve", shell, "--note", "fine", "--by", "kenji", "--db", str(db),
+               zone="Asia/Tokyo")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    again = cli("resolve", shell, "--reopen", "--note", "not fine", "--by", "ann", "--db",
+                str(db), zone="America/New_York")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert shell in open_traces(db)
+    for value, zone in (("true", "Asia/Tokyo"), ("false", "America/New_York")):
+        labelled = cli("label", shell, "scope_escalation", value, "--db", str(db), zone=zone)
+        assert labelled.returncode == 0, labelled.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        in_force = con.execute(
+            "SELECT label FROM effective_labels WHERE trace_id = ? AND detector = ?",
+            [shell, "scope_escalation"],
+        ).fetchall()
+    assert in_force == [(False,)]
 
 
 @pytest.mark.process

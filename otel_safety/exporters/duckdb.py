@@ -354,6 +354,10 @@ def connect_store(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyC
     config = {} if read_only else {"storage_compatibility_version": STORAGE_VERSION}
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     con.execute("SET enable_progress_bar = false")  # it would land in our stdout
+    # Every TIMESTAMP of the store is UTC: a default of `current_timestamp` (a label's, a
+    # resolution's) is cast in the session's zone, the machine's unless set, so a reopening
+    # written in New York sorted before the resolution written in Tokyo hours earlier.
+    con.execute("SET TimeZone = 'UTC'")
     return con
 
 
