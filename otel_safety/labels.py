@@ -345,17 +345,32 @@ def _timestamp(value: Any) -> datetime | None:
 
 
 def _not_stored(con: duckdb.DuckDBPyConnection, labels: Iterable[Label]) -> list[Label]:
-    stored = {
-        tuple(row)
-        for row in con.execute(
-            "SELECT trace_id, span_id, detector, label, source, note FROM labels"
-        ).fetchall()
-    }
+    """The labels that would change the store. One with a time (as `labels export` writes
+    them) is there only with that time: a history true, false, true must arrive whole, or
+    the label in force would change. One without a time is there when it is the label in
+    force for its trace and detector: importing a file again re-asserts what a later
+    correction changed, and adds nothing otherwise."""
+    timed: set[tuple[Any, ...]] = set()
+    in_force: dict[tuple[str, str], tuple[Any, ...]] = {}
+    rows = con.execute(
+        f"SELECT {', '.join(FIELDS)}, created_at FROM labels "
+        "ORDER BY created_at, label"  # as `effective_labels` ranks them: the last is in force
+    ).fetchall()
+    for *fields, created_at in rows:
+        stored = Label(**dict(zip(FIELDS, fields, strict=True)))
+        timed.add((*stored.key(), created_at))
+        in_force[(stored.trace_id, stored.detector)] = stored.key()
     fresh: list[Label] = []
     for label in labels:
-        if label.key() not in stored:
-            stored.add(label.key())
-            fresh.append(label)
+        if label.created_at is not None:
+            if (*label.key(), label.created_at) in timed:
+                continue
+            timed.add((*label.key(), label.created_at))
+        elif in_force.get((label.trace_id, label.detector)) == label.key():
+            continue
+        else:
+            in_force[(label.trace_id, label.detector)] = label.key()
+        fresh.append(label)
     return fresh
 
 

@@ -233,3 +233,36 @@ def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path
     }
     again = run_cli("labels", "import", str(exported), "--db", str(db))  # into its own store
     assert again.returncode == 0 and "0 added" in again.stdout, again.stdout
+
+
+def test_a_history_imported_elsewhere_keeps_the_label_in_force(store, tmp_path):
+    """A history true, false, true: the last `true` used to count as already there (the
+    first one was), so the copy had `false` in force."""
+    db, (t1, _, _), _ = store
+    for value in (True, False, True):
+        labels.add_label(db, t1, "over_refusal", value)
+    with labels.connect(db, read_only=True) as con:
+        history = labels.export_labels(con)
+    exported = tmp_path / "history.jsonl"
+    exported.write_text("".join(json.dumps(record) + "\n" for record in history))
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    with duckdb.connect(str(copy)) as con:
+        con.execute("DELETE FROM labels WHERE created_at > (SELECT min(created_at) FROM labels)")
+    result = labels.import_labels(copy, exported)
+    assert (result.added, result.duplicates) == (2, 1)
+    with labels.connect(copy, read_only=True) as con:
+        assert [r["label"] for r in labels.export_labels(con, effective=True)] == [True]
+        assert labels.export_labels(con) == history
+
+
+def test_importing_a_file_again_reasserts_what_a_later_label_changed(store, tmp_path):
+    db, (t1, _, _), _ = store
+    untimed = tmp_path / "untimed.csv"
+    untimed.write_text(f"trace_id,detector,label\n{t1},over_refusal,true\n")
+    assert labels.import_labels(db, untimed).added == 1
+    assert labels.import_labels(db, untimed).added == 0  # already what is in force
+    labels.add_label(db, t1, "over_refusal", False)
+    assert labels.import_labels(db, untimed).added == 1
+    with labels.connect(db, read_only=True) as con:
+        assert [r["label"] for r in labels.export_labels(con, effective=True)] == [True]
