@@ -467,12 +467,39 @@ def test_user_data_adds_a_tool_category_and_a_rule(tmp_path: Path, monkeypatch) 
             "asked_by = ['rm']\nasked_target = 'paths'",
             "asked_target must be one of",
         ),
+        # A bare string was read one character at a time: `shred` blocked `ls -la`.
+        (
+            "id = 'x'\nthreat = 't'\nrisk = 90\nreason = 'r'\ncommand = 'shred'",
+            "`command` must be a list of strings",
+        ),
+        (
+            "id = 'x'\nthreat = 't'\nrisk = 90\nreason = 'r'\ncommand = ['a']\ncategories = 'x'",
+            "`categories` must be a list of strings",
+        ),
     ],
 )
 def test_bad_user_rules_are_refused_with_the_reason(
     tmp_path: Path, rule: str, message: str
 ) -> None:
     (tmp_path / "guard.toml").write_text(f"version = 1\n[[rules.list]]\n{rule}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        load_guard_data(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("decisions", "message"),
+    [
+        ("block = 101\nwarn = 40\nextra_threat = 5", "0 < warn < block <= 100"),
+        ("block = 70\nwarn = -5\nextra_threat = 5", "0 < warn < block <= 100"),
+        ("block = 40\nwarn = 70\nextra_threat = 5", "0 < warn < block <= 100"),
+        ("block = 70\nwarn = 40\nextra_threat = 500", "extra_threat must be 0-100"),
+    ],
+)
+def test_decision_lines_out_of_range_are_refused(
+    tmp_path: Path, decisions: str, message: str
+) -> None:
+    """A block line of 101 only warned of `rm -rf /`; a warn line of -5 warned of every call."""
+    (tmp_path / "guard.toml").write_text(f"version = 1\n[decisions]\n{decisions}\n")
     with pytest.raises(ValueError, match=message):
         load_guard_data(str(tmp_path))
 

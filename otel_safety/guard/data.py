@@ -161,11 +161,11 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
         raise ValueError(f"rule ids used twice: {', '.join(duplicated)}")
-    decisions = data["decisions"]
+    block, warn, extra = _decisions(data["decisions"])
     return GuardData(
-        block_at=int(decisions["block"]),
-        warn_at=int(decisions["warn"]),
-        extra_threat=int(decisions["extra_threat"]),
+        block_at=block,
+        warn_at=warn,
+        extra_threat=extra,
         trust=trust,
         side_effects=side_effects,
         tools=tools,
@@ -250,6 +250,8 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
     roles = spec.get("roles")
     if roles is not None and not set(roles) <= set(ROLES):
         raise ValueError(f"{where}: roles must be among {', '.join(ROLES)}")
+    for field_name in (*RULE_KINDS, "categories", "roles"):
+        _check_list(spec, field_name, where)
     patterns: dict[str, Pattern | None] = {}
     for kind in RULE_KINDS:
         entries = (
@@ -282,6 +284,38 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         asked_by=_phrases(spec.get("asked_by"), where),
         asked_target=_asked_target(spec, where),
     )
+
+
+def _check_list(spec: Mapping[str, Any], name: str, where: str) -> None:
+    """A list of strings, as TOML writes one: a bare string would be read one character at a
+    time (`command = 'shred'` became five one-letter patterns that matched nearly any call)."""
+    value = spec.get(name)
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:79] + "…"
+        raise ValueError(
+            f"{where}: `{name}` must be a list of strings, e.g. {name} = [{shown}], got {shown}"
+        )
+
+
+def _decisions(decisions: Mapping[str, Any]) -> tuple[int, int, int]:
+    """The block and warn lines and the extra threat's weight, checked: a block line above
+    100 blocks nothing, a warn line at 0 or below warns of every call."""
+    try:
+        block, warn, extra = (int(decisions[k]) for k in ("block", "warn", "extra_threat"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"[decisions] needs whole numbers block, warn, extra_threat: {exc}"
+        ) from None
+    if not 0 < warn < block <= 100:
+        raise ValueError(
+            f"[decisions] needs 0 < warn < block <= 100 (risks run 0-100), got warn = {warn}, "
+            f"block = {block}"
+        )
+    if not 0 <= extra <= 100:
+        raise ValueError(f"[decisions] extra_threat must be 0-100, got {extra}")
+    return block, warn, extra
 
 
 ASKED_TARGETS = ("values", "sql", "command", "wrapped")
