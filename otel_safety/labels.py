@@ -24,6 +24,7 @@ import duckdb
 from otel_safety import detectors as detector_registry
 from otel_safety.exporters.duckdb import clean, ensure_schema, open_store
 from otel_safety.exporters.schema import LABELS
+from otel_safety.result_tables import csv_unescaped, for_spreadsheets
 from otel_safety.sql_helpers import EFFECTIVE_LABELS_SQL
 
 FIELDS = ("trace_id", "span_id", "detector", "label", "source", "note")
@@ -315,7 +316,14 @@ def write_records(records: Sequence[dict[str, Any]], fmt: str, out: Any) -> None
     writer.writeheader()
     for record in records:  # true/false, as the docs and the import's examples write them
         writer.writerow(
-            {k: str(v).lower() if isinstance(v, bool) else v for k, v in record.items()}
+            {
+                k: str(v).lower()
+                if isinstance(v, bool)
+                else for_spreadsheets(v)
+                if isinstance(v, str)
+                else v
+                for k, v in record.items()
+            }
         )
 
 
@@ -396,7 +404,14 @@ def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | LabelError]
                 if len(cells) > len(header):
                     yield line, LabelError(f"{len(cells)} cells for {len(header)} columns")
                     continue
-                yield line, {k: v for k, v in zip(header, cells, strict=False) if v.strip() != ""}
+                yield (
+                    line,
+                    {
+                        k: csv_unescaped(v)  # as `labels export` kept it from spreadsheets
+                        for k, v in zip(header, cells, strict=False)
+                        if v.strip() != ""
+                    },
+                )
         except (csv.Error, UnicodeDecodeError) as exc:
             raise LabelError(f"{path} line {ended + 1}: unreadable CSV: {exc}") from exc
 

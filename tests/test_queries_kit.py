@@ -751,6 +751,28 @@ def test_lists_and_maps_read_as_their_items_in_a_table_and_as_json_in_csv(monkey
     assert [json.loads(cell) for cell in csv_row] == [list(row[0]), row[1]]
 
 
+def test_csv_keeps_text_as_it_is_and_safe_from_spreadsheet_formulas():
+    """CSV used to fold line breaks and tabs into spaces, and passed `=HYPERLINK(...)` from
+    a span to whichever spreadsheet opened it."""
+    from otel_safety.result_tables import csv_unescaped, for_spreadsheets
+
+    texts = ["line1\n    indented\ttab", '=HYPERLINK("http://x.example")', "@SUM(1)", "-rf", "'=x"]
+    out = render(["c"], [(t,) for t in texts], "csv")
+    cells = [row[0] for row in csv.reader(io.StringIO(out))][1:]
+    assert cells[0] == texts[0]
+    assert cells[1:] == ["'" + t for t in texts[1:]]
+    assert [csv_unescaped(c) for c in cells] == texts
+    assert all(csv_unescaped(for_spreadsheets(t)) == t for t in ["plain", "'plain", "", "''+1"])
+    assert render(["n"], [(-5,)], "csv").splitlines()[1] == "-5"  # numbers are no formula
+
+
+def test_characters_that_steer_a_terminal_are_shown_as_escapes(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    shown = render(["agent"], [("\x1b[2K\r\x1b[32mALLOW\u202eevil",)])
+    assert "\x1b" not in shown and "\u202e" not in shown
+    assert "\\x1b[2K" in shown and "\\u202eevil" in shown
+
+
 def test_a_mistyped_query_name_is_answered_with_the_closest_one():
     with pytest.raises(
         queries.QueryError, match=r"'flagged_span' \(did you mean flagged_spans\?\)"

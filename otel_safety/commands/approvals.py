@@ -64,7 +64,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     if not approvals:
         print(f"no {'approval requests' if args.recent else 'pending approvals'} in {args.db}")
         return 0
-    from otel_safety.result_tables import render
+    from otel_safety.result_tables import render, terminal_safe
 
     columns = ["id", "status", "created", "expires", "requester", "tool", "risk", "summary"]
     rows: list[tuple[Any, ...]] = [
@@ -82,6 +82,10 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     ]
     print(render(columns, rows))
     if not args.recent:
+        # The table cuts long cells; whoever answers must see the whole call they approve
+        # (a summary quotes only the part a rule matched: `chmod 777 f; rm -rf ~`).
+        for a in approvals:
+            print(f"\n{a.id}: {terminal_safe(a.tool)} with {terminal_safe(a.arguments)}")
         db = f" --db {shlex.quote(str(args.db))}"  # the store listed, whatever the default
         print(f"answer with: otel-safety approve ID{db} [--note ...] | otel-safety deny ID{db}")
     return 0
@@ -93,7 +97,12 @@ def cmd_decide(args: argparse.Namespace) -> int:
     approval = ApprovalStore(args.db, create=False).decide(
         args.id, args.approved, by=args.by, note=args.note
     )
-    print(f"{approval.status} {approval.id} as {approval.decided_by}: {approval.summary}")
+    from otel_safety.result_tables import terminal_safe
+
+    print(
+        f"{approval.status} {approval.id} as {terminal_safe(approval.decided_by or '')}: "
+        f"{terminal_safe(approval.summary)}"
+    )
     return 0
 
 
