@@ -138,6 +138,35 @@ def test_writing_the_same_traces_twice_keeps_one_copy(tmp_path, span_factory):
     assert counts == [2, 1, 1]
 
 
+def test_spans_judged_again_keep_only_the_findings_of_their_new_judgement(tmp_path, span_factory):
+    """`ingest` again with fewer `--detectors` left the others' findings beside a trace level
+    they no longer made; a late span's judgement must still leave the earlier spans' ones."""
+
+    class Other(KeywordDetector):
+        key = "other"
+
+    path = tmp_path / "s.duckdb"
+    spans = span_factory.agent_run(answer="BAD")
+
+    def fired() -> list[tuple[str, str]]:
+        with duckdb.connect(str(path), read_only=True) as con:
+            return con.execute(
+                "SELECT detector, span_id FROM findings WHERE detected ORDER BY 1"
+            ).fetchall()
+
+    store = DuckDBStore(path)
+    store.write([Pipeline(detectors=[KeywordDetector(), Other()]).evaluate(spans)])
+    both = fired()
+    assert [d for d, _ in both] == ["keyword", "other"]
+    judged_span = both[0][1]
+    late = [s for s in spans if f"{s.context.span_id:016x}" != judged_span][:1]
+    store.write([Pipeline(detectors=[KeywordDetector()]).evaluate(late)])
+    assert fired() == both  # a late span judged alone takes nothing from the others
+    store.write([Pipeline(detectors=[KeywordDetector()]).evaluate(spans)])
+    store.shutdown()
+    assert [d for d, _ in fired()] == ["keyword"]
+
+
 def test_a_keyed_version_6_store_loses_its_primary_keys_and_keeps_its_rows(tmp_path, span_factory):
     path = tmp_path / "keyed.duckdb"
     pipeline = Pipeline(detectors=[KeywordDetector()])

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import semconv as sc
 from otel_safety.annotate import local_root
+from otel_safety.deep.names import DETECTOR as DEEP_DETECTOR
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.schema import (
     AUDIT,
@@ -240,6 +241,28 @@ def rows_by_table(
     return [(SPANS, spans), (FINDINGS, findings), (TRACES, traces), (AUDIT, audit)]
 
 
+def _forget_findings_judged_again(
+    con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluation]
+) -> None:
+    """Spans judged again (a file ingested again, with other `--detectors`) are judged anew:
+    the findings on them of detectors that did not judge them this time would otherwise stay
+    beside a trace level they no longer make. Only these spans' findings go: a late span's
+    judgement leaves those of the spans judged before it, and a deep analysis is a write of
+    its own."""
+    traces, spans = [], []
+    for evaluation in evaluations:
+        for span in evaluation.spans:
+            traces.append(evaluation.trace_id)
+            spans.append(span_id_hex(span.context.span_id))
+    if spans:
+        con.execute(
+            "DELETE FROM findings USING (SELECT unnest($traces) AS t, unnest($spans) AS s) AS "
+            "judged WHERE findings.trace_id = judged.t AND findings.span_id = judged.s "
+            "AND findings.detector <> $deep",
+            {"traces": traces, "spans": spans, "deep": DEEP_DETECTOR},
+        )
+
+
 def write_deep_results(con: duckdb.DuckDBPyConnection, results: Sequence[DeepResult]) -> None:
     """A deep analysis in the store: its finding, its run (cost, or the error) in
     `deep_runs`, and, when it raised the trace's level, the trace's and its spans' level."""
@@ -330,6 +353,7 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
     now = datetime.now(UTC).replace(tzinfo=None)
     con.execute("BEGIN TRANSACTION")
     try:
+        _forget_findings_judged_again(con, evaluations)
         for table, rows in rows_by_table(evaluations, now):
             insert_rows(con, table, rows, replace=True)
         con.execute("COMMIT")
