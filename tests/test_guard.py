@@ -968,6 +968,47 @@ def test_guard_check_reads_the_principals_variable(tmp_path: Path, monkeypatch, 
     assert out.startswith("BLOCK") and "requester sam (non_owner, trust 1)" in out
 
 
+def test_principals_edits_reach_the_file_the_guard_reads(tmp_path: Path, monkeypatch) -> None:
+    """`principals add` wrote ./principals.json whatever OTEL_SAFETY_PRINCIPALS said, replaced
+    a symlinked file (a mounted ConfigMap) with a copy, and left a 0600 file behind."""
+    from otel_safety.cli import main
+
+    target = tmp_path / "real.json"
+    Directory().save(target)
+    target.chmod(0o644)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OTEL_SAFETY_PRINCIPALS", str(link))
+    assert main(["principals", "add", "bob", "--trust", "1"]) == 0
+    assert link.is_symlink() and not (tmp_path / "principals.json").exists()
+    assert "bob" in Directory.load(target).principals
+    assert target.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.process
+def test_principals_added_at_once_all_land(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "p.json"
+    Directory().save(path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    command = [sys.executable, "-m", "otel_safety.cli", "principals", "add"]
+    running = [
+        subprocess.Popen(
+            [*command, f"user{n}", "--trust", "2", "--file", str(path)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(8)
+    ]
+    assert all(p.wait(timeout=120) == 0 for p in running)
+    assert set(Directory.load(path).principals) == {f"user{n}" for n in range(8)}
+
+
 def test_what_a_blocked_call_needs_is_compiled_when_the_guard_is_built() -> None:
     from otel_safety.analysis import secrets
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_safety.commands.options import add_db, add_format
+from otel_safety.config import from_environment
 from otel_safety.guard.principals import (
     PRINCIPALS_ENV,
     UID_TRUST,
@@ -16,6 +17,7 @@ from otel_safety.guard.principals import (
     Principal,
     PrincipalsError,
     Role,
+    editing,
 )
 
 DEFAULT_PRINCIPALS = "principals.json"
@@ -168,13 +170,15 @@ def _add_principals(sub: argparse._SubParsersAction) -> None:
 
 
 def _principals_option(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    default = DEFAULT_PRINCIPALS if required else None
+    """`--file`: for `principals`, the file the guard reads (${PRINCIPALS_ENV}) when set."""
+    default = (from_environment("principals") or DEFAULT_PRINCIPALS) if required else None
+    shown = f"{default} [{PRINCIPALS_ENV}]" if required else _FROM_ENV
     parser.add_argument(
         "--file",
         "--principals",
         dest="principals",
         default=default,
-        help=f"principals file (default {default or _FROM_ENV})",
+        help=f"principals file (default {shown})",
     )
 
 
@@ -276,6 +280,11 @@ def _cell(value: Any) -> Any:
 
 
 def cmd_principals_edit(args: argparse.Namespace) -> int:
+    with editing(args.principals):
+        return _edit(args)
+
+
+def _edit(args: argparse.Namespace) -> int:
     directory = _load_or_new(args.principals)
     current = directory.principals.get(args.id)
     if current is not None and not args.replace:
@@ -315,9 +324,10 @@ def _categories(text: str) -> list[str]:
 
 
 def cmd_principals_remove(args: argparse.Namespace) -> int:
-    directory = Directory.load(args.principals)
-    directory.remove(args.id)
-    directory.save(args.principals)
+    with editing(args.principals):
+        directory = Directory.load(args.principals)
+        directory.remove(args.id)
+        directory.save(args.principals)
     print(f"removed {args.id} from {args.principals}")
     return 0
 

@@ -6,10 +6,12 @@ name: a requester that only *says* it is the owner, by name, is an unverified se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -196,8 +198,9 @@ class Directory:
         return cls.load(path) if path else cls()
 
     def save(self, path: str | Path) -> None:
-        """Write atomically, so a crash mid-write never leaves half a file."""
-        path = Path(path)
+        """Write atomically, so a crash mid-write never leaves half a file: into the file a
+        symlink names (a mounted ConfigMap is one), keeping the file's permissions."""
+        path = Path(os.path.realpath(path))
         document = {
             "version": FILE_VERSION,
             "principals": [
@@ -208,7 +211,28 @@ class Directory:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(document, out, indent=2)
             out.write("\n")
+        try:
+            os.chmod(temporary, stat.S_IMODE(path.stat().st_mode))
+        except FileNotFoundError:  # a new file: as the umask leaves one (mkstemp's is 0600)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
+
+
+@contextlib.contextmanager
+def editing(path: str | Path) -> Iterator[None]:
+    """Hold the file for one read-change-write, so edits made at once all land (a lock file
+    beside it: the file itself is replaced by each write)."""
+    import fcntl  # POSIX; imported here so the guard itself loads anywhere
+
+    real = Path(os.path.realpath(path))
+    with open(real.with_name(f".{real.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _identity(principal: Principal) -> Identity:
