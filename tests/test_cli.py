@@ -524,3 +524,22 @@ def test_out_never_overwrites_a_store(tmp_path, command):
     done = run_cli(*command, "--db", str(db), "--out", str(db))
     assert done.returncode == 1 and "is a DuckDB database" in done.stderr
     assert db.read_bytes() == before
+
+
+def test_commands_that_write_a_store_refuse_another_duckdb_database(tmp_path):
+    """`label`, `resolve` and `approvals` used to add otel-safety's tables to any DuckDB
+    file given by mistake; `status` ended in a raw catalog error there."""
+    foreign = tmp_path / "other.duckdb"
+    with duckdb.connect(str(foreign)) as con:
+        con.execute("CREATE TABLE t (a INTEGER)")
+    trace = "0123456789abcdef0123456789abcdef"
+    for command in (
+        ["label", trace, "injection", "true"],
+        ["resolve", trace, "--note", "x", "--by", "y"],
+        ["approvals"],
+        ["status"],
+    ):
+        done = run_cli(*command, "--db", str(foreign))
+        assert done.returncode == 1 and "not an otel-safety store" in done.stderr, command
+    with duckdb.connect(str(foreign), read_only=True) as con:
+        assert con.execute("SHOW TABLES").fetchall() == [("t",)]

@@ -10,6 +10,7 @@ import shlex
 from typing import Any
 
 from otel_safety.commands.options import DEFAULT_DB, add_db, add_format, whole_number
+from otel_safety.commands.stores import require_store
 from otel_safety.config import env_name
 
 DB_ENV = env_name("db_path")
@@ -53,9 +54,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         answer.set_defaults(handler=cmd_decide, approved=approved)
 
 
+_APP_STORE = "; give the store the application writes with --db (or OTEL_SAFETY_DB)"
+
+
 def cmd_approvals(args: argparse.Namespace) -> int:
     from otel_safety.approvals.store import ApprovalStore
 
+    require_store(args.db, _APP_STORE)
     store = ApprovalStore(args.db, create=False)
     approvals = store.recent(args.recent) if args.recent else store.pending()
     if args.format == "json":
@@ -94,6 +99,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 def cmd_decide(args: argparse.Namespace) -> int:
     from otel_safety.approvals.store import ApprovalStore
 
+    require_store(args.db, _APP_STORE)
     approval = ApprovalStore(args.db, create=False).decide(
         args.id, args.approved, by=args.by, note=args.note
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from otel_safety.exporters.duckdb import DUCKDB_MAGIC, StoreError
+from otel_safety.exporters.duckdb import DUCKDB_MAGIC, StoreError, connect_store
 
 # The store `demo` writes in the directory it runs in: not the default store, so after a
 # demo the commands that read a store find none unless given this file.
@@ -25,10 +25,24 @@ def no_store_hint() -> str:
 
 
 def require_store(path: str | Path, hint: str | None = None) -> None:
-    """Fail with the shared hint (or `hint`) when the store a command reads is missing,
-    before the command prints or loads anything."""
+    """Fail with the shared hint (or `hint`) when the store a command reads is missing, or
+    is another DuckDB database (which a writing command would fill with otel-safety's
+    tables), before the command prints or loads anything."""
     if not Path(path).is_file():
         raise StoreError(f"no store at {path}{no_store_hint() if hint is None else hint}")
+    try:
+        con = connect_store(path, read_only=True)  # a trace file or other data: refused here
+    except duckdb.Error:
+        return  # held by a writer: a store being written (the command waits for it)
+    with con:
+        ours = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'otel_safety_meta'"
+        ).fetchone()[0]
+    if not ours:
+        raise StoreError(
+            f"{path} is a DuckDB database but not an otel-safety store (no otel_safety_meta "
+            f"table){no_store_hint() if hint is None else hint}"
+        )
 
 
 def refuse_overwriting_a_store(out: str | Path) -> None:
