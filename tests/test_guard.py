@@ -335,6 +335,27 @@ def test_principals_file_round_trip_and_errors(tmp_path: Path) -> None:
         Directory.load(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ('{"id": "x", "trust": true}', "trust"),  # read as trust 1 before
+        ('{"id": "x", "trust": "4"}', "trust"),
+        ('{"id": "x", "trust": 2, "verified": "yes"}', "verified"),
+        (
+            '{"id": "a", "uid": "slack:U1", "trust": 4}, '
+            '{"id": "b", "uid": "slack:U1", "trust": 0}',
+            "already 'a''s",
+        ),
+        ('{"id": "x", "trust": 2, "allowed_categories": ["read_filez"]}', "unknown categories"),
+    ],
+)
+def test_a_principals_file_with_a_slip_is_refused(tmp_path: Path, entries: str, message: str):
+    path = tmp_path / "principals.json"
+    path.write_text(f'{{"version": 1, "principals": [{entries}]}}')
+    with pytest.raises(PrincipalsError, match=message):
+        Directory.load(path)
+
+
 def test_a_principal_given_a_uid_is_verified_with_trust_2(tmp_path: Path) -> None:
     """A platform uid anchors the identity: verified, trust 2, unless stated otherwise."""
     anchored = Principal(id="kim", uid="slack:U9")

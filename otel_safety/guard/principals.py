@@ -41,10 +41,14 @@ class Principal(BaseModel):
     id: str = Field(min_length=1)
     name: str | None = None
     role: Role = Role.NON_OWNER
+    # strict: `"trust": true` or `"4"` in a file is a slip, not trust 1 or 4
     trust: int = Field(
-        ge=0, le=4, description="0 none, 1 read-only, 2 limited write, 3 all but destructive, 4 all"
+        ge=0,
+        le=4,
+        strict=True,
+        description="0 none, 1 read-only, 2 limited write, 3 all but destructive, 4 all",
     )
-    verified: bool = False
+    verified: bool = Field(False, strict=True)
     uid: str | None = Field(default=None, description="platform id that anchors the identity")
     channel: str | None = None
     allowed_categories: list[str] | None = Field(
@@ -118,6 +122,12 @@ class Directory:
     def add(self, principal: Principal, replace: bool = False) -> None:
         if principal.id in self.principals and not replace:
             raise PrincipalsError(f"principal {principal.id!r} already exists (use `set`)")
+        holder = principal.uid and self._by_anchor(principal.uid)
+        if holder and holder.id != principal.id:  # else whoever was listed first would win
+            raise PrincipalsError(
+                f"uid {principal.uid!r} of {principal.id!r} is already {holder.id!r}'s: "
+                "a uid anchors one identity"
+            )
         self.principals[principal.id] = principal
 
     def remove(self, principal_id: str) -> Principal:
@@ -189,7 +199,25 @@ class Directory:
                 raise PrincipalsError(f"{path}: principal #{index + 1}: {problems}") from None
             except PrincipalsError as exc:
                 raise PrincipalsError(f"{path}: principal #{index + 1}: {exc}") from None
+        directory._check_categories(path)
         return directory
+
+    def _check_categories(self, path: Path) -> None:
+        """A misspelt category in `allowed_categories` would narrow a principal to nothing
+        they ever ask for, silently."""
+        narrowed = [p for p in self.principals.values() if p.allowed_categories]
+        if not narrowed:
+            return
+        from otel_safety.guard.data import current_guard_data  # the categories in force
+
+        known = set(current_guard_data().trust)
+        for principal in narrowed:
+            unknown = [c for c in principal.allowed_categories or () if c not in known]
+            if unknown:
+                raise PrincipalsError(
+                    f"{path}: principal {principal.id!r}: unknown categories "
+                    f"{', '.join(unknown)}; known: {', '.join(sorted(known))}"
+                )
 
     @classmethod
     def from_env(cls) -> Directory:
