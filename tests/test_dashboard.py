@@ -274,8 +274,25 @@ def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard,
         target, data={"by": "dana", "note": "x", "detector": "deception"}, headers=htmx
     )
     assert "detector &#39;deception&#39; did not fire on trace" in wrong.text
+    huge = httpx.post(target, data={"by": "dana", "note": "x" * 70_000}, headers=htmx)
+    assert "the form is larger than 64 KiB" in huge.text  # once "say who resolves it"
     with open_store(db, wait=20) as con:
         assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
+
+
+def test_a_long_note_in_any_script_is_recorded(dashboard, store):
+    """A 3,000-character Japanese note (36 KB percent-encoded) was dropped as too large and
+    answered "say who resolves it (--by NAME)", in a web page."""
+    db, traces = store
+    htmx = {"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"}
+    target = f"{dashboard.url}/trace/{traces['r4']}/resolve"
+    note = "確認済み" * 750
+    done = httpx.post(target, data={"by": "kenji", "note": note}, headers=htmx)
+    assert done.status_code == 200 and "resolved" in done.text
+    with open_store(db, wait=20) as con:
+        assert con.execute(
+            "SELECT resolution_notes FROM resolutions WHERE trace_id = ?", [traces["r4"]]
+        ).fetchone() == (note,)
 
 
 def test_the_guard_decisions_say_they_are_another_judge_than_the_level(dashboard, store):

@@ -41,7 +41,10 @@ CSP = (
     "base-uri 'none'"
 )
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
-MAX_FORM = 16 * 1024
+# A form's largest body: a 4,000-character note in any script, percent-encoded (up to 12
+# bytes a character), and the other fields.
+MAX_FORM = 64 * 1024
+TOO_LARGE = f"not recorded: the form is larger than {MAX_FORM // 1024} KiB; shorten the note"
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,10 @@ class _Pages:
         form = await _form(request)
         message = None
         try:
+            if form is None:
+                raise ResolutionError(TOO_LARGE)
+            if not form.get("by", "").strip():
+                raise ResolutionError("say who resolves it: fill in 'acting as'")
             await self._run(
                 resolve,
                 self.db,
@@ -245,6 +252,8 @@ class _Pages:
         if decision not in ("approve", "deny"):
             return _html("message.html", 404, message="approve or deny")
         form = await _form(request)
+        if form is None:
+            return await self.approvals(request, message=TOO_LARGE)
         by = form.get("by", "").strip()
         if not by:
             return await self.approvals(request, message="say who decides: fill in 'acting as'")
@@ -317,10 +326,11 @@ def _refuse_cross_site(request: Request) -> Response | None:
     return None
 
 
-async def _form(request: Request) -> dict[str, str]:
-    """A urlencoded form (htmx's default), read without a multipart parser."""
+async def _form(request: Request) -> dict[str, str] | None:
+    """A urlencoded form (htmx's default), read without a multipart parser; None when it is
+    larger than any form of these pages can be."""
     body = await request.body()
     if len(body) > MAX_FORM:
-        return {}
+        return None
     parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
     return {key: values[-1] for key, values in parsed.items()}
