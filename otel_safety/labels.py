@@ -104,7 +104,7 @@ class ImportResult:
         return "\n".join(lines)
 
 
-def connect(path: str | Path, *, read_only: bool = False, wait: float = 10.0):
+def connect(path: str | Path, *, read_only: bool = False, wait: float | None = None):
     """Open an existing store for labels (a lock held by a writing app is waited out)."""
     return open_store(path, read_only=read_only, wait=wait)
 

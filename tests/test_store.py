@@ -383,3 +383,30 @@ def test_a_store_whose_folder_is_a_file_gives_a_store_error(tmp_path):
     (tmp_path / "existing.json").write_text("{}")
     with pytest.raises(StoreError, match="cannot make its folder"):
         DuckDBStore(tmp_path / "existing.json" / "x.duckdb")
+
+
+def test_a_reader_waits_out_the_keep_open_time_it_is_told(tmp_path, monkeypatch):
+    """Commands gave up after 10 s beside `serve --store-keep-open 30`, saying nothing of it."""
+    import otel_safety.exporters.duckdb as store_module
+
+    path = tmp_path / "s.duckdb"
+    DuckDBStore(path).shutdown()
+    waits = []
+
+    def held(*args, **kwargs):
+        raise duckdb.IOException("Could not set lock on file: Conflicting lock is held")
+
+    monkeypatch.setattr(store_module, "connect_store", held)
+    monkeypatch.setattr(store_module.time, "sleep", lambda seconds: waits.append(seconds))
+    clock = iter(range(0, 10_000))
+    monkeypatch.setattr(store_module.time, "monotonic", lambda: float(next(clock)) / 10)
+    monkeypatch.setenv("OTEL_SAFETY_STORE_KEEP_OPEN", "30")
+    with pytest.raises(StoreError, match="store-keep-open") as raised:
+        store_module.open_store(path)
+    assert "OTEL_SAFETY_STORE_KEEP_OPEN" in str(raised.value)
+    assert len(waits) >= 340  # 35 s at 0.1 s a try, on the clock above
+    monkeypatch.delenv("OTEL_SAFETY_STORE_KEEP_OPEN")
+    waits.clear()
+    with pytest.raises(StoreError):
+        store_module.open_store(path)
+    assert 90 <= len(waits) <= 110  # 10 s

@@ -63,7 +63,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         con = connect(args.lake, read_only=True)
     else:
-        con = open_store(args.db, wait=5.0, hint=no_store_hint())
+        con = open_store(args.db, hint=no_store_hint())
     with con:
         columns, rows = queries.run(con, sql, params, parse_json=args.format == "json")
         hint = None if rows else queries.unknown_detector(con, params)

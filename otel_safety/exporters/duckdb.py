@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -408,10 +409,13 @@ def _refuse_other_files(path: str | Path) -> None:
 
 
 def open_store(
-    path: str | Path, *, read_only: bool = True, wait: float = 10.0, hint: str = ""
+    path: str | Path, *, read_only: bool = True, wait: float | None = None, hint: str = ""
 ) -> duckdb.DuckDBPyConnection:
     """Open an existing store. An app writing it holds the file only for a moment at a
-    time (see DuckDBStore), so a lock is waited out for up to `wait` seconds."""
+    time (see DuckDBStore), so a lock is waited out for up to `wait` seconds: by default
+    10, or longer than the writers here are told to keep the file (OTEL_SAFETY_STORE_KEEP_OPEN)."""
+    if wait is None:
+        wait = max(10.0, _keep_open_here() + 5.0)
     if not Path(path).is_file():
         raise StoreError(
             f"no store at {path}"
@@ -436,9 +440,21 @@ def open_store(
             if time.monotonic() >= deadline:
                 raise StoreError(
                     f"{path} is held by another process ({exc}); an app using configure() "
-                    "releases it between writes, `ingest` only when done"
+                    "releases it between writes, `ingest` only when done, and a writer given "
+                    "a keep-open time (`serve --store-keep-open N`, OTEL_SAFETY_STORE_KEEP_OPEN) "
+                    "up to N seconds at a time while writes keep coming: try again, or set "
+                    "the variable here too so that this command waits that long"
                 ) from exc
             time.sleep(0.1)
+
+
+def _keep_open_here() -> float:
+    """OTEL_SAFETY_STORE_KEEP_OPEN as this process sees it; 0 when unset or not a number
+    (the writer that reads it reports a bad value)."""
+    try:
+        return max(0.0, float(os.environ.get("OTEL_SAFETY_STORE_KEEP_OPEN", "0") or 0))
+    except ValueError:
+        return 0.0
 
 
 def _stand_in_for_missing_tables(con: duckdb.DuckDBPyConnection) -> None:

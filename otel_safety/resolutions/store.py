@@ -54,7 +54,7 @@ def resolve(
     note: str | None,
     detector: str | None = None,
     resolved: bool = True,
-    wait: float = 10.0,
+    wait: float | None = None,
 ) -> Resolution:
     """Append one resolution (or, with `resolved=False`, a reopening) and return it as stored.
 
