@@ -45,11 +45,19 @@ def evaluate(spans):
     return pipeline.evaluate(spans, "root_ended")
 
 
-def test_the_store_writes_a_file_catalog_lake_and_a_rewrite_keeps_one_copy(tmp_path, span_factory):
+def test_the_store_writes_a_file_catalog_lake_and_a_rewrite_keeps_one_copy(
+    tmp_path, span_factory, caplog
+):
     require_lake()
     catalog, data = str(tmp_path / "meta.ducklake"), str(tmp_path / "data")
     evaluation = evaluate(span_factory.agent_run(answer="BAD answer"))
     store = ducklake.DuckLakeStore(catalog, data, write_interval=0)
+    # A DuckDB catalog file is held by its writer: readers elsewhere fail, so it is said.
+    assert "no other process can read or write the lake" in caplog.text
+    assert not ducklake.shared_catalog(catalog)
+    assert ducklake.shared_catalog("postgres:dbname=lake") and ducklake.shared_catalog(
+        "ducklake:sqlite:meta.sqlite"
+    )
     store.write([evaluation])
     store.write([evaluation])  # the same trace again: replaced, not duplicated
     store.shutdown()

@@ -113,6 +113,13 @@ def catalog_spec(catalog: str) -> str:
     return catalog if catalog.startswith("ducklake:") else f"ducklake:{catalog}"
 
 
+def shared_catalog(catalog: str) -> bool:
+    """Whether many processes can use the catalog at once (PostgreSQL, MySQL, SQLite), not
+    a DuckDB catalog file, which the process that opens it holds."""
+    spec = catalog_spec(catalog).removeprefix("ducklake:")
+    return spec.startswith(("postgres:", "mysql:", "sqlite:"))
+
+
 def connect(
     catalog: str,
     data_path: str | None = None,
@@ -242,6 +249,13 @@ class DuckLakeStore(BatchingSink):
         self._written: OrderedDict[str, None] = OrderedDict()
         self._con: duckdb.DuckDBPyConnection | None = connect(catalog, data_path)
         ensure_lake_schema(self._con)
+        if not shared_catalog(catalog):
+            logger.warning(
+                "the lake's catalog %s is a DuckDB file, which one process holds at a time: "
+                "while this one writes, no other process can read or write the lake (queries "
+                "fail with a lock error); give a PostgreSQL catalog (postgres:...) to share it",
+                self.path,
+            )
 
     def _store(self, evaluations: Sequence[TraceEvaluation]) -> None:
         try:
