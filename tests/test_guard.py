@@ -403,6 +403,21 @@ def test_repeated_side_effects_and_rapid_fire_are_stopped() -> None:
         for i in range(12)
     ]
     assert all(not v.blocked for v in reads)  # rereading is not a runaway side effect
+    for command in ("git status", "ls -la", "find . -name '*.py'"):
+        looked = [
+            guard.check_tool_call(
+                "run_shell", {"command": command}, conversation="c5", at=900 + i, record=False
+            )
+            for i in range(12)
+        ]
+        assert all(not v.blocked for v in looked), command  # a shell that only reads, too
+    pushes = [
+        guard.check_tool_call(
+            "run_shell", {"command": "git push"}, conversation="c6", at=1000 + i, record=False
+        )
+        for i in range(5)
+    ]
+    assert pushes[-1].blocked and "loop.repeat" in pushes[-1].rule_ids
 
 
 def test_call_history_is_bounded_and_forgets() -> None:

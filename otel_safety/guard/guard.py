@@ -28,7 +28,7 @@ from otel_safety.guard.rules import match_rules
 from otel_safety.guard.signing import sign
 from otel_safety.guard.task_scope import beyond_task
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
-from otel_safety.guard.view import CallView, view_call
+from otel_safety.guard.view import CallView, only_reads, view_call
 from otel_safety.halts import HALT_RULE, Halt, HaltRegistry, default_halts
 from otel_safety.mapping import GUARD_PREFIX
 
@@ -357,7 +357,9 @@ class Guard:
             + "\0"
             + json.dumps([view.texts[:8], view.limits], sort_keys=True, default=str)
         )
-        side_effect = any(c in self.data.side_effects for c in view.categories)
+        side_effect = any(c in self.data.side_effects for c in view.categories) and not (
+            only_reads(view, self.data)
+        )
         pace = self.history.observe(key, fingerprint, at, side_effect)
         hits = []
         if pace.repeats + 1 >= self.repeat_limit and (

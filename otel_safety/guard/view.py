@@ -353,6 +353,24 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     return view
 
 
+def only_reads(view: CallView, data: GuardData) -> bool:
+    """A shell tool's call whose every command only reads (`git status`, `ls -la`, a find
+    that deletes nothing: the scope taxonomy's read-only commands) and writes no file: a
+    loop or a burst of such calls changes nothing, so the guard does not pace it as one."""
+    readonly = current_taxonomy().readonly_commands
+    return (
+        bool(view.commands)
+        and tool_category(view.name, data) == "execute_shell"
+        and not view.sql
+        and not view.recipients
+        and not any(mode != "read" for _, mode in view.paths)
+        and all(
+            not command.output_redirects and any(p.search(command.line) for p in readonly)
+            for command in view.commands
+        )
+    )
+
+
 def tool_category(name: str, data: GuardData) -> str:
     """The category a tool's name puts it in: leftmost word wins, then the longest entry."""
     memo = data.name_memo
