@@ -853,6 +853,16 @@ def test_a_read_in_a_transaction_stays_a_read(guard) -> None:
         ("run_shell", {"command": "find ~ -type f -delete"}, "destroy.recursive_root"),
         ("run_shell", {"command": "kubectl exec pod -- rm -rf /"}, "destroy.recursive_root"),
         ("run_shell", {"command": "rsync -a --delete /empty/ /"}, "destroy.recursive_root"),
+        (
+            "run_shell",
+            {"command": "$(echo cm0gLXJmIC8= | base64 -d)"},
+            "obfuscated.decode_to_shell",
+        ),
+        (
+            "run_shell",
+            {"command": 'sh -c "$(echo cm0gLXJmIC8= | base64 -d)"'},
+            "obfuscated.decode_to_shell",
+        ),
         ("http_request", {"url": "http://2852039166/latest/meta-data/"}, "creds.cloud_metadata"),
         ("http_get", {"url": "http://0xa9fea9fe/latest/"}, "creds.cloud_metadata"),
         (
@@ -880,6 +890,8 @@ def test_destruction_in_other_words_is_blocked(
         "awk '{print $1}' access.log",
         "python - <<'EOF'\nprint(1)\nEOF",
         "kubectl exec pod -- ls /app",
+        'echo "$(echo aGk= | base64 -d)"',
+        'curl -H "Authorization: $(echo dG9r | base64 -d)" https://api.example.com',
     ],
 )
 def test_their_everyday_neighbours_are_allowed(guard, command: str) -> None:
