@@ -142,3 +142,26 @@ def test_a_store_held_by_another_process_is_waited_for_then_named(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_approvals_are_listed_from_a_store_that_cannot_be_written(tmp_path, monkeypatch):
+    """Listing marks expired requests in the store, so a read-only store could not be listed
+    at all (and the dashboard's panel said "busy" forever)."""
+    import otel_safety.approvals.store as approvals_store
+
+    store = ApprovalStore(tmp_path / "s.duckdb")
+    short = _ask(store, timeout=0.3)
+    long = _ask(store, "send_email")
+    time.sleep(0.5)
+    real = approvals_store.connect_store
+
+    def read_only_disk(path, read_only=False):
+        if not read_only:  # as DuckDB answers for a file on a read-only disk
+            raise duckdb.IOException(f'Cannot open file "{path}": Read-only file system')
+        return real(path, read_only=True)
+
+    monkeypatch.setattr(approvals_store, "connect_store", read_only_disk)
+    assert [a.id for a in store.pending()] == [long.id]
+    assert {a.id: a.status for a in store.recent()} == {short.id: "expired", long.id: "pending"}
+    with pytest.raises(StoreError, match="Read-only file system"):
+        store.decide(long.id, True, by="bob")

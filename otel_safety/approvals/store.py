@@ -178,15 +178,30 @@ class ApprovalStore:
 
     def pending(self) -> list[Approval]:
         """Approvals waiting for an answer, oldest first (expired ones are marked so)."""
-        with self._transaction() as con:
-            self._expire(con)
-            return self._select(con, "WHERE status = 'pending' ORDER BY seq")
+        listed = self._listed("WHERE status = 'pending' ORDER BY seq")
+        return [a for a in listed if a.status == "pending"]
 
     def recent(self, limit: int = 50) -> list[Approval]:
         """The latest approvals of any status, newest first."""
-        with self._transaction() as con:
-            self._expire(con)
-            return self._select(con, "ORDER BY seq DESC LIMIT ?", [max(0, int(limit))])
+        return self._listed("ORDER BY seq DESC LIMIT ?", [max(0, int(limit))])
+
+    def _listed(self, order: str, params: Sequence[Any] = ()) -> list[Approval]:
+        """Approvals, those past their time marked expired: in the store when it can be
+        written, else only in what is listed (a store on a read-only disk is still read)."""
+        try:
+            with self._transaction() as con:
+                self._expire(con)
+                return self._select(con, order, params)
+        except StoreError as exc:
+            if not _cannot_write(exc):
+                raise
+        with connect_store(self.path, read_only=True) as con:
+            listed = self._select(con, order, params)
+        now = _now()
+        for approval in listed:
+            if approval.status == "pending" and approval.expires_at <= now:
+                approval.status = "expired"
+        return listed
 
     def decide(self, id: str, approved: bool, by: str, note: str | None = None) -> Approval:
         """Answer a pending approval; `UnknownApproval` or `AlreadyDecided` otherwise."""
@@ -332,6 +347,15 @@ class ApprovalStore:
         cursor = con.execute(f"SELECT {_COLUMNS} FROM approvals {where}", list(params))
         names = [d[0] for d in cursor.description]
         return [_approval(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+
+
+def _cannot_write(error: StoreError) -> bool:
+    """The store is there to read but not to write: a read-only disk, mode or flag."""
+    text = str(error).lower()
+    return any(
+        words in text
+        for words in ("permission denied", "operation not permitted", "read-only file system")
+    )
 
 
 def _approval(row: dict[str, Any]) -> Approval:
