@@ -8,6 +8,7 @@ parameter lists), never row by row. The schema is created on first use and versi
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -382,7 +383,8 @@ def connect_store(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyC
     # Every TIMESTAMP of the store is UTC: a default of `current_timestamp` (a label's, a
     # resolution's) is cast in the session's zone, the machine's unless set, so a reopening
     # written in New York sorted before the resolution written in Tokyo hours earlier.
-    con.execute("SET TimeZone = 'UTC'")
+    with contextlib.suppress(duckdb.Error):  # a DuckDB built without ICU keeps UTC anyway
+        con.execute("SET TimeZone = 'UTC'")
     return con
 
 
