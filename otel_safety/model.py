@@ -27,7 +27,7 @@ class EscalationLevel(IntEnum):
         """Accept a level by name (any case) or rank, as configs and CLIs give them."""
         if isinstance(value, cls):
             return value
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        if isinstance(value, int) or (isinstance(value, str) and value.isdecimal()):
             return cls(int(value))
         try:
             return cls[str(value).strip().upper()]

@@ -121,7 +121,7 @@ def run(
         if name not in known:
             offered = ", ".join(known) or "none"
             raise QueryError(f"the query has no parameter {name!r}; its parameters: {offered}")
-        if name == "limit_rows" and not (value.strip().isdigit() and int(value) > 0):
+        if name == "limit_rows" and not (value.strip().isdecimal() and int(value) > 0):
             raise QueryError(f"limit_rows must be a whole number above 0, got {value!r}")
         con.execute(f"SET VARIABLE {name} = ?", [_typed(value)])
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 import regex
 
-__all__ = ["align", "csv_unescaped", "for_spreadsheets", "render", "terminal_safe"]
+__all__ = ["align", "bidi_safe", "csv_unescaped", "for_spreadsheets", "render", "terminal_safe"]
 
 MAX_CELL = 80  # a table cell's longest text
 MIN_CELL = 8  # a shrunk column's narrowest width
@@ -30,6 +30,9 @@ _FORMULA = regex.compile(r"^'*[=+\-@\t\r]")
 # Characters that steer a terminal rather than show (escape sequences, carriage returns,
 # bidirectional overrides): shown as escapes, so a span cannot redraw the table around it.
 _STEERING = regex.compile(r"[\p{Cc}\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
+# Bidirectional controls alone: what reorders text in a page too (`exe.png` shown for
+# `gnp.exe` behind U+202E), where the other control characters do nothing.
+_BIDI = regex.compile(r"[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 
 
 def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") -> str:
@@ -183,6 +186,11 @@ def _text(value: Any) -> str:
 def terminal_safe(text: str) -> str:
     """`text` with the characters that would steer a terminal written as escapes."""
     return _STEERING.sub(lambda m: ascii(m.group(0))[1:-1], text)
+
+
+def bidi_safe(text: str) -> str:
+    """`text` with its bidirectional controls written as escapes, for a web page."""
+    return _BIDI.sub(lambda m: ascii(m.group(0))[1:-1], text)
 
 
 def for_spreadsheets(text: str) -> str:

@@ -248,6 +248,46 @@ def test_the_token_is_required_and_a_browser_gets_a_session_cookie(dashboard):
     assert rebound.status_code == 400  # a rebound DNS name is not this dashboard
 
 
+def test_a_session_expires_and_ends_with_the_run_and_logs_in_only_to_this_dashboard(dashboard):
+    """The session was a digest of the token alone: the same for good, across restarts, and
+    cookies do not keep to a port. And `//evil.example/x?token=...` sent the browser there."""
+    from otel_safety.dashboard.auth import SESSION_SECONDS, session_value
+
+    url = dashboard.url
+    login = httpx.get(f"{url}/panel/flagged?token={TOKEN}")
+    cookie = login.headers["set-cookie"]
+    assert f"Max-Age={SESSION_SECONDS}" in cookie
+    session = cookie.split(";")[0]
+    assert httpx.get(f"{url}/panel/flagged", headers={"Cookie": session}).status_code == 200
+    issued = int(session.split("=", 1)[1].split(".")[0])
+    stale = session_value(b"another run's secret", issued)
+    for forged in (stale, f"{issued - SESSION_SECONDS - 10}.{'0' * 64}", "x.y", ""):
+        headers = {"Cookie": f"otel_safety_dashboard={forged}"}
+        assert httpx.get(f"{url}/panel/flagged", headers=headers).status_code == 401
+    for path in ("//evil.example/x", "/%5Cevil.example"):
+        away = httpx.get(f"{url}{path}?token={TOKEN}")
+        assert away.status_code == 303 and away.headers["location"] == "/", path
+
+
+def test_hostile_requests_get_clear_answers_not_errors(dashboard, store):
+    _, traces = store
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    superscript = httpx.get(f"{dashboard.url}/panel/flagged?limit=%C2%B2", headers=bearer)
+    assert superscript.status_code == 200  # was a 500: '²' is a digit int() cannot read
+    htmx = {**bearer, "HX-Request": "true"}
+    target = f"{dashboard.url}/trace/{traces['r3']}/resolve"
+    announced = httpx.post(target, content=b"by=x&note=" + b"a" * 200_000, headers=htmx)
+    assert "the form is larger than 64 KiB" in announced.text  # by its length, unread
+
+    def chunks():  # no length given: read no further than a form can be
+        yield b"by=x&note="
+        for _ in range(100):
+            yield b"a" * 10_000
+
+    streamed = httpx.post(target, content=chunks(), headers=htmx)
+    assert "the form is larger than 64 KiB" in streamed.text
+
+
 def test_actions_refuse_requests_another_site_could_make(dashboard, store):
     db, traces = store
     bearer = {"Authorization": f"Bearer {TOKEN}"}
@@ -526,3 +566,15 @@ def test_serve_dashboard_shows_what_serve_stores_with_the_same_token(tmp_path):
         assert serve.stop() == 0, serve.output
     assert kit(db, "flagged_traces") == []
     assert len(kit(db, "flagged_traces", include_resolved="true")) == 1
+
+
+def test_bidirectional_controls_in_what_agents_wrote_cannot_reorder_a_page():
+    """`gnp.exe` behind U+202E read as `exe.png` on the trace page and in the report."""
+    from otel_safety.dashboard.app import _templates
+    from otel_safety.report.svg import esc
+
+    written = "invoice\u202egnp.exe <b>"
+    shown = _templates().from_string("{{ name }}").render(name=written)
+    assert shown == "invoice\\u202egnp.exe &lt;b&gt;"
+    assert esc(written) == "invoice\\u202egnp.exe &lt;b&gt;"
+    assert _templates().from_string("{{ name }}").render(name="line\nbreak") == "line\nbreak"

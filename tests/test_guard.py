@@ -767,6 +767,8 @@ def test_hostile_arguments_do_not_break_the_guard(guard) -> None:
     assert verdict.decision in (Decision.ALLOW, Decision.WARN, Decision.BLOCK)
     assert guard.check_tool_call("bash", "not json at all; rm -rf /", record=False).blocked
     assert guard.check_tool_call("", None, record=False).category == "other"
+    # "²" is a digit to str.isdigit() that int() cannot read: it raised into the app
+    assert not guard.check_tool_call("list_rows", {"limit": "²"}, record=False).blocked
 
 
 def test_what_runs_past_what_the_guard_reads_is_blocked_and_other_long_text_warns(guard) -> None:

@@ -410,3 +410,31 @@ def test_a_reader_waits_out_the_keep_open_time_it_is_told(tmp_path, monkeypatch)
     with pytest.raises(StoreError):
         store_module.open_store(path)
     assert 90 <= len(waits) <= 110  # 10 s
+
+
+@pytest.mark.process
+def test_a_store_held_a_moment_by_a_reader_is_waited_for_at_start(tmp_path):
+    """A dashboard or query reading the store when `ingest` or an app started made the
+    start fail with a lock error."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.duckdb"
+    DuckDBStore(path).shutdown()
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1], read_only=True); "
+            "print('held', flush=True); time.sleep(1.5)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout.readline().strip() == "held"
+        store = DuckDBStore(path)  # waits for the reader, then opens
+        store.shutdown()
+    finally:
+        reader.wait(timeout=30)

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -33,6 +34,7 @@ from otel_safety.exporters.duckdb import StoreError
 from otel_safety.report.page import STYLE as REPORT_STYLE
 from otel_safety.report.svg import LEVEL_COLOURS
 from otel_safety.resolutions.store import ResolutionError, resolve
+from otel_safety.result_tables import bidi_safe
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 CSP = (
@@ -90,10 +92,20 @@ def _templates() -> Environment:
         autoescape=select_autoescape(["html"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.globals.update(level_colours=LEVEL_COLOURS, version=__version__)
     env.filters["when"] = _when
     return env
+
+
+def _shown(value: Any) -> Any:
+    """Every value a page prints: text with its bidirectional controls written as escapes,
+    so what an agent wrote cannot reorder the page around it (markup the pages build
+    themselves is left as it is)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return bidi_safe(value)
+    return value
 
 
 def _when(value: Any) -> str:
@@ -167,7 +179,11 @@ class _Pages:
     async def flagged(self, request: Request) -> Response:
         include = request.query_params.get("resolved") in ("1", "true", "on")
         asked = request.query_params.get("limit", "")
-        limit = int(asked) if asked.isdigit() and int(asked) in data.FLAGGED_LIMITS else 50
+        limit = (
+            int(asked)
+            if asked.isascii() and asked.isdecimal() and int(asked) in data.FLAGGED_LIMITS
+            else 50
+        )
         try:
             found = await self._read(lambda con: data.flagged_traces(con, include, limit))
         except data.StoreBusy as exc:
@@ -329,8 +345,13 @@ def _refuse_cross_site(request: Request) -> Response | None:
 async def _form(request: Request) -> dict[str, str] | None:
     """A urlencoded form (htmx's default), read without a multipart parser; None when it is
     larger than any form of these pages can be."""
-    body = await request.body()
-    if len(body) > MAX_FORM:
-        return None
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdecimal() and int(declared) > MAX_FORM:
+        return None  # refused unread
+    body = b""
+    async for chunk in request.stream():  # read no further than a form can be
+        body += chunk
+        if len(body) > MAX_FORM:
+            return None
     parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
     return {key: values[-1] for key, values in parsed.items()}

@@ -2,25 +2,32 @@
 
 A client may send `Authorization: Bearer <token>` on every request, as to `serve`. A browser
 opens `/?token=<token>` once: the dashboard answers with an HttpOnly, SameSite=Strict cookie
-holding a digest of the token (never the token) and sends it on to the page without the
-token in the address bar. Without a token configured, everything is open (the default
-binding is 127.0.0.1).
+holding a session (never the token) and sends it on to the page without the token in the
+address bar. A session is signed with a secret drawn when the dashboard starts and lasts
+SESSION_SECONDS: cookies do not keep to a port, so another web app on the same host may be
+sent it, and what it gets must neither outlive a restart nor last for good. Without a token
+configured, everything is open (the default binding is 127.0.0.1).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
+import time
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 COOKIE = "otel_safety_dashboard"
+SESSION_SECONDS = 12 * 3600
 
 
-def session_value(token: str) -> str:
-    return hmac.new(token.encode(), b"otel-safety dashboard session", hashlib.sha256).hexdigest()
+def session_value(secret: bytes, issued: int) -> str:
+    """`<issued>.<signature>`: when the session began, signed with this run's secret."""
+    signature = hmac.new(secret, str(issued).encode(), hashlib.sha256).hexdigest()
+    return f"{issued}.{signature}"
 
 
 class TokenAuth:
@@ -29,7 +36,7 @@ class TokenAuth:
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
         self.token = token
-        self.session = session_value(token) if token else None
+        self._secret = secrets.token_bytes(32)  # a restart ends every session
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.token is None:
@@ -45,16 +52,20 @@ class TokenAuth:
         given = dict(query).get("token")
         if scope["method"] == "GET" and given is not None and self._equal(given, self.token):
             rest = urlencode([(k, v) for k, v in query if k != "token"])
+            # Only a path of this dashboard: `//host/x` or `/\host` would send the browser
+            # to another site once logged in.
+            path = scope["path"] if not scope["path"].startswith(("//", "/\\")) else "/"
+            session = session_value(self._secret, int(time.time()))
+            cookie = (
+                f"{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_SECONDS}"
+            )
             await _send(
                 send,
                 303,
                 b"",
                 [
-                    (b"location", (scope["path"] + (f"?{rest}" if rest else "")).encode()),
-                    (
-                        b"set-cookie",
-                        f"{COOKIE}={self.session}; HttpOnly; SameSite=Strict; Path=/".encode(),
-                    ),
+                    (b"location", (path + (f"?{rest}" if rest else "")).encode("latin-1")),
+                    (b"set-cookie", cookie.encode()),
                 ],
             )
             return
@@ -79,7 +90,13 @@ class TokenAuth:
         except Exception:  # a malformed cookie header is simply no session
             return False
         morsel = jar.get(COOKIE)
-        return morsel is not None and self._equal(morsel.value, self.session or "")
+        if morsel is None:
+            return False
+        issued, _, _ = morsel.value.partition(".")
+        if not issued.isascii() or not issued.isdecimal():
+            return False
+        fresh = 0 <= time.time() - int(issued) <= SESSION_SECONDS
+        return fresh and self._equal(morsel.value, session_value(self._secret, int(issued)))
 
     @staticmethod
     def _equal(a: str, b: str) -> bool:

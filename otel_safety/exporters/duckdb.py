@@ -102,8 +102,20 @@ class DuckDBStore(BatchingSink):
         self._deep_pending: list[DeepResult] = []
         self._deep_counters: dict[str, int] | None = None
         self.deep_dropped = 0
-        ensure_schema(self._open(), self.path)
+        ensure_schema(self._open_waiting(), self.path)
         self._let_go()
+
+    def _open_waiting(self, wait: float = 10.0) -> duckdb.DuckDBPyConnection:
+        """The first open, at start-up: a reader holding the file a moment (a dashboard, a
+        query) is waited out, not a reason to refuse the store."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return self._open()
+            except StoreError as exc:
+                if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
 
     def _forget_connection(self) -> None:
         if self._con is not None:

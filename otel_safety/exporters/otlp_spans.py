@@ -91,7 +91,7 @@ def check_endpoint(endpoint: str, protocol: str) -> str:
             raise ValueError(problem)
         return endpoint
     host, _, port = endpoint.rpartition(":")
-    if protocol != "grpc" or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+    if protocol != "grpc" or not host or not port.isdecimal() or not 0 < int(port) <= 65535:
         raise ValueError(problem)
     return endpoint
 

@@ -622,7 +622,7 @@ def _numbers(args: Any) -> Iterator[tuple[str, int]]:
         for key, value in args.items():
             if isinstance(value, int) and not isinstance(value, bool):
                 yield normalize_name(str(key)), value
-            elif isinstance(value, str) and value.isdigit() and len(value) < 10:
+            elif isinstance(value, str) and value.isdecimal() and len(value) < 10:
                 yield normalize_name(str(key)), int(value)
             elif isinstance(value, Mapping):
                 yield from _numbers(value)

@@ -226,7 +226,7 @@ def numbered(attributes: Mapping[str, Any], prefix: str) -> list[tuple[int, dict
         if not key.startswith(prefix):
             continue
         index, _, rest = key[len(prefix) :].partition(".")
-        if index.isdigit() and rest:
+        if index.isdecimal() and rest:
             groups.setdefault(int(index), {})[rest] = value
     return [(index, groups[index]) for index in sorted(groups)]
 

@@ -10,6 +10,8 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
+from otel_safety.result_tables import bidi_safe
+
 LEVEL_COLOURS = {
     "NONE": "#cbd5e1",
     "CLARIFY": "#93c5fd",
@@ -25,7 +27,9 @@ BASELINE = "#9ca3af"
 
 
 def esc(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    """HTML-escaped, with bidirectional controls shown as escapes (they would reorder what
+    an agent wrote around them)."""
+    return escape(bidi_safe("" if value is None else str(value)), quote=True)
 
 
 def stacked_bars(
