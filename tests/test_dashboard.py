@@ -51,7 +51,7 @@ TOKEN = "s3cret-dashboard-token"
 PAYLOAD = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
 HARD_STOP = (0x7F, 0x1D, 0x1D)
 APPROVE_GREEN = (0x15, 0x80, 0x3D)
-URL_LINE = re.compile(r"otel-safety (?:dashboard: |serve: dashboard on )(http://\S+?)/?(?: |$)")
+URL_LINE = re.compile(r"otel-safety (?:dashboard: |serve: dashboard on )(https?://\S+?)/?(?: |$)")
 
 
 def _env() -> dict[str, str]:
@@ -566,6 +566,36 @@ def test_serve_dashboard_shows_what_serve_stores_with_the_same_token(tmp_path):
         assert serve.stop() == 0, serve.output
     assert kit(db, "flagged_traces") == []
     assert len(kit(db, "flagged_traces", include_resolved="true")) == 1
+
+
+def test_serve_with_tls_serves_its_dashboard_over_https(tmp_path):
+    """The dashboard beside `serve --tls-cert` spoke plain HTTP, and the token it shares
+    with serve travelled in the clear."""
+    require(shutil.which("openssl") is not None, "openssl (Debian package openssl)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    args = ("--db", str(tmp_path / "s.duckdb"), "--token-file", str(token_file),
+            "--tls-cert", str(cert), "--tls-key", str(key),
+            "--dashboard", "--dashboard-port", "0", "--workers", "0")  # fmt: skip
+    with ServeProcess(*args) as serve:
+        url = next(m.group(1) for line in serve.lines if (m := URL_LINE.search(line)))
+        assert url.startswith("https://"), url
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        page = httpx.get(f"{url}/panel/flagged", headers=bearer, verify=str(cert), timeout=30)
+        assert page.status_code == 200
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(url.replace("https://", "http://") + "/panel/flagged", timeout=10)
+        assert serve.stop() == 0, serve.output
 
 
 def test_bidirectional_controls_in_what_agents_wrote_cannot_reorder_a_page():

@@ -310,7 +310,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if web is not None:
                 from otel_safety.dashboard.server import DashboardServer
 
-                dashboard = DashboardServer(web, host=options.host, port=settings.dashboard_port)
+                tls = (options.tls_cert, options.tls_key) if options.tls_cert else None
+                dashboard = DashboardServer(
+                    web, host=options.host, port=settings.dashboard_port, tls=tls
+                )
                 dashboard.start()
             _announce(sidecar, settings, options, dashboard.url if dashboard else None)
             stop.wait()

@@ -12,7 +12,15 @@ from otel_safety.dashboard.app import DashboardOptions, create_app
 class DashboardServer:
     """`start()` binds and returns once it listens; `stop()` lets open requests finish."""
 
-    def __init__(self, options: DashboardOptions, host: str = "127.0.0.1", port: int = 8050):
+    def __init__(
+        self,
+        options: DashboardOptions,
+        host: str = "127.0.0.1",
+        port: int = 8050,
+        tls: tuple[str, str] | None = None,
+    ):
+        """`tls`: (certificate, key) files, as `serve` is given them: the dashboard then
+        speaks HTTPS, so the token it shares with `serve` never travels in the clear."""
         import uvicorn
 
         config = uvicorn.Config(
@@ -23,7 +31,10 @@ class DashboardServer:
             lifespan="off",
             access_log=False,
             server_header=False,
+            ssl_certfile=tls[0] if tls else None,
+            ssl_keyfile=tls[1] if tls else None,
         )
+        self.scheme = "https" if tls else "http"
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, name="otel-safety-dashboard", daemon=True
@@ -47,7 +58,7 @@ class DashboardServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     def stop(self, timeout: float = 10.0) -> None:
         self._server.should_exit = True
