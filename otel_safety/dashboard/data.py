@@ -108,6 +108,7 @@ class TraceDetail:
     resolutions: list[dict[str, Any]]  # newest first
     open_detectors: list[str] = field(default_factory=list)
     resolved: bool = False
+    spans_total: int = 0  # the trace's spans; `tree` shows at most TREE_ROWS and the flagged
 
     @property
     def latest_resolution(self) -> dict[str, Any] | None:
@@ -163,7 +164,8 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
         trace_id=trace_id,
         trace=trace[0] if trace else None,
         findings=fired,
-        tree=span_tree(spans, fired),
+        tree=_shown_rows(span_tree(spans, fired)),
+        spans_total=len(spans),
         audit=audit,
         resolutions=history,
         open_detectors=open_detectors,
@@ -184,6 +186,16 @@ def open_alerts(
     detectors = sorted({f["detector"] for f in fired})
     still_open = [d for d in detectors if not in_force.get(d)]
     return still_open, bool(detectors) and not still_open
+
+
+# Rows of a trace's span tree a page shows: a trace of 30,000 spans made an 8.5 MB page
+# that took a browser 15 s to draw.
+TREE_ROWS = 2_000
+
+
+def _shown_rows(tree: list[SpanNode]) -> list[SpanNode]:
+    """The first TREE_ROWS rows of the tree, and every flagged span after them."""
+    return tree[:TREE_ROWS] + [node for node in tree[TREE_ROWS:] if node.findings]
 
 
 def span_tree(spans: list[dict[str, Any]], findings: list[dict[str, Any]]) -> list[SpanNode]:
