@@ -45,6 +45,22 @@ def test_a_huge_trace_shows_the_first_rows_and_every_flagged_span():
     assert shown[-1].span["span_id"] == f"s{2 * TREE_ROWS}" and shown[-1].findings
 
 
+def test_the_resolution_shown_is_the_one_in_force_after_a_reopening():
+    """Reopening the whole trace left its own resolution shown as the one in force, where
+    an older resolution of the one detector that fired is what keeps the trace resolved."""
+    from otel_safety.dashboard.data import TraceDetail
+
+    history = [  # newest first
+        {"detector": None, "resolved": False, "resolution_notes": "reopened"},
+        {"detector": None, "resolved": True, "resolution_notes": "whole trace ok"},
+        {"detector": "scope_escalation", "resolved": True, "resolution_notes": "only scope"},
+    ]
+    detail = TraceDetail("t", None, [], [], [], history)
+    assert detail.latest_resolution["resolution_notes"] == "only scope"
+    reopened = [{"detector": "scope_escalation", "resolved": False}, *history[2:]]
+    assert TraceDetail("t", None, [], [], [], reopened).latest_resolution is None
+
+
 def _resolution(detector: str | None, resolved: bool) -> dict:
     return {"detector": detector, "resolved": resolved}
 

@@ -112,7 +112,16 @@ class TraceDetail:
 
     @property
     def latest_resolution(self) -> dict[str, Any] | None:
-        return next((r for r in self.resolutions if r["resolved"]), None)
+        """The newest resolution still in force: a later reopening of its scope (the trace,
+        or its detector) takes it out, and an older one of another scope may stand."""
+        seen: set[str | None] = set()
+        for row in self.resolutions:  # newest first
+            if row["detector"] in seen:
+                continue
+            seen.add(row["detector"])
+            if row["resolved"]:
+                return row
+        return None
 
 
 def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
