@@ -114,3 +114,18 @@ def test_without_the_dashboard_extra_the_command_says_what_to_install(
     monkeypatch.setitem(sys.modules, "starlette", None)  # as if not installed
     assert main(["dashboard", "--db", str(db), "--port", "0"]) == 1
     assert install_hint("dashboard") in capsys.readouterr().err
+
+
+def test_a_store_gone_is_said_in_the_panel_and_a_locked_one_is_retried(tmp_path):
+    """Every read failure was a 503, which htmx does not show: a deleted or replaced store
+    left the old numbers on the page with no word of it."""
+    from otel_safety.dashboard.app import _busy
+    from otel_safety.dashboard.data import StoreBusy, read
+
+    with pytest.raises(StoreBusy) as gone:
+        read(tmp_path / "deleted.duckdb", lambda con: None)
+    assert gone.value.lasting
+    shown = _busy(gone.value)
+    assert shown.status_code == 200 and b"cannot be read" in shown.body
+    locked = _busy(StoreBusy("s.duckdb is held by another process (lock)"))
+    assert locked.status_code == 503

@@ -329,7 +329,11 @@ def stylesheet(request: Request) -> Response:
 
 
 def _busy(exc: Exception) -> Response:
-    """503: htmx keeps what the panel showed, and the next refresh tries again."""
+    """A locked store: 503, so htmx keeps what the panel showed and the next refresh tries
+    again. A store gone or unreadable: said in the panel (htmx shows no 503), as the numbers
+    it showed before are no longer true."""
+    if getattr(exc, "lasting", False):
+        return _html("message.html", message=f"the store cannot be read: {exc}")
     return _html("message.html", 503, message=f"the store is busy, retrying: {exc}")
 
 

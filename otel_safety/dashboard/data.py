@@ -25,7 +25,12 @@ READ_WAIT = 5.0
 
 
 class StoreBusy(StoreError):
-    """The store stayed locked for longer than a page should wait; the next refresh retries."""
+    """The store could not be read now: locked for longer than a page should wait (the next
+    refresh retries), or, when `lasting`, gone or unreadable until someone acts."""
+
+    def __init__(self, message: str, lasting: bool = False) -> None:
+        super().__init__(message)
+        self.lasting = lasting
 
 
 def read(
@@ -40,7 +45,7 @@ def read(
     try:
         con = open_store(db_path, read_only=not beside_writer, wait=READ_WAIT)
     except StoreError as exc:
-        raise StoreBusy(str(exc)) from exc
+        raise StoreBusy(str(exc), lasting="held by another process" not in str(exc)) from exc
     with con:
         return work(con)
 
