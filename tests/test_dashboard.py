@@ -23,7 +23,7 @@ import httpx
 import pytest
 from needs import require
 from PIL import Image
-from sidecar_support import ServeProcess, wait_for
+from sidecar_support import ServeProcess, self_signed_certificate, wait_for
 from test_queries_kit import agent_run, kit_store  # noqa: F401  (the fixture)
 
 from otel_safety import queries
@@ -571,17 +571,7 @@ def test_serve_dashboard_shows_what_serve_stores_with_the_same_token(tmp_path):
 def test_serve_with_tls_serves_its_dashboard_over_https(tmp_path):
     """The dashboard beside `serve --tls-cert` spoke plain HTTP, and the token it shares
     with serve travelled in the clear."""
-    require(shutil.which("openssl") is not None, "openssl (Debian package openssl)")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed_certificate(tmp_path)
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN)
     args = ("--db", str(tmp_path / "s.duckdb"), "--token-file", str(token_file),

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
-import subprocess
 import threading
 import time
 import zlib
@@ -29,7 +27,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.sdk.trace.export import SpanExportResult
-from sidecar_support import GrpcNextHop, HttpNextHop, require, run_agent, wait_for
+from sidecar_support import (
+    GrpcNextHop,
+    HttpNextHop,
+    run_agent,
+    self_signed_certificate,
+    wait_for,
+)
 
 from otel_safety import semconv as sc
 from otel_safety.config import Settings
@@ -405,20 +409,10 @@ def test_bearer_token_is_required_on_both_transports(tmp_path, span_factory):
 
 @pytest.mark.process
 def test_tls_on_both_transports(tmp_path, span_factory, monkeypatch):
-    require(shutil.which("openssl") is not None, "openssl (Debian package openssl)")
     # requests lets these variables override the exporter's own certificate_file.
     monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed_certificate(tmp_path)
     with make_sidecar(tmp_path, tls_cert=str(cert), tls_key=str(key)) as sidecar:
         assert sidecar.http_url.startswith("https://")
         https = HttpExporter(endpoint=f"{sidecar.http_url}/v1/traces", certificate_file=str(cert))

@@ -232,26 +232,21 @@ def _unread(view: CallView) -> Iterator[RuleHit]:
     """A call longer than the guard reads is not vouched for past that: padding would
     otherwise hide `rm -rf /` behind 64,000 harmless characters. Unread code, a command or
     SQL blocks; other unread text (a long file's content, a long message) warns."""
-    if not view.unread:
-        return
-    runs = [f"{what} ({size:,} more)" for what, size, running in view.unread if running]
-    rest = [f"{what} ({size:,} more)" for what, size, running in view.unread if not running]
-    if runs:
-        yield RuleHit(
-            rule_id="obfuscated.unread_code",
-            threat="obfuscated_payloads",
-            risk=_UNREAD_CODE_RISK,
-            matched=clip(", ".join(runs), _MATCH_CHARS),
-            reason="part of what the call runs is past what the guard reads, so it is unchecked",
-        )
-    if rest:
-        yield RuleHit(
-            rule_id="obfuscated.unread",
-            threat="obfuscated_payloads",
-            risk=_UNREAD_TEXT_RISK,
-            matched=clip(", ".join(rest), _MATCH_CHARS),
-            reason="part of the call's arguments is past what the guard reads, so it is unchecked",
-        )
+    for runs, rule_id, risk, part in (
+        (True, "obfuscated.unread_code", _UNREAD_CODE_RISK, "part of what the call runs"),
+        (False, "obfuscated.unread", _UNREAD_TEXT_RISK, "part of the call's arguments"),
+    ):
+        unread = [
+            f"{what} ({size:,} more)" for what, size, running in view.unread if running == runs
+        ]
+        if unread:
+            yield RuleHit(
+                rule_id=rule_id,
+                threat="obfuscated_payloads",
+                risk=risk,
+                matched=clip(", ".join(unread), _MATCH_CHARS),
+                reason=f"{part} is past what the guard reads, so it is unchecked",
+            )
 
 
 def _unbounded_sql(statements: list[str]) -> Iterator[RuleHit]:
