@@ -32,8 +32,9 @@ def add_commands(subparsers: Any) -> None:
         "environment variable [in brackets] also reads it; the pipeline reads the usual "
         "OTEL_SAFETY_* settings (OTEL_SAFETY_DETECTORS, OTEL_SAFETY_DECISION_WAIT, "
         "OTEL_SAFETY_QUEUE_SIZE, ...).",
-        epilog="Endpoints: OTLP/gRPC TraceService/Export on --grpc-port; POST /v1/traces "
-        "(application/x-protobuf or application/json, gzip allowed), GET /health and GET "
+        epilog="Endpoints: OTLP/gRPC TraceService/Export and LogsService/Export on "
+        "--grpc-port; POST /v1/traces and POST /v1/logs (application/x-protobuf or "
+        "application/json, gzip allowed), GET /health and GET "
         "/metrics (Prometheus), GET /approvals and POST /approvals/ID/approve|deny (the "
         "guard's approval requests, behind the bearer token) on --http-port. SIGTERM or "
         "Ctrl-C stops taking requests, finishes those in progress, judges every buffered "
