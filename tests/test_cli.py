@@ -543,3 +543,12 @@ def test_commands_that_write_a_store_refuse_another_duckdb_database(tmp_path):
         assert done.returncode == 1 and "not an otel-safety store" in done.stderr, command
     with duckdb.connect(str(foreign), read_only=True) as con:
         assert con.execute("SHOW TABLES").fetchall() == [("t",)]
+
+
+def test_the_detector_listing_names_the_rule_beside_a_ladder():
+    """tool_guard's ladder read "medium, critical from 0.9", while a blocked call is stored
+    as high at least."""
+    listed = run_cli("detectors")
+    assert listed.returncode == 0, listed.stderr
+    guard = listed.stdout.split("tool_guard", 1)[1].split("\n")[1]
+    assert "at least high for a call the guard blocks" in guard

@@ -42,6 +42,8 @@ def cmd_detectors(args: argparse.Namespace) -> int:
             )
         else:
             severity = ladders.detectors.get(key, Ladder.flat(cls.severity)).describe()
+            if note := getattr(cls, "severity_note", ""):  # a rule beside the ladder
+                severity += f"; {note}"
         print(f"{key:22} threshold {cls.default_threshold:<5} {cls.description}")
         print(f"{'':22} severity {severity}")
     return 0

@@ -44,6 +44,7 @@ class ToolGuardDetector(Detector):
         "finding per call, on the tool's span: the guard's verdict, WARN from 0.4 and BLOCK "
         "from 0.7."
     )
+    severity_note = "at least high for a call the guard blocks"  # see `_assessment`
 
     def __init__(
         self,
