@@ -255,26 +255,18 @@ def rows_by_table(
     return [(SPANS, spans), (FINDINGS, findings), (TRACES, traces), (AUDIT, audit)]
 
 
-def _forget_findings_judged_again(
-    con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluation]
-) -> None:
+def _forget_findings_judged_again(con: duckdb.DuckDBPyConnection) -> None:
     """Spans judged again (a file ingested again, with other `--detectors`) are judged anew:
     the findings on them of detectors that did not judge them this time would otherwise stay
-    beside a trace level they no longer make. Only these spans' findings go: a late span's
-    judgement leaves those of the spans judged before it, and a deep analysis is a write of
-    its own."""
-    traces, spans = [], []
-    for evaluation in evaluations:
-        for span in evaluation.spans:
-            traces.append(evaluation.trace_id)
-            spans.append(span_id_hex(span.context.span_id))
-    if spans:
-        con.execute(
-            "DELETE FROM findings USING (SELECT unnest($traces) AS t, unnest($spans) AS s) AS "
-            "judged WHERE findings.trace_id = judged.t AND findings.span_id = judged.s "
-            "AND findings.detector <> $deep",
-            {"traces": traces, "spans": spans, "deep": DEEP_DETECTOR},
-        )
+    beside a trace level they no longer make. Only the spans of this write (the batch its
+    spans were staged in) lose theirs: a late span's judgement leaves those of the spans
+    judged before it, and a deep analysis is a write of its own."""
+    con.execute(
+        f"DELETE FROM findings USING {_BATCH} AS judged WHERE findings.trace_id = "
+        "judged.trace_id AND findings.span_id = judged.span_id AND findings.detector <> ?",
+        [DEEP_DETECTOR],
+    )
+    con.execute(f"DROP TABLE {_BATCH}")
 
 
 def write_deep_results(con: duckdb.DuckDBPyConnection, results: Sequence[DeepResult]) -> None:
@@ -367,9 +359,10 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
     now = datetime.now(UTC).replace(tzinfo=None)
     con.execute("BEGIN TRANSACTION")
     try:
-        _forget_findings_judged_again(con, evaluations)
         for table, rows in rows_by_table(evaluations, now):
-            insert_rows(con, table, rows, replace=True)
+            insert_rows(con, table, rows, replace=True, keep_batch=table is SPANS)
+            if table is SPANS and rows:
+                _forget_findings_judged_again(con)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -562,6 +555,7 @@ def insert_rows(
     table: Table,
     rows: Sequence[dict[str, Any]],
     replace: bool = False,
+    keep_batch: bool = False,
 ) -> None:
     """One INSERT per table and batch; with `replace`, rows with the same key are replaced
     (and within a batch the last row for a key wins): the batch's keys are deleted first, a
@@ -571,7 +565,9 @@ def insert_rows(
     The batch travels as one JSON document that DuckDB's `read_json` reads from a temporary
     file (in parallel; `from_json` over one large parameter was 3-4x slower, and binding
     Python lists value by value costs some duckdb releases an import attempt per value).
-    Keys a row has beyond the table's columns are ignored; missing ones are NULL.
+    Keys a row has beyond the table's columns are ignored; missing ones are NULL. With
+    `keep_batch` (and `replace`), the staged rows stay in the temporary table `_BATCH` for the
+    caller, who drops it.
     """
     if replace:
         rows = list({tuple(row[k] for k in table.key): row for row in rows}.values())
@@ -590,7 +586,8 @@ def insert_rows(
     match = " AND ".join(f"{table.name}.{key} = batch.{key}" for key in table.key)
     con.execute(f"DELETE FROM {table.name} USING {_BATCH} AS batch WHERE {match}")
     con.execute(f"INSERT INTO {table.name} ({names}) SELECT {names} FROM {_BATCH}")
-    con.execute(f"DROP TABLE {_BATCH}")
+    if not keep_batch:  # else the caller reads it once more, then drops it
+        con.execute(f"DROP TABLE {_BATCH}")
 
 
 _BATCH = "otel_safety_batch"  # the temporary table a replacing insert reads twice
