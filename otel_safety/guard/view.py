@@ -34,13 +34,13 @@ _SQL_READS = regex.compile(
     r"^\s*(?:SELECT|SHOW|DESCRIBE|DESC|EXPLAIN|VALUES|TABLE|WITH\b(?!.*\b(?:INSERT|UPDATE|DELETE)\b))\b",
     regex.IGNORECASE | regex.DOTALL,
 )
-# A statement's first word, after any comments and transaction or session statements
-# (`/* x */ DROP TABLE t`, `BEGIN; DELETE FROM t; COMMIT;`, `SET search_path ...; DROP ...`).
 # Statements that neither read nor write data: they do not make a call a write.
 _SQL_CONTROL = regex.compile(
     r"^\s*(?:BEGIN|COMMIT|ROLLBACK|END|START\s+TRANSACTION|SAVEPOINT|RELEASE|SET|USE)\b(?!\s*\()",
     regex.IGNORECASE,
 )
+# A statement's first word, after any comments and transaction or session statements
+# (`/* x */ DROP TABLE t`, `BEGIN; DELETE FROM t; COMMIT;`, `SET search_path ...; DROP ...`).
 _SQL_START = regex.compile(
     r"^(?>\s|--[^\n]*+|/\*.*?\*/)*+(?:SELECT|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|TRUNCATE|"
     r"GRANT|REVOKE|WITH|SHOW|DESCRIBE|EXPLAIN|MERGE|REPLACE|COPY|VACUUM|ATTACH|PRAGMA|BEGIN|"
