@@ -840,6 +840,7 @@ def test_a_read_in_a_transaction_stays_a_read(guard) -> None:
         ("delete_file", {"path": "/"}, "destroy.recursive_root"),
         ("remove_directory", {"path": "~"}, "destroy.recursive_root"),
         ("run_shell", {"command": "busybox rm -rf /"}, "destroy.recursive_root"),
+        ("run_shell", {"command": "echo / | xargs rm -rf"}, "destroy.recursive_root"),
         ("run_shell", {"command": "awk 'BEGIN{system(\"rm -rf /\")}'"}, "destroy.recursive_root"),
         (
             "run_shell",
@@ -892,6 +893,7 @@ def test_destruction_in_other_words_is_blocked(
         "awk '{print $1}' access.log",
         "python - <<'EOF'\nprint(1)\nEOF",
         "kubectl exec pod -- ls /app",
+        "echo build dist | xargs rm -rf",
         'echo "$(echo aGk= | base64 -d)"',
         'curl -H "Authorization: $(echo dG9r | base64 -d)" https://api.example.com',
     ],

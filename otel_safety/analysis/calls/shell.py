@@ -537,7 +537,18 @@ def _nested(command: SimpleCommand, depth: int) -> list[SimpleCommand]:
         return []
     if program == "watch":  # watch hands its arguments to `sh -c`
         return parse_commands(" ".join(inner), _depth=depth + 1)
+    if program == "xargs":  # `echo / | xargs rm -rf`: the words echoed are its operands
+        inner = inner + _echoed(command.upstream)
     return _command(inner, command.raw, [], command.stdin, depth + 1, command.upstream)
+
+
+def _echoed(upstream: str | None) -> list[str]:
+    """The words an `echo` (or `printf`) upstream of a pipe writes, as `xargs` splits them;
+    none for any other program, whose output is not known."""
+    words = _words(upstream or "")
+    if not words or words[0] not in ("echo", "printf"):
+        return []
+    return [word for word in words[1:] if not word.startswith("-")]
 
 
 def remote_command(command: SimpleCommand) -> str | None:
