@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -581,7 +582,8 @@ def test_serve_with_tls_serves_its_dashboard_over_https(tmp_path):
         url = next(m.group(1) for line in serve.lines if (m := URL_LINE.search(line)))
         assert url.startswith("https://"), url
         bearer = {"Authorization": f"Bearer {TOKEN}"}
-        page = httpx.get(f"{url}/panel/flagged", headers=bearer, verify=str(cert), timeout=30)
+        trusted = ssl.create_default_context(cafile=str(cert))
+        page = httpx.get(f"{url}/panel/flagged", headers=bearer, verify=trusted, timeout=30)
         assert page.status_code == 200
         with pytest.raises(httpx.HTTPError):
             httpx.get(url.replace("https://", "http://") + "/panel/flagged", timeout=10)
