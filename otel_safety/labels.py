@@ -314,17 +314,16 @@ def write_records(records: Sequence[dict[str, Any]], fmt: str, out: Any) -> None
         return
     writer = csv.DictWriter(out, fieldnames=[*FIELDS, "created_at"], lineterminator="\n")
     writer.writeheader()
-    for record in records:  # true/false, as the docs and the import's examples write them
-        writer.writerow(
-            {
-                k: str(v).lower()
-                if isinstance(v, bool)
-                else for_spreadsheets(v)
-                if isinstance(v, str)
-                else v
-                for k, v in record.items()
-            }
-        )
+    for record in records:
+        writer.writerow({k: _csv_value(v) for k, v in record.items()})
+
+
+def _csv_value(value: Any) -> Any:
+    """true/false as the docs and the import's examples write them; text kept from
+    spreadsheets' formulas (the import takes the guard off again)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return for_spreadsheets(value) if isinstance(value, str) else value
 
 
 def _insert(con: duckdb.DuckDBPyConnection, rows: Sequence[Label]) -> None:

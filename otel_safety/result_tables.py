@@ -27,12 +27,13 @@ RECORD_VALUE_LINES = 3  # lines a long value wraps to in a record before it is c
 # A CSV cell a spreadsheet would run as a formula (`=HYPERLINK(...)` in an agent's output),
 # behind any apostrophes `for_spreadsheets` put there before.
 _FORMULA = regex.compile(r"^'*[=+\-@\t\r]")
+# Bidirectional controls: what reorders text, in a page too (`exe.png` shown for `gnp.exe`
+# behind U+202E), where the other control characters do nothing.
+_BIDI_CHARS = r"\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069"
+_BIDI = regex.compile(f"[{_BIDI_CHARS}]")
 # Characters that steer a terminal rather than show (escape sequences, carriage returns,
-# bidirectional overrides): shown as escapes, so a span cannot redraw the table around it.
-_STEERING = regex.compile(r"[\p{Cc}\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
-# Bidirectional controls alone: what reorders text in a page too (`exe.png` shown for
-# `gnp.exe` behind U+202E), where the other control characters do nothing.
-_BIDI = regex.compile(r"[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
+# bidirectional controls): shown as escapes, so a span cannot redraw the table around it.
+_STEERING = regex.compile(rf"[\p{{Cc}}{_BIDI_CHARS}]")
 
 
 def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") -> str:
@@ -185,12 +186,16 @@ def _text(value: Any) -> str:
 
 def terminal_safe(text: str) -> str:
     """`text` with the characters that would steer a terminal written as escapes."""
-    return _STEERING.sub(lambda m: ascii(m.group(0))[1:-1], text)
+    return _STEERING.sub(_escaped, text)
 
 
 def bidi_safe(text: str) -> str:
     """`text` with its bidirectional controls written as escapes, for a web page."""
-    return _BIDI.sub(lambda m: ascii(m.group(0))[1:-1], text)
+    return _BIDI.sub(_escaped, text)
+
+
+def _escaped(match: regex.Match) -> str:
+    return ascii(match.group(0))[1:-1]  # `\x1b`, `\u202e`
 
 
 def for_spreadsheets(text: str) -> str:

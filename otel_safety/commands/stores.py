@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from otel_safety.exporters.duckdb import DUCKDB_MAGIC, StoreError, connect_store
+from otel_safety.exporters.duckdb import StoreError, connect_store, looks_like_duckdb
 
 # The store `demo` writes in the directory it runs in: not the default store, so after a
 # demo the commands that read a store find none unless given this file.
@@ -48,13 +48,11 @@ def require_store(path: str | Path, hint: str | None = None) -> None:
 def refuse_overwriting_a_store(out: str | Path) -> None:
     """An `--out` file is written whole: never over a DuckDB database (the store the command
     reads, given twice by a slip, or any other)."""
-    offset, magic = DUCKDB_MAGIC
     try:
-        with Path(out).open("rb") as file:
-            header = file.read(offset + len(magic))
+        duckdb_file = looks_like_duckdb(out)
     except OSError:
         return  # missing (or a folder, refused when written, with the system's message)
-    if header[offset:] == magic:
+    if duckdb_file:
         raise ValueError(
             f"--out {out} is a DuckDB database; writing it would destroy it: pass another file"
         )

@@ -11,7 +11,6 @@ import base64
 import contextlib
 import json
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -26,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import semconv as sc
 from otel_safety.annotate import local_root
+from otel_safety.config import from_environment
 from otel_safety.deep.names import DETECTOR as DEEP_DETECTOR
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.schema import (
@@ -393,21 +393,28 @@ def connect_store(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyC
     return con
 
 
+def looks_like_duckdb(path: str | Path) -> bool | None:
+    """Whether the file at `path` starts as a DuckDB database does (None when it is empty);
+    OSError when it cannot be read (missing, a folder, no permission)."""
+    offset, magic = DUCKDB_MAGIC
+    with open(Path(path).expanduser(), "rb") as file:
+        header = file.read(offset + len(magic))
+    return header[offset:] == magic if header else None
+
+
 def _refuse_other_files(path: str | Path) -> None:
     """DuckDB opens an existing JSON, CSV or Parquet file given as a database as data in an
     in-memory database: what is written there is lost when the connection closes. So an
     existing file must be a DuckDB database."""
     if str(path) == ":memory:":
         return
-    offset, magic = DUCKDB_MAGIC
     try:
-        with open(Path(path).expanduser(), "rb") as file:
-            header = file.read(offset + len(magic))
+        duckdb_file = looks_like_duckdb(path)
     except (FileNotFoundError, IsADirectoryError):
         return  # made by DuckDB, or refused by it with its own message
     except OSError as exc:
         raise StoreError(f"cannot open DuckDB store {path}: {exc}") from exc
-    if header and header[offset:] != magic:
+    if duckdb_file is False:
         raise StoreError(
             f"cannot open DuckDB store {path}: the file exists and is not a DuckDB database "
             "(a trace file or other data?); give --db a new file or a store, e.g. "
@@ -459,7 +466,7 @@ def _keep_open_here() -> float:
     """OTEL_SAFETY_STORE_KEEP_OPEN as this process sees it; 0 when unset or not a number
     (the writer that reads it reports a bad value)."""
     try:
-        return max(0.0, float(os.environ.get("OTEL_SAFETY_STORE_KEEP_OPEN", "0") or 0))
+        return max(0.0, float(from_environment("store_keep_open") or 0))
     except ValueError:
         return 0.0
 
