@@ -1039,26 +1039,36 @@ def test_principals_edits_reach_the_file_the_guard_reads(tmp_path: Path, monkeyp
 
 
 @pytest.mark.process
-def test_principals_added_at_once_all_land(tmp_path: Path) -> None:
+def test_principals_edited_at_once_all_land(tmp_path: Path) -> None:
+    """Each edit read, changed and wrote the file on its own, so of edits made at once the
+    last write won and the others were lost. Here an edit holds the file (as a concurrent
+    `principals` command does between its read and its write) while a command adds another:
+    the command must wait, then read the file with the first edit in it."""
     import os
     import subprocess
     import sys
+    import time
+
+    from otel_safety.guard.principals import editing
 
     path = tmp_path / "p.json"
     Directory().save(path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    command = [sys.executable, "-m", "otel_safety.cli", "principals", "add"]
-    running = [
-        subprocess.Popen(
-            [*command, f"user{n}", "--trust", "2", "--file", str(path)],
+    with editing(path):
+        directory = Directory.load(path)
+        adding = subprocess.Popen(
+            [sys.executable, "-m", "otel_safety.cli", "principals", "add", "late",
+             "--trust", "2", "--file", str(path)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-        )
-        for n in range(8)
-    ]
-    assert all(p.wait(timeout=120) == 0 for p in running)
-    assert set(Directory.load(path).principals) == {f"user{n}" for n in range(8)}
+        )  # fmt: skip
+        time.sleep(3)  # long enough for the command to read and write, were it not held
+        assert adding.poll() is None, "the command did not wait for the edit under way"
+        directory.add(Principal(id="early", trust=1))
+        directory.save(path)
+    assert adding.wait(timeout=120) == 0, adding.stderr.read()
+    assert set(Directory.load(path).principals) == {"early", "late"}
 
 
 def test_what_a_blocked_call_needs_is_compiled_when_the_guard_is_built() -> None:
