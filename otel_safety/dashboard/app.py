@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 from otel_safety import __version__
 from otel_safety.dashboard import approvals, data
 from otel_safety.dashboard.auth import TokenAuth
+from otel_safety.dashboard.shared_reads import SharedReads
 from otel_safety.exporters.duckdb import StoreError
 from otel_safety.report.page import STYLE as REPORT_STYLE
 from otel_safety.report.svg import LEVEL_COLOURS
@@ -140,6 +141,8 @@ class _Pages:
         # One store operation at a time in this process: a read-only connection and a
         # read-write one (an action) may not be open on one file in the same process.
         self._lock = threading.Lock()
+        # Tabs refreshing at once share a read; an answer is at most half a refresh old.
+        self._shared = SharedReads(fresh_for=options.refresh_seconds / 2)
 
     async def _run(self, work: Any, *args: Any, **kwargs: Any) -> Any:
         def locked() -> Any:
@@ -148,8 +151,19 @@ class _Pages:
 
         return await asyncio.to_thread(locked)
 
-    async def _read(self, work: Any) -> Any:
-        return await self._run(data.read, self.db, work, beside_writer=self.options.beside_writer)
+    async def _act(self, work: Any, *args: Any, **kwargs: Any) -> Any:
+        """An action on the store; every read after it reads the store anew."""
+        try:
+            return await self._run(work, *args, **kwargs)
+        finally:
+            self._shared.forget()
+
+    async def _read(self, key: tuple[Any, ...], work: Any) -> Any:
+        """`work` on the store, or the answer of the same read (`key`) another tab asked for."""
+        return await self._shared.get(
+            key,
+            lambda: self._run(data.read, self.db, work, beside_writer=self.options.beside_writer),
+        )
 
     def _page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A whole page: the header shows the store, the refresh and who is acting."""
@@ -164,14 +178,14 @@ class _Pages:
 
     async def index(self, request: Request) -> Response:
         try:
-            choices = await self._read(data.audit_choices)
+            choices = await self._read(("choices",), data.audit_choices)
         except data.StoreBusy:  # the filters offer "all" only; the panels still refresh
             choices = {"requesters": [], "tools": []}
         return self._page("index.html", flagged_limits=data.FLAGGED_LIMITS, **choices)
 
     async def escalations(self, request: Request) -> Response:
         try:
-            view = await self._read(data.escalations)
+            view = await self._read(("escalations",), data.escalations)
         except data.StoreBusy as exc:
             return _busy(exc)
         return _html("escalations.html", view=view)
@@ -185,7 +199,9 @@ class _Pages:
             else 50
         )
         try:
-            found = await self._read(lambda con: data.flagged_traces(con, include, limit))
+            found = await self._read(
+                ("flagged", include, limit), lambda con: data.flagged_traces(con, include, limit)
+            )
         except data.StoreBusy as exc:
             return _busy(exc)
         return _html("flagged.html", rows=found, include_resolved=include, shown=limit)
@@ -198,21 +214,26 @@ class _Pages:
         if verdict not in (None, "ALLOW", "WARN", "BLOCK"):
             return _html("message.html", 400, message="verdict must be ALLOW, WARN or BLOCK")
         try:
-            log = await self._read(lambda con: data.audit_log(con, requester, tool, verdict))
+            log = await self._read(
+                ("audit", requester, tool, verdict),
+                lambda con: data.audit_log(con, requester, tool, verdict),
+            )
         except data.StoreBusy as exc:
             return _busy(exc)
         return _html("audit.html", log=log, requester=requester, tool=tool, verdict=verdict)
 
     async def behaviour(self, request: Request) -> Response:
         try:
-            found = await self._read(data.behaviour)
+            found = await self._read(("behaviour",), data.behaviour)
         except data.StoreBusy as exc:
             return _busy(exc)
         return _html("behaviour.html", rows=found)
 
     async def approvals(self, request: Request, message: str | None = None) -> Response:
         try:
-            waiting, decided = await self._run(approvals.panel, self.approvals_db)
+            waiting, decided = await self._shared.get(
+                ("approvals",), lambda: self._run(approvals.panel, self.approvals_db)
+            )
         except StoreError as exc:  # locked for long, or no store yet: the next refresh retries
             return _busy(exc)
         return _html("approvals.html", pending=waiting, recent=decided, message=message)
@@ -222,7 +243,9 @@ class _Pages:
         if not TRACE_ID.match(trace_id):
             return _html("message.html", 404, message="a trace id is 32 hex digits")
         try:
-            detail = await self._read(lambda con: data.trace_detail(con, trace_id))
+            detail = await self._read(
+                ("trace", trace_id), lambda con: data.trace_detail(con, trace_id)
+            )
         except data.StoreBusy as exc:
             return _busy(exc)
         if detail.trace is None and not detail.tree and not detail.findings:
@@ -241,7 +264,7 @@ class _Pages:
                 raise ResolutionError(TOO_LARGE)
             if not form.get("by", "").strip():
                 raise ResolutionError("say who resolves it: fill in 'acting as'")
-            await self._run(
+            await self._act(
                 resolve,
                 self.db,
                 trace_id,
@@ -255,7 +278,9 @@ class _Pages:
         except StoreError as exc:
             message = f"not recorded, try again: {exc}"
         try:
-            detail = await self._read(lambda con: data.trace_detail(con, trace_id))
+            detail = await self._read(
+                ("trace", trace_id), lambda con: data.trace_detail(con, trace_id)
+            )
         except data.StoreBusy as exc:
             return _html("message.html", message=message or f"recorded; {exc}")
         return _html("trace_resolution.html", detail=detail, message=message)
@@ -274,7 +299,7 @@ class _Pages:
         if not by:
             return await self.approvals(request, message="say who decides: fill in 'acting as'")
         try:
-            await self._run(
+            await self._act(
                 approvals.decide,
                 self.approvals_db,
                 request.path_params["approval_id"],
