@@ -450,7 +450,7 @@ def _command_paths(command: SimpleCommand) -> Iterator[tuple[str, str]]:
         filtered = any(a in _FIND_FILTERS for a in command.args)
         yield operands[0], "delete" if filtered else "delete_tree"
         return
-    if program == "tee":
+    if program in ("tee", "truncate"):
         for operand in operands:
             yield operand, "write"
         return

@@ -499,7 +499,8 @@ def _command(
     while index < len(words) and (words[index] in _RESERVED or _ASSIGNMENT.match(words[index])):
         index += 1
     if index >= len(words):
-        return []
+        # `> /etc/passwd` alone empties the file as `: > /etc/passwd` does
+        return [SimpleCommand(":", [], raw, redirects, stdin, upstream)] if redirects else []
     program = posixpath.basename(words[index]) or words[index]
     command = SimpleCommand(program, words[index + 1 :], raw, redirects, stdin, upstream)
     return [command, *_nested(command, depth)]
