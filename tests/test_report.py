@@ -25,6 +25,8 @@ from otel_safety import queries
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.report.data import timeline
+from otel_safety.report.svg import stacked_bars
 
 CLI = [sys.executable, "-m", "otel_safety.cli"]
 PAYLOAD = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
@@ -252,3 +254,26 @@ def test_an_empty_store_still_gives_a_page_and_a_missing_one_an_error(tmp_path):
     assert "No judged traces in the store yet" in html and "No labels in the store" in html
     missing = run_cli("report", "--db", str(tmp_path / "none.duckdb"), "--out", str(page))
     assert missing.returncode == 1 and "no store at" in missing.stderr
+
+
+def test_a_span_from_a_clock_left_at_1970_does_not_coarsen_the_chart(tmp_path):
+    """Ten runs an hour apart read per hour; one more from 1970 added a bar of its own,
+    labelled with its year, instead of folding the ten into one day's bar."""
+    db = tmp_path / "store.duckdb"
+    engine = build_engine(
+        Settings.resolve(db_path=str(db), detectors=["tool_guard"]),
+        [DuckDBStore(db, hold=True)],
+        background=False,
+    )
+    starts = [f"2024-03-01T{hour:02d}:00:00" for hour in range(8, 18)] + ["1970-01-01T00:00:01"]
+    for number, start in enumerate(starts):
+        arguments = {"command": f"ls dir{number}"}
+        run = ("svc", "agent", "alice", "List the files", "run_shell", arguments, "a.txt", "Done.")
+        engine.process(agent_run(*run, start))
+    engine.shutdown()
+    with duckdb.connect(str(db), read_only=True) as con:
+        bucket, series = timeline(con)
+    assert bucket == "hour"
+    assert len(series) == 11
+    chart = stacked_bars(series, bucket)
+    assert "1970-01-01 00:00" in chart and "2024-03-01 08:00" in chart

@@ -55,6 +55,7 @@ def stacked_bars(
             f'class="tick">{tick}</text>'
         )
     label_every = max(1, len(series) // 8)
+    years = len({moment.year for moment, _ in series}) > 1
     for index, (moment, counts) in enumerate(series):
         x = left + step * index + (step - bar) / 2
         y = top + plot_h
@@ -67,12 +68,12 @@ def stacked_bars(
             parts.append(
                 f'<rect class="bar level-{esc(level)}" x="{x:.1f}" y="{y:.1f}" '
                 f'width="{bar:.1f}" height="{h:.1f}" fill="{colour}">'
-                f"<title>{esc(_moment(moment, bucket))}: {n} {esc(level)}</title></rect>"
+                f"<title>{esc(_moment(moment, bucket, years))}: {n} {esc(level)}</title></rect>"
             )
         if index % label_every == 0:
             parts.append(
                 f'<text x="{x + bar / 2:.1f}" y="{top + plot_h + 16}" text-anchor="middle" '
-                f'class="tick">{esc(_moment(moment, bucket))}</text>'
+                f'class="tick">{esc(_moment(moment, bucket, years))}</text>'
             )
     parts.append(
         f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" '
@@ -179,7 +180,7 @@ def _nice(value: float) -> int:
     return int(value)
 
 
-def _moment(moment: datetime, bucket: str) -> str:
-    return moment.strftime(
-        {"minute": "%m-%d %H:%M", "hour": "%m-%d %H:00", "day": "%Y-%m-%d"}[bucket]
-    )
+def _moment(moment: datetime, bucket: str, years: bool = False) -> str:
+    """A bar's time; with the year when the bars span several (a bar from a stray clock)."""
+    shown = {"minute": "%m-%d %H:%M", "hour": "%m-%d %H:00", "day": "%Y-%m-%d"}[bucket]
+    return moment.strftime(f"%Y-{shown}" if years and bucket != "day" else shown)
