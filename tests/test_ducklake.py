@@ -70,6 +70,26 @@ def test_the_store_writes_a_file_catalog_lake_and_a_rewrite_keeps_one_copy(
     assert traces == (1,)
 
 
+def test_spans_written_again_keep_only_their_new_judgements_findings(tmp_path, span_factory):
+    """As in a DuckDB store: judged again with fewer detectors, a trace kept the others'
+    findings beside a level they no longer made."""
+    require_lake()
+    from conftest import KeywordDetector
+
+    class Other(KeywordDetector):
+        key = "other"
+
+    catalog, data = str(tmp_path / "meta.ducklake"), str(tmp_path / "data")
+    spans = span_factory.agent_run(answer="BAD answer")
+    store = ducklake.DuckLakeStore(catalog, data, write_interval=0)
+    store.write([Pipeline(detectors=[KeywordDetector(), Other()]).evaluate(spans)])
+    store.write([Pipeline(detectors=[KeywordDetector()]).evaluate(spans)])
+    store.shutdown()
+    with ducklake.connect(catalog, read_only=True) as con:
+        fired = con.execute("SELECT detector FROM findings WHERE detected").fetchall()
+    assert fired == [("keyword",)]
+
+
 def test_every_named_query_runs_unchanged_on_the_lake(tmp_path, span_factory):
     require_lake()
     catalog, data = str(tmp_path / "meta.ducklake"), str(tmp_path / "data")

@@ -29,9 +29,17 @@ from typing import Any
 
 import duckdb
 
+from otel_safety.deep.names import DETECTOR as DEEP_DETECTOR
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.duckdb import StoreError, insert_rows, rows_by_table
-from otel_safety.exporters.schema import SCHEMA_VERSION, TABLES, Table, added_columns
+from otel_safety.exporters.schema import (
+    FINDINGS,
+    SCHEMA_VERSION,
+    SPANS,
+    TABLES,
+    Table,
+    added_columns,
+)
 from otel_safety.extras import install_hint as extra_hint
 from otel_safety.fork_inheritance import keep_forever
 from otel_safety.pipeline import TraceEvaluation
@@ -290,10 +298,20 @@ class DuckLakeStore(BatchingSink):
         self, con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluation]
     ) -> None:
         now = datetime.now(UTC).replace(tzinfo=None)
+        tables = rows_by_table(evaluations, now)
+        spans_again = [
+            row
+            for table, table_rows in tables
+            if table is SPANS
+            for row in table_rows
+            if row["trace_id"] in self._written
+        ]
         con.execute("BEGIN TRANSACTION")
         try:
-            for table, table_rows in rows_by_table(evaluations, now):
+            for table, table_rows in tables:
                 unique = list({tuple(r[k] for k in table.key): r for r in table_rows}.values())
+                if table is FINDINGS:
+                    _forget_findings_judged_again(con, spans_again)
                 self._delete_replaced(con, table, unique)
                 insert_rows(con, table, unique)
             con.execute("COMMIT")
@@ -318,6 +336,26 @@ class DuckLakeStore(BatchingSink):
         )
         params = {f"k{i}": [row[column] for row in again] for i, column in enumerate(table.key)}
         con.execute(f"DELETE FROM {table.name} USING (SELECT {keys}) AS keys WHERE {match}", params)
+
+
+def _forget_findings_judged_again(
+    con: duckdb.DuckDBPyConnection, spans: list[dict[str, Any]]
+) -> None:
+    """As in a DuckDB store: spans written again keep only their new judgement's findings
+    (those of detectors that did not judge them this time would stay beside a trace level
+    they no longer make); a deep analysis is a write of its own and stays."""
+    if not spans:
+        return
+    con.execute(
+        "DELETE FROM findings USING (SELECT unnest($traces) AS trace_id, unnest($spans) AS "
+        "span_id) AS judged WHERE findings.trace_id = judged.trace_id AND findings.span_id = "
+        "judged.span_id AND findings.detector <> $deep",
+        {
+            "traces": [row["trace_id"] for row in spans],
+            "spans": [row["span_id"] for row in spans],
+            "deep": DEEP_DETECTOR,
+        },
+    )
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:
