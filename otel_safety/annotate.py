@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from otel_safety import guardrail
 from otel_safety import semconv as sc
 from otel_safety.mapping import span_id_hex
-from otel_safety.model import EscalationLevel, Finding
+from otel_safety.model import EscalationLevel, Finding, strongest_per_span
 from otel_safety.policy import raised_by_policy
 
 EVALUATION_LABEL = "flagged"
@@ -74,7 +74,7 @@ def _finding_attributes(
     if not findings:
         return []
     fired = [f for f in findings if f.detected]
-    for finding in findings:
+    for finding in strongest_per_span(findings):
         extra[sc.OTEL_SAFETY_DETECTOR_SCORE_PREFIX + finding.detector] = finding.score
     span_level = max((f.escalation for f in fired), default=EscalationLevel.NONE)
     extra[sc.OTEL_SAFETY_ESCALATION_LEVEL] = span_level.name

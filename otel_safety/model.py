@@ -6,6 +6,7 @@ onto the exact span that shows the evidence.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from enum import IntEnum, StrEnum
 from typing import Any, Literal
 
@@ -186,6 +187,26 @@ class Finding(BaseModel):
         description="with a calibration file loaded: whether this detector passed its quality "
         "gate at the threshold in use; None when no calibration file is loaded",
     )
+
+
+def strongest_per_span(
+    findings: Iterable[Finding], span_of: Callable[[Finding], str | None] = lambda f: f.span_id
+) -> list[Finding]:
+    """One finding per span and detector, the strictest (fired, then level, then score): a
+    model answer asking for several tool calls, with no tool spans, gives the guard a
+    verdict per call on the one chat span, and a store row or a span attribute holds one.
+    `span_of` names the span a finding is written onto; the first one's order is kept."""
+    kept: dict[tuple[str | None, str], Finding] = {}
+    for finding in findings:
+        key = (span_of(finding), finding.detector)
+        held = kept.get(key)
+        if held is None or _strength(finding) > _strength(held):
+            kept[key] = finding
+    return list(kept.values())
+
+
+def _strength(finding: Finding) -> tuple[bool, int, float]:
+    return finding.detected, int(finding.escalation), finding.score
 
 
 def _flatten_text(value: Any) -> list[str]:

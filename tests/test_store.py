@@ -438,3 +438,55 @@ def test_a_store_held_a_moment_by_a_reader_is_waited_for_at_start(tmp_path):
         store.shutdown()
     finally:
         reader.wait(timeout=30)
+
+
+def _one_answer_asking_for_three_calls() -> list[ReadableSpan]:
+    """A bare chat-client run: one model answer asks for three shell calls at once, and no
+    tool span is made, so the guard judges all three on the one chat span."""
+    import json
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    commands = ["ls -la", "rm -rf / --no-preserve-root", "cat README.md"]
+    calls = [
+        {"type": "tool_call", "id": f"c{n}", "name": "run_shell", "arguments": {"command": c}}
+        for n, c in enumerate(commands)
+    ]
+    user = [{"role": "user", "parts": [{"type": "text", "content": "Summarize the README"}]}]
+    with provider.get_tracer("t").start_as_current_span(
+        "chat",
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(user),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": calls}]),
+        },
+    ):
+        pass
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def test_a_blocked_call_among_several_on_one_span_is_what_the_store_and_span_keep(tmp_path):
+    """The guard's BLOCK of `rm -rf /` was lost when the ALLOW of the call after it on the
+    same chat span took its store row, its audit row and the span's score attribute."""
+    from otel_safety.detectors.tool_guard import ToolGuardDetector
+
+    spans = _one_answer_asking_for_three_calls()
+    evaluation = Pipeline(detectors=[ToolGuardDetector()]).evaluate(spans)
+    assert [f.detected for f in evaluation.findings] == [False, True, False]
+    (span,) = evaluation.spans
+    assert span.attributes["otel_safety.detector.score.tool_guard"] > 0.9
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.write([evaluation])
+    store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        findings = con.execute("SELECT detector, detected FROM findings").fetchall()
+        audit = con.execute("SELECT tool, verdict FROM audit").fetchall()
+    assert findings == [("tool_guard", True)]
+    assert audit == [("run_shell", "BLOCK")]

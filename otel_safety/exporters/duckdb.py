@@ -43,6 +43,7 @@ from otel_safety.exporters.schema import (
 )
 from otel_safety.fork_inheritance import keep_forever
 from otel_safety.mapping import span_id_hex, trace_id_hex
+from otel_safety.model import strongest_per_span
 from otel_safety.pipeline import TraceEvaluation
 
 if TYPE_CHECKING:
@@ -676,6 +677,9 @@ def finding_rows(
         start, root = trace_start, evaluation.root
     else:
         start, root = _trace_start(evaluation), None
+    found = strongest_per_span(
+        evaluation.findings, lambda f: f.span_id or root or _root_id(evaluation)
+    )
     return [
         {
             "trace_id": f.trace_id,
@@ -701,18 +705,19 @@ def finding_rows(
             "details": to_json(f.details) if f.details else None,
             "calibrated": f.calibrated,
         }
-        for f in evaluation.findings
+        for f in found
     ]
 
 
 def audit_rows(evaluation: TraceEvaluation, now: datetime) -> list[dict[str, Any]]:
     """One row per tool-call decision of the guard (allowed ones too): the audit log. A tool
     span that carried no content was not judged (its note says so): it has no decision to log,
-    and an ALLOW for it would read as a call found safe."""
+    and an ALLOW for it would read as a call found safe. Calls of one tool on one span (a
+    model answer asking for several, with no tool spans) share a row: the riskiest."""
     trajectory = evaluation.trajectory
     starts = {span_id_hex(s.context.span_id): s.start_time for s in evaluation.spans}
     unjudged = set(evaluation.without_content)
-    rows = []
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for finding in evaluation.findings:
         verdict = finding.details
         if not verdict or "decision" not in verdict:
@@ -720,30 +725,31 @@ def audit_rows(evaluation: TraceEvaluation, now: datetime) -> list[dict[str, Any
         if finding.span_id in unjudged and verdict.get("source") == "trace":
             continue
         span_id = finding.span_id or _root_id(evaluation)
-        rows.append(
-            {
-                "decided_at": timestamp(starts.get(span_id) or 0) or now,
-                "trace_id": finding.trace_id,
-                "span_id": span_id,
-                "source": verdict.get("source"),
-                "tool": clean(verdict.get("tool")) or "unknown",
-                "category": verdict.get("category"),
-                "requester": clean(verdict.get("requester")),
-                "requester_role": verdict.get("requester_role"),
-                "requester_trust": verdict.get("trust"),
-                "verdict": verdict["decision"],
-                "risk": verdict.get("risk", 0),
-                "reasons": to_json(verdict.get("reasons", [])),
-                "rule_ids": to_json(verdict.get("rule_ids", [])),
-                "approval": verdict.get("approval"),
-                "conversation_id": trajectory.conversation_id if trajectory else None,
-                "service_name": trajectory.service_name if trajectory else None,
-                "agent_name": trajectory.agent_names[0]
-                if trajectory and trajectory.agent_names
-                else None,
-            }
-        )
-    return rows
+        row = {
+            "decided_at": timestamp(starts.get(span_id) or 0) or now,
+            "trace_id": finding.trace_id,
+            "span_id": span_id,
+            "source": verdict.get("source"),
+            "tool": clean(verdict.get("tool")) or "unknown",
+            "category": verdict.get("category"),
+            "requester": clean(verdict.get("requester")),
+            "requester_role": verdict.get("requester_role"),
+            "requester_trust": verdict.get("trust"),
+            "verdict": verdict["decision"],
+            "risk": verdict.get("risk", 0),
+            "reasons": to_json(verdict.get("reasons", [])),
+            "rule_ids": to_json(verdict.get("rule_ids", [])),
+            "approval": verdict.get("approval"),
+            "conversation_id": trajectory.conversation_id if trajectory else None,
+            "service_name": trajectory.service_name if trajectory else None,
+            "agent_name": trajectory.agent_names[0]
+            if trajectory and trajectory.agent_names
+            else None,
+        }
+        held = rows.get((span_id, row["tool"]))
+        if held is None or row["risk"] > held["risk"]:
+            rows[(span_id, row["tool"])] = row
+    return list(rows.values())
 
 
 def trace_row(evaluation: TraceEvaluation, now: datetime) -> dict[str, Any]:
