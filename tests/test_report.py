@@ -277,3 +277,33 @@ def test_a_span_from_a_clock_left_at_1970_does_not_coarsen_the_chart(tmp_path):
     assert len(series) == 11
     chart = stacked_bars(series, bucket)
     assert "1970-01-01 00:00" in chart and "2024-03-01 08:00" in chart
+
+
+def test_a_resolved_alert_leaves_the_flagged_table_as_it_leaves_the_query(tmp_path):
+    """The report listed resolved alerts beside open ones, unmarked, and sent readers to a
+    query that leaves them out."""
+    from otel_safety.mapping import trace_id_hex
+    from otel_safety.report.data import gather
+    from otel_safety.report.page import render
+    from otel_safety.resolutions.store import resolve
+
+    db = tmp_path / "store.duckdb"
+    engine = build_engine(
+        Settings.resolve(db_path=str(db), detectors=["tool_guard"]),
+        [DuckDBStore(db, hold=True)],
+        background=False,
+    )
+    runs = [
+        agent_run("svc", "agent", "alice", "Tidy up", "run_shell", {"command": command},
+                  "ok", "Done.", start)
+        for command, start in (("rm -rf /", "2024-03-01T10:00:00"),
+                               ("cat ~/.ssh/id_rsa", "2024-03-01T11:00:00"))
+    ]  # fmt: skip
+    for spans in runs:
+        engine.process(spans)
+    engine.shutdown()
+    resolved, kept = (trace_id_hex(spans[0].context.trace_id) for spans in runs)
+    resolve(db, resolved, by="dana", note="a test box")
+    page = render(gather(db))
+    assert kept in page and resolved not in page
+    assert "include_resolved=true" in page

@@ -73,7 +73,7 @@ def gather(
 ) -> ReportData:
     with open_store(db_path) as con:
         totals = store_totals(con)
-        columns, rows = _kit(con, "flagged_spans", limit_rows=str(limit), include_resolved="true")
+        columns, rows = _kit(con, "flagged_spans", limit_rows=str(limit))  # open alerts
         bucket, series = timeline(con)
         curves = _curves(con)
         confusion_columns, confusion_rows = _kit(con, "confusion_matrix")

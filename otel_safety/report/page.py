@@ -245,7 +245,8 @@ def _flagged(data: ReportData) -> str:
     if not data.flagged_rows:
         return (
             '<section id="flagged-spans"><h2>Flagged spans</h2>'
-            "<p>No detector flagged a span.</p></section>"
+            "<p>No open alert: no detector flagged a span, or every alert is resolved.</p>"
+            "</section>"
         )
     header = "".join(f"<th>{_breakable(c)}</th>" for c in data.flagged_columns)
     widths = "".join(
@@ -272,14 +273,16 @@ def _flagged(data: ReportData) -> str:
         rows.append(f"<tr>{''.join(cells)}</tr>")
     shown = len(data.flagged_rows)
     more = (
-        f" (the first {shown}; the query <code>flagged_spans</code> shows all)"
+        f" (the first {shown}; <code>otel-safety query flagged_spans --param "
+        "limit_rows=N</code> shows more)"
         if shown == data.flagged_limit
         else ""
     )
     return (
-        f'<section id="flagged-spans"><h2>Flagged spans</h2><p class="key">Strictest level '
-        f"and highest score first{more}. Evidence is quoted as the detector saw it, secrets "
-        "masked.</p>"
+        f'<section id="flagged-spans"><h2>Flagged spans</h2><p class="key">Open alerts, '
+        f"strictest level and highest score first{more}; resolved ones are left out, as "
+        "<code>flagged_spans</code> leaves them (<code>--param include_resolved=true</code> "
+        "lists them). Evidence is quoted as the detector saw it, secrets masked.</p>"
         f'<div class="scroll"><table id="flagged-table" class="fit"><colgroup>{widths}</colgroup>'
         f"<thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
     )
