@@ -386,10 +386,25 @@ def configure(
         processor.engine.sinks.append(LoggerProviderCloser(logger_provider))
     provider.add_span_processor(processor)
     if install:
-        trace.set_tracer_provider(provider)
+        _install(provider)
         if owned:
             _logs.set_logger_provider(logger_provider)
     return provider
+
+
+def _install(provider: TracerProvider) -> None:
+    """Install `provider` globally; OpenTelemetry keeps one set before, so say so then:
+    spans of the app's own provider would pass unjudged, with only the SDK's terse notice."""
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        logger.warning(
+            "otel-safety: the app installed a tracer provider before configure(), and "
+            "OpenTelemetry keeps the first: spans made through the global provider are not "
+            "judged. Add otel-safety to that provider (provider.add_span_processor("
+            "otel_safety.create_processor(...))), or hand the provider configure() returns "
+            "to the instrumentation (instrument(tracer_provider=...))"
+        )
+        return
+    trace.set_tracer_provider(provider)
 
 
 def otlp_exporter_from_env(required: bool = False) -> SpanExporter | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -370,3 +372,24 @@ def test_a_small_file_is_judged_by_fewer_detection_processes(monkeypatch):
     assert bootstrap.stream_workers(given, input_bytes=0) == 3
     thread = Settings.resolve(detection="thread", environ={})
     assert bootstrap.stream_workers(thread, input_bytes=100 * per) == 0
+
+
+@pytest.mark.process
+def test_configure_says_when_the_app_installed_a_tracer_provider_before_it(tmp_path):
+    """OpenTelemetry keeps the first global provider: configure() installed nothing, the
+    app's spans went unjudged, and only the SDK's "Overriding ... is not allowed" was said."""
+    script = (
+        "import sys, otel_safety\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "otel_safety.configure(sys.argv[1], otlp=False).shutdown()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "s.duckdb")],
+        capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "installed a tracer provider before configure()" in done.stderr
+    assert "create_processor" in done.stderr
