@@ -65,6 +65,12 @@ class ToolCall(_Element):
     guard: dict[str, Any] | None = Field(
         default=None, description="the verdict the tool-call guard recorded on its span, if any"
     )
+    replayed: bool = Field(
+        default=False,
+        description="asked for in an answer this trace only received as history (a chat "
+        "client traced with no span around the run makes each model call a trace of its own): "
+        "judged in the trace that made it, read here as what was done before",
+    )
 
     def arguments_text(self) -> str:
         """Arguments flattened to text, for rules that match on what the call said."""

@@ -12,6 +12,7 @@ back with the same codec the `ingest` command uses.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -70,6 +71,9 @@ CONTENT_OFF: dict[str, dict[str, str]] = {
     "openllmetry": {"TRACELOOP_TRACE_CONTENT": "false"},
 }
 NO_CONTENT = ":no_content"
+# The same run with no span around it, as a bare chat-client app makes it: each model call
+# is then a trace of its own, and the next one receives the earlier call as history.
+BARE = ":bare"
 
 _SETTING_PREFIXES = ("OTEL_", "OPENINFERENCE_", "TRACELOOP_")
 _TOOL_SCHEMA = {
@@ -101,7 +105,7 @@ def run_openai_agent(instrumentation: str) -> list[ReadableSpan]:
     chat spans, one from each instrumentation. `<name>:no_content` runs it with content
     capture off (`CONTENT_OFF`).
     """
-    base = instrumentation.removesuffix(NO_CONTENT)
+    base = instrumentation.removesuffix(NO_CONTENT).removesuffix(BARE)
     if base not in OPENAI_INSTRUMENTATIONS and instrumentation != DOUBLE:
         raise ValueError(f"unknown instrumentation {instrumentation!r}")
     with tempfile.TemporaryDirectory(prefix="otel-safety-instrumented-") as tmp:
@@ -166,14 +170,15 @@ def _provider(service: str, exporter: InMemorySpanExporter) -> TracerProvider:
     return provider
 
 
-def _agent_loop(client: Any, tracer: Tracer) -> str:
-    """A minimal hand-written tool loop on the chat completions API."""
+def _agent_loop(client: Any, tracer: Tracer, root: bool = True) -> str:
+    """A minimal hand-written tool loop on the chat completions API (in a span of its own
+    unless not `root`)."""
     tools: dict[str, Callable[..., str]] = {TOOL_NAME: run_shell}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": USER_REQUEST},
     ]
-    with tracer.start_as_current_span(ROOT_SPAN_NAME):
+    with tracer.start_as_current_span(ROOT_SPAN_NAME) if root else contextlib.nullcontext():
         for _ in range(4):
             response = client.chat.completions.create(
                 model=MODEL, messages=messages, tools=[_TOOL_SCHEMA]
@@ -220,7 +225,8 @@ def _instrumentor(instrumentation: str) -> Any:
 def _child(instrumentation: str, out: Path) -> None:
     """Body of the subprocess: instrument, run the loop, write OTLP/JSON to `out`."""
     double = instrumentation == DOUBLE
-    base = instrumentation.removesuffix(NO_CONTENT)
+    bare = instrumentation.endswith(BARE)
+    base = instrumentation.removesuffix(NO_CONTENT).removesuffix(BARE)
     settings = OPENAI_INSTRUMENTATIONS["otel_genai" if double else base]
     if instrumentation.endswith(NO_CONTENT):
         settings = CONTENT_OFF[base]
@@ -246,7 +252,8 @@ def _child(instrumentation: str, out: Path) -> None:
                 )
                 answer = _pydantic_ai_on(aclient, provider)
             else:
-                answer = _agent_loop(client, provider.get_tracer("tests.instrumented"))
+                tracer = provider.get_tracer("tests.instrumented")
+                answer = _agent_loop(client, tracer, root=not bare)
         if answer != FINAL_ANSWER:
             raise RuntimeError(f"unexpected agent output {answer!r}")
     finally:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from instrumented import (
+    BARE,
     DOUBLE,
     FINAL_ANSWER,
     MODEL,
@@ -603,3 +604,27 @@ def test_two_calls_with_one_id_each_get_their_own_result() -> None:
     assert [(c.name, c.result) for c in trajectory.tool_calls] == [
         (name, result) for _, name, result in steps
     ]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("instrumentation", list(OPENAI_INSTRUMENTATIONS))
+def test_a_call_a_bare_client_app_sends_again_as_history_is_judged_once(instrumentation):
+    """With no span around the run, each model call is a trace of its own and the second
+    receives the first one's tool call as history: that call was judged (and counted in the
+    audit log) in both traces, and a run with one call beyond its task escalated twice."""
+    from otel_safety.pipeline import Pipeline
+
+    spans = run_openai_agent(instrumentation + BARE)
+    traces: dict[int, list[ReadableSpan]] = {}
+    for span in spans:
+        traces.setdefault(span.context.trace_id, []).append(span)
+    pipeline = Pipeline()
+    evaluations = [pipeline.evaluate(trace) for trace in traces.values()]
+    evaluations = [e for e in evaluations if e.trajectory is not None]  # not the tool's span
+    assert len(evaluations) == 2
+    judged = [[f.detector for f in e.findings if f.detector == "tool_guard"] for e in evaluations]
+    fired = [[f.detector for f in e.findings if f.detected] for e in evaluations]
+    assert sorted(map(len, judged)) == [0, 1]  # the call, judged where it was asked for
+    assert sum(d == "scope_escalation" for found in fired for d in found) == 1
+    later = next(e for e in evaluations if not any(f.detector == "tool_guard" for f in e.findings))
+    assert later.trajectory is not None and later.trajectory.tool_calls[0].replayed

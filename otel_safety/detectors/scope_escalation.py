@@ -207,6 +207,8 @@ class ScopeEscalation(Detector):
             guarded = not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES
             unchecked = checks.open if guarded else None
             checks.observe(call)
+            if call.replayed:  # an earlier trace's call: judged there, context here
+                continue
             if outside or aimed:
                 offences.append(_offence(call, hits, outside, aimed, taxonomy))
             elif wrong is not None:

@@ -91,7 +91,7 @@ class ToolGuardDetector(Detector):
                 requester,
                 conversation=conversation,
                 at=None if call.start_ns is None else call.start_ns / 1e9,
-                pace=call.start_ns is not None,
+                pace=call.start_ns is not None and not call.replayed,
                 record=False,
                 source="trace",
                 steered_by=_quote(steered[0]) if steered else None,
@@ -103,7 +103,8 @@ class ToolGuardDetector(Detector):
                 earlier.append((call.name, call.result))
             if verdict.category == "access_credentials" and call.result:
                 secrets.remember(call.name, call.result)
-            found.append(self._assessment(call, verdict))
+            if not call.replayed:  # an earlier trace's call: judged there, context here
+                found.append(self._assessment(call, verdict))
         return found
 
     def _assessment(self, call: ToolCall, verdict: Verdict) -> Assessment:

@@ -158,18 +158,18 @@ def _tool_calls(
     spans: Sequence[MappedSpan], messages: Sequence[Message], start_of: dict[str, int]
 ) -> list[ToolCall]:
     executed = [m.tool_call for m in spans if m.tool_call is not None]
-    requested = [call for message in messages for call in message.tool_calls]
+    requested = [(call, message.replayed) for message in messages for call in message.tool_calls]
     calls = list(executed)
     by_id = {c.id: c for c in executed if c.id}
     unmatched = [c for c in executed if not c.id]
-    for call in requested:
+    for call, replayed in requested:
         match = by_id.get(call.id) if call.id else None
         if match is None:  # some dialects give tool spans no call id: pair by name, in order
             match = next((c for c in unmatched if c.name == call.name), None)
             if match is not None:
                 unmatched.remove(match)
         if match is None:  # no span of its own: timed by the model call that asked for it
-            copy = call.model_copy()
+            copy = call.model_copy(update={"replayed": replayed})
             if copy.start_ns is None and call.span_id in start_of:
                 copy.start_ns = start_of[call.span_id]
             calls.append(copy)
