@@ -55,6 +55,15 @@ _RUN_PHRASE = regex.compile(
 _CODE_TOOL = regex.compile(
     r"(?:^|_)(?:python|repl|code|interpreter|jupyter|notebook|ipython|javascript|node|ruby)(?:_|$)"
 )
+# A code tool that says it runs shell ("run_shell_code"), or is told to ("language": "bash").
+_SHELL_NAME = regex.compile(r"(?:^|_)(?:shell|bash|sh|zsh|terminal|cmd|console|powershell)(?:_|$)")
+_SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "zsh", "console", "powershell", "pwsh", "cmd"})
+_LANGUAGE_KEYS = frozenset({"language", "lang", "kernel", "runtime"})
+# Shell lines inside notebook code: `!rm -rf /`, `%system ...`, `%sx ...`, a `%%bash` cell.
+_NOTEBOOK_SHELL = regex.compile(
+    r"^[ \t]*(?:!|%(?:system|sx)\b)(.+)$|^%%(?:bash|sh|script\s+\S+)[^\n]*\n((?s:.*))",
+    regex.MULTILINE,
+)
 _CODE_RUNNERS = frozenset({"mongosh", "mongo", "osascript"})
 _HOME_EXPRESSION = regex.compile(
     r"""os\.path\.expanduser\(\s*['"]~['"]\s*\)|(?:pathlib\.)?Path\.home\(\)|require\(\s*['"]os['"]\s*\)\.homedir\(\)
@@ -265,12 +274,19 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     if primary == "execute_shell" and not scripts:
         scripts = [v for k, v in items if k not in keys["code"]] or [v for _, v in items]
     code = [v for k, v in items if k in keys["code"]]
-    if primary == "execute_shell" and _CODE_TOOL.search(name):
+    shell_code = _SHELL_NAME.search(name) or any(
+        k in _LANGUAGE_KEYS and v.strip().lower() in _SHELL_LANGUAGES for k, v in items
+    )
+    if shell_code:
+        code, scripts = [], scripts + code
+    elif primary == "execute_shell" and _CODE_TOOL.search(name):
         code, scripts = code + scripts, []
     for script in scripts:
         _add_script(view, script)
     for snippet in code:
         _add_code(view, snippet)
+        if not _python_source(snippet):  # "rm -rf /" handed to a code runner runs as shell
+            _add_script(view, snippet, embedded=True)
 
     sql_texts = [v for k, v in items if k in keys["sql"] and _SQL_START.match(v)]
     if primary in ("database_read", "database_write"):
@@ -486,12 +502,24 @@ def _add_code(view: CallView, code: str) -> None:
             view.urls.append(literal)
     for match in _CODE_COMMAND.finditer(code):
         _add_script(view, match.group(2), embedded=True)
+    for match in _NOTEBOOK_SHELL.finditer(code):
+        _add_script(view, match.group(1) or match.group(2), embedded=True)
     for match in _CODE_ARGV.finditer(code):
         words = ([match.group(2)] if match.group(2) else []) + [
             word for _, word in _QUOTED.findall(match.group(3))
         ]
         if words:
             _add_script(view, shlex.join(words), embedded=True)
+
+
+def _python_source(code: str) -> bool:
+    """Whether `code` compiles as Python (it is never run); a notebook's `!` and `%` lines
+    are left out, as `_add_code` reads them as shell."""
+    try:
+        compile(_NOTEBOOK_SHELL.sub("", code), "<tool call>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _client_sql(command: SimpleCommand, view: CallView) -> list[str]:
