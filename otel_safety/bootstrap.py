@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import _logs, trace
 from opentelemetry.sdk._logs import LoggerProvider
@@ -38,6 +38,9 @@ from otel_safety.pipeline import Pipeline, TraceEvaluation
 from otel_safety.policies.safeguards_table import current_table
 from otel_safety.policy import Policy
 from otel_safety.processor import SafetySpanProcessor
+
+if TYPE_CHECKING:  # the detectors are imported where they are built, not at start-up
+    from otel_safety.detectors.base import Detector
 
 logger = logging.getLogger(__name__)
 
@@ -280,6 +283,9 @@ def build_pipeline(
         on_error=on_detector_error or (detector_left_out if lazy else None),
         options=_detector_options(settings, keys),
     )
+    if calibrated:
+        points = {key: thresholds[key] for key, done in calibrated.items() if done}
+        build = functools.partial(_firing_at, build, points)
     return Pipeline(
         detectors=build if lazy else build(),
         policy=policy,
@@ -288,6 +294,17 @@ def build_pipeline(
         calibrated=calibrated,
         span_events=settings.evaluation_events != "logs",
     )
+
+
+def _firing_at(build: Callable[[], list[Detector]], points: dict[str, float]) -> list[Detector]:
+    """The detectors, each calibrated one firing at its calibrated threshold: calibration
+    picks the score a finding fires from, so a monitor's sensitivity, which scales a
+    threshold set by hand, must not move it (it fired below it, still marked calibrated)."""
+    detectors = build()
+    for detector in detectors:
+        if detector.key in points and hasattr(detector, "alert_at"):
+            detector.alert_at = points[detector.key]
+    return detectors
 
 
 def _check_files(settings: Settings) -> None:

@@ -213,3 +213,42 @@ def test_the_table_shows_the_threshold_each_detector_runs_with():
     assert "keeps 0.1 (best 1 failed the gate)" in failed and failed.rstrip().endswith("FAIL")
     assert "best 0.7 (not used)" in failed_synthetic
     assert "1 (default 0.1)" in passed and passed.rstrip().endswith("pass")
+
+
+def test_a_score_stored_at_its_threshold_fires_there(span_factory):
+    """A score just under the threshold was stored rounded up to it, and did not fire:
+    calibration, reading the stored scores, counted it as firing at that threshold."""
+    from otel_safety.detectors.base import Assessment, Detector
+    from otel_safety.pipeline import Pipeline
+
+    class Boundary(Detector):
+        key = "boundary"
+
+        def judge(self, trajectory, analysis):
+            return [Assessment(0.9993686307779651, [], "just under")]
+
+    (finding,) = (
+        Pipeline(detectors=[Boundary(0.999369)]).evaluate(span_factory.agent_run()).findings
+    )
+    assert (finding.score, finding.threshold, finding.detected) == (0.999369, 0.999369, True)
+
+
+def test_a_monitors_sensitivity_leaves_its_calibrated_threshold_as_calibrated(tmp_path):
+    """Sensitivity 1 halved a calibrated 0.5: the monitor fired from 0.25, its findings
+    marked calibrated."""
+    from otel_safety.bootstrap import build_pipeline
+    from otel_safety.config import Settings
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "ethics_boundary.toml").write_text("version = 1\n[monitor]\nsensitivity = 1.0\n")
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(_document(ethics_boundary={"threshold": 0.5, "calibrated": True})))
+    settings = Settings.resolve(
+        environ={}, data_dir=str(data), calibration=str(path), detectors=["ethics_boundary"]
+    )
+    (monitor,) = build_pipeline(settings).detectors
+    assert monitor.fires_at == 0.5
+    uncalibrated = Settings.resolve(environ={}, data_dir=str(data), detectors=["ethics_boundary"])
+    (plain,) = build_pipeline(uncalibrated).detectors
+    assert plain.fires_at < plain.threshold  # a hand-set or default one is still scaled

@@ -6,6 +6,7 @@ Every store here is made by the real commands from the labelled data beside the 
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import json
 import os
@@ -394,6 +395,11 @@ def test_calibrate_errors_are_clear(eval_store, tmp_path):
     refused = run_cli("calibrate", "--db", str(eval_store), "--out", str(precious))
     assert refused.returncode == 1 and "is not a calibration file" in refused.stderr
     assert precious.read_text() == '{"mine": true}'
+    packed = tmp_path / "notes.json.gz"  # not UTF-8: read as "cannot be read", overwritten
+    packed.write_bytes(gzip.compress(b'{"mine": true}'))
+    refused = run_cli("calibrate", "--db", str(eval_store), "--out", str(packed))
+    assert refused.returncode == 1 and "is not a calibration file" in refused.stderr
+    assert gzip.decompress(packed.read_bytes()) == b'{"mine": true}'
     unknown = run_cli("calibrate", "--db", str(eval_store), "--detectors", "nope",
                       "--out", str(tmp_path / "c.json"))  # fmt: skip
     assert unknown.returncode == 1 and "unknown detector(s) nope" in unknown.stderr

@@ -9,8 +9,7 @@ from pathlib import Path
 from otel_safety.calibration.file import (
     DEFAULT_FILE,
     ENV_VAR,
-    CalibrationError,
-    load_calibration,
+    FORMAT,
     write_calibration,
 )
 from otel_safety.calibration.gate import Gate
@@ -112,16 +111,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _check_out(path: Path) -> None:
-    """Never overwrite a file that is not a calibration file."""
+    """Never overwrite a file that is not a calibration file (one that says it is, even a
+    broken one, is replaced): gzip, images, text, other JSON are refused."""
     if not path.exists():
         return
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; pass a file name as --out")
     try:
-        load_calibration(path)
-    except CalibrationError as exc:
-        if "not an otel-safety calibration file" in str(exc) or "not JSON" in str(exc):
-            raise ValueError(
-                f"{path} exists and is not a calibration file; pass another --out"
-            ) from None
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError):  # unreadable, not UTF-8 (UnicodeDecodeError), not JSON
+        document = None
+    if not (isinstance(document, dict) and document.get("format") == FORMAT):
+        raise ValueError(f"{path} exists and is not a calibration file; pass another --out")
 
 
 def _at_least(low: int):

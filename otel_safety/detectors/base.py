@@ -73,8 +73,9 @@ class Detector:
         return Ladder.flat(self.severity) if found is None else found
 
     def fires(self, score: float) -> bool:
-        """The one fire rule: a positive score at or above the threshold, where firing is on."""
-        return self.can_fire and score > 0.0 and score >= self.fires_at
+        """The one fire rule: a positive score at or above the threshold, where firing is on;
+        both as a finding stores them (to six places), as calibration compares them."""
+        return self.can_fire and score > 0.0 and round(score, 6) >= round(self.fires_at, 6)
 
     def judge(self, trajectory: Trajectory, analysis: TraceAnalysis) -> Iterable[Assessment]:
         """What the detector found: nothing when the trajectory gives it nothing to judge
@@ -99,19 +100,20 @@ class Detector:
         return max(self.evaluate_all(trajectory, analysis), key=lambda f: f.score, default=None)
 
     def _finding(self, trajectory: Trajectory, found: Assessment) -> Finding:
-        detected = self.fires(found.score)
+        score = round(float(found.score), 6)  # as stored, and as it is fired on
+        detected = self.fires(score)
         span_id = found.span_id or next((e.span_id for e in found.evidence if e.span_id), None)
         if not detected:
             severity = Severity.LOW
         elif found.severity is not None:
             severity = found.severity
         else:
-            severity = self.ladder.at(found.score)
+            severity = self.ladder.at(score)
         return Finding(
             detector=self.key,
             trace_id=trajectory.trace_id,
             span_id=span_id or trajectory.root_span_id,
-            score=round(float(found.score), 6),
+            score=score,
             threshold=round(self.fires_at, 6),
             detected=detected,
             severity=severity,
