@@ -6,8 +6,10 @@ import argparse
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -552,3 +554,43 @@ def test_the_detector_listing_names_the_rule_beside_a_ladder():
     assert listed.returncode == 0, listed.stderr
     guard = listed.stdout.split("tool_guard", 1)[1].split("\n")[1]
     assert "at least high for a call the guard blocks" in guard
+
+
+def test_eval_keeps_its_old_store_until_done_and_names_the_labels_it_drops(tmp_path, shared_data):
+    """An interrupted eval had deleted the previous store and left one it then refused to
+    replace; a re-run dropped a reviewer's labels without a word; a store another process
+    held was called "not made by eval"."""
+    from otel_safety.labels import add_label
+
+    db = tmp_path / "eval.duckdb"
+    quick = ("--datasets", "xstest", "--in-sample", "--resamples", "10", "--db", str(db))
+    data = ("eval", "--data", str(shared_data))
+    assert run_cli(*data, "--sample", "5", *quick).returncode == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        (trace,) = con.execute("SELECT trace_id FROM traces LIMIT 1").fetchone()
+    add_label(db, trace, "over_refusal", "true", note="a reviewer's")
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    interrupted = subprocess.Popen(
+        [*CLI, *data, "--sample", "300", *quick], env=env, stderr=subprocess.PIPE, text=True
+    )
+    partial = tmp_path / ".eval.duckdb.partial"
+    deadline = time.monotonic() + 120
+    while not partial.exists() and interrupted.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    interrupted.send_signal(signal.SIGINT)
+    interrupted.communicate(timeout=60)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM labels WHERE source = 'human'").fetchone() == (1,)
+
+    holder = duckdb.connect(str(db))
+    try:
+        held = run_cli(*data, "--sample", "5", *quick)
+    finally:
+        holder.close()
+    assert held.returncode == 1 and "held by another process" in held.stderr
+
+    rerun = run_cli(*data, "--sample", "5", *quick)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"replacing {db}: its 1 label is dropped" in rerun.stderr
+    assert not partial.exists()

@@ -8,13 +8,20 @@ from pathlib import Path
 
 from otel_safety import detectors as detector_registry
 from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
-from otel_safety.commands.stores import remove_old_store
+from otel_safety.commands.stores import check_replaceable, replace_store
 from otel_safety.config import Settings
 from otel_safety.evaluation.datasets import EXTERNAL
 from otel_safety.exporters.duckdb import mark_store
 from otel_safety.extras import install_hint
 
 EVAL_DB = "otel-safety-eval.duckdb"
+EVAL_COMMAND = "otel-safety eval"
+# What a user adds to eval's store (a reviewer's labels beside the datasets', resolutions),
+# named when a re-run replaces it.
+ADDED_BY_HAND = {
+    "labels": "source NOT LIKE 'external:%' AND source NOT LIKE 'synthetic%'",
+    "resolutions": "true",
+}
 EVAL_MARK = "otel-safety eval"
 DATASET_NAMES = (*EXTERNAL, "synthetic")
 
@@ -107,16 +114,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         deep_config(Settings.resolve(deep=True, **deep))  # no endpoint: say so before any work
     elif args.deep_model:
         raise ValueError("--deep-model is for --deep")
+    target = Path(args.db)
+    if target.exists():  # before the data is read: a store not ours is refused at once
+        check_replaceable(target, EVAL_MARK, EVAL_COMMAND)
+    made = target.with_name(f".{target.name}.partial")  # the old store stays until done
+    made.unlink(missing_ok=True)
+    Path(f"{made}.wal").unlink(missing_ok=True)
     names = args.datasets.split(",") if args.datasets else None
     cases = datasets.load(Path(args.data), names)
     if args.sample:
         cases = datasets.sample(cases, args.sample)
     print(f"eval: {len(cases)} cases from {args.data}", file=sys.stderr)
-    if Path(args.db).exists():
-        remove_old_store(Path(args.db), EVAL_MARK, "otel-safety eval")
     report = run_eval(
         cases,
-        args.db,
+        str(made),
         detectors=detectors,
         resamples=args.resamples,
         seed=args.seed,
@@ -125,7 +136,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         held_out=None if args.in_sample else HeldOutJudges(Path(args.data), _stderr_line),
         deep=deep,
     )
-    mark_store(args.db, EVAL_MARK)
+    mark_store(str(made), EVAL_MARK)
+    replace_store(made, target, EVAL_MARK, EVAL_COMMAND, ADDED_BY_HAND)
     if not report.rows:
         print(
             "eval: no row of these datasets is labelled for these detectors; see the "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
@@ -58,23 +58,36 @@ def refuse_overwriting_a_store(out: str | Path) -> None:
         )
 
 
-def remove_old_store(path: Path, mark: str, command: str, warn_of: Sequence[str] = ()) -> None:
-    """Demo and eval start from an empty store, but only ever delete one they made. Rows
-    of the `warn_of` tables there (what a user added, like labels) are named on stderr
-    as they go with it, so that a re-run never drops them silently."""
-    ours = False
-    dropped: dict[str, int] = {}  # counted only in a store we made
+def check_replaceable(
+    path: Path, mark: str, command: str, warn_of: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """Demo and eval start from an empty store, but only ever replace one they made: refuse
+    any other file, and one another process holds, before any work. Returns, per table of
+    `warn_of` ({table: which of its rows a user added, as SQL}), how many rows go with it."""
     try:
         with duckdb.connect(str(path), read_only=True) as con:
             ours = con.execute(
                 "SELECT value FROM otel_safety_meta WHERE key = 'origin'"
             ).fetchone() == (mark,)
-            if ours:
-                dropped = _row_counts(con, warn_of)
-    except duckdb.Error:
-        pass  # not a DuckDB file or not an otel-safety store (refused below)
-    if not ours:
-        raise ValueError(f"{path} exists and was not made by `{command}`; pass another --db")
+            return _row_counts(con, warn_of or {}) if ours else _refuse(path, command)
+    except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            raise ValueError(
+                f"{path} is held by another process; close it there (or pass another --db)"
+            ) from None
+        return _refuse(path, command)  # not a DuckDB file, or not an otel-safety store
+
+
+def _refuse(path: Path, command: str) -> dict[str, int]:
+    raise ValueError(f"{path} exists and was not made by `{command}`; pass another --db")
+
+
+def remove_old_store(
+    path: Path, mark: str, command: str, warn_of: Mapping[str, str] | None = None
+) -> None:
+    """Delete a store `command` made (see `check_replaceable`); the rows of `warn_of` a user
+    added there are named on stderr as they go with it, never dropped silently."""
+    dropped = check_replaceable(path, mark, command, warn_of)
     path.unlink()
     Path(f"{path}.wal").unlink(missing_ok=True)
     if any(dropped.values()):
@@ -82,14 +95,28 @@ def remove_old_store(path: Path, mark: str, command: str, warn_of: Sequence[str]
         print(f"replacing {path}: its {_listed(dropped)} {verb} dropped", file=sys.stderr)
 
 
-def _row_counts(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> dict[str, int]:
-    """Rows per table; a table the store lacks (an older store) holds none."""
+def replace_store(
+    made: Path, path: Path, mark: str, command: str, warn_of: Mapping[str, str]
+) -> None:
+    """Put the store `made` (written beside) where `path` is: an interrupted run leaves the
+    store it was to replace as it was."""
+    if path.exists():
+        remove_old_store(path, mark, command, warn_of)
+    made.replace(path)
+    wal = Path(f"{made}.wal")
+    if wal.exists():
+        wal.replace(Path(f"{path}.wal"))
+
+
+def _row_counts(con: duckdb.DuckDBPyConnection, tables: Mapping[str, str]) -> dict[str, int]:
+    """Rows per table that meet its condition; a table the store lacks (an older store)
+    holds none."""
     present = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     return {
-        table: con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        table: con.execute(f'SELECT count(*) FROM "{table}" WHERE {condition}').fetchone()[0]
         if table in present
         else 0
-        for table in tables
+        for table, condition in tables.items()
     }
 
 
