@@ -15,6 +15,7 @@ and the receiver refuses the request with a retryable status.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -83,7 +84,9 @@ class Spool:
             self._lock_file.close()
             raise SpoolBusy(f"another process holds the spool {self.folder}") from exc
         self.max_bytes = max_bytes
-        self.segment_bytes = segment_bytes
+        # A segment goes only when closed and wholly released: several must fit the budget,
+        # or the open one's released records would count against it for good.
+        self.segment_bytes = max(1, min(segment_bytes, max_bytes // 4))
         self.sync = sync
         self._lock = threading.Lock()
         self._segments: dict[int, _Segment] = {}
@@ -115,15 +118,23 @@ class Spool:
         size = _HEADER.size + len(payload)
         with self._lock:
             used = sum(segment.size for segment in self._segments.values())
+            current = self._segments.get(self._current) if self._current is not None else None
+            if used + size > self.max_bytes and current and current.released >= current.records:
+                self._close_current()  # all of it stored: its bytes are free once it goes
+                used = sum(segment.size for segment in self._segments.values())
             if used + size > self.max_bytes:
                 raise SpoolFull(
                     f"the spool in {self.folder} holds {used} of {self.max_bytes} bytes"
                 )
             number, segment, handle = self._writable(size)
-            handle.write(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
-            handle.flush()
-            if self.sync:
-                os.fdatasync(handle.fileno())
+            try:
+                handle.write(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
+                handle.flush()
+                if self.sync:
+                    os.fdatasync(handle.fileno())
+            except OSError:
+                self._abandon_current(segment)
+                raise
             record = Record(number, segment.records)
             self._where[record] = (segment.size + _HEADER.size, len(payload))
             segment.records += 1
@@ -211,6 +222,20 @@ class Spool:
         self._current = number
         segment = self._segments[number] = _Segment(path)
         return number, segment, handle
+
+    def _abandon_current(self, segment: _Segment) -> None:
+        """A write that failed part-way (a full disk) left bytes no record owns: cut them
+        off, and append from now on to a new segment, so that no acknowledged record ever
+        sits behind them (reading back stops at the first bad record)."""
+        if self._handle is not None:
+            with contextlib.suppress(OSError):  # closing flushes the rest, which may fail
+                self._handle.close()
+            self._handle = None
+        try:
+            os.truncate(segment.path, segment.size)
+        except OSError as exc:
+            logger.warning("otel-safety spool: cannot cut %s back: %s", segment.path, exc)
+        self._close_current()
 
     def _close_current(self) -> None:
         if self._handle is not None:

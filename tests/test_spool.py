@@ -120,6 +120,14 @@ def _stored(db: str) -> set[tuple[str, str]]:
         return set(con.execute("SELECT trace_id, span_id FROM spans").fetchall())
 
 
+def _stored_if_free(db: str) -> set[tuple[str, str]]:
+    """What the store holds, or nothing while it is missing or its writer holds it."""
+    try:
+        return _stored(db)
+    except duckdb.Error:
+        return set()
+
+
 @pytest.mark.process
 def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
     db = str(tmp_path / "agents.duckdb")
@@ -321,3 +329,84 @@ def test_a_drain_cut_short_by_its_timeout_is_finished_at_the_next_start(
     assert {(f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in children} <= (
         stored
     )
+
+
+@pytest.mark.process
+def test_spans_after_their_traces_first_write_keep_their_record(tmp_path, span_factory):
+    """A request holding the rest of a trace, taken after the root's but before the root's
+    spans were written, was released with them while its own spans still waited to be
+    judged: once its segment went, a crash lost them."""
+    import httpx
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from otel_safety.config import Settings
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+
+    db = str(tmp_path / "store.duckdb")
+    settings = Settings.resolve(environ={}, db_path=db, detectors=["injection"], decision_wait=60)
+    spans = span_factory.agent_run()
+    root = [s for s in spans if s.parent is None]
+    rest = [s for s in spans if s.parent is not None]
+    with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
+        for part in (root, rest):  # back to back, before the root's trace is written
+            answer = httpx.post(
+                f"{sidecar.http_url}/v1/traces",
+                content=encode_spans(part).SerializeToString(),
+                headers={"Content-Type": "application/x-protobuf"},
+            )
+            assert answer.status_code == 200
+        wait_for(lambda: _stored_if_free(db), what="the root's trace to be written")
+        assert sidecar.spool is not None and sidecar.spool.records == 1  # the rest is owed
+    assert len(_stored(db)) == 2  # and written at the drain
+
+
+def test_a_spool_smaller_than_a_segment_frees_what_is_released(tmp_path):
+    """Under --spool-max-mib 2 every request was refused once 2 MiB had passed through:
+    the open segment's released records counted against the budget until 16 MiB."""
+    spool = Spool(tmp_path / "spool", max_bytes=100_000, sync=False)
+    for _ in range(100):
+        spool.release(spool.append(b"x" * 20_000))
+    spool.close()
+
+
+_FILE_SIZE_LIMITED = """
+import resource, signal, sys
+from otel_safety.spool import Spool
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+spool = Spool(sys.argv[1])
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))
+taken = 0
+for _ in range(5):
+    try:
+        spool.append(b"a" * 30_000)
+        taken += 1
+    except OSError:
+        break
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again: taken as usual
+for _ in range(2):
+    spool.append(b"b" * 30_000)
+    taken += 1
+print(taken)
+"""
+
+
+@pytest.mark.process
+def test_a_write_cut_short_by_a_full_disk_costs_no_record_after_it(tmp_path):
+    """A failed append left its partial bytes in the segment and the next appends after
+    them: reading back stopped at the torn record and lost every acknowledged one behind."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "spool"
+    done = subprocess.run(
+        [sys.executable, "-c", _FILE_SIZE_LIMITED, str(folder)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    taken = int(done.stdout)
+    assert taken == 5  # three before the limit, two after it
+    again = Spool(folder, sync=False)
+    payloads = [payload for _, payload in again.leftovers()]
+    again.close()
+    assert [p[:1] for p in payloads] == [b"a"] * 3 + [b"b"] * 2

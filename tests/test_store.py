@@ -490,3 +490,46 @@ def test_a_blocked_call_among_several_on_one_span_is_what_the_store_and_span_kee
         audit = con.execute("SELECT tool, verdict FROM audit").fetchall()
     assert findings == [("tool_guard", True)]
     assert audit == [("run_shell", "BLOCK")]
+
+
+_FULL_DISK = """
+import os, resource, signal, sys
+sys.path.insert(0, sys.argv[2])
+from conftest import KeywordDetector, SpanFactory
+from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.pipeline import Pipeline
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+path = sys.argv[1]
+factory, pipeline = SpanFactory(), Pipeline(detectors=[KeywordDetector()])
+store = DuckDBStore(path, write_interval=0)
+store.write([pipeline.evaluate(factory.agent_run())])
+assert store.force_flush()
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path), hard))  # the disk is full
+store.write([pipeline.evaluate(factory.agent_run(answer="x" * 50_000)) for _ in range(20)])
+print(store.force_flush(timeout_millis=1000), store.rejected)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
+print(store.force_flush(timeout_millis=10_000), store.rejected)
+store.shutdown()
+"""
+
+
+@pytest.mark.process
+def test_a_full_disk_keeps_the_traces_to_retry_instead_of_refusing_them(tmp_path):
+    """A commit that failed for want of space was blamed on each trace in turn: all were
+    refused, counted as written, and a spool then released what it had acknowledged."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "s.duckdb"
+    tests = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(path), tests],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "0", "True", "0"], done.stderr
+    assert "keeping 20 traces to retry" in done.stderr
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM traces").fetchone() == (21,)

@@ -206,20 +206,34 @@ class DuckDBStore(BatchingSink):
             _insert(con, evaluations)
         except StoreError:
             raise  # nothing to blame on a trace: the whole batch is kept and retried
-        except Exception:
+        except Exception as exc:
+            self._unless_the_medium_failed(exc)
             # One bad trace must not cost the others, nor block every later write (a batch
             # kept for retry would fail again forever): retry trace by trace, count the rest.
             logger.exception("otel-safety store batch failed; retrying trace by trace")
             for evaluation in evaluations:
                 try:
                     _insert(con, [evaluation])
-                except Exception:
+                except Exception as exc:
+                    self._unless_the_medium_failed(exc)
                     self.rejected += 1
                     logger.exception(
                         "otel-safety store rejected trace %s (%d rejected so far)",
                         evaluation.trace_id,
                         self.rejected,
                     )
+
+    def _unless_the_medium_failed(self, exc: Exception) -> None:
+        """A full disk, a read-only or vanished file is no fault of a trace: raise StoreError,
+        so the whole batch is kept and retried (a spool keeps owing it) on a new connection,
+        instead of rejecting every trace as bad and letting the spool release them."""
+        if isinstance(exc, (duckdb.IOException, OSError)) or any(
+            sign in str(exc).lower() for sign in _MEDIUM_FAILED
+        ):
+            with contextlib.suppress(duckdb.Error):
+                self._close()
+            self._con = None
+            raise StoreError(f"cannot write DuckDB store {self.path}: {exc}") from exc
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         if self._con is not None:
@@ -240,6 +254,25 @@ class DuckDBStore(BatchingSink):
         """Close the file (unless held for good), so that other processes can open it."""
         if not self.hold:
             self._close()
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Undo a failed transaction; one a failed COMMIT ended already has nothing to undo, and
+    the error that ended it is the one to report."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute("ROLLBACK")
+
+
+# What DuckDB says when the file, not the data, is at fault.
+_MEDIUM_FAILED = (
+    "no space left",
+    "could not write file",
+    "read-only file system",
+    "permission denied",
+    "input/output error",
+    "disk quota",
+    "database has been invalidated",
+)
 
 
 def rows_by_table(
@@ -290,7 +323,7 @@ def write_deep_results(con: duckdb.DuckDBPyConnection, results: Sequence[DeepRes
                 _update_trace(con, result)
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
 
 
@@ -366,7 +399,7 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
                 _forget_findings_judged_again(con)
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
 
 
@@ -554,7 +587,7 @@ def _drop_primary_keys(con: duckdb.DuckDBPyConnection) -> None:
                 con.execute(f"DROP TABLE {old}")
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
 
 

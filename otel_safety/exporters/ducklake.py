@@ -31,7 +31,7 @@ import duckdb
 
 from otel_safety.deep.names import DETECTOR as DEEP_DETECTOR
 from otel_safety.exporters.batching import BatchingSink
-from otel_safety.exporters.duckdb import StoreError, insert_rows, rows_by_table
+from otel_safety.exporters.duckdb import StoreError, insert_rows, rollback, rows_by_table
 from otel_safety.exporters.schema import (
     FINDINGS,
     SCHEMA_VERSION,
@@ -207,7 +207,7 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, attempts: int = 5) -> Non
             con.execute("COMMIT")
             return
         except duckdb.Error as exc:
-            _rollback(con)
+            rollback(con)
             if attempt + 1 == attempts:
                 raise LakeError(f"cannot create the otel-safety tables in the lake: {exc}") from exc
             time.sleep(0.2 * (attempt + 1))
@@ -316,7 +316,7 @@ class DuckLakeStore(BatchingSink):
                 insert_rows(con, table, unique)
             con.execute("COMMIT")
         except Exception:
-            _rollback(con)
+            rollback(con)
             raise
         for evaluation in evaluations:
             self._written[evaluation.trace_id] = None
@@ -356,11 +356,6 @@ def _forget_findings_judged_again(
             "deep": DEEP_DETECTOR,
         },
     )
-
-
-def _rollback(con: duckdb.DuckDBPyConnection) -> None:
-    with contextlib.suppress(duckdb.Error):
-        con.execute("ROLLBACK")
 
 
 def _literal(text: str) -> str:

@@ -20,7 +20,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.buffer import roots_last
 from otel_safety.engine import SafetyEngine
-from otel_safety.mapping import trace_id_hex
 from otel_safety.otlp import spans_from_request
 from otel_safety.otlp_logs import (
     ExportLogsServiceRequest,
@@ -146,7 +145,7 @@ class Intake:
                 peer,
                 total,
             ) from exc
-        self.owed.track(record, (trace_id_hex(span.context.trace_id) for span in spans))
+        self.owed.track(record, spans)
 
     def replay(self, record: Record, payload: bytes) -> int:
         """Hand a request left in the spool by an earlier run to the engine (waiting for
@@ -154,7 +153,7 @@ class Intake:
         assert self.owed is not None
         request = ExportTraceServiceRequest.FromString(payload)
         spans = spans_from_request(request, [])
-        self.owed.track(record, (trace_id_hex(span.context.trace_id) for span in spans))
+        self.owed.track(record, spans)
         while self.waiting() + len(spans) > self.capacity and len(spans) <= self.capacity:
             time.sleep(0.01)
         with self._lock:
