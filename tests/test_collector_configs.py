@@ -193,3 +193,31 @@ def test_compose_mounts_existing_configs_and_runs_serve():
                 assert (COLLECTOR / source).is_file(), f"{name} mounts a missing {source}"
     assert compose["services"]["otel-safety"]["command"][0] == "serve"
     assert (ROOT / compose["services"]["otel-safety"]["build"]["dockerfile"]).is_file()
+
+
+def serve_containers() -> list[tuple[str, dict[str, Any]]]:
+    """Every container of the Kubernetes manifests that runs `otel-safety serve`."""
+    found = []
+    for where, document in documents():
+        spec = ((document or {}).get("spec") or {}).get("template", {}).get("spec") or (
+            (document or {}).get("spec") if (document or {}).get("kind") == "Pod" else None
+        )
+        for container in (spec or {}).get("containers", []):
+            if (container.get("args") or [None])[0] == "serve":
+                found.append((f"{where}:{container['name']}", container))
+    return found
+
+
+def test_serve_in_a_manifest_takes_its_arguments_and_its_probes_reach_it():
+    """The sidecar pod probed /health over the pod IP while serve listened on 127.0.0.1
+    only: readiness never passed and liveness restarted it."""
+    from otel_safety.commands.main import build_parser
+
+    containers = serve_containers()
+    assert len(containers) >= 2
+    for where, container in containers:
+        args = build_parser("serve").parse_args(container["args"])
+        loopback = args.host in (None, "127.0.0.1", "localhost", "::1")  # None: the default
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            if probe in container and "httpGet" in container[probe]:
+                assert not loopback, f"{where}: {probe} over the pod IP, serve on {args.host}"
