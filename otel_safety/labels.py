@@ -11,6 +11,7 @@ label without deleting it. A label whose `source` starts with `synthetic` is syn
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -234,7 +235,7 @@ def import_labels(
         ensure_schema(con, str(db))
         checker = Checker(con, source, allow_unknown_traces)
         good: list[Label] = []
-        first: dict[tuple[str, str], tuple[int, Label]] = {}
+        taken: dict[tuple[str, str], list[tuple[int, Label]]] = {}  # the lines kept so far
         for number, record in read_records(path):
             if isinstance(record, LabelError):
                 result.bad.append((number, str(record)))
@@ -245,12 +246,14 @@ def import_labels(
             except LabelError as exc:
                 result.bad.append((number, str(exc)))
                 continue
-            seen_at, seen = first.setdefault((label.trace_id, label.detector), (number, label))
-            if _contradicts(seen, label):
+            kept = taken.setdefault((label.trace_id, label.detector), [])
+            against = next((at for at, seen in kept if _contradicts(seen, label)), None)
+            if against is not None:
                 result.bad.append(
-                    (number, f"contradicts line {seen_at} for the same trace and detector")
+                    (number, f"contradicts line {against} for the same trace and detector")
                 )
                 continue
+            kept.append((number, label))
             good.append(label)
         fresh = _not_stored(con, good)
         result.duplicates = len(good) - len(fresh)
@@ -382,44 +385,64 @@ def _not_stored(con: duckdb.DuckDBPyConnection, labels: Iterable[Label]) -> list
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | LabelError]]:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        ended = 0  # a quoted cell may span lines: name the line a record starts on
-        try:
-            header = [name.strip() for name in next(reader, [])]
-            if not any(header):
-                raise LabelError(f"{path}: empty file; the first line names the columns")
-            missing = {"detector", "label"} - set(header)
-            if missing or not {"trace_id", "span_id"} & set(header):
-                raise LabelError(
-                    f"{path} line 1: the header needs detector, label and trace_id or "
-                    f"span_id; got {', '.join(header)}"
-                )
-            ended = reader.line_num
-            for cells in reader:
-                line, ended = ended + 1, reader.line_num
-                if not any(cell.strip() for cell in cells):
-                    continue
-                if len(cells) > len(header):
-                    yield line, LabelError(f"{len(cells)} cells for {len(header)} columns")
-                    continue
-                yield (
-                    line,
-                    {
-                        k: csv_unescaped(v)  # as `labels export` kept it from spreadsheets
-                        for k, v in zip(header, cells, strict=False)
-                        if v.strip() != ""
-                    },
-                )
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise LabelError(f"{path} line {ended + 1}: unreadable CSV: {exc}") from exc
+    # Bytes that are not UTF-8 are kept as escapes, so one bad cell costs its record, not
+    # the file, and the line numbers stay right.
+    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    ended = 0  # a quoted cell may span lines: name the line a record starts on
+    try:
+        header = [name.strip() for name in next(reader, [])]
+        if not any(header):
+            raise LabelError(f"{path}: empty file; the first line names the columns")
+        missing = {"detector", "label"} - set(header)
+        if missing or not {"trace_id", "span_id"} & set(header):
+            raise LabelError(
+                f"{path} line 1: the header needs detector, label and trace_id or "
+                f"span_id; got {', '.join(header)}"
+            )
+        unknown = [name for name in header if name not in (*FIELDS, *OPTIONAL_FIELDS)]
+        if unknown:  # refused once, not on the rows that happen to fill it in
+            raise LabelError(
+                f"{path} line 1: unknown column(s) {', '.join(unknown)}; columns: "
+                f"{', '.join((*FIELDS, *OPTIONAL_FIELDS))}"
+            )
+        ended = reader.line_num
+        for cells in reader:
+            line, ended = ended + 1, reader.line_num
+            if not any(cell.strip() for cell in cells):
+                continue
+            if len(cells) > len(header):
+                yield line, LabelError(f"{len(cells)} cells for {len(header)} columns")
+                continue
+            if not all(cell.isascii() or _utf8(cell) for cell in cells):
+                yield line, LabelError("not UTF-8 (save the file as UTF-8)")
+                continue
+            yield (
+                line,
+                {
+                    k: csv_unescaped(v)  # as `labels export` kept it from spreadsheets
+                    for k, v in zip(header, cells, strict=False)
+                    if v.strip() != ""
+                },
+            )
+    except csv.Error as exc:
+        raise LabelError(f"{path} line {ended + 1}: unreadable CSV: {exc}") from exc
+
+
+def _utf8(cell: str) -> bool:
+    """Whether a cell read with surrogate escapes was UTF-8 all along."""
+    try:
+        cell.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | LabelError]]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                text = raw.decode("utf-8").strip()
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
             except UnicodeDecodeError as exc:
                 yield number, LabelError(f"not UTF-8: {exc}")
                 continue

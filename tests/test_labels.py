@@ -150,6 +150,43 @@ def test_a_file_without_the_needed_columns_is_refused_whole(store, tmp_path):
     assert _labels(db) == []
 
 
+def test_a_sheet_in_another_encoding_costs_its_bad_lines_and_a_stray_column_the_file(
+    store, tmp_path
+):
+    """One Latin-1 byte had aborted the whole CSV, naming a line before it; a "comment"
+    column failed only the rows that filled it in; a JSONL file's BOM cost its first line."""
+    db, (t1, t2, t3), _ = store
+    sheet = tmp_path / "labels.csv"
+    sheet.write_bytes(
+        b"trace_id,detector,label,note\n"
+        + f"{t1},over_refusal,true,ok\n".encode()
+        + f"{t2},over_refusal,true,caf".encode() + b"\xe9\n"
+        + f"{t3},over_refusal,false,\n".encode()
+    )  # fmt: skip
+    result = labels.import_labels(db, sheet)
+    assert result.added == 2 and [n for n, _ in result.bad] == [3]
+    assert "not UTF-8" in dict(result.bad)[3]
+    stray = tmp_path / "stray.csv"
+    stray.write_text(f"trace_id,detector,label,comment\n{t1},under_refusal,true,hi\n")
+    with pytest.raises(labels.LabelError, match=r"line 1: unknown column\(s\) comment"):
+        labels.import_labels(db, stray)
+    timed = tmp_path / "timed.csv"
+    timed.write_text(
+        "trace_id,detector,label,created_at\n"
+        f"{t3},under_refusal,true,2025-01-01T00:00:00\n"
+        f"{t3},under_refusal,false,2025-01-02T00:00:00\n"
+        f"{t3},under_refusal,true,2025-01-02T00:00:00\n"  # the same time as line 3, not 2
+    )
+    result = labels.import_labels(db, timed)
+    assert result.added == 2 and result.bad == [
+        (4, "contradicts line 3 for the same trace and detector")
+    ]
+    bom = tmp_path / "bom.jsonl"
+    line = {"trace_id": t1, "detector": "under_refusal", "label": True}
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(line).encode() + b"\r\n")
+    assert labels.import_labels(db, bom).added == 1
+
+
 def test_unknown_traces_are_kept_only_when_asked(store, tmp_path):
     db, *_ = store
     path = tmp_path / "later.csv"
