@@ -182,6 +182,20 @@ class Spool:
         except OSError as exc:  # another process's lock file arrived: leave it the folder
             logger.info("otel-safety spool: %s stays: %s", self.folder, exc)
 
+    def adopt(self, other: Spool) -> int:
+        """Take over the segments another spool's folder holds (a crashed serve's, found
+        free): they are read back with this spool's own leftovers. The count moved."""
+        moved = 0
+        with self._lock, other._lock:
+            for number in sorted(other._segments):
+                segment = other._segments.pop(number)
+                target = self.folder / f"{self._next:012d}{SEGMENT_SUFFIX}"
+                segment.path.replace(target)  # folders beside one another: one filesystem
+                self._segments[self._next] = _Segment(target, target.stat().st_size, closed=True)
+                self._next += 1
+                moved += 1
+        return moved
+
     # -- reading back -------------------------------------------------------------------------
     def leftovers(self) -> Iterator[tuple[Record, bytes]]:
         """Every record an earlier run appended and did not release, oldest first. Each must

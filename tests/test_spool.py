@@ -410,3 +410,38 @@ def test_a_write_cut_short_by_a_full_disk_costs_no_record_after_it(tmp_path):
     payloads = [payload for _, payload in again.leftovers()]
     again.close()
     assert [p[:1] for p in payloads] == [b"a"] * 3 + [b"b"] * 2
+
+
+def test_a_spool_that_cannot_be_had_leaves_no_store_and_says_which_option(tmp_path):
+    from otel_safety.config import Settings
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+
+    db = tmp_path / "store.duckdb"
+    (tmp_path / "store.duckdb.spool").write_text("a file where the folder goes")
+    settings = Settings.resolve(environ={}, db_path=str(db), detectors=["injection"])
+    with pytest.raises(ValueError, match=r"cannot use a spool folder: .*--spool DIR"):
+        Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0))
+    assert not db.exists()
+
+
+@pytest.mark.process
+def test_what_another_serve_left_in_its_folder_is_judged_by_the_one_that_starts(
+    tmp_path, span_factory
+):
+    """Two serves on one store, both killed: the one started again took `<db>.spool` and
+    left `<db>.spool-2`, acknowledged spans and all, to nobody."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from otel_safety.config import Settings
+    from otel_safety.sidecar import Sidecar, SidecarOptions
+
+    db = str(tmp_path / "store.duckdb")
+    spans = span_factory.agent_run()
+    left = Spool(f"{db}.spool-2")  # what the second serve had acknowledged, not written
+    left.append(encode_spans(spans).SerializeToString())
+    left.close()
+    settings = Settings.resolve(environ={}, db_path=db, detectors=["injection"])
+    with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)):
+        pass  # its start judges what the spool holds
+    assert len(_stored(db)) == len(spans)
+    assert not (tmp_path / "store.duckdb.spool-2").exists()

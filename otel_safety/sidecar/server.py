@@ -96,21 +96,23 @@ class Sidecar:
         sinks: list[Sink] = []
         self._store_sink: DuckDBStore | DuckLakeStore | None = None
         self.spool: Spool | None = None
+        self.forward_spool: Spool | None = None
         owed: Owed | None = None
         if settings.store:
             store_sink = self._store_sink = self._store()
             sinks.append(store_sink)
-            self.spool = self._open_spool(options.spool, "spool")
+            self.spool = self._spool_or_nothing_left(options.spool, "spool", sinks)
             if self.spool is not None:
                 owed = Owed(self.spool)
                 store_sink.on_written.append(owed.written)
                 store_sink.drop_overflow = False  # the intake pushes back instead
-        self.forward_spool: Spool | None = None
         if options.forward_endpoint:
             exporter = otlp_exporter(
                 options.forward_endpoint, options.forward_protocol, options.forward_headers
             )
-            self.forward_spool = self._open_spool(options.forward_spool, "forward")
+            self.forward_spool = self._spool_or_nothing_left(
+                options.forward_spool, "forward", sinks
+            )
             if self.forward_spool is not None:
                 sinks.append(
                     SpooledForwarder(
@@ -183,6 +185,23 @@ class Sidecar:
             and (self._store_sink.backlogged)
         )
 
+    def _spool_or_nothing_left(
+        self, asked: str | None, kind: str, sinks: list[Sink]
+    ) -> Spool | None:
+        """`_open_spool`, or, when it cannot be had, a start that leaves no new store (and no
+        other spool) behind, and an error that names the option."""
+        try:
+            return self._open_spool(asked, kind)
+        except (OSError, SpoolBusy) as exc:
+            for sink in sinks:
+                sink.shutdown()
+            self._discard_new_store()
+            option = "--spool" if kind == "spool" else "--forward-spool"
+            raise ValueError(
+                f"cannot use a {kind} folder: {exc}; name a writable folder with {option} "
+                f"DIR (or {option} off)"
+            ) from exc
+
     def _open_spool(self, asked: str | None, kind: str) -> Spool | None:
         """A spool: the folder asked for, or the first free one beside the store (two
         serves on one store each get their own, and a crashed one's is picked up by the
@@ -194,12 +213,14 @@ class Sidecar:
         if not self.settings.store or self.options.lake or self.settings.db_path == ":memory:":
             return None
         base = f"{self.settings.db_path}.{kind}"
-        for number in range(1, 17):
+        folders = [base if number == 1 else f"{base}-{number}" for number in range(1, 17)]
+        for folder in folders:
             try:
-                folder = base if number == 1 else f"{base}-{number}"
-                return Spool(folder, max_bytes=self.options.spool_max_bytes)
+                spool = Spool(folder, max_bytes=self.options.spool_max_bytes)
             except SpoolBusy:
                 continue
+            _adopt_free_folders(spool, [f for f in folders if f != folder])
+            return spool
         raise SpoolBusy(f"every {kind} folder beside {self.settings.db_path} is in use")
 
     def replay(self) -> int:
@@ -467,3 +488,23 @@ def _read_tls(options: SidecarOptions) -> tuple[bytes, bytes] | None:
     if not options.tls_cert or not options.tls_key:
         return None
     return Path(options.tls_key).read_bytes(), Path(options.tls_cert).read_bytes()
+
+
+def _adopt_free_folders(spool: Spool, others: list[str]) -> None:
+    """What another serve on this store left in its folder and no running serve holds (it
+    crashed, and one serve came back) is taken into `spool`, to be judged with its own."""
+    for folder in others:
+        if not Path(folder).is_dir():
+            continue
+        try:
+            other = Spool(folder, max_bytes=spool.max_bytes)
+        except SpoolBusy:
+            continue  # a running serve's
+        moved = spool.adopt(other)
+        other.close(remove_if_empty=True)
+        if moved:
+            logger.warning(
+                "otel-safety serve: took over %d spool segments another serve left in %s",
+                moved,
+                folder,
+            )
