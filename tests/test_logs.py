@@ -332,3 +332,21 @@ def test_unreadable_log_events_leave_the_span_judged_without_them(span_factory, 
     exported = {s.name: s for s in exporter.get_finished_spans()}
     assert exported[root.name].attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] == ("keyword",)
     assert "could not read the log events" in caplog.text
+
+
+def test_log_records_forwarded_beside_spans_sent_to_the_traces_path_go_to_the_logs_path():
+    """`--forward http://host:4318/v1/traces` sent the findings' log records to /v1/traces,
+    where the next hop read them as a corrupt trace request."""
+    from opentelemetry._logs import SeverityNumber
+
+    from otel_safety.sidecar.forward_logs import otlp_log_exporter
+
+    with HttpNextHop() as hop:
+        provider = LoggerProvider()
+        exporter = otlp_log_exporter(f"{hop.endpoint}/v1/traces", "http/protobuf")
+        provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+        provider.get_logger("test").emit(
+            body="a finding", severity_number=SeverityNumber.INFO, event_name="finding"
+        )
+        provider.shutdown()
+        assert len(hop.logs()) == 1 and not hop.spans()

@@ -43,10 +43,20 @@ def otlp_log_exporter(
     if protocol == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
-        parts = urlsplit(endpoint)
-        url = endpoint.rstrip("/") + "/v1/logs" if parts.path in ("", "/") else endpoint
-        return OTLPLogExporter(endpoint=url, headers=dict(headers or {}) or None)
+        return OTLPLogExporter(endpoint=logs_url(endpoint), headers=dict(headers or {}) or None)
     raise ValueError(f"unsupported forward protocol {protocol!r}; use grpc or http/protobuf")
+
+
+def logs_url(endpoint: str) -> str:
+    """Where OTLP/HTTP log records go beside spans sent to `endpoint`: its `/v1/logs`, also
+    when the endpoint names the traces path (`.../v1/traces`, which a log record would
+    reach as a corrupt trace request); any other path is taken as given."""
+    path = urlsplit(endpoint).path
+    if path in ("", "/"):
+        return endpoint.rstrip("/") + "/v1/logs"
+    if path.rstrip("/").endswith("/v1/traces"):
+        return endpoint.rstrip("/").removesuffix("/v1/traces") + "/v1/logs"
+    return endpoint
 
 
 class _CountingLogExporter(LogRecordExporter):
