@@ -246,8 +246,13 @@ def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path
     assert flipped.returncode == 0, flipped.stderr
 
     exported = tmp_path / "export.jsonl"
-    dump = run_cli("labels", "export", "--db", str(db), "--format", "jsonl", "--out", str(exported))
+    dump = run_cli("labels", "export", "--db", str(db), "--out", str(exported))  # by name
     assert dump.returncode == 0, dump.stderr
+    assert exported.read_text().startswith("{")  # JSONL, as the extension says
+    crossed = run_cli(
+        "labels", "export", "--db", str(db), "--format", "csv", "--out", str(exported)
+    )
+    assert crossed.returncode == 1 and "name the file .csv" in crossed.stderr
     as_csv = run_cli("labels", "export", "--db", str(db))
     assert as_csv.stdout.splitlines()[0] == "trace_id,span_id,detector,label,source,note,created_at"
     assert len(as_csv.stdout.splitlines()) == 5

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from otel_safety import labels
-from otel_safety.commands.options import add_db, add_format
+from otel_safety.commands.options import add_db
 from otel_safety.commands.stores import refuse_overwriting_a_store, require_store
 from otel_safety.labels import ALLOW_UNKNOWN_TRACES
 
@@ -64,7 +64,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description="Write the labels (all, or only those in force) in the import format.",
     )
     add_db(dump)
-    add_format(dump, ("csv", "jsonl"))
+    dump.add_argument(
+        "--format",
+        choices=("csv", "jsonl"),
+        help="output format (default: from --out's extension, .jsonl or .csv; else csv)",
+    )
     dump.add_argument("--in-force", action="store_true", help="only the label in force per pair")
     dump.add_argument("--out", help="file to write (default: standard output)")
     dump.set_defaults(handler=cmd_labels_export)
@@ -115,12 +119,22 @@ def cmd_labels_export(args: argparse.Namespace) -> int:
     require_store(args.db)
     if args.out:
         refuse_overwriting_a_store(args.out)
+    written_as = _export_format(args.format, args.out)
     with labels.connect(args.db, read_only=True) as con:
         records = labels.export_labels(con, effective=args.in_force)
     if args.out:
         with Path(args.out).open("w", encoding="utf-8", newline="") as out:
-            labels.write_records(records, args.format, out)
+            labels.write_records(records, written_as, out)
         print(f"wrote {len(records)} label(s) to {args.out}", file=sys.stderr)
     else:
-        labels.write_records(records, args.format, sys.stdout)
+        labels.write_records(records, written_as, sys.stdout)
     return 0
+
+
+def _export_format(asked: str | None, out: str | None) -> str:
+    """The format asked for, else the one `--out`'s extension names (`labels import` reads
+    a file by its extension: a CSV written to `x.jsonl` would not import back)."""
+    named = Path(out).suffix.lower().lstrip(".") if out else ""
+    if asked and named in ("csv", "jsonl") and named != asked:
+        raise ValueError(f"--format {asked} into {out}: name the file .{asked}, or drop --format")
+    return asked or (named if named in ("csv", "jsonl") else "csv")
