@@ -42,13 +42,11 @@ def run_shell(command: str) -> str:
 def main(db_path: str, principals: str | None) -> None:
     provider = otel_safety.configure(db_path, service_name="guarded-example", install=False)
     guard = Guard(principals)  # no file: only what the call does is judged
-    instrumented = instrumentation(provider)
     agent = Agent(
         FunctionModel(scripted),
         name="ops-bot",
         tools=[run_shell],
-        capabilities=[*instrumented.pop("capabilities", []), guard_capability(guard, "owner")],
-        **instrumented,
+        **instrumentation(provider, guard_capability(guard, "owner")),
     )
     result = agent.run_sync("Tidy up my home directory")
     provider.shutdown()  # flushes: every buffered trace is judged and stored

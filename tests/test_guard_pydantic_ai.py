@@ -56,8 +56,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def _agent(provider, shell: Shell, steps, capability) -> Agent:
-    kwargs = instrumentation(provider)
-    kwargs["capabilities"] = [*kwargs.get("capabilities", []), capability]
+    kwargs = instrumentation(provider, capability)  # as the README writes it
     return Agent(scripted_model(steps), name="ops-agent", tools=[shell.run_shell], **kwargs)
 
 

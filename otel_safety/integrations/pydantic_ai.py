@@ -15,8 +15,10 @@ from otel_safety.extras import install_hint
 logger = logging.getLogger(__name__)
 
 
-def instrumentation(tracer_provider: TracerProvider) -> dict[str, Any]:
-    """Keyword arguments for `pydantic_ai.Agent(...)` that instrument it with GenAI spans.
+def instrumentation(tracer_provider: TracerProvider, *capabilities: Any) -> dict[str, Any]:
+    """Keyword arguments for `pydantic_ai.Agent(...)` that instrument it with GenAI spans,
+    with any other `capabilities` (the guard's) beside it: `Agent` takes one
+    `capabilities=` list, so the two cannot be passed apart.
 
     pydantic-ai 2 takes an `Instrumentation` capability; 1.x took `instrument=`.
     """
@@ -28,8 +30,11 @@ def instrumentation(tracer_provider: TracerProvider) -> dict[str, Any]:
     try:
         from pydantic_ai.capabilities import Instrumentation
     except ImportError:
-        return {"instrument": settings}
-    return {"capabilities": [Instrumentation(settings)]}
+        return {
+            "instrument": settings,
+            **({"capabilities": list(capabilities)} if capabilities else {}),
+        }
+    return {"capabilities": [Instrumentation(settings), *capabilities]}
 
 
 class ToolCallBlocked(RuntimeError):
