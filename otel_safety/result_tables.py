@@ -15,7 +15,7 @@ from typing import Any
 
 import regex
 
-__all__ = ["align", "bidi_safe", "csv_unescaped", "for_spreadsheets", "render", "terminal_safe"]
+__all__ = ["align", "csv_unescaped", "for_spreadsheets", "page_safe", "render", "terminal_safe"]
 
 MAX_CELL = 80  # a table cell's longest text
 MIN_CELL = 8  # a shrunk column's narrowest width
@@ -28,9 +28,13 @@ RECORD_VALUE_LINES = 3  # lines a long value wraps to in a record before it is c
 # behind any apostrophes `for_spreadsheets` put there before.
 _FORMULA = regex.compile(r"^'*[=+\-@\t\r]")
 # Bidirectional controls: what reorders text, in a page too (`exe.png` shown for `gnp.exe`
-# behind U+202E), where the other control characters do nothing.
+# behind U+202E).
 _BIDI_CHARS = r"\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069"
-_BIDI = regex.compile(f"[{_BIDI_CHARS}]")
+# What a web page must not print raw: bidirectional controls (they reorder the text around
+# them), control characters but tab and line breaks, line separators and invisible ones.
+_PAGE_UNSAFE = regex.compile(
+    rf"[{_BIDI_CHARS}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u200b\ufeff]"
+)
 # Characters that steer a terminal rather than show (escape sequences, carriage returns,
 # bidirectional controls): shown as escapes, so a span cannot redraw the table around it.
 _STEERING = regex.compile(rf"[\p{{Cc}}{_BIDI_CHARS}]")
@@ -189,9 +193,10 @@ def terminal_safe(text: str) -> str:
     return _STEERING.sub(_escaped, text)
 
 
-def bidi_safe(text: str) -> str:
-    """`text` with its bidirectional controls written as escapes, for a web page."""
-    return _BIDI.sub(_escaped, text)
+def page_safe(text: str) -> str:
+    """`text` for a web page: bidirectional controls, control characters and invisible
+    ones written as escapes (`\\u202e`, `\\x1b`), so what an agent wrote shows as it is."""
+    return _PAGE_UNSAFE.sub(_escaped, text)
 
 
 def _escaped(match: regex.Match) -> str:

@@ -307,3 +307,12 @@ def test_a_resolved_alert_leaves_the_flagged_table_as_it_leaves_the_query(tmp_pa
     page = render(gather(db))
     assert kept in page and resolved not in page
     assert "include_resolved=true" in page
+
+
+def test_control_and_invisible_characters_from_spans_show_as_escapes_on_a_page():
+    """NUL, ESC, a line separator and a zero-width space reached the report raw (`file`
+    called it data); bidirectional controls were escaped already. Tabs and line breaks stay."""
+    from otel_safety.report.svg import esc
+
+    shown = esc("a\x00b\x1b[31mc\u2028d\u200be\u202ef\tg\nh<")
+    assert shown == "a\\x00b\\x1b[31mc\\u2028d\\u200be\\u202ef\tg\nh&lt;"

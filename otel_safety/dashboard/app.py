@@ -35,7 +35,7 @@ from otel_safety.exporters.duckdb import StoreError
 from otel_safety.report.page import STYLE as REPORT_STYLE
 from otel_safety.report.svg import LEVEL_COLOURS
 from otel_safety.resolutions.store import ResolutionError, resolve
-from otel_safety.result_tables import bidi_safe
+from otel_safety.result_tables import page_safe
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 CSP = (
@@ -105,7 +105,7 @@ def _shown(value: Any) -> Any:
     so what an agent wrote cannot reorder the page around it (markup the pages build
     themselves is left as it is)."""
     if isinstance(value, str) and not isinstance(value, Markup):
-        return bidi_safe(value)
+        return page_safe(value)
     return value
 
 

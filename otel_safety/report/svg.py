@@ -10,7 +10,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from otel_safety.result_tables import bidi_safe
+from otel_safety.result_tables import page_safe
 
 LEVEL_COLOURS = {
     "NONE": "#cbd5e1",
@@ -29,7 +29,7 @@ BASELINE = "#9ca3af"
 def esc(value: Any) -> str:
     """HTML-escaped, with bidirectional controls shown as escapes (they would reorder what
     an agent wrote around them)."""
-    return escape(bidi_safe("" if value is None else str(value)), quote=True)
+    return escape(page_safe("" if value is None else str(value)), quote=True)
 
 
 def stacked_bars(
