@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
 
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import trace_scope
@@ -245,7 +246,12 @@ class Pipeline:
         ]
         if not mapped:  # not a GenAI trace: pass through untouched
             return Judgement(trace_id, reason)
-        without_content = _note_without_content(mapped)
+        failed = {
+            span_id_hex(s.context.span_id)
+            for s in spans
+            if s.status.status_code is StatusCode.ERROR
+        }
+        without_content = _note_without_content(mapped, failed)
         notes = {m.span_id: list(m.notes) for m in mapped if m.notes}
         root = local_root(spans)
         root_id = span_id_hex(root.context.span_id) if root else None
@@ -297,10 +303,15 @@ class Pipeline:
         return findings
 
 
-def _note_without_content(mapped: Sequence[MappedSpan]) -> list[str]:
+def _note_without_content(mapped: Sequence[MappedSpan], failed: set[str]) -> list[str]:
     """Model and tool spans with no content are named: the user must learn that capture is
-    off, or a quiet trace reads as a safe one."""
-    empty = [m for m in mapped if m.role in ("llm", "tool") and not m.content_captured]
+    off, or a quiet trace reads as a safe one. A call that failed (its span's status is
+    ERROR) may have had nothing to record, capture on or off: it is not named."""
+    empty = [
+        m
+        for m in mapped
+        if m.role in ("llm", "tool") and not m.content_captured and m.span_id not in failed
+    ]
     for m in empty:
         m.notes.add(NO_CONTENT_NOTE)
     return [m.span_id for m in empty]

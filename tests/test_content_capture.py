@@ -103,3 +103,27 @@ def test_a_tool_call_without_content_gets_no_guard_decision_in_the_audit_log():
     assert tool_spans and not [row for row in audit_rows(blind, now) if row["source"] == "trace"]
     seen = Pipeline().evaluate(_pydantic_ai_run(include_content=True))
     assert [row["tool"] for row in audit_rows(seen, now) if row["source"] == "trace"] == [TOOL_NAME]
+
+
+def test_a_model_call_that_failed_is_not_taken_for_capture_turned_off():
+    """A model request that failed (the server answered 500) left its chat span without
+    messages, and `status` told the user to turn content capture on, which it was."""
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    def fail(messages, info):
+        raise RuntimeError("the model server answered 500")
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    settings = InstrumentationSettings(tracer_provider=provider, include_content=True)
+    agent = Agent(FunctionModel(fail), capabilities=[Instrumentation(settings)])
+    with pytest.raises(RuntimeError):
+        agent.run_sync(USER_REQUEST)
+    provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    assert any(s.name.startswith("chat") for s in spans)
+    assert _without_content(spans) == []
