@@ -15,20 +15,21 @@ import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from otel_safety import detectors as detector_registry
-from otel_safety.exporters.duckdb import clean, ensure_schema, open_store
+from otel_safety.exporters.duckdb import clean, ensure_schema, insert_rows, open_store, rollback
 from otel_safety.exporters.schema import LABELS
 from otel_safety.result_tables import csv_unescaped, for_spreadsheets
 from otel_safety.sql_helpers import EFFECTIVE_LABELS_SQL
 
 FIELDS = ("trace_id", "span_id", "detector", "label", "source", "note")
+FUTURE_SLACK = timedelta(minutes=5)  # clocks of other machines run a little ahead
 OPTIONAL_FIELDS = ("created_at",)  # as `labels export` writes it: keeps the history's order
 DEFAULT_SOURCE = "human"
 SYNTHETIC_PREFIX = "synthetic"
@@ -329,17 +330,21 @@ def _csv_value(value: Any) -> Any:
     return for_spreadsheets(value) if isinstance(value, str) else value
 
 
+# The labels table with every column written (a label's own time included), staged as the
+# store stages rows: binding lists value by value cost a millisecond a label.
+_LABELS_AS_GIVEN = replace(LABELS, defaults={})
+
+
 def _insert(con: duckdb.DuckDBPyConnection, rows: Sequence[Label]) -> None:
-    """One column-wise INSERT; a label without a time gets the store's current time."""
-    columns = LABELS.columns
-    selects = [
-        f"coalesce(unnest(${name})::{kind}, current_timestamp::{kind})"
-        if name == "created_at"
-        else f"unnest(${name})::{kind}"
-        for name, kind in columns.items()
-    ]
-    params = {name: [row.row()[name] for row in rows] for name in columns}
-    con.execute(f"INSERT INTO labels ({', '.join(columns)}) SELECT {', '.join(selects)}", params)
+    """One INSERT; a label without a time gets the store's current time."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        insert_rows(con, _LABELS_AS_GIVEN, [row.row() for row in rows])
+        con.execute("UPDATE labels SET created_at = current_timestamp WHERE created_at IS NULL")
+        con.execute("COMMIT")
+    except Exception:
+        rollback(con)
+        raise
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -351,6 +356,12 @@ def _timestamp(value: Any) -> datetime | None:
         raise LabelError(f"created_at must be an ISO timestamp, got {value!r}") from None
     if moment.tzinfo is not None:  # the store keeps UTC without a zone
         moment = moment.astimezone(UTC).replace(tzinfo=None)
+    if moment > datetime.now(UTC).replace(tzinfo=None) + FUTURE_SLACK:
+        raise LabelError(
+            f"created_at {value} is in the future: it would stay in force over every label "
+            "given before then, a reviewer's correction too; leave it out or give the time "
+            "it was made"
+        )
     return moment
 
 

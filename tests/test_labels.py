@@ -181,6 +181,10 @@ def test_a_sheet_in_another_encoding_costs_its_bad_lines_and_a_stray_column_the_
     assert result.added == 2 and result.bad == [
         (4, "contradicts line 3 for the same trace and detector")
     ]
+    ahead = tmp_path / "ahead.csv"
+    ahead.write_text(f"trace_id,detector,label,created_at\n{t2},under_refusal,false,2999-01-01\n")
+    result = labels.import_labels(db, ahead)
+    assert result.added == 0 and "is in the future" in dict(result.bad)[2]
     bom = tmp_path / "bom.jsonl"
     line = {"trace_id": t1, "detector": "under_refusal", "label": True}
     bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(line).encode() + b"\r\n")
