@@ -221,3 +221,20 @@ def test_serve_in_a_manifest_takes_its_arguments_and_its_probes_reach_it():
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             if probe in container and "httpGet" in container[probe]:
                 assert not loopback, f"{where}: {probe} over the pod IP, serve on {args.host}"
+
+
+def test_every_serve_in_a_manifest_keeps_what_it_acknowledged_on_disk():
+    """The scale-out configs wrote a lake with no spool: a restart lost what was
+    acknowledged and not yet written, and what the gateway had not taken."""
+    from otel_safety.commands.main import build_parser
+
+    compose = yaml.safe_load((COLLECTOR / "compose.yaml").read_text(encoding="utf-8"))
+    runs = [(f"compose:{name}", s["command"]) for name, s in compose["services"].items()
+            if (s.get("command") or [None])[0] == "serve"]  # fmt: skip
+    runs += [(where, container["args"]) for where, container in serve_containers()]
+    for where, command in runs:
+        args = build_parser("serve").parse_args(command)
+        if args.lake:
+            assert args.spool not in (None, "off"), f"{where}: a lake with no spool"
+        if args.forward:
+            assert args.forward_spool != "off", f"{where}"
