@@ -253,7 +253,7 @@ class Settings(BaseSettings):
         20.0, description="serve: largest request body in MiB, after decompression"
     )
     serve_retry_after: float = Field(
-        2.0, description="serve: seconds a client is asked to wait when saturated"
+        2.0, ge=0, description="serve: seconds a client is asked to wait when saturated"
     )
     serve_spool: str | None = Field(None, description="serve: write-ahead spool folder, or off")
     serve_spool_max_mib: float = Field(1024.0, description="serve: the spool's size at most")

@@ -168,6 +168,7 @@ def test_the_analysis_cache_size_comes_from_the_environment_and_reaches_the_memo
         ({"OTEL_SAFETY_LOG_LEVEL": "LOUD"}, r"OTEL_SAFETY_LOG_LEVEL.*DEBUG, INFO"),
         ({"OTEL_SAFETY_THRESHOLDS": "injection=2"}, r"OTEL_SAFETY_THRESHOLDS.*from 0 to 1"),
         ({"OTEL_SAFETY_THRESHOLDS": "injection=0.5,deception=-0.1"}, "deception=-0.1 is not"),
+        ({"OTEL_SAFETY_SERVE_RETRY_AFTER": "-1"}, r"OTEL_SAFETY_SERVE_RETRY_AFTER.*greater than"),
     ],
 )
 def test_bad_settings_say_which_variable_and_why(env, message):

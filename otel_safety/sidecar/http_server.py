@@ -358,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
             if encoding not in ("identity", "gzip", "deflate"):
                 raise intake.refuse(
                     Refusal.UNSUPPORTED,
-                    f"Content-Encoding {encoding!r}; send gzip or none",
+                    f"Content-Encoding {encoding!r}; send gzip, deflate or none",
                     TRANSPORT,
                     peer,
                     0,
