@@ -330,6 +330,8 @@ def test_ingest_reads_the_calibration_from_the_environment(shared_data, eval_sto
     with duckdb.connect(str(db), read_only=True) as con:
         stored = con.execute("SELECT threshold FROM findings WHERE detector = ?", [key]).fetchone()
     assert stored == (document["detectors"][key]["threshold"],)
+    said = next(line for line in done.stdout.splitlines() if line.startswith("calibration "))
+    assert str(path.resolve()) in said and key in said  # the output says whose thresholds
 
     broken = path.parent / "broken.json"
     broken.write_text('{"format": "otel-safety-calibration", "version": 1, "detectors": 3}')

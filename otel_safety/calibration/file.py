@@ -66,6 +66,15 @@ class CalibrationFile:
         }
 
 
+def in_use(path: str | Path, keys: Iterable[str], explicit: Mapping[str, float]) -> str:
+    """One line for a command's output: which file the thresholds come from and which
+    detectors it calibrates, so figures and findings can be told apart from the defaults'."""
+    marks = load_calibration(path).marks(list(keys), explicit)
+    done = sorted(key for key, calibrated in marks.items() if calibrated)
+    listed = f": {', '.join(done)}" if done else ""
+    return f"calibration {Path(path).resolve()}: {len(done)} of {len(marks)} detectors{listed}"
+
+
 def write_calibration(calibration: Calibration, path: str | Path) -> None:
     """Write atomically, so a detector starting meanwhile never reads half a file."""
     path = Path(path)

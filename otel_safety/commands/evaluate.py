@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from otel_safety import detectors as detector_registry
+from otel_safety.calibration.file import in_use
 from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
 from otel_safety.commands.stores import check_replaceable, replace_store
 from otel_safety.config import Settings
@@ -125,6 +126,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.sample:
         cases = datasets.sample(cases, args.sample)
     print(f"eval: {len(cases)} cases from {args.data}", file=sys.stderr)
+    settings = Settings.resolve(detectors=detectors)
+    if settings.calibration:  # the figures are then those of its thresholds
+        keys = detector_registry.check(settings.detectors, settings.thresholds)
+        print(f"eval: {in_use(settings.calibration, keys, settings.thresholds)}", file=sys.stderr)
     report = run_eval(
         cases,
         str(made),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from otel_safety import detectors as detector_registry
 from otel_safety.bootstrap import BYTES_PER_WORKER
+from otel_safety.calibration.file import in_use
 from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
 from otel_safety.config import Settings
 
@@ -61,6 +62,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     fresh = not Path(settings.db_path).exists()
     summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)
     print(summary.describe(settings.db_path))
+    if settings.calibration:
+        keys = detector_registry.check(settings.detectors, settings.thresholds)
+        print(in_use(settings.calibration, keys, settings.thresholds))
     if fresh and not summary.spans:  # nothing read: leave no empty store behind
         Path(settings.db_path).unlink(missing_ok=True)
         Path(f"{settings.db_path}.wal").unlink(missing_ok=True)

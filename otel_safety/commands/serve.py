@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from otel_safety.calibration.file import in_use
 from otel_safety.commands.dashboard import add_listen_options, dashboard_options, read_token
 from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
 from otel_safety.commands.stopping import StopSignals
@@ -354,6 +355,9 @@ def _announce(
         lines.append("forwarding: off")
     if settings.policy:
         lines.append(f"escalation policy: Cedar {Path(settings.policy).resolve()}")
+    if settings.calibration:
+        keys = [key for key, _ in sidecar.engine.pipeline.in_force()]
+        lines.append(in_use(settings.calibration, keys, settings.thresholds))
     modes = _monitor_modes(sidecar)
     if modes:
         lines.append(f"behaviour monitors: {modes}")
