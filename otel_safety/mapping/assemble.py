@@ -35,7 +35,7 @@ def assemble(
     start_of = {m.span_id: m.start_ns for m in spans}
 
     messages = _conversation(models, _agent_of(spans, parents or {}))
-    tool_calls = _tool_calls(spans, messages, start_of)
+    tool_calls = _tool_calls(spans, messages, start_of, models[0].span_id if models else None)
     final_output, final_span = _final_output(models, agents)
     return Trajectory(
         trace_id=trace_id,
@@ -155,10 +155,21 @@ def _own_messages(span: MappedSpan, read: set[str]) -> Sequence[Message]:
 
 
 def _tool_calls(
-    spans: Sequence[MappedSpan], messages: Sequence[Message], start_of: dict[str, int]
+    spans: Sequence[MappedSpan],
+    messages: Sequence[Message],
+    start_of: dict[str, int],
+    first_model: str | None,
 ) -> list[ToolCall]:
+    """The calls of the trace, each with its result. A call only the first model call's
+    history holds was asked for in an earlier trace (a chat client traced with no span
+    around the run): `replayed`. Later in a trace an answer's history may differ in form
+    from the answer as given, and its calls are this trace's own."""
     executed = [m.tool_call for m in spans if m.tool_call is not None]
-    requested = [(call, message.replayed) for message in messages for call in message.tool_calls]
+    requested = [
+        (call, message.replayed and message.span_id == first_model)
+        for message in messages
+        for call in message.tool_calls
+    ]
     calls = list(executed)
     by_id = {c.id: c for c in executed if c.id}
     unmatched = [c for c in executed if not c.id]
