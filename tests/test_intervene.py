@@ -70,6 +70,22 @@ def test_a_harmless_turn_does_not_halt_but_a_halted_conversation_stays_halted() 
     assert not after.findings[0].detected  # this turn is fine: the conversation is not
 
 
+def test_a_cedar_policy_reads_the_turns_agent_as_it_reads_a_traces() -> None:
+    """The per-turn API handed the policy a bare trajectory: every turn's agent was
+    Agent::"unknown", so a rule for one agent never applied to its turns."""
+    from otel_safety.policies import CedarPolicy
+
+    source = (
+        'permit (principal == Agent::"helper", action == Action::"warn", resource) '
+        'when { context.detected.contains("ethics_boundary") };'
+    )
+    monitors = TurnMonitors(
+        [EthicsBoundary()], policy=CedarPolicy(source, alone=True), halts=HaltRegistry()
+    )
+    answer = _turn("Women are naturally worse at math.", "Who is better at math?")
+    assert monitors.process(answer, conversation="c").level is EscalationLevel.WARN
+
+
 def test_a_policy_that_pins_the_monitor_lower_keeps_the_agent_going() -> None:
     halts = HaltRegistry()
     policy = SeverityPolicy(detector_levels={"ethics_boundary": "HUMAN_REVIEW"})

@@ -80,6 +80,27 @@ def test_a_harmful_answer_stops_the_run_before_it_is_used(tmp_path: Path) -> Non
     assert halts.get("conv-a").source == "turn" and halts.get("conv-b") is None
 
 
+def test_a_monitor_given_alone_halts_in_the_guards_registry(tmp_path: Path) -> None:
+    """One BehaviorMonitor (or TurnMonitors built without `halts`) wrote its halt to the
+    process's registry, not the guard's: the conversation's next run asked the model again
+    and the guard let its tool calls run."""
+    from otel_safety.detectors.ethics_boundary import EthicsBoundary
+
+    halts = HaltRegistry()
+    guard = Guard(Directory(), halts=halts)
+    tools = Tools()
+    replies = [text_reply(BOMB_ANSWER), tool_call_reply("run_shell", {"command": "ls"}, "c1")]
+    with FakeOpenAIServer(replies) as server:
+        capability = guard_capability(guard, monitors=EthicsBoundary(mode="active"))
+        agent = _agent(server, None, capability, [tools.run_shell])
+        with pytest.raises(AgentHalted):
+            agent.run_sync(BOMB_REQUEST, conversation_id="conv-alone")
+        with pytest.raises(AgentHalted):
+            agent.run_sync("Clean the build folder.", conversation_id="conv-alone")
+        assert len(server.requests) == 1
+    assert halts.get("conv-alone") is not None and tools.ran == []
+
+
 def test_a_harmless_conversation_runs_to_the_end_with_its_tools(tmp_path: Path) -> None:
     halts = HaltRegistry()
     guard = Guard(Directory(), halts=halts)

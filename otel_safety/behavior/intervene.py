@@ -76,17 +76,20 @@ def decide_turn(
     conversation: str | None,
     policy: Policy | None = None,
     halts: HaltRegistry | None = None,
+    run: Trajectory | None = None,
 ) -> TurnResult:
     """The level `policy` gives the turn's findings and whether they halt the conversation
     (the rule the pipeline's `HaltSink` applies to a trace). A conversation halted already,
-    by an earlier turn or trace, stays halted."""
+    by an earlier turn or trace, stays halted. `run`: the turn's run, which the policy reads
+    as it reads a trace (a Cedar rule on the agent's name needs it)."""
     if policy is None:
         from otel_safety.policies.safeguards import SafeguardsPolicy
 
         policy = SafeguardsPolicy()
     halts = halts if halts is not None else default_halts()
     trace_id = findings[0].trace_id if findings else uuid.uuid4().hex
-    level = policy.decide(findings, Trajectory(trace_id=trace_id, conversation_id=conversation))
+    judged = run or Trajectory(trace_id=trace_id, conversation_id=conversation)
+    level = policy.decide(findings, judged)
     halting = halting_findings(findings)
     halt = halts.get(conversation)
     if halting and halt is None:
@@ -153,8 +156,10 @@ class TurnMonitors:
         *,
         conversation: str | None = None,
         context: Trajectory | None = None,
+        halts: HaltRegistry | None = None,
     ) -> TurnResult:
-        """Every monitor's finding on `turn`, the policy's level and the halt decision."""
+        """Every monitor's finding on `turn`, the policy's level and the halt decision (a
+        halt goes to `halts` when given: the guard's registry, which its checks read)."""
         run = turn_trajectory(turn, conversation, context)
         findings = [
             m.judge_turn(turn, conversation=conversation, context=run) for m in self.monitors
@@ -164,7 +169,8 @@ class TurnMonitors:
             turn,
             conversation=run.conversation_id,
             policy=self.policy,
-            halts=self.halts,
+            halts=halts if halts is not None else self.halts,
+            run=run,
         )
 
 

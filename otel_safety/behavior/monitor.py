@@ -258,7 +258,7 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         run = turn_trajectory(turn, conversation, context)
         finding = self.judge_turn(turn, conversation=conversation, context=run)
         return decide_turn(
-            [finding], turn, conversation=run.conversation_id, policy=policy, halts=halts
+            [finding], turn, conversation=run.conversation_id, policy=policy, halts=halts, run=run
         )
 
     def _new_turns(

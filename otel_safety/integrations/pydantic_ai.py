@@ -114,7 +114,9 @@ def guard_capability(
         async def after_model_request(self, ctx, *, request_context, response):
             if monitors is not None:
                 named = conversation_of(ctx)
-                result = await asyncio.to_thread(_judge_answer, monitors, ctx, response, named)
+                result = await asyncio.to_thread(
+                    _judge_answer, monitors, ctx, response, named, guard.halts
+                )
                 if result is not None and result.should_halt:
                     raise AgentHalted(result.reason, conversation=named, result=result)
             return response
@@ -149,9 +151,12 @@ def _conversation_of(ctx: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _judge_answer(monitors: Any, ctx: Any, response: Any, conversation: str | None) -> Any:
+def _judge_answer(
+    monitors: Any, ctx: Any, response: Any, conversation: str | None, halts: Any
+) -> Any:
     """The monitors' result on the answer in `response`, or None (no text, or a monitor
-    failed: logged, and the run goes on)."""
+    failed: logged, and the run goes on). A halt goes to `halts`, the guard's registry, which
+    its checks before the next model request and tool call read."""
     from otel_safety.integrations.pydantic_ai_turns import answer_turn, run_trajectory
 
     try:
@@ -159,7 +164,7 @@ def _judge_answer(monitors: Any, ctx: Any, response: Any, conversation: str | No
         if turn is None:
             return None
         context = run_trajectory(ctx, conversation)
-        return monitors.process(turn, conversation=conversation, context=context)
+        return monitors.process(turn, conversation=conversation, context=context, halts=halts)
     except Exception:
         logger.exception("otel-safety monitors failed on a turn; the run goes on")
         return None
