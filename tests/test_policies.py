@@ -31,8 +31,12 @@ def finding(
     )
 
 
-def conversation(cid: str | None) -> Trajectory:
-    return Trajectory(trace_id="t" * 32, conversation_id=cid)
+_traces = iter(range(1, 1 << 30))
+
+
+def conversation(cid: str | None, trace: int | None = None) -> Trajectory:
+    """A trace of conversation `cid`: a new one each call unless `trace` names one."""
+    return Trajectory(trace_id=f"{trace or next(_traces):032x}", conversation_id=cid)
 
 
 @pytest.mark.parametrize(
@@ -134,6 +138,17 @@ def test_adaptive_history_lowers_cut_offs_per_conversation() -> None:
     # Bounded: a third conversation pushes out the oldest.
     policy.decide([finding(signals={"drift": 0.35})], conversation("c"))
     assert policy.escalations("a") == 0 and policy.escalations("c") == 1
+
+
+def test_a_trace_judged_again_counts_once_and_not_against_itself() -> None:
+    """Each re-judgement of one trace (late spans) counted as another escalation, tightening
+    the cut-offs on duplicates."""
+    policy = AdaptivePolicy(history_weight=0.25, history_cap=2)
+    drift = [finding(signals={"drift": 0.35})]
+    for _ in range(3):
+        assert policy.decide(drift, conversation("a", trace=7)) == L.WARN
+    assert policy.escalations("a") == 1
+    assert policy.escalations("a", current=f"{7:032x}") == 0
 
 
 def test_adaptive_refuses_bad_settings() -> None:

@@ -110,15 +110,17 @@ class AdaptivePolicy(SafeguardsPolicy):
         self.history_weight = history_weight
         self.history_cap = history_cap
         self.max_conversations = max_conversations
-        # conversation -> [escalated traces so far]; bounded and expiring like monitor state
-        self._history: ExpiringStore[list[int]] = ExpiringStore(max_entries=max_conversations)
+        # conversation -> its escalated traces' ids, the latest history_cap + 1 (a trace judged
+        # again, after late spans, is counted once); bounded and expiring like monitor state
+        self._history: ExpiringStore[dict[str, None]] = ExpiringStore(max_entries=max_conversations)
 
-    def escalations(self, conversation: str | None) -> int:
-        """Earlier traces of this conversation that reached WARN or above (capped)."""
+    def escalations(self, conversation: str | None, current: str | None = None) -> int:
+        """Earlier traces of this conversation that reached WARN or above (capped), the
+        trace being judged (`current`) left out."""
         if conversation is None:
             return 0
-        counted = self._history.peek(conversation)
-        return min(counted[0], self.history_cap) if counted else 0
+        counted = self._history.peek(conversation) or {}
+        return min(sum(trace != current for trace in counted), self.history_cap)
 
     def factor(self, escalations: int = 0) -> float:
         history = 1 + self.history_weight * min(escalations, self.history_cap)
@@ -126,14 +128,19 @@ class AdaptivePolicy(SafeguardsPolicy):
 
     def table_for(self, trajectory: Trajectory | None) -> SafeguardsTable:
         conversation = trajectory.conversation_id if trajectory else None
-        return self.table.scaled(self.factor(self.escalations(conversation)))
+        current = trajectory.trace_id if trajectory else None
+        return self.table.scaled(self.factor(self.escalations(conversation, current)))
 
     def decide(
         self, findings: Sequence[Finding], trajectory: Trajectory | None = None
     ) -> EscalationLevel:
         level = super().decide(findings, trajectory)
         conversation = trajectory.conversation_id if trajectory else None
-        if conversation is not None and level >= EscalationLevel.WARN:
+        if conversation is not None and trajectory is not None and level >= EscalationLevel.WARN:
             with self._history.lock:
-                self._history.get(conversation, lambda: [0])[0] += 1
+                counted = self._history.get(conversation, dict)
+                counted.pop(trajectory.trace_id, None)
+                counted[trajectory.trace_id] = None  # the latest last
+                while len(counted) > self.history_cap + 1:
+                    del counted[next(iter(counted))]
         return level
