@@ -266,7 +266,7 @@ def build_pipeline(
     if policy is None and settings.policy:  # checked here too: a bad file fails at start-up
         from otel_safety.policies import CedarPolicy
 
-        policy = CedarPolicy(settings.policy)
+        policy = CedarPolicy(Path(settings.policy))  # a path, whatever its name
     if not lazy:  # a broken severity.toml or safeguards.toml in the data folder fails here
         current_ladders()
         if policy is None:

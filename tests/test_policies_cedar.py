@@ -119,6 +119,10 @@ def test_a_bad_policy_file_names_the_file_and_cedars_reason(tmp_path) -> None:
     settings = Settings.resolve(environ={"OTEL_SAFETY_POLICY": str(bad)}, store=False)
     with pytest.raises(PolicyError, match=r"bad\.cedar"):
         build_engine(settings, [], background=False)
+    typo = str(tmp_path / "polcy" / "rules")  # a mistyped path was read as policy text
+    settings = Settings.resolve(environ={"OTEL_SAFETY_POLICY": typo}, store=False)
+    with pytest.raises(PolicyError, match=r"polcy/rules: cannot read the Cedar policy file"):
+        build_engine(settings, [], background=False)
     with pytest.raises(PolicyError, match=r"bad\.cedar"):
         create_processor(store=False, otlp=False, policy=str(bad))
     bad.write_text("// nothing yet\n")
