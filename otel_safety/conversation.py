@@ -47,7 +47,10 @@ class ExpiringStore(Generic[State]):
         clock: Callable[[], float] = time.monotonic,
         max_bytes: int | None = None,
         weigh: Callable[[State], int] | None = None,
+        on_crowded_out: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_crowded_out(key)`: called (under the lock) for an entry dropped to make room,
+        not for one that expired."""
         if ttl <= 0 or max_entries <= 0 or (max_bytes is not None and max_bytes <= 0):
             raise ValueError("ttl, max_entries and max_bytes must be positive")
         self.ttl = ttl
@@ -58,6 +61,7 @@ class ExpiringStore(Generic[State]):
         self.bytes = 0
         self._clock = clock
         self._entries: OrderedDict[str, tuple[float, State]] = OrderedDict()
+        self._on_crowded_out = on_crowded_out
         self.lock = threading.RLock()
 
     def get(self, key: str, factory: Callable[[], State]) -> State:
@@ -92,18 +96,24 @@ class ExpiringStore(Generic[State]):
 
     def _evict(self, now: float) -> None:
         while len(self._entries) > self.max_entries:
-            self._drop_oldest()
+            self._crowd_out()
         while self.max_bytes is not None and self.bytes > self.max_bytes and len(self._entries) > 1:
-            self._drop_oldest()
+            self._crowd_out()
         while self._entries:  # expired entries sit at the front: least recently used
             at, _ = next(iter(self._entries.values()))
             if now - at <= self.ttl:
                 break
             self._drop_oldest()
 
-    def _drop_oldest(self) -> None:
+    def _crowd_out(self) -> None:
+        key = self._drop_oldest()
+        if self._on_crowded_out is not None:
+            self._on_crowded_out(key)
+
+    def _drop_oldest(self) -> str:
         key, _ = self._entries.popitem(last=False)
         self.bytes -= self._weights.pop(key, 0)
+        return key
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from otel_safety.conversation import ExpiringStore
 from otel_safety.model import EscalationLevel, Finding
+from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.sink_base import ImmediateSink
 
 if TYPE_CHECKING:
@@ -108,9 +109,21 @@ class HaltRegistry:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._halts: ExpiringStore[Halt] = ExpiringStore(
-            ttl=ttl, max_entries=max_conversations, clock=clock
+            ttl=ttl, max_entries=max_conversations, clock=clock, on_crowded_out=self._lifted
         )
         self.stats: Counter[str] = Counter()
+        self._crowded_log = RateLimitedLog(logger, limit=5, report_suppressed=True)
+
+    def _lifted(self, conversation: str) -> None:
+        """A halt dropped to make room for a newer one: lifted by no one, so counted
+        (`stats["crowded_out"]`) and logged, never silent."""
+        self.stats["crowded_out"] += 1
+        self._crowded_log.warning(
+            "otel-safety: the halt of conversation %s was lifted to make room: %d newer "
+            "conversations are halted (max_conversations); release reviewed ones",
+            conversation,
+            self._halts.max_entries,
+        )
 
     def halt(self, halt: Halt) -> Halt:
         """Record `halt` unless its conversation is halted already; the halt in force."""

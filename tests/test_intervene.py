@@ -179,14 +179,19 @@ def test_the_registry_keeps_the_first_halt_until_released() -> None:
     assert halts.get(None) is None and halts.get("") is None
 
 
-def test_the_registry_is_bounded_and_halts_expire() -> None:
+def test_the_registry_is_bounded_and_halts_expire(caplog) -> None:
+    """A halt dropped for room is lifted by no one: it is counted and logged (it was silent,
+    so cheap halts elsewhere could lift a real one unseen); one that expires is not."""
     now = [0.0]
     halts = HaltRegistry(ttl=60, max_conversations=3, clock=lambda: now[0])
     for index in range(5):
         halts.halt(_halt(f"c{index}"))
     assert len(halts) == 3 and halts.get("c0") is None and halts.get("c4") is not None
+    assert halts.stats["crowded_out"] == 2
+    assert "the halt of conversation c0 was lifted to make room" in caplog.text
     now[0] = 61.0
     assert halts.get("c4") is None
+    assert halts.stats["crowded_out"] == 2
 
 
 # -- the guard -----------------------------------------------------------------------------------
