@@ -335,6 +335,13 @@ def test_bad_settings_are_clear_errors(settings, message):
         BehaviorDrift(**settings)
 
 
+def test_a_bad_setting_in_the_users_data_file_names_the_file(tmp_path):
+    own = tmp_path / "behavior_drift.toml"
+    own.write_text("version = 1\n[monitor]\nwindow_size = 1\n")
+    with pytest.raises(ValueError, match=rf"behavior_drift monitor \({own}\): window_size"):
+        BehaviorDrift(data_dir=str(tmp_path))
+
+
 @pytest.mark.parametrize(
     ("toml", "message"),
     [

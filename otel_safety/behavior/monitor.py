@@ -106,6 +106,9 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         label = f"{self.key} monitor"
         try:
             folder = data_dir or current_data_dir()
+            own = Path(folder) / f"{self.key}.toml" if folder else None
+            if own is not None and own.is_file():  # a setting of the user's file: name it
+                label = f"{self.key} monitor ({own})"
             data = load_data(self.key, data_dir=folder)
             given = {k: v for k, v in settings.items() if v is not None}
             self.params = self.params_model(**{**_monitor_table(self.key, folder), **given})
