@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 import duckdb
@@ -356,7 +357,8 @@ def test_a_bad_setting_in_the_users_data_file_names_the_file(tmp_path):
 def test_bad_data_is_a_clear_error(tmp_path, monkeypatch, toml, message):
     (tmp_path / "behavior_drift.toml").write_text("version = 1\n" + toml)
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    with pytest.raises(ValueError, match="behavior_drift monitor: " + message):
+    named = re.escape(f"behavior_drift monitor ({tmp_path / 'behavior_drift.toml'}): ")
+    with pytest.raises(ValueError, match=named + message):  # the user's file, named
         BehaviorDrift()
 
 

@@ -163,7 +163,9 @@ def test_a_user_data_file_adds_cues(tmp_path: Path) -> None:
     (tmp_path / "sandbagging.toml").write_text(
         'version = 1\n[inability]\npatterns = ["(unclosed"]\n'
     )
-    with pytest.raises(ValueError, match=r"sandbagging monitor: \[inability\]: bad pattern"):
+    with pytest.raises(
+        ValueError, match=r"sandbagging monitor \(.*sandbagging\.toml\): \[inability\]: bad pattern"
+    ):
         Sandbagging(data_dir=str(tmp_path))
 
 

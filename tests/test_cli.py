@@ -405,7 +405,8 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
         [*CLI, "detectors", "--check"], capture_output=True, text=True, timeout=120, env=env
     )
     assert bad.returncode == 1
-    assert "sandbagging: sandbagging monitor: mode" in bad.stderr and "'loud'" in bad.stderr
+    named = f"sandbagging: sandbagging monitor ({data / 'sandbagging.toml'}): mode"
+    assert named in bad.stderr and "'loud'" in bad.stderr
     assert "behavior_drift         ok   threshold 0.3    mode learning" in bad.stdout
     assert "sandbaging.toml: no detector reads it" in bad.stderr
     assert f"data folder: {data}" in bad.stdout and "2 problem(s)" in bad.stdout
