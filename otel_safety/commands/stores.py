@@ -6,6 +6,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NoReturn
 
 import duckdb
 
@@ -78,7 +79,7 @@ def check_replaceable(
         return _refuse(path, command)  # not a DuckDB file, or not an otel-safety store
 
 
-def _refuse(path: Path, command: str) -> dict[str, int]:
+def _refuse(path: Path, command: str) -> NoReturn:
     raise ValueError(f"{path} exists and was not made by `{command}`; pass another --db")
 
 
