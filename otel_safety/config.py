@@ -255,6 +255,9 @@ class Settings(BaseSettings):
     serve_retry_after: float = Field(
         2.0, ge=0, description="serve: seconds a client is asked to wait when saturated"
     )
+    serve_drain_seconds: float = Field(
+        30.0, ge=0, description="serve: seconds a stop waits for requests in progress"
+    )
     serve_spool: str | None = Field(None, description="serve: write-ahead spool folder, or off")
     serve_spool_max_mib: float = Field(1024.0, description="serve: the spool's size at most")
     lake: str | None = Field(None, description="serve: DuckLake to write instead of a file")

@@ -84,6 +84,15 @@ def add_commands(subparsers: Any) -> None:
         help="seconds a client is asked to wait when the pipeline is saturated (default 2) "
         "[OTEL_SAFETY_SERVE_RETRY_AFTER]",
     )
+    listen.add_argument(
+        "--drain-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="at a stop, how long requests in progress may take to finish, and then the "
+        "buffered traces to be judged and written; what is not written by then stays in the "
+        "spool for the next start (default 30; keep it below the orchestrator's grace "
+        "period). A second Ctrl-C or SIGTERM exits at once [OTEL_SAFETY_SERVE_DRAIN_SECONDS]",
+    )
     store = serve.add_argument_group("where spans go")
     add_db(store, help=f"DuckDB store file (default {DEFAULT_DB}) [OTEL_SAFETY_DB]")
     store.add_argument(
@@ -228,6 +237,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
         serve_tls_key=args.tls_key,
         serve_max_request_mib=args.max_request_mib,
         serve_retry_after=args.retry_after,
+        serve_drain_seconds=args.drain_seconds,
         serve_spool=args.spool,
         serve_spool_max_mib=args.spool_max_mib,
         lake=args.lake,
@@ -258,6 +268,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[Settings, SidecarOption
         tls_key=settings.serve_tls_key,
         max_request_bytes=int(settings.serve_max_request_mib * MIB),
         retry_after=settings.serve_retry_after,
+        drain_timeout=settings.serve_drain_seconds,
         forward_endpoint=settings.forward_endpoint,
         forward_protocol=settings.forward_protocol,
         lake=settings.lake,
@@ -302,10 +313,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             args.reviewer,
             beside_writer=True,
         )
-    stop = StopSignals()  # before building: a stop while detectors load is orderly
+    built: list[Sidecar] = []
+    # Before building: a stop while detectors load is orderly; a second one exits at once.
+    stop = StopSignals(force=lambda: _forced_exit(built))
     print("otel-safety serve: starting: opening the store, loading the detectors ...", flush=True)
     try:
         sidecar = Sidecar(settings, options)
+        built.append(sidecar)
         sidecar.start()
         dashboard = None
         try:
@@ -329,6 +343,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
             claim.release()
     print(f"otel-safety serve: stopped ({sidecar.summary()})", flush=True)
     return 0
+
+
+def _forced_exit(built: list[Sidecar]) -> str:
+    """What a second stop signal leaves behind, said before the process exits."""
+    line = "otel-safety serve: second stop signal: exiting without finishing the drain; "
+    spool = built[0].spool if built else None
+    if spool is None:
+        return line + "spans received and not yet written are lost (no spool)"
+    return (
+        line + f"acknowledged requests not yet written stay in the spool {spool.folder} "
+        "and are judged at the next start"
+    )
 
 
 def _announce(
@@ -367,7 +393,10 @@ def _announce(
         lines.append("bearer token required")
     for line in lines:
         print(f"otel-safety serve: {line}", flush=True)
-    print("otel-safety serve: ready; Ctrl-C or SIGTERM drains and stops", flush=True)
+    print(
+        "otel-safety serve: ready; Ctrl-C or SIGTERM drains and stops (a second one exits at once)",
+        flush=True,
+    )
 
 
 def _monitor_modes(sidecar: Sidecar) -> str:
