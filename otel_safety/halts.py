@@ -81,15 +81,21 @@ def halting_findings(findings: Iterable[Finding], on: HaltOn = ACTIVE) -> list[F
     ]
 
 
-def halt_reason(findings: Sequence[Finding]) -> str:
-    """One line naming the halting findings, strongest first, for verdicts and exceptions."""
+def halt_reason(findings: Sequence[Finding], by_policy: bool = False) -> str:
+    """One line naming the halting findings, strongest first, for verdicts and exceptions.
+    `by_policy`: the escalation policy (a Cedar deny) set the trace at HARD_STOP, over these
+    findings (maybe none)."""
     ranked = sorted(findings, key=lambda f: -f.score)
     parts = [
         f"{f.detector} ({f.score:.2f}): {f.explanation}"
         + (f" Evidence: {f.evidence[0].text[:160]}" if f.evidence else "")
         for f in ranked
     ]
-    text = "HARD_STOP by " + "; ".join(parts)
+    if by_policy:
+        over = f" over {'; '.join(parts)}" if parts else ""
+        text = f"HARD_STOP by the escalation policy{over}"
+    else:
+        text = "HARD_STOP by " + "; ".join(parts)
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
@@ -175,7 +181,16 @@ class HaltSink(ImmediateSink):
     def write(self, evaluations: Sequence[TraceEvaluation]) -> None:
         for evaluation in evaluations:
             halting = halting_findings(evaluation.findings, self.on)
-            if not halting:
+            # With "hard_stop", a trace the policy set at HARD_STOP (a Cedar deny over
+            # findings each below it) halts too.
+            by_policy = (
+                not halting
+                and self.on == "hard_stop"
+                and evaluation.level >= EscalationLevel.HARD_STOP
+            )
+            if by_policy:
+                halting = [f for f in evaluation.findings if f.detected]
+            elif not halting:
                 continue
             trajectory = evaluation.trajectory
             conversation = trajectory.conversation_id if trajectory else None
@@ -190,7 +205,7 @@ class HaltSink(ImmediateSink):
             self.halts.halt(
                 Halt(
                     conversation=conversation,
-                    reason=halt_reason(halting),
+                    reason=halt_reason(halting, by_policy),
                     detectors=sorted({f.detector for f in halting}),
                     source="trace",
                     trace_id=evaluation.trace_id,

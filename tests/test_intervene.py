@@ -336,3 +336,33 @@ def test_halt_on_is_a_setting_read_from_the_environment(monkeypatch, tmp_path) -
     monkeypatch.setenv("OTEL_SAFETY_HALT_ON", "always")
     with pytest.raises(ConfigError, match="OTEL_SAFETY_HALT_ON"):
         Settings.resolve()
+
+
+@pytest.mark.parametrize(("on", "halted"), [("hard_stop", True), ("active", False)])
+def test_a_cedar_deny_halts_with_halt_on_hard_stop(on: str, halted: bool) -> None:
+    """A force-push is HUMAN_REVIEW by its own finding; the policy denies the trace."""
+    from otel_safety.detectors.tool_guard import ToolGuardDetector
+    from otel_safety.policies import CedarPolicy
+
+    policy = CedarPolicy(
+        'permit (principal, action == Action::"deny", resource) '
+        'when { context.detected.contains("tool_guard") };'
+    )
+    halts = HaltRegistry()
+    evaluation = Pipeline([ToolGuardDetector()], policy=policy).evaluate(
+        _shell_spans("conv-push", "git push --force origin main")
+    )
+    assert [f.escalation for f in evaluation.findings if f.detected] == [
+        EscalationLevel.HUMAN_REVIEW
+    ]
+    assert evaluation.level is EscalationLevel.HARD_STOP
+    HaltSink(halts, on=on).write([evaluation])
+    halt = halts.get("conv-push")
+    assert (halt is not None) is halted
+    if halt is not None:
+        assert halt.reason.startswith("HARD_STOP by the escalation policy over tool_guard")
+        assert halt.detectors == ["tool_guard"]
+        verdict = Guard(Directory(), halts=halts).check_tool_call(
+            "read_file", {"path": "notes.txt"}, conversation="conv-push"
+        )
+        assert verdict.blocked and verdict.rule_ids[0] == HALT_RULE
