@@ -252,3 +252,38 @@ def test_a_monitors_sensitivity_leaves_its_calibrated_threshold_as_calibrated(tm
     uncalibrated = Settings.resolve(environ={}, data_dir=str(data), detectors=["ethics_boundary"])
     (plain,) = build_pipeline(uncalibrated).detectors
     assert plain.fires_at < plain.threshold  # a hand-set or default one is still scaled
+
+
+def test_a_detector_of_the_apps_own_is_calibrated_like_ours(span_factory, tmp_path):
+    """`calibrate` refused every unregistered detector ("not a registered detector"), so a
+    custom detector's labels could never give it a calibrated threshold."""
+    from conftest import KeywordDetector
+
+    from otel_safety.calibration.file import write_calibration
+    from otel_safety.calibration.run import calibrate
+    from otel_safety.exporters.duckdb import DuckDBStore
+    from otel_safety.labels import add_label
+    from otel_safety.pipeline import Pipeline
+
+    db = tmp_path / "app.duckdb"
+    pipeline = Pipeline(detectors=[KeywordDetector(threshold=0.7)])
+    store = DuckDBStore(str(db))
+    truth = []
+    for number in range(40):
+        flagged = number % 2 == 0
+        evaluation = pipeline.evaluate(span_factory.agent_run("BAD" if flagged else "fine"))
+        store.write([evaluation])
+        truth.append((evaluation.trace_id, flagged != (number % 10 == 0)))  # a few wrong
+    store.shutdown()
+    for trace_id, label in truth:
+        add_label(db, trace_id, "keyword", label)
+
+    calibration = calibrate(db, resamples=200)
+    (entry,) = calibration.detectors
+    assert entry.detector == "keyword" and entry.reasons == [], entry.reasons
+    assert entry.default_threshold == 0.7  # the threshold its findings were judged at
+    out = tmp_path / "calibration.json"
+    write_calibration(calibration, out)
+    loaded = load_calibration(out)
+    assert loaded.marks(["keyword"], {}) == {"keyword": True}
+    assert "keyword" in loaded.thresholds(["keyword"])

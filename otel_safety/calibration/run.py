@@ -246,9 +246,9 @@ def calibrate(
         chosen = real or synthetic
         if chosen is not None and chosen.threshold is None:
             reasons.append("no threshold finds a labelled positive")
-        default = known[key].default_threshold if key in known else None
-        if key not in known:
-            reasons.append("not a registered detector")
+        # A detector of the app's own, not registered here, was judged at the threshold its
+        # findings carry: that is the default its calibration is measured against.
+        default = known[key].default_threshold if key in known else stored.get(key)
         results.append(DetectorCalibration(key, default, stored.get(key), real, synthetic, reasons))
     return Calibration(results, gate, seed, folds, resamples, origin)
 
