@@ -74,11 +74,15 @@ class ToolCall(_Element):
 
     def arguments_text(self) -> str:
         """Arguments flattened to text, for rules that match on what the call said."""
+        return " ".join(self.argument_values())
+
+    def argument_values(self) -> list[str]:
+        """Every value the call was given, as text (the whole string when unparsed)."""
         if self.arguments is None:
-            return ""
+            return []
         if isinstance(self.arguments, str):
-            return self.arguments
-        return " ".join(_flatten_text(self.arguments))
+            return [self.arguments]
+        return _flatten_text(self.arguments)
 
 
 class Message(_Element):

@@ -57,7 +57,7 @@ from otel_safety.judges.definitions import (
     passages,
 )
 from otel_safety.judges.model import LinearJudge
-from otel_safety.model import Evidence, Finding, Trajectory
+from otel_safety.model import Evidence, Finding, ToolCall, Trajectory
 
 __all__ = [
     "Injection",
@@ -135,8 +135,8 @@ def _places(trajectory: Trajectory) -> list[_Place]:
     places: list[_Place] = []
     seen: set[tuple[Source, str]] = set()
 
-    def add(place: _Place) -> None:
-        key = (place.source, place.text)
+    def add(place: _Place, as_read: str | None = None) -> None:
+        key = (place.source, place.text if as_read is None else as_read)
         if place.text.strip() and key not in seen:
             seen.add(key)
             places.append(place)
@@ -146,15 +146,31 @@ def _places(trajectory: Trajectory) -> list[_Place]:
         add(_Place("input", message.content, message.span_id))
     if not users and trajectory.scope.user_request:
         add(_Place("input", trajectory.scope.user_request, trajectory.scope.span_id))
-    names = {call.id: call.name for call in trajectory.tool_calls if call.id}
+    calls = {call.id: call for call in trajectory.tool_calls if call.id}
     for call in trajectory.tool_calls:
         if call.result:
-            add(_Place("data", call.result, call.span_id, call.name))
+            text = _without_echo(call.result, call)
+            add(_Place("data", text, call.span_id, call.name), call.result)
     for message in trajectory.messages:
         if message.role in ("tool", "function") and message.content:
-            name = message.name or names.get(message.tool_call_id or "")
-            add(_Place("data", message.content, message.span_id, name))
+            call = calls.get(message.tool_call_id or "")
+            name = message.name or (call.name if call else None)
+            text = message.content if call is None else _without_echo(message.content, call)
+            add(_Place("data", text, message.span_id, name), message.content)
     return places
+
+
+_ECHO_MIN = 8  # characters: a shorter value (a name, a flag) is too common to be an echo
+
+
+def _without_echo(result: str, call: ToolCall) -> str:
+    """The result with the call's own argument values blanked out: a tool that prints the
+    command it ran (`$ rm -rf /`) or the message it sent echoes what the agent wrote, not
+    content from elsewhere that could take the agent over."""
+    for value in sorted(call.argument_values(), key=len, reverse=True):
+        if len(value.strip()) >= _ECHO_MIN and value in result:
+            result = result.replace(value, " " * len(value))
+    return result
 
 
 def _judged(learned: LinearJudge, place: _Place) -> Verdict:
