@@ -138,6 +138,38 @@ def test_a_trace_replaying_a_turn_already_processed_counts_only_its_new_turn() -
     assert finding is not None and finding.details["agents"]["helper"]["turns"] == 2
 
 
+@pytest.mark.parametrize("monitor", [EthicsBoundary(), AgentDeception()], ids=lambda m: m.key)
+def test_a_turn_processed_then_sent_as_its_trace_counts_once_and_is_reported(monitor) -> None:
+    """The trace of a turn judged per turn counted it again (its last turn is always new),
+    so every per-turn app's baseline held each answer twice."""
+    result = monitor.process(_turn(BOMB_ANSWER, BOMB_REQUEST), conversation="c1")
+    trace = Trajectory(
+        trace_id="t1",
+        conversation_id="c1",
+        messages=[
+            Message(role="user", content=BOMB_REQUEST),
+            Message(role="assistant", content=BOMB_ANSWER, agent="helper"),
+        ],
+    )
+    finding = monitor.evaluate(trace)
+    [turned] = result.findings
+    assert finding is not None
+    assert finding.details["agents"]["helper"]["turns"] == 1
+    assert finding.score == turned.score
+    assert finding.details["indicators"] == turned.details["indicators"]
+    follow_up = trace.model_copy(
+        update={
+            "trace_id": "t2",
+            "messages": [
+                *trace.messages,
+                Message(role="user", content="Thanks."),
+                Message(role="assistant", content="You're welcome.", agent="helper"),
+            ],
+        }
+    )
+    assert monitor.evaluate(follow_up).details["agents"]["helper"]["turns"] == 2
+
+
 def test_turn_monitors_judge_with_every_monitor_and_check_their_modes() -> None:
     halts = HaltRegistry()
     monitors = TurnMonitors(modes={"ethics_boundary": "active"}, halts=halts)

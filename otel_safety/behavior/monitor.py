@@ -35,6 +35,8 @@ from otel_safety.policy import Policy
 __all__ = ["AgentState", "BehaviorMonitor", "MonitorParams"]
 
 _STORED = TypeAdapter(Assessment)  # a judged trace's assessment, kept as JSON
+_TURN_FOUND = TypeAdapter(list[Indicator])  # a turn judged per turn: its indicators as JSON
+PER_TURN_KEPT = 32  # turns judged per turn whose trace has not come yet, per conversation
 
 Memory = TypeVar("Memory")
 MAX_EVIDENCE = 5
@@ -74,6 +76,9 @@ class ConversationState(Generic[Memory]):
     agents: OrderedDict[str, AgentState[Memory]] = field(default_factory=OrderedDict)
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)  # turn digests, oldest first
     judged: OrderedDict[str, bytes] = field(default_factory=OrderedDict)  # assessment JSON by trace
+    # Indicators of turns judged as they happened (`process`), JSON by turn digest: their
+    # trace reports them, and does not count the turn again.
+    per_turn: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
 
 
 def _state_bytes(state: ConversationState[Any]) -> int:
@@ -81,6 +86,7 @@ def _state_bytes(state: ConversationState[Any]) -> int:
     spans (their JSON), the turn digests, and a fixed weight per agent."""
     return (
         sum(len(finding) for finding in state.judged.values())
+        + sum(len(found) for found in state.per_turn.values())
         + 64 * len(state.seen)
         + AGENT_STATE_BYTES * len(state.agents)
     )
@@ -206,7 +212,12 @@ class BehaviorMonitor(Detector, Generic[Memory]):
         judged: dict[str, AgentState[Memory]] = {}
         trace = self.read_trace(trajectory)
         for turn in self._new_turns(agent_turns(trajectory), conversation):
-            found, judged[turn.agent] = self._take_turn(conversation, turn, trace)
+            earlier = conversation.per_turn.pop(turn.digest, None)
+            if earlier is None:
+                found, judged[turn.agent] = self._take_turn(conversation, turn, trace)
+            else:  # judged as it happened: reported here, not counted a second time
+                found = _TURN_FOUND.validate_json(earlier)
+                judged[turn.agent] = self._agent(conversation, turn.agent)
             indicators.extend(found)
         if not judged:
             return None
@@ -243,6 +254,11 @@ class BehaviorMonitor(Detector, Generic[Memory]):
             while len(conversation_state.seen) > self.params.max_turns:
                 conversation_state.seen.popitem(last=False)
             found, state = self._take_turn(conversation_state, turn, self.read_trace(run))
+            kept = conversation_state.per_turn
+            kept[turn.digest] = _TURN_FOUND.dump_json(found)
+            kept.move_to_end(turn.digest)
+            while len(kept) > PER_TURN_KEPT:
+                kept.popitem(last=False)
             return self._finding(run, self._assessment(found, {turn.agent: state}))
 
     def process(
