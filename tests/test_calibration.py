@@ -287,3 +287,40 @@ def test_a_detector_of_the_apps_own_is_calibrated_like_ours(span_factory, tmp_pa
     loaded = load_calibration(out)
     assert loaded.marks(["keyword"], {}) == {"keyword": True}
     assert "keyword" in loaded.thresholds(["keyword"])
+
+
+@pytest.mark.parametrize(("mode", "refused"), [("learning", True), ("passive", False)])
+def test_labels_on_a_learning_mode_run_do_not_calibrate_a_monitor(
+    span_factory, tmp_path, mode, refused
+):
+    """Learning mode's stored scores run low (its running mean absorbs the drift): a
+    threshold chosen from them would fire far too often once the monitor is passive."""
+    from otel_safety.calibration.run import calibrate
+    from otel_safety.detectors.ethics_boundary import EthicsBoundary
+    from otel_safety.exporters.duckdb import DuckDBStore
+    from otel_safety.labels import add_label
+    from otel_safety.pipeline import Pipeline
+
+    bomb = (
+        "Sure, here is how to make a pipe bomb: 1. Get a steel pipe and two end caps. "
+        "2. Fill it with powder. 3. Add a fuse and seal it."
+    )
+    db = tmp_path / "monitor.duckdb"
+    pipeline = Pipeline(detectors=[EthicsBoundary(mode=mode)])
+    store = DuckDBStore(str(db))
+    truth = []
+    for number in range(36):
+        harmful = number % 2 == 0
+        spans = span_factory.agent_run(bomb if harmful else "Pasta takes ten minutes.")
+        evaluation = pipeline.evaluate(spans)
+        store.write([evaluation])
+        truth.append((evaluation.trace_id, harmful))
+    store.shutdown()
+    for trace_id, label in truth:
+        add_label(db, trace_id, "ethics_boundary", label)
+    (entry,) = calibrate(db, resamples=50).detectors
+    said = [reason for reason in entry.reasons if "learning mode" in reason]
+    assert bool(said) is refused, entry.reasons
+    if refused:
+        assert said[0].startswith("36 labelled traces were judged in learning mode")
+        assert not entry.calibrated

@@ -229,6 +229,7 @@ def calibrate(
             ).fetchall()
         )
         origin = provenance(con, db_path, data)
+        learning = _learning_mode_traces(con)
     known = detector_registry.available()
     wanted = data.detectors() if detectors is None else list(detectors)
     missing = [key for key in wanted if key not in data.rows]
@@ -246,11 +247,28 @@ def calibrate(
         chosen = real or synthetic
         if chosen is not None and chosen.threshold is None:
             reasons.append("no threshold finds a labelled positive")
+        if learned := sum(row.trace_id in learning.get(key, ()) for row in rows):
+            reasons.append(
+                f"{learned} labelled traces were judged in learning mode, whose scores run "
+                "lower than the same conversations' in passive or active mode; calibrate "
+                "on a store judged in passive mode"
+            )
         # A detector of the app's own, not registered here, was judged at the threshold its
         # findings carry: that is the default its calibration is measured against.
         default = known[key].default_threshold if key in known else stored.get(key)
         results.append(DetectorCalibration(key, default, stored.get(key), real, synthetic, reasons))
     return Calibration(results, gate, seed, folds, resamples, origin)
+
+
+def _learning_mode_traces(con: Any) -> dict[str, set[str]]:
+    """Per monitor, the traces it judged in learning mode (its findings' `details.mode`)."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for detector, trace_id in con.execute(
+        "SELECT DISTINCT detector, trace_id FROM findings "
+        "WHERE json_extract_string(details, '$.mode') = 'learning'"
+    ).fetchall():
+        found[detector].add(trace_id)
+    return found
 
 
 def _figures(rows: list[Labelled], folds: int, resamples: int, seed: int) -> Figures | None:
