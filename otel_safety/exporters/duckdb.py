@@ -41,6 +41,7 @@ from otel_safety.exporters.schema import (
     Table,
     added_columns,
 )
+from otel_safety.exporters.trace_fragments import FRAGMENT, fold_fragments, is_fragment
 from otel_safety.fork_inheritance import keep_forever
 from otel_safety.mapping import span_id_hex, trace_id_hex
 from otel_safety.model import strongest_per_span
@@ -285,7 +286,7 @@ def rows_by_table(
         findings.extend(finding_rows(evaluation, now))
         audit.extend(audit_rows(evaluation, now))
         if evaluation.trajectory is not None or evaluation.error:
-            traces.append(trace_row(evaluation, now))
+            traces.append({**trace_row(evaluation, now), FRAGMENT: is_fragment(evaluation)})
     return [(SPANS, spans), (FINDINGS, findings), (TRACES, traces), (AUDIT, audit)]
 
 
@@ -394,6 +395,9 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
     con.execute("BEGIN TRANSACTION")
     try:
         for table, rows in rows_by_table(evaluations, now):
+            if table is TRACES:
+                fold_fragments(con, rows, lambda part: insert_rows(con, TRACES, part, replace=True))
+                continue
             insert_rows(con, table, rows, replace=True, keep_batch=table is SPANS)
             if table is SPANS and rows:
                 _forget_findings_judged_again(con)

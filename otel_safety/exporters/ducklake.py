@@ -37,9 +37,11 @@ from otel_safety.exporters.schema import (
     SCHEMA_VERSION,
     SPANS,
     TABLES,
+    TRACES,
     Table,
     added_columns,
 )
+from otel_safety.exporters.trace_fragments import fold_fragments
 from otel_safety.extras import install_hint as extra_hint
 from otel_safety.fork_inheritance import keep_forever
 from otel_safety.pipeline import TraceEvaluation
@@ -312,8 +314,10 @@ class DuckLakeStore(BatchingSink):
                 unique = list({tuple(r[k] for k in table.key): r for r in table_rows}.values())
                 if table is FINDINGS:
                     _forget_findings_judged_again(con, spans_again)
-                self._delete_replaced(con, table, unique)
-                insert_rows(con, table, unique)
+                if table is TRACES:
+                    fold_fragments(con, unique, lambda part: self._replace(con, TRACES, part))
+                    continue
+                self._replace(con, table, unique)
             con.execute("COMMIT")
         except Exception:
             rollback(con)
@@ -323,6 +327,12 @@ class DuckLakeStore(BatchingSink):
             self._written.move_to_end(evaluation.trace_id)
         while len(self._written) > self._remember:
             self._written.popitem(last=False)
+
+    def _replace(
+        self, con: duckdb.DuckDBPyConnection, table: Table, rows: list[dict[str, Any]]
+    ) -> None:
+        self._delete_replaced(con, table, rows)
+        insert_rows(con, table, rows)
 
     def _delete_replaced(
         self, con: duckdb.DuckDBPyConnection, table: Table, rows: list[dict[str, Any]]

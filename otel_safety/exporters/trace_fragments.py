@@ -1,0 +1,154 @@
+"""Spans of a trace that come after the trace was judged: one run, one `traces` row.
+
+A trace is judged when its root ends (or after the decision wait); a span exported later (a
+second batch of the exporter, a second file of `ingest`) is judged as a part of its own. That
+part has no root of its own: each of its spans has a parent in the trace. Written as its own
+row it made two rows of one run, so counts of runs per agent or per day counted it twice and
+its spans carried the part's level instead of the run's. Such a part is folded into the row
+its trace already has: the stricter level, the detectors fired by either, and the trace's
+spans counted again. A part stored before its root's part keeps its own row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import orjson
+
+if TYPE_CHECKING:
+    from otel_safety.pipeline import TraceEvaluation
+
+__all__ = ["FRAGMENT", "fold_fragments", "is_fragment"]
+
+FRAGMENT = "_fragment"  # a traces row's mark (not a column): a part without its root
+
+
+def is_fragment(evaluation: TraceEvaluation) -> bool:
+    """Whether every span of the judged part has a local parent the part does not hold."""
+    spans = evaluation.spans
+    if not spans:
+        return False
+    held = {span.context.span_id for span in spans if span.context is not None}
+    return all(
+        span.parent is not None and not span.parent.is_remote and span.parent.span_id not in held
+        for span in spans
+    )
+
+
+def fold_fragments(
+    con: duckdb.DuckDBPyConnection,
+    rows: Sequence[dict[str, Any]],
+    insert: Callable[[list[dict[str, Any]]], None],
+) -> None:
+    """Write `rows` (traces rows) with `insert`, but fold each fragment into the row its
+    trace already has, in this write or an earlier one."""
+    whole = [row for row in rows if not row.get(FRAGMENT)]
+    parts = _merged_by_trace([row for row in rows if row.get(FRAGMENT)])
+    insert(whole)
+    held = _held_rows(con, parts)
+    alone = [row for row in parts if row["trace_id"] not in held]
+    if alone:
+        insert(alone)
+    folded = [
+        {**row, "held_root": held[row["trace_id"]]} for row in parts if row["trace_id"] in held
+    ]
+    if folded:
+        _fold(con, folded)
+
+
+def _merged_by_trace(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One fragment per trace: the stricter level and every detector fired."""
+    merged: dict[str, dict[str, Any]] = {}
+    for row in parts:
+        held = merged.get(row["trace_id"])
+        if held is None:
+            merged[row["trace_id"]] = dict(row)
+            continue
+        if row["escalation_rank"] > held["escalation_rank"]:
+            for key in ("escalation_level", "escalation_rank", "escalation_by_policy"):
+                held[key] = row[key]
+        held["fired"] = sorted({*_names(held), *_names(row)})
+    return list(merged.values())
+
+
+def _names(row: dict[str, Any]) -> list[str]:
+    return row.get("fired") or orjson.loads(row["detectors_fired"] or "[]")
+
+
+def _held_rows(con: duckdb.DuckDBPyConnection, parts: list[dict[str, Any]]) -> dict[str, str]:
+    """Per fragment's trace, the root span id of the row it folds into (the first written),
+    leaving out a row the fragment itself made earlier (an ingest run again)."""
+    if not parts:
+        return {}
+    found = con.execute(
+        "SELECT t.trace_id, arg_min(t.root_span_id, t.evaluated_at) FROM traces AS t "
+        "JOIN (SELECT unnest($trace) AS trace_id, unnest($root) AS root_span_id) AS f "
+        "ON t.trace_id = f.trace_id AND t.root_span_id <> f.root_span_id GROUP BY t.trace_id",
+        {
+            "trace": [row["trace_id"] for row in parts],
+            "root": [row["root_span_id"] for row in parts],
+        },
+    ).fetchall()
+    return dict(found)
+
+
+def _fold(con: duckdb.DuckDBPyConnection, folded: list[dict[str, Any]]) -> None:
+    params = {
+        "trace": [row["trace_id"] for row in folded],
+        "root": [row["held_root"] for row in folded],
+        "own_root": [row["root_span_id"] for row in folded],
+        "rank": [row["escalation_rank"] for row in folded],
+        "level": [row["escalation_level"] for row in folded],
+        "policy": [bool(row["escalation_by_policy"]) for row in folded],
+        "fired": [orjson.dumps(_names(row)).decode() for row in folded],
+    }
+    parts = (
+        "SELECT unnest($trace) AS trace_id, unnest($root) AS root_span_id, "
+        "unnest($own_root) AS own_root, unnest($rank) AS rank, unnest($level) AS level, "
+        "unnest($policy) AS policy, unnest($fired) AS fired"
+    )
+    con.execute(
+        f"""
+        UPDATE traces SET
+            escalation_level = CASE WHEN f.rank > traces.escalation_rank
+                THEN f.level ELSE traces.escalation_level END,
+            escalation_by_policy = CASE WHEN f.rank > traces.escalation_rank
+                THEN f.policy ELSE traces.escalation_by_policy END,
+            escalation_rank = greatest(traces.escalation_rank, f.rank),
+            detectors_fired = to_json(list_sort(list_distinct(list_concat(
+                coalesce(from_json(traces.detectors_fired, '["VARCHAR"]'), []),
+                from_json(f.fired, '["VARCHAR"]')))))
+        FROM ({parts}) AS f
+        WHERE traces.trace_id = f.trace_id AND traces.root_span_id = f.root_span_id
+        """,
+        params,
+    )
+    # A row the fragment made alone in an earlier write (ingest run again) goes.
+    con.execute(
+        f"DELETE FROM traces USING ({parts}) AS f "
+        "WHERE traces.trace_id = f.trace_id AND traces.root_span_id = f.own_root",
+        params,
+    )
+    con.execute(
+        f"""
+        UPDATE traces SET span_count = c.spans
+        FROM (SELECT spans.trace_id, count(*) AS spans FROM spans
+              JOIN ({parts}) AS f ON spans.trace_id = f.trace_id GROUP BY spans.trace_id) AS c,
+             ({parts}) AS f
+        WHERE traces.trace_id = c.trace_id AND traces.trace_id = f.trace_id
+          AND traces.root_span_id = f.root_span_id
+        """,
+        params,
+    )
+    con.execute(
+        f"""
+        UPDATE spans SET trace_escalation_level = t.escalation_level,
+                         trace_escalation_rank = t.escalation_rank
+        FROM traces AS t, ({parts}) AS f
+        WHERE spans.trace_id = f.trace_id AND t.trace_id = f.trace_id
+          AND t.root_span_id = f.root_span_id AND spans.trace_escalation_rank IS NOT NULL
+        """,
+        params,
+    )

@@ -1,0 +1,123 @@
+"""A span exported after its trace was judged is folded into the trace's one row.
+
+The trace's spans come from a real SDK tracer; the late part is judged on its own, as the
+engine judges spans that arrive after their trace's root ended, and both parts are written to
+a real store (a DuckDB file, and a DuckLake on a DuckDB-file catalog).
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.trace_fragments import is_fragment
+from otel_safety.pipeline import Pipeline
+
+
+def _run(command: str) -> list:
+    """One agent run: root, a chat span and a shell tool call (finished spans)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "ops"}
+    with tracer.start_as_current_span("invoke_agent ops", attributes=agent):
+        chat = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": "Tidy the server."}]}]
+            ),
+        }
+        with tracer.start_as_current_span("chat model", attributes=chat):
+            pass
+        tool = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "run_shell",
+            "gen_ai.tool.call.arguments": json.dumps({"command": command}),
+        }
+        with tracer.start_as_current_span("execute_tool run_shell", attributes=tool):
+            pass
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def _parts(spans: list, late: str) -> tuple[list, list]:
+    return [s for s in spans if s.name != late], [s for s in spans if s.name == late]
+
+
+def _lake(tmp_path):
+    from test_ducklake import require_lake
+
+    from otel_safety.exporters import ducklake
+
+    require_lake()
+    catalog = str(tmp_path / "meta.ducklake")
+    store = ducklake.DuckLakeStore(catalog, str(tmp_path / "data"), write_interval=0)
+    return store, lambda: ducklake.connect(catalog, read_only=True)
+
+
+def _file(tmp_path):
+    path = str(tmp_path / "s.duckdb")
+    return DuckDBStore(path), lambda: duckdb.connect(path, read_only=True)
+
+
+@pytest.mark.parametrize("kind", [_file, _lake], ids=["duckdb", "ducklake"])
+@pytest.mark.parametrize(
+    ("command", "late", "level"),
+    [
+        ("rm -rf /", "chat model", "HARD_STOP"),  # the run's part decides; a calm late span
+        ("rm -rf /", "execute_tool run_shell", "HARD_STOP"),  # the late part decides
+        ("ls -la", "execute_tool run_shell", "NONE"),
+    ],
+)
+def test_a_late_part_is_folded_into_its_traces_row(tmp_path, kind, command, late, level):
+    pipeline = Pipeline(["tool_guard"])
+    first, second = _parts(_run(command), late)
+    judged_first = pipeline.evaluate(first, "root_ended")
+    judged_late = pipeline.evaluate(second, "decision_wait")
+    assert not is_fragment(judged_first) and is_fragment(judged_late)
+    store, connect = kind(tmp_path)
+    store.write([judged_first])
+    store.write([judged_late])
+    store.write([judged_late])  # written again (ingest run twice): still one run
+    store.shutdown()
+    with connect() as con:
+        traces = con.execute(
+            "SELECT trace_id, escalation_level, span_count, detectors_fired FROM traces"
+        ).fetchall()
+        levels = con.execute("SELECT DISTINCT trace_escalation_level FROM spans").fetchall()
+        spans = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+    [(trace_id, stored_level, span_count, fired)] = traces
+    assert trace_id == judged_first.trace_id
+    assert stored_level == level and levels == [(level,)]
+    assert span_count == spans == 3
+    assert json.loads(fired) == (["tool_guard"] if level != "NONE" else [])
+
+
+def test_both_parts_in_one_write_make_one_row(tmp_path):
+    pipeline = Pipeline(["tool_guard"])
+    first, second = _parts(_run("rm -rf /"), "execute_tool run_shell")
+    store, connect = _file(tmp_path)
+    store.write([pipeline.evaluate(first, "root_ended"), pipeline.evaluate(second, "x")])
+    store.shutdown()
+    with connect() as con:
+        rows = con.execute("SELECT escalation_level, span_count FROM traces").fetchall()
+    assert rows == [("HARD_STOP", 3)]
+
+
+def test_a_part_stored_before_its_root_keeps_its_own_row(tmp_path):
+    """Nothing to fold into yet: the part stays a row, and the root's part makes another."""
+    pipeline = Pipeline(["tool_guard"])
+    first, second = _parts(_run("rm -rf /"), "execute_tool run_shell")
+    store, connect = _file(tmp_path)
+    store.write([pipeline.evaluate(second, "decision_wait")])
+    store.write([pipeline.evaluate(first, "root_ended")])
+    store.shutdown()
+    with connect() as con:
+        assert con.execute("SELECT count(*) FROM traces").fetchone()[0] == 2
