@@ -123,7 +123,8 @@ def run(
             raise QueryError(f"the query has no parameter {name!r}; its parameters: {offered}")
         if name == "limit_rows" and not (value.strip().isdecimal() and int(value) > 0):
             raise QueryError(f"limit_rows must be a whole number above 0, got {value!r}")
-        con.execute(f"SET VARIABLE {name} = ?", [_typed(value)])
+        # As text: an id of digits ("007") stays that id; the files cast what they count.
+        con.execute(f"SET VARIABLE {name} = ?", [value])
     try:
         result = con.execute(sql)
     except duckdb.CatalogException as exc:
@@ -164,12 +165,3 @@ def _parse_json(row: tuple[Any, ...], indices: list[int]) -> tuple[Any, ...]:
             with contextlib.suppress(ValueError):  # else keep what the store holds
                 values[i] = json.loads(values[i])
     return tuple(values)
-
-
-def _typed(value: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value

@@ -34,4 +34,4 @@ WHERE (p.verdict IS NULL OR a.verdict = p.verdict)
   AND (getvariable('requester') IS NULL OR a.requester = getvariable('requester'))
   AND (getvariable('tool') IS NULL OR a.tool = getvariable('tool'))
 ORDER BY a.decided_at DESC, a.risk DESC
-LIMIT coalesce(getvariable('limit_rows'), 100);
+LIMIT coalesce(CAST(getvariable('limit_rows') AS BIGINT), 100);

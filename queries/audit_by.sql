@@ -27,4 +27,4 @@ FROM audit AS a, params AS p
 WHERE in_time_window(a.decided_at)
 GROUP BY ALL
 ORDER BY blocked DESC, warned DESC, decisions DESC, key
-LIMIT coalesce(getvariable('limit_rows'), 50);
+LIMIT coalesce(CAST(getvariable('limit_rows') AS BIGINT), 50);

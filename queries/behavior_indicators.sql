@@ -38,4 +38,4 @@ FROM entries
 WHERE entry ->> '$.type' IS NOT NULL
 GROUP BY ALL
 ORDER BY seen DESC, strongest DESC, agent, indicator
-LIMIT coalesce(getvariable('limit_rows'), 50);
+LIMIT coalesce(CAST(getvariable('limit_rows') AS BIGINT), 50);

@@ -16,8 +16,10 @@
 WITH bounds AS (
     SELECT
         CASE WHEN getvariable('days') IS NULL THEN 7
-             ELSE coalesce(try_cast(getvariable('days') AS DOUBLE),
-                           error('days must be a number, got ' || getvariable('days'))) END
+             ELSE coalesce(CASE WHEN isfinite(try_cast(CAST(getvariable('days') AS VARCHAR) AS DOUBLE))
+                           THEN try_cast(CAST(getvariable('days') AS VARCHAR) AS DOUBLE) END,
+                           error('days must be a number, got '
+                                 || CAST(getvariable('days') AS VARCHAR))) END
             AS days,
         CASE WHEN getvariable('b_until') IS NULL
              THEN (SELECT max(trace_start) FROM findings) + INTERVAL 1 MICROSECOND

@@ -6,6 +6,14 @@
 --             `--param name=value` with `otel-safety query`):
 --   outcome     only ok or error (default: both)
 --   limit_rows  at most this many rows (default 100)
+WITH params AS (
+    SELECT CASE
+        WHEN getvariable('outcome') IS NULL THEN NULL
+        WHEN lower(CAST(getvariable('outcome') AS VARCHAR)) IN ('ok', 'error')
+            THEN lower(CAST(getvariable('outcome') AS VARCHAR))
+        ELSE error('outcome must be ok or error, got ' || CAST(getvariable('outcome') AS VARCHAR))
+    END AS outcome
+)
 SELECT
     date_trunc('second', r.requested_at) AS requested_at,
     r.trace_id,
@@ -23,8 +31,9 @@ SELECT
     r.latency_ms,
     r.error
 FROM deep_runs r
+CROSS JOIN params p
 LEFT JOIN findings f
     ON f.trace_id = r.trace_id AND f.detector = 'deep_analysis' AND r.outcome = 'ok'
-WHERE getvariable('outcome') IS NULL OR r.outcome = lower(getvariable('outcome'))
+WHERE p.outcome IS NULL OR r.outcome = p.outcome
 ORDER BY r.requested_at DESC, r.trace_id
-LIMIT coalesce(TRY_CAST(getvariable('limit_rows') AS INTEGER), 100);
+LIMIT coalesce(CAST(getvariable('limit_rows') AS BIGINT), 100);

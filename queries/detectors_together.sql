@@ -10,7 +10,7 @@
 WITH params AS (
     SELECT CASE
         WHEN getvariable('min_traces') IS NULL THEN 1
-        ELSE coalesce(try_cast(getvariable('min_traces') AS INTEGER),
+        ELSE coalesce(try_cast(regexp_extract(trim(CAST(getvariable('min_traces') AS VARCHAR)), '^[0-9]+$') AS INTEGER),
                       error('min_traces must be a whole number, got '
                             || getvariable('min_traces'))) END AS min_traces
 ),

@@ -52,8 +52,12 @@ WHERE f.detected
             ['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW', 'HARD_STOP'],
             upper(CAST(getvariable('min_level') AS VARCHAR))
         ) - 1,
-        getvariable('min_rank'),
+        CASE WHEN getvariable('min_rank') IS NULL THEN NULL
+             ELSE coalesce(try_cast(regexp_extract(trim(CAST(getvariable('min_rank') AS VARCHAR)),
+                                                   '^[0-5]$') AS INTEGER),
+                           error('min_rank must be a whole number from 0 to 5, got '
+                                 || CAST(getvariable('min_rank') AS VARCHAR))) END,
         1)
   AND (CAST(getvariable('detector') AS VARCHAR) IS NULL OR f.detector = CAST(getvariable('detector') AS VARCHAR))
 ORDER BY f.escalation_rank DESC, f.score DESC, f.trace_start DESC, f.detector
-LIMIT coalesce(getvariable('limit_rows'), 100);
+LIMIT coalesce(CAST(getvariable('limit_rows') AS BIGINT), 100);

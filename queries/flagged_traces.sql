@@ -92,4 +92,4 @@ LEFT JOIN latest AS l USING (trace_id)
 WHERE j.escalation_rank >= p.min_rank
   AND (p.include_resolved OR NOT j.resolved)
 ORDER BY j.escalation_rank DESC, j.trace_start DESC, j.trace_id
-LIMIT coalesce(getvariable('limit_rows'), 100);
+LIMIT coalesce(CAST(getvariable('limit_rows') AS BIGINT), 100);

@@ -18,7 +18,7 @@ WITH params AS (
              ELSE error('source must be inline or trace, got '
                         || CAST(getvariable('source') AS VARCHAR)) END AS source,
         CASE WHEN getvariable('min_blocked') IS NULL THEN 1
-             ELSE coalesce(try_cast(getvariable('min_blocked') AS INTEGER),
+             ELSE coalesce(try_cast(regexp_extract(trim(CAST(getvariable('min_blocked') AS VARCHAR)), '^[0-9]+$') AS INTEGER),
                            error('min_blocked must be a whole number, got '
                                  || getvariable('min_blocked'))) END AS min_blocked
 ),
@@ -51,4 +51,4 @@ FROM decisions AS d, params AS p
 GROUP BY d.requester, p.min_blocked
 HAVING count(*) FILTER (WHERE d.verdict = 'BLOCK') >= p.min_blocked
 ORDER BY blocked DESC, max_risk DESC, requester
-LIMIT coalesce(getvariable('limit_rows'), 20);
+LIMIT coalesce(CAST(getvariable('limit_rows') AS BIGINT), 20);

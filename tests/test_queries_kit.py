@@ -572,6 +572,11 @@ def test_query_file_is_documented_and_runs_as_a_duckdb_script(kit_store, name):
         ("flagged_traces", {"min_level": "LOUD"}, "min_level must be one of CLARIFY"),
         ("flagged_spans", {"include_resolved": "1"}, "include_resolved must be true or false"),
         ("audit_by", {"per": "agent"}, "per must be requester or tool, got agent"),
+        ("top_blocked_requesters", {"min_blocked": "2.5"}, "min_blocked must be a whole number"),
+        ("detectors_together", {"min_traces": "1.5"}, "min_traces must be a whole number"),
+        ("calibration_drift", {"days": "nan"}, "days must be a number, got nan"),
+        ("flagged_spans", {"min_rank": "abc"}, "min_rank must be a whole number from 0 to 5"),
+        ("deep_analyses", {"outcome": "bogus"}, "outcome must be ok or error, got bogus"),
     ],
 )
 def test_bad_parameter_values_are_clear_errors(kit_store, name, params, message):
@@ -811,3 +816,24 @@ def test_a_detector_the_store_has_no_finding_of_gets_a_hint_naming_those_it_has(
         assert queries.unknown_detector(con, {}) is None
     finally:
         con.close()
+
+
+def test_ids_made_of_digits_filter_as_the_text_they_are(tmp_path):
+    """`--param requester=007` became the number 7: a conversion error, or no rows for
+    agent 0042 without a word."""
+    db = tmp_path / "digits.duckdb"
+    engine = build_engine(
+        Settings.resolve(db_path=str(db), detectors=["tool_guard"]),
+        [DuckDBStore(db)],
+        background=False,
+    )
+    run_spans = agent_run(
+        "svc", "0042", "007", "Tidy up", "run_shell", {"command": "rm -rf /"}, "ok", "Done.",
+        "2024-03-01T10:00:00",
+    )  # fmt: skip
+    engine.process(run_spans)
+    engine.shutdown()
+    audited = run(db, "audit", requester="007")
+    assert [(row["requester"], row["verdict"]) for row in audited] == [("007", "BLOCK")]
+    assert [row["tool"] for row in run(db, "escalations_by_tool", agent="0042")] == ["run_shell"]
+    assert run(db, "flagged_spans", min_rank="5")
