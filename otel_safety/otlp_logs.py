@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from google.protobuf import json_format
@@ -78,10 +78,18 @@ def log_events_from_request(request: ExportLogsServiceRequest) -> list[LogEvent]
     return events
 
 
-def sdk_log_records(request: ExportLogsServiceRequest) -> list[ReadWriteLogRecord]:
-    """Every record of the request as the SDK holds it, resource and scope included."""
-    records = []
+def sdk_log_records(
+    request: ExportLogsServiceRequest, masker: Callable[[Any], tuple[Any, int]] | None = None
+) -> tuple[list[ReadWriteLogRecord], int]:
+    """Every record of the request as the SDK holds it, resource and scope included; with
+    `masker`, its body and attributes masked (and how many things it masked)."""
+    records, masked = [], 0
     for resource_logs, scope_logs, record in _walk(request):
+        body = any_value(record.body) if record.HasField("body") else None
+        attributes = key_values(record.attributes)
+        if masker is not None:
+            (body, attributes), count = masker((body, attributes))
+            masked += count
         resource = Resource(key_values(resource_logs.resource.attributes))
         scope = InstrumentationScope(
             scope_logs.scope.name, scope_logs.scope.version or None, scope_logs.schema_url or None
@@ -94,15 +102,15 @@ def sdk_log_records(request: ExportLogsServiceRequest) -> list[ReadWriteLogRecor
                     context=_context(record),
                     severity_text=record.severity_text or None,
                     severity_number=_severity(record.severity_number),
-                    body=any_value(record.body) if record.HasField("body") else None,
-                    attributes=key_values(record.attributes),
+                    body=body,
+                    attributes=attributes,
                     event_name=record.event_name or None,
                 ),
                 resource=resource,
                 instrumentation_scope=scope,
             )
         )
-    return records
+    return records, masked
 
 
 def _severity(number: int) -> SeverityNumber | None:

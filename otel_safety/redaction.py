@@ -1,4 +1,5 @@
-"""Mask secrets in what leaves the pipeline: stored and forwarded spans, stored trajectories.
+"""Mask secrets in what leaves the pipeline: stored and forwarded spans, stored trajectories,
+and the log records `serve` forwards.
 
 Detectors judge the spans as they came (a key in a tool's arguments is what the guard must
 see); only afterwards, when `redact_secrets` is on (the default for `serve`), each string
@@ -19,7 +20,7 @@ from otel_safety.model import Trajectory
 from otel_safety.pipeline import TraceEvaluation
 from otel_safety.repeated_masks import RepeatedTextMasker
 
-__all__ = ["redact_evaluation"]
+__all__ = ["redact_evaluation", "redact_value"]
 
 Masker = Callable[[str], tuple[str, int]]
 
@@ -41,6 +42,11 @@ def redact_evaluation(evaluation: TraceEvaluation) -> int:
             evaluation.trajectory = Trajectory.model_validate(document)
             masked += count
     return masked
+
+
+def redact_value(value: Any) -> tuple[Any, int]:
+    """A log record's body or attributes with the secrets in every string masked; how many."""
+    return _value(value)
 
 
 def _span(span: ReadableSpan, masker: Masker) -> tuple[ReadableSpan, int]:

@@ -321,3 +321,50 @@ def test_odd_log_records_are_taken_and_forwarded(tmp_path):
         forwarded = hop.logs()[0].resource_logs[0].scope_logs[0].log_records[0]
         assert forwarded.event_name == "gen_ai.choice" and forwarded.severity_number == 0
         assert sidecar.engine.stats["log_events_received"] == 1
+
+
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+
+
+@pytest.mark.parametrize("redact", [True, False])
+def test_forwarded_log_records_have_their_secrets_masked_as_spans_do(tmp_path, redact):
+    """With redact_secrets on, forwarded spans were masked while the app's own log records
+    went on carrying the key in clear."""
+    settings = Settings.resolve(
+        environ={},
+        db_path=str(tmp_path / "store.duckdb"),
+        detectors=["tool_guard"],
+        decision_wait=5.0,
+        detection="thread",
+        redact_secrets=redact,
+    )
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content": f"key {AWS_KEY}"}]}]
+    with GrpcNextHop() as hop:
+        options = SidecarOptions(grpc_port=0, http_port=0, forward_endpoint=hop.endpoint)
+        with Sidecar(settings, options) as sidecar:
+            provider = LoggerProvider(shutdown_on_exit=False)
+            target = f"http://{sidecar.grpc_target}"
+            provider.add_log_record_processor(
+                BatchLogRecordProcessor(GrpcLogs(target, insecure=True))
+            )
+            provider.get_logger("app").emit(
+                LogRecord(
+                    body=f"the model said {AWS_KEY}",
+                    event_name="gen_ai.client.inference.operation.details",
+                    attributes={"gen_ai.output.messages": json.dumps(answer)},
+                )
+            )
+            provider.shutdown()
+            wait_for(lambda: hop.logs(), what="the forwarded record")
+            counted = sidecar.metrics.total("log_secrets_redacted")
+    [record] = [
+        record
+        for request in hop.logs()
+        for resource in request.resource_logs
+        for scope in resource.scope_logs
+        for record in scope.log_records
+    ]
+    text = str(record)
+    assert (AWS_KEY in text) is not redact
+    assert ("[REDACTED]" in text) is redact
+    assert counted == (2 if redact else 0)

@@ -170,8 +170,9 @@ def add_commands(subparsers: Any) -> None:
     pipeline.add_argument(
         "--keep-secrets",
         action="store_true",
-        help="store and forward span attributes as they came; by default serve masks secrets "
-        "(keys, tokens, passwords, card numbers) after judging [OTEL_SAFETY_REDACT_SECRETS=false]",
+        help="store and forward span attributes and log records as they came; by default serve "
+        "masks secrets (keys, tokens, passwords, card numbers) after judging "
+        "[OTEL_SAFETY_REDACT_SECRETS=false]",
     )
     web = serve.add_argument_group("dashboard")
     web.add_argument(

@@ -1,5 +1,6 @@
-"""Forwarding log records to the next hop: the apps' own, passed through unchanged, and our
-findings as `gen_ai.evaluation.result` records on the spans they judge.
+"""Forwarding log records to the next hop: the apps' own, passed through unchanged (but for
+their secrets, masked in body and attributes when `redact_secrets` is on, as in spans), and
+our findings as `gen_ai.evaluation.result` records on the spans they judge.
 
 As for spans, the standard OTLP exporter runs behind the SDK's batching processor, with its
 own bounded queue: a slow next hop drops records there (counted) instead of stalling the
@@ -24,6 +25,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from otel_safety.exporters.evaluation_logs import SCOPE, evaluation_records
 from otel_safety.otlp_logs import ExportLogsServiceRequest, sdk_log_records
 from otel_safety.pipeline import TraceEvaluation
+from otel_safety.redaction import redact_value
 from otel_safety.sidecar.metrics import Metrics
 
 logger = logging.getLogger("otel_safety.sidecar")
@@ -94,10 +96,13 @@ class LogForwarder:
         metrics: Metrics,
         *,
         evaluations: bool = True,
+        redact: bool = False,
         max_queue_size: int = 65_536,
         schedule_delay_millis: int = 500,
     ) -> None:
         self.evaluations = evaluations
+        self.redact = redact
+        self.metrics = metrics
         self.processor = BatchLogRecordProcessor(
             _CountingLogExporter(exporter, metrics),
             max_queue_size=max_queue_size,
@@ -107,7 +112,10 @@ class LogForwarder:
 
     def forward(self, request: ExportLogsServiceRequest) -> None:
         """Pass a received request's records on (never blocks: a full queue drops them)."""
-        for record in sdk_log_records(request):
+        records, masked = sdk_log_records(request, redact_value if self.redact else None)
+        if masked:
+            self.metrics.add("log_secrets_redacted", masked)
+        for record in records:
             self.processor.on_emit(record)
 
     # -- engine sink: findings as log records, with the judged span's resource -------------

@@ -89,6 +89,7 @@ HELP = {
     "forwarded)",
     "log_records_forwarded": "log records (received ones and findings) the next hop acknowledged",
     "log_records_forward_failed": "log records given up on for the next hop",
+    "log_secrets_redacted": "secrets masked in the log records forwarded (redact_secrets)",
     "approval_requests": "requests to the /approvals endpoint, by HTTP status",
 }
 

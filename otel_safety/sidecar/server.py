@@ -131,6 +131,7 @@ class Sidecar:
                 ),
                 self.metrics,
                 evaluations=settings.evaluation_events != "spans",
+                redact=settings.redact_secrets,
             )
             sinks.append(self.log_forwarder)
         else:
