@@ -1,11 +1,12 @@
 """Group ended spans by trace and decide when a trace is ready to judge.
 
 A trace is released when its local root ends (or `log_wait` after, where log records for
-its spans may still be on their way); when the agent runs whose starts were
-announced (in-process, from span starts) have all ended, so a long-lived root such as a
-chat session does not hold its runs back; when no span of it has arrived for the decision
-wait; or, when memory limits are reached, oldest first with what is known. Nothing is ever
-dropped: every span added comes back out in exactly one release.
+its spans may still be on their way, as for a model call that came without content); when
+the agent runs whose starts were announced (in-process, from span starts) have all ended, so
+a long-lived root such as a chat session does not hold its runs back; when no span of it
+has arrived for the decision wait; or, when memory limits are reached, oldest first with
+what is known. Nothing is ever dropped: every span added comes back out in exactly one
+release.
 Not thread-safe; the engine serialises access.
 """
 
@@ -44,7 +45,9 @@ class _Pending:
     events: list[LogEvent] = field(default_factory=list)
     last_seen: float = 0.0
     bytes: int = 0
-    root_ended: float | None = None  # when its local root ended, while `log_wait` runs
+    root_ended: float | None = None  # when its local root ended, while its wait runs
+    waits: float = 0.0  # seconds it waits for log records once its root ended
+    awaits_content: bool = False  # a GenAI model span came without content
 
 
 SPAN_OVERHEAD = 512  # the span object, its context, resource and scope references
@@ -70,9 +73,26 @@ def _value_bytes(value: object) -> int:
     return 8
 
 
-def _deadline(pending: _Pending, decision_wait: float, log_wait: float) -> float:
+def _deadline(pending: _Pending, decision_wait: float) -> float:
     idle = pending.last_seen + decision_wait
-    return idle if pending.root_ended is None else min(idle, pending.root_ended + log_wait)
+    return idle if pending.root_ended is None else min(idle, pending.root_ended + pending.waits)
+
+
+# Operations whose content is the model's conversation, which an instrumentation may send as
+# log records instead of span attributes (openai-v2's EVENT_ONLY).
+_NOT_MODEL_CALLS = frozenset({"execute_tool", "invoke_agent", "create_agent", "embeddings"})
+_CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages")
+
+
+def _without_content(span: ReadableSpan) -> bool:
+    """A GenAI model call with no messages on the span: its content may come as log records."""
+    attributes = span.attributes or {}
+    operation = attributes.get("gen_ai.operation.name")
+    if operation is None or operation in _NOT_MODEL_CALLS:
+        return False
+    if any(key in attributes for key in _CONTENT_KEYS):
+        return False
+    return not any(event.name.startswith("gen_ai.") for event in span.events)
 
 
 def roots_last(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
@@ -105,6 +125,10 @@ class TraceBuffer:
         # 0 releases it at once. A receiver sets it once log records arrive at all: spans and
         # logs come in separate requests, in either order.
         self.log_wait = 0.0
+        # The same wait for a trace with a model call that carried no content, before any
+        # log record arrived: its content may be in records still on their way (the first
+        # trace after a receiver starts). A receiver sets it; 0 waits for nothing.
+        self.content_wait = 0.0
         self._bytes = 0
         self._pending: OrderedDict[int, _Pending] = OrderedDict()
         self._open_agents: OrderedDict[int, int] = OrderedDict()
@@ -134,10 +158,13 @@ class TraceBuffer:
         self._bytes += size
         self._span_count += 1
         released = []
+        if self.content_wait > 0 and not pending.awaits_content:
+            pending.awaits_content = _without_content(span)
         if _is_local_root(span):
             self._open_agents.pop(trace_id, None)
-            if self.log_wait > 0:
-                pending.root_ended = now
+            wait = self.log_wait or (self.content_wait if pending.awaits_content else 0.0)
+            if wait > 0:
+                pending.root_ended, pending.waits = now, wait
             else:
                 released.append(self._pop(trace_id, ROOT_ENDED))
         elif trace_id in self._open_agents and is_agent_run(span.attributes):
@@ -172,7 +199,7 @@ class TraceBuffer:
         traces whose root ended `log_wait` ago."""
         released = []
         for trace_id, pending in list(self._pending.items()):
-            if pending.root_ended is not None and now - pending.root_ended >= self.log_wait:
+            if pending.root_ended is not None and now - pending.root_ended >= pending.waits:
                 released.append(self._pop(trace_id, ROOT_ENDED))
             elif now - pending.last_seen >= self.decision_wait:
                 released.append(self._pop(trace_id, DECISION_WAIT))
@@ -181,7 +208,7 @@ class TraceBuffer:
     def next_deadline(self) -> float | None:
         if not self._pending:
             return None
-        return min(_deadline(p, self.decision_wait, self.log_wait) for p in self._pending.values())
+        return min(_deadline(p, self.decision_wait) for p in self._pending.values())
 
     def drain(self) -> list[Release]:
         return [self._pop(trace_id, FLUSH) for trace_id in list(self._pending)]

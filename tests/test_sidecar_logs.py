@@ -278,6 +278,22 @@ def test_logs_that_arrive_after_their_trace_are_still_read(tmp_path):
         _check(sidecar, hop, ids, app_records=1)
 
 
+def test_the_first_trace_waits_for_logs_when_its_model_call_came_without_content(tmp_path):
+    """No log record had arrived yet, so the first trace was judged as soon as its root
+    ended: NONE, "turn content capture on", and its records, a moment later, unmatched."""
+    with HttpNextHop() as hop:
+        sidecar = _sidecar(tmp_path, hop, log_wait=5.0)  # ample for the steps below
+        with sidecar:
+            url = sidecar.http_url
+            held = _HeldLogs()
+            ids = _app(HttpSpans(endpoint=f"{url}/v1/traces"), held)  # spans go out first
+            wait_for(lambda: sidecar.counts()["spans_received"] >= 2, what="the spans")
+            assert sidecar.counts()["traces_evaluated"] == 0  # its content may be on its way
+            HttpLogs(endpoint=f"{url}/v1/logs").export(held.batch)
+            wait_for(lambda: sidecar.counts()["traces_evaluated"] >= 1, what="the judged trace")
+        _check(sidecar, hop, ids)
+
+
 class _HeldLogs(LogRecordExporter):
     """Keeps the app's log records instead of sending them, to send them after the spans."""
 

@@ -165,6 +165,7 @@ class Sidecar:
         if self.log_forwarder is not None:
             self.intake.forward_logs = self.log_forwarder.forward
         self.intake.log_wait = settings.log_wait
+        self.engine.buffer.content_wait = settings.log_wait  # before any log record came
         self._grpc: grpc.Server | None = None
         self._http: OtlpHttpServer | None = None
         self._http_thread: threading.Thread | None = None
