@@ -66,6 +66,10 @@ def create_processor(
     monitor_modes: Mapping[str, str] | None = None,
     detection: str | None = None,
     evaluation_events: str | None = None,
+    max_buffer_bytes: int | None = None,
+    workers: int | None = None,
+    halt_on: str | None = None,
+    redact_secrets: bool | None = None,
     logger_provider: LoggerProvider | None = None,
     halts: HaltRegistry | None = None,
 ) -> SafetySpanProcessor:
@@ -108,6 +112,10 @@ def create_processor(
         policy=None if policy is None or hasattr(policy, "decide") else os.fspath(policy),
         detection=detection,
         evaluation_events=evaluation_events,
+        max_buffer_bytes=max_buffer_bytes,
+        workers=workers,
+        halt_on=halt_on,
+        redact_secrets=redact_secrets,
     )
     # First: the halt is in force before the writes.
     sinks: list[Sink] = [HaltSink(halts, on=settings.halt_on)]

@@ -394,3 +394,26 @@ def test_configure_says_when_the_app_installed_a_tracer_provider_before_it(tmp_p
     assert done.returncode == 0, done.stderr
     assert "installed a tracer provider before configure()" in done.stderr
     assert "create_processor" in done.stderr
+
+
+def test_every_setting_the_configuration_table_gives_an_argument_is_one(tmp_path):
+    """The table lists redact_secrets, max_buffer_bytes, workers and halt_on as arguments of
+    configure() / create_processor(); each raised a TypeError."""
+    processor = otel_safety.create_processor(
+        str(tmp_path / "s.duckdb"),
+        otlp=False,
+        detection="thread",
+        redact_secrets=True,
+        max_buffer_bytes=1 << 20,
+        workers=1,
+        halt_on="hard_stop",
+    )
+    try:
+        engine = processor.engine
+        assert engine.redact_secrets is True
+        assert engine.buffer.max_bytes == 1 << 20
+        assert [s.on for s in engine.sinks if type(s).__name__ == "HaltSink"] == ["hard_stop"]
+    finally:
+        processor.shutdown()
+    with pytest.raises(ConfigError, match="halt_on"):
+        otel_safety.create_processor(str(tmp_path / "t.duckdb"), halt_on="never", otlp=False)
