@@ -132,6 +132,8 @@ def run(
     except duckdb.Error as exc:
         hint = f" (parameters given: {params})" if params else ""
         raise QueryError(f"{str(exc).strip()}{hint}") from exc
+    if result is None:
+        raise QueryError("nothing to run: the SQL holds no statement (only blanks or comments)")
     if result.description is None:
         return [], []
     columns = [d[0] for d in result.description]

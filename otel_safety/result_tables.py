@@ -3,13 +3,15 @@ too narrow for one) and for programs (CSV, JSON)."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
+import math
 import shutil
 import textwrap
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -44,7 +46,9 @@ def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") 
     """`rows` as `fmt`: "table" (for a terminal), "csv" or "json"."""
     if fmt == "json":
         return json.dumps(
-            [dict(zip(columns, map(_plain, row), strict=True)) for row in rows], indent=2
+            [dict(zip(columns, map(_plain, row), strict=True)) for row in rows],
+            indent=2,
+            allow_nan=False,
         )
     if fmt == "csv":
         out = io.StringIO()
@@ -230,12 +234,22 @@ def _csv_cell(value: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, datetime | date):
+    """A value JSON can hold: times in ISO form, durations in seconds, bytes as base64, and
+    NaN or infinity (not JSON) as null; anything else DuckDB returns (a UUID) as text."""
+    if isinstance(value, datetime | date | time):
         return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
     if isinstance(value, Decimal):
-        return float(value)
+        value = float(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode()
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    return value
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    return str(value)

@@ -27,11 +27,17 @@ def helpers_ddl(*, temporary: bool) -> list[str]:
     """The statements that create the helpers (persistent in a store, or per connection)."""
     temp = "TEMP " if temporary else ""
     return [
+        # A timestamp with an offset (Z, +02:00) is that instant in UTC, as the store keeps
+        # times; one without is UTC already (a plain cast dropped the offset).
         f"""CREATE OR REPLACE {temp}MACRO timestamp_param(name) AS
     CASE WHEN getvariable(name) IS NULL THEN NULL
-         ELSE coalesce(try_cast(getvariable(name) AS TIMESTAMP),
-                       error(name || ' must be a date or timestamp like 2025-06-01, got '
-                             || getvariable(name))) END""",
+         ELSE coalesce(
+             CASE WHEN regexp_matches(CAST(getvariable(name) AS VARCHAR),
+                                      '\\d:\\d\\d(:\\d\\d(\\.\\d+)?)?\\s*([zZ]|[+-]\\d\\d(:?\\d\\d)?)\\s*$')
+                  THEN timezone('UTC', try_cast(CAST(getvariable(name) AS VARCHAR) AS TIMESTAMPTZ))
+                  ELSE try_cast(CAST(getvariable(name) AS VARCHAR) AS TIMESTAMP) END,
+             error(name || ' must be a date or timestamp like 2025-06-01, got '
+                   || CAST(getvariable(name) AS VARCHAR))) END""",
         f"""CREATE OR REPLACE {temp}MACRO in_time_window(ts) AS
     (timestamp_param('since') IS NULL OR ts >= timestamp_param('since'))
     AND (timestamp_param('until') IS NULL OR ts < timestamp_param('until'))""",

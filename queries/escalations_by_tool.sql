@@ -62,7 +62,11 @@ SELECT
     count(*) FILTER (WHERE c.level = 'HARD_STOP') AS hard_stops,
     arg_max(c.level, c.rank) AS strictest_level,
     round(100.0 * count(*) FILTER (WHERE c.rank >= 1) / count(*), 1) AS escalated_pct,
-    histogram(c.level) AS levels,
+    map_from_entries(list_transform(list_sort(list_transform(
+        map_entries(histogram(c.level)),
+        e -> {'rank': list_position(['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW',
+                                     'HARD_STOP'], e.key), 'key': e.key, 'value': e.value})),
+        e -> {'key': e.key, 'value': e.value})) AS levels,
     coalesce(
         list_sort(list_distinct(flatten(list(c.detectors) FILTER (c.detectors IS NOT NULL)))),
         []) AS detectors

@@ -837,3 +837,51 @@ def test_ids_made_of_digits_filter_as_the_text_they_are(tmp_path):
     assert [(row["requester"], row["verdict"]) for row in audited] == [("007", "BLOCK")]
     assert [row["tool"] for row in run(db, "escalations_by_tool", agent="0042")] == ["run_shell"]
     assert run(db, "flagged_spans", min_rank="5")
+
+
+@pytest.mark.parametrize(
+    ("given", "utc"),
+    [
+        ("2025-06-02T01:00:00+02:00", "2025-06-01 23:00:00"),
+        ("2025-06-01T20:00:00-05:00", "2025-06-02 01:00:00"),
+        ("2025-06-02T01:00:00.5Z", "2025-06-02 01:00:00.5"),
+        ("2025-06-02 01:00:00", "2025-06-02 01:00:00"),  # no offset: UTC, as stored
+        ("2025-06-02", "2025-06-02 00:00:00"),
+    ],
+)
+def test_a_time_parameter_with_an_offset_is_that_instant_in_utc(given, utc):
+    """The offset was dropped: `since=...T01:00:00+02:00` read as 01:00 UTC."""
+    con = duckdb.connect()
+    _, rows = queries.run(con, "SELECT CAST(timestamp_param('since') AS VARCHAR)", {"since": given})
+    assert rows == [(utc,)]
+
+
+def test_json_output_holds_every_type_a_query_can_return():
+    columns, rows = queries.run(
+        duckdb.connect(),
+        "SELECT INTERVAL 90 MINUTE AS took, 'ab'::BLOB AS raw, "
+        "'3b241101-e2bb-4255-8caf-4136c566a962'::UUID AS id, TIME '10:00:00' AS at, "
+        "'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, now() AS now",
+    )
+    [row] = json.loads(render(columns, rows, "json"))
+    assert row["took"] == 5400.0 and row["raw"] == "YWI=" and row["at"] == "10:00:00"
+    assert row["id"] == "3b241101-e2bb-4255-8caf-4136c566a962"
+    assert row["nan"] is None and row["inf"] is None  # JSON has no NaN
+    assert datetime.fromisoformat(row["now"]).tzinfo is not None
+
+
+@pytest.mark.parametrize("sql", ["   ", "-- only a comment\n"])
+def test_sql_without_a_statement_is_a_clear_error(sql):
+    with pytest.raises(queries.QueryError, match="holds no statement"):
+        queries.run(duckdb.connect(), sql)
+
+
+@pytest.mark.parametrize("name", ["escalations_by_day", "escalations_by_service"])
+def test_levels_are_listed_in_order_of_severity(kit_store, name):
+    order = ["NONE", "CLARIFY", "WARN", "SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"]
+    rows = run(kit_store[0], name)
+    assert rows
+    for row in rows:
+        levels = list(row["levels"])
+        assert levels == sorted(levels, key=order.index)
+    assert any(len(row["levels"]) > 1 for row in rows)
