@@ -533,3 +533,32 @@ def test_a_full_disk_keeps_the_traces_to_retry_instead_of_refusing_them(tmp_path
     assert "keeping 20 traces to retry" in done.stderr
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM traces").fetchone() == (21,)
+
+
+def test_a_reader_of_an_older_store_sees_the_newer_columns_empty(tmp_path, span_factory):
+    """`query` opens read-only and never upgrades: a query reading a column newer than the
+    store failed with DuckDB's binder error."""
+    from otel_safety import queries
+
+    path = tmp_path / "old.duckdb"
+    store = DuckDBStore(path)
+    store.write([Pipeline(detectors=[KeywordDetector()]).evaluate(span_factory.agent_run("BAD"))])
+    store.shutdown()
+    with duckdb.connect(str(path)) as con:  # as schema 2 left it: no details, no calibrated
+        con.execute("ALTER TABLE findings DROP COLUMN details")
+        con.execute("ALTER TABLE findings DROP COLUMN calibrated")
+        con.execute("UPDATE otel_safety_meta SET value = '2' WHERE key = 'schema_version'")
+    with open_store(path) as con:
+        columns, rows = queries.run(con, queries.resolve_sql("behavior_indicators"))
+        detected = con.execute("SELECT detector, details, calibrated FROM findings").fetchall()
+    assert columns and rows == []  # it ran; the keyword detector is no monitor
+    assert detected == [("keyword", None, None)]
+
+
+def test_a_reader_of_a_newer_store_is_told_to_upgrade(tmp_path):
+    path = tmp_path / "s.duckdb"
+    DuckDBStore(path).shutdown()
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE otel_safety_meta SET value = '999' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 999, newer than this otel-safety"):
+        open_store(path)

@@ -482,7 +482,13 @@ def open_store(
         try:
             con = connect_store(path, read_only=read_only)
             if read_only:
+                try:
+                    _refuse_newer_schema(con, str(path))
+                except StoreError:
+                    con.close()
+                    raise
                 _stand_in_for_missing_tables(con)
+                _stand_in_for_missing_columns(con)
             return con
         except (duckdb.IOException, duckdb.ConnectionException) as exc:
             # Another process's lock, or this process holding the file open the other way
@@ -523,6 +529,45 @@ def _stand_in_for_missing_tables(con: duckdb.DuckDBPyConnection) -> None:
         if table.name not in present:
             ddl = table.ddl()
             con.execute(ddl.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
+
+
+def _stand_in_for_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """A store from an older version lacks the newer columns too (its writer adds them on
+    its next write); a read-only reader sees such a table through a temporary view of the
+    same name that adds them, empty, so queries of this version run on it."""
+    held: dict[str, set[str]] = {}
+    for table_name, column in con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = 'main'"
+    ).fetchall():
+        held.setdefault(table_name, set()).add(column)
+    database = con.execute("SELECT current_database()").fetchone()[0]
+    for table in TABLES:
+        missing = [
+            (column, kind)
+            for column, kind in table.columns.items()
+            if table.name in held and column not in held[table.name]
+        ]
+        if missing:
+            added = ", ".join(f"NULL::{kind} AS {column}" for column, kind in missing)
+            source = f'"{database}".main.{table.name}'
+            con.execute(f"CREATE TEMP VIEW {table.name} AS SELECT *, {added} FROM {source}")
+
+
+def _refuse_newer_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
+    """A store a newer otel-safety wrote may mean anything by its columns: said at once,
+    rather than as a query's binder error."""
+    try:
+        row = con.execute(
+            "SELECT value FROM otel_safety_meta WHERE key = 'schema_version'"
+        ).fetchone()
+    except duckdb.CatalogException:
+        return  # not marked (an older store, or a file of other tables): nothing to say
+    if row is not None and str(row[0]).isdecimal() and int(row[0]) > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where} has schema version {row[0]}, newer than this otel-safety "
+            f"({SCHEMA_VERSION}); upgrade otel-safety to read it"
+        )
 
 
 def write_labels(path: str, labels: Sequence[dict[str, Any]]) -> None:
