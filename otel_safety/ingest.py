@@ -6,6 +6,7 @@ file gives the same result however fast it is read.
 
 from __future__ import annotations
 
+import gzip
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.buffer import roots_last
 from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.logs import LogEvent
 from otel_safety.otlp import read_otlp_json
 
 PROGRESS_INTERVAL = 1.0
@@ -35,6 +37,8 @@ class IngestSummary:
     stats: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0  # traces the store refused even one by one (logged with the reason)
     empty_files: list[str] = field(default_factory=list)  # nothing in them to read
+    log_events: int = 0  # GenAI events read from OTLP logs requests
+    unmatched_events: int = 0  # of those, events whose span was not in the input
 
     def describe(self, db_path: str) -> str:
         stats = self.stats
@@ -49,6 +53,16 @@ class IngestSummary:
             f"other traces passed through: "
             f"{stats.get('traces_evaluated', 0) - stats.get('agent_traces', 0)}",
         ]
+        if self.log_events:
+            lines.append(
+                f"GenAI log events read with their spans: {self.log_events - self.unmatched_events}"
+                f" of {self.log_events}"
+                + (
+                    " (the rest name spans the input does not hold)"
+                    if self.unmatched_events
+                    else ""
+                )
+            )
         if stats.get("spans_with_notes"):
             lines.append(
                 f"spans with reading problems: {stats['spans_with_notes']} (see spans.notes)"
@@ -76,6 +90,44 @@ class IngestSummary:
         if len(self.empty_files) == 1:
             return [f"{self.empty_files[0]} is empty: nothing in it to read"]
         return [f"empty, nothing in them to read: {', '.join(self.empty_files)}"]
+
+
+class _HeldEvents:
+    """GenAI log events by trace, handed to the engine just before their trace's spans: a
+    trace is judged when its root ends, so its events must be in the buffer by then, and
+    the Collector writes logs to files of their own, read first (`_holds_logs`)."""
+
+    def __init__(self) -> None:
+        self._by_trace: dict[int, list[LogEvent]] = {}
+
+    def add(self, events: Sequence[LogEvent]) -> None:
+        for event in events:
+            self._by_trace.setdefault(event.trace_id, []).append(event)
+
+    def with_spans(self, spans: list[ReadableSpan]) -> list[ReadableSpan | LogEvent]:
+        if not self._by_trace:
+            return list(spans)
+        events: list[ReadableSpan | LogEvent] = []
+        for trace_id in dict.fromkeys(span.context.trace_id for span in spans):
+            events.extend(self._by_trace.pop(trace_id, ()))
+        return [*events, *spans]
+
+    def count(self) -> int:
+        return sum(len(events) for events in self._by_trace.values())
+
+
+def _holds_logs(path: str | Path) -> bool:
+    """Whether a file's first request is an OTLP logs request (a cheap look at its start)."""
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(2)
+            raw.seek(0)
+            stream = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
+            start = stream.read(65_536)
+    except (OSError, EOFError):
+        return False  # read again, and reported, by the ingest itself
+    logs, spans = start.find(b'"resourceLogs"'), start.find(b'"resourceSpans"')
+    return logs >= 0 and (spans < 0 or logs < spans)
 
 
 TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".gz")
@@ -137,8 +189,9 @@ def ingest_files(
     summary = IngestSummary()
     span_clock = 0.0
     pending: list[ReadableSpan] = []
+    held = _HeldEvents()
     try:
-        for path in paths:
+        for path in sorted(paths, key=lambda p: not _holds_logs(p)):  # logs first
             summary.files += 1
             total = max(1, Path(path).stat().st_size)
             meter = _Progress(progress, str(path), total)
@@ -149,19 +202,23 @@ def ingest_files(
                     summary.bad_lines.append(
                         batch.error if str(path) in batch.error else f"{path}: {batch.error}"
                     )
+                if batch.events:
+                    summary.log_events += len(batch.events)
+                    held.add(batch.events)
                 if batch.spans:
                     summary.spans += len(batch.spans)
                     span_clock = max(span_clock, *((s.end_time or 0) / 1e9 for s in batch.spans))
                     pending.extend(batch.spans)
                 if len(pending) >= CHUNK_SPANS:
-                    engine.process(roots_last(pending), now=span_clock)
+                    engine.process(held.with_spans(roots_last(pending)), now=span_clock)
                     pending = []
                 meter.update(batch.size, summary, engine.stats)
-            engine.process(roots_last(pending), now=span_clock)
+            engine.process(held.with_spans(roots_last(pending)), now=span_clock)
             pending = []
             meter.done(summary, engine.stats)
             if summary.lines == lines_before:
                 summary.empty_files.append(str(path))
+        summary.unmatched_events = held.count()  # no span of theirs in the input
         if engine.deep is not None:  # every queued analysis is part of this ingest
             engine.drain()
             engine.deep.wait(progress)

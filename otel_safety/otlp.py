@@ -22,7 +22,7 @@ import re
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from io import BufferedReader
 from itertools import chain
 from pathlib import Path
@@ -942,6 +942,7 @@ class Batch:
     spans: list[ReadableSpan]
     error: str | None
     size: int
+    events: list[Any] = field(default_factory=list)  # GenAI events of a logs request
 
 
 def read_otlp_json(path: str | Path) -> Iterator[Batch]:
@@ -1083,6 +1084,12 @@ def _request_batch(
     document: Any, source: str, line: int, size: int, *, surrogate_free: bool = False
 ) -> Batch:
     """Decode one parsed document, keeping good spans next to a note about the bad ones."""
+    if (
+        isinstance(document, dict)
+        and "resourceLogs" in document
+        and "resourceSpans" not in document
+    ):
+        return _logs_batch(document, source, line, size)
     problems: list[str] = []
     try:
         blocks, spans = _decode_json(document, problems, surrogate_free=surrogate_free)
@@ -1096,11 +1103,23 @@ def _request_batch(
             )
         blocks, spans = _span_by_span(parts, problems, surrogate_free)
     if not blocks:
-        other = [key for key in ("resourceLogs", "resourceMetrics") if key in document]
+        other = [key for key in ("resourceMetrics",) if key in document]
         what = f"it holds {other[0]}, not traces" if other else "it has no resourceSpans"
         return Batch(source, line, [], f"line {line}: not an OTLP trace request: {what}", size)
     error = f"line {line}: {'; '.join(problems)}" if problems else None
     return Batch(source, line, spans, error, size)
+
+
+def _logs_batch(document: dict[str, Any], source: str, line: int, size: int) -> Batch:
+    """An OTLP/JSON logs request (the Collector's file exporter writes them too): the GenAI
+    events among its records, read with their spans as `serve` reads them."""
+    from otel_safety.otlp_logs import log_events_from_request, logs_request_from_json
+
+    try:
+        events = log_events_from_request(logs_request_from_json(document))
+    except OtlpDecodeError as exc:
+        return Batch(source, line, [], f"line {line}: not an OTLP logs request: {exc}", size)
+    return Batch(source, line, [], None, size, events)
 
 
 def _document_batches(data: bytes, source: str, size: int) -> list[Batch]:

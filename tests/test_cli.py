@@ -321,12 +321,14 @@ def test_ingest_is_idempotent_expands_directories_and_rejects_non_trace_json(tmp
     folder = tmp_path / "collector"
     folder.mkdir()
     _write_run(folder / "a.jsonl")
-    (folder / "logs.json").write_text('{"resourceLogs": []}\n')
+    (folder / "logs.json").write_text('{"resourceLogs": []}\n')  # read: no GenAI event
+    (folder / "metrics.json").write_text('{"resourceMetrics": []}\n')
     db = str(tmp_path / "s.duckdb")
     for _ in range(2):
         done = run_cli("ingest", str(folder), "--db", db, "--quiet")
         assert done.returncode == 0, done.stderr
-    assert "holds resourceLogs, not traces" in done.stdout
+    assert "holds resourceMetrics, not traces" in done.stdout
+    assert "logs.json" not in done.stdout
     with duckdb.connect(db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
         assert con.execute("SELECT count(*) FROM findings WHERE detected").fetchone() == (1,)

@@ -437,7 +437,7 @@ def test_json_lines_with_a_bad_first_line_and_no_spans_name_every_bad_line(
 ) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(
-        '{"resourceSpans": [ broken\n{"resourceSpans": [ also broken\n{"resourceLogs": []}\n',
+        '{"resourceSpans": [ broken\n{"resourceSpans": [ also broken\n{"resourceMetrics": []}\n',
         encoding="utf-8",
     )
     batches = list(read_otlp_json(path))
@@ -447,7 +447,7 @@ def test_json_lines_with_a_bad_first_line_and_no_spans_name_every_bad_line(
         "line 2",
         "line 3",
     ]
-    assert "resourceLogs" in (batches[2].error or "")
+    assert "resourceMetrics" in (batches[2].error or "")
 
 
 def test_a_broken_pretty_printed_document_is_one_error_not_one_per_line(tmp_path: Path) -> None:
