@@ -66,6 +66,8 @@ def unknown_detector(con: duckdb.DuckDBPyConnection, params: dict[str, str]) -> 
     keys = [row[0] for row in found]
     if wanted in keys:
         return None
+    if not keys:
+        return f"no finding in the store is by detector {wanted!r}: the store holds no findings yet"
     return f"no finding in the store is by detector {wanted!r}; its detectors: {', '.join(keys)}"
 
 

@@ -885,3 +885,11 @@ def test_levels_are_listed_in_order_of_severity(kit_store, name):
         levels = list(row["levels"])
         assert levels == sorted(levels, key=order.index)
     assert any(len(row["levels"]) > 1 for row in rows)
+
+
+def test_an_empty_store_says_it_holds_no_findings_rather_than_listing_none(tmp_path):
+    db = tmp_path / "empty.duckdb"
+    DuckDBStore(db).shutdown()
+    with duckdb.connect(str(db), read_only=True) as con:
+        hint = queries.unknown_detector(con, {"detector": "tool_guard"})
+    assert hint is not None and hint.endswith("the store holds no findings yet")
