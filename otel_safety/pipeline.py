@@ -306,11 +306,15 @@ class Pipeline:
 def _note_without_content(mapped: Sequence[MappedSpan], failed: set[str]) -> list[str]:
     """Model and tool spans with no content are named: the user must learn that capture is
     off, or a quiet trace reads as a safe one. A call that failed (its span's status is
-    ERROR) may have had nothing to record, capture on or off: it is not named."""
+    ERROR) may have had nothing to record, capture on or off: it is not named; nor is one
+    whose content came but could not be read (its notes say what was wrong with it)."""
     empty = [
         m
         for m in mapped
-        if m.role in ("llm", "tool") and not m.content_captured and m.span_id not in failed
+        if m.role in ("llm", "tool")
+        and not m.content_captured
+        and m.span_id not in failed
+        and not m.notes
     ]
     for m in empty:
         m.notes.add(NO_CONTENT_NOTE)

@@ -127,3 +127,27 @@ def test_a_model_call_that_failed_is_not_taken_for_capture_turned_off():
     spans = list(exporter.get_finished_spans())
     assert any(s.name.startswith("chat") for s in spans)
     assert _without_content(spans) == []
+
+
+def test_content_that_came_but_could_not_be_read_is_not_taken_for_capture_turned_off():
+    """Malformed messages got their reading problem noted and, beside it, the advice to
+    turn content capture on, which was on."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("app")
+    with (
+        tracer.start_as_current_span("agent run"),
+        tracer.start_as_current_span(
+            "chat broken",
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.input.messages": "[{not json"},
+        ),
+    ):
+        pass
+    provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    evaluation = Pipeline(detectors=[]).evaluate(spans)
+    [chat] = [s for s in evaluation.spans if s.name == "chat broken"]
+    notes = chat.attributes[sc.OTEL_SAFETY_NOTES]
+    assert any("malformed JSON" in note for note in notes)
+    assert NO_CONTENT_NOTE not in notes and evaluation.without_content == []
