@@ -80,6 +80,7 @@ def _for_terminal(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
         columns = [columns[i] for i in kept]
         rows = [tuple(row[i] for i in kept) for row in rows]
         count += f"\n(no values in: {', '.join(empty)})"
+    columns = [_text(column) for column in columns]  # a name can come from data (a PIVOT)
     cells = [[_text(v) for v in row] for row in rows]
     budget = max(40, shutil.get_terminal_size((200, 20)).columns)
     if rows and not _fits(columns, cells, budget):

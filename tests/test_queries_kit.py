@@ -776,6 +776,9 @@ def test_characters_that_steer_a_terminal_are_shown_as_escapes(monkeypatch):
     shown = render(["agent"], [("\x1b[2K\r\x1b[32mALLOW\u202eevil",)])
     assert "\x1b" not in shown and "\u202e" not in shown
     assert "\\x1b[2K" in shown and "\\u202eevil" in shown
+    # a column's name can come from the data too (a PIVOT over agent names)
+    named = render(["\x1b[31mred", "n"], [(1, 2)])
+    assert "\x1b" not in named and "\\x1b[31mred" in named
 
 
 def test_a_mistyped_query_name_is_answered_with_the_closest_one():
