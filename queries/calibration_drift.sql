@@ -12,7 +12,8 @@
 -- Columns per detector and window: traces, fire rate, mean and 90th-percentile score, the
 -- threshold in force, and precision / recall where traces carry labels. psi is the
 -- population stability index of the score distribution (10 bins of width 0.1) from A to B:
--- below 0.1 stable, up to 0.25 moderate, above that major: recalibrate.
+-- below 0.1 stable, up to 0.25 moderate, above that major: recalibrate; with fewer than 30
+-- traces in a window, too few to tell.
 WITH bounds AS (
     SELECT
         CASE WHEN getvariable('days') IS NULL THEN 7
@@ -47,6 +48,9 @@ windows_all AS (
         w.b_since,
         w.b_until
     FROM windows AS w, bounds AS b
+    WHERE (w.b_since < w.b_until OR b.b_since_given IS NULL
+           OR error('b_since must be before b_until, got ' || w.b_since::VARCHAR || ' and '
+                    || w.b_until::VARCHAR))
 ),
 per_trace AS (
     SELECT
@@ -136,6 +140,8 @@ SELECT
          THEN round(any_value(p.psi), 4) END AS psi,
     CASE WHEN coalesce(any_value(a.traces), 0) = 0 OR coalesce(any_value(b.traces), 0) = 0
               THEN 'no data in one window'
+         WHEN least(any_value(a.traces), any_value(b.traces)) < 30
+              THEN 'too few traces to tell (under 30 in a window)'
          WHEN any_value(p.psi) < 0.1 THEN 'stable'
          WHEN any_value(p.psi) <= 0.25 THEN 'moderate'
          ELSE 'major' END AS drift
