@@ -135,8 +135,21 @@ def _trace_attributes(
 def copy_span(
     span: ReadableSpan, extra: Mapping[str, Any], events: Sequence[Event] = ()
 ) -> ReadableSpan:
-    """A finished span with attributes merged over and events appended (public API only)."""
-    return rebuild_span(span, {**(span.attributes or {}), **extra}, (*span.events, *events))
+    """A finished span with attributes merged over and events appended (public API only).
+    An evaluation event the span already carries for a detector that judged it again (spans
+    passed through a second otel-safety, a chained `serve`) is replaced, not repeated."""
+    judged = {
+        (event.attributes or {}).get(sc.GEN_AI_EVALUATION_NAME)
+        for event in events
+        if event.name == sc.GEN_AI_EVALUATION_RESULT
+    }
+    kept = [
+        event
+        for event in span.events
+        if event.name != sc.GEN_AI_EVALUATION_RESULT
+        or (event.attributes or {}).get(sc.GEN_AI_EVALUATION_NAME) not in judged
+    ]
+    return rebuild_span(span, {**(span.attributes or {}), **extra}, (*kept, *events))
 
 
 def rebuild_span(

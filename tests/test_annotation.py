@@ -117,3 +117,24 @@ def test_spans_and_events_carry_the_guardrail_verdict_of_their_level():
         )
         assert event.attributes[sc.GEN_AI_GUARDRAIL_SECURITY_POLICY_ID] == finding.detector
         assert event.attributes[sc.GEN_AI_GUARDRAIL_SECURITY_RISK_SCORE] == finding.score
+
+
+def test_spans_judged_again_downstream_carry_each_evaluation_once(span_factory):
+    """A chained serve (a sidecar forwarding to a central one) judged the annotated spans
+    again and appended a second gen_ai.evaluation.result event per finding."""
+    from conftest import KeywordDetector
+
+    pipeline = Pipeline(detectors=[KeywordDetector()])
+    once = pipeline.evaluate(span_factory.agent_run("BAD")).spans
+    twice = Pipeline(detectors=[KeywordDetector()]).evaluate(once).spans
+
+    def evaluations(spans):
+        return sorted(
+            (span.name, event.attributes[sc.GEN_AI_EVALUATION_NAME])
+            for span in spans
+            for event in span.events
+            if event.name == sc.GEN_AI_EVALUATION_RESULT
+        )
+
+    assert evaluations(once) == [("chat model", "keyword")]
+    assert evaluations(twice) == evaluations(once)
