@@ -225,6 +225,8 @@ def _csv_cell(value: Any) -> str:
     and maps as JSON, times in ISO form, text safe from spreadsheets' formulas."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as DuckDB and JSON write them
     if isinstance(value, Mapping | list | tuple):
         return for_spreadsheets(json.dumps(_plain(value), default=str))
     if isinstance(value, datetime | date):

@@ -901,3 +901,8 @@ def test_an_empty_store_says_it_holds_no_findings_rather_than_listing_none(tmp_p
     with duckdb.connect(str(db), read_only=True) as con:
         hint = queries.unknown_detector(con, {"detector": "tool_guard"})
     assert hint is not None and hint.endswith("the store holds no findings yet")
+
+
+def test_csv_writes_booleans_as_duckdb_and_json_do():
+    csv_text = render(["detected", "n"], [(True, 1), (False, 2), (None, 3)], "csv")
+    assert csv_text == "detected,n\ntrue,1\nfalse,2\n,3"
