@@ -59,7 +59,9 @@ OUTPUT = [
 INPUT = [{"role": "user", "parts": [{"type": "text", "content": "Tidy up my machine."}]}]
 
 
-def _sidecar(tmp_path, hop, log_wait: float | None = None) -> Sidecar:
+def _sidecar(
+    tmp_path, hop, log_wait: float | None = None, redact_secrets: bool | None = None
+) -> Sidecar:
     settings = Settings.resolve(
         environ={},
         db_path=str(tmp_path / "store.duckdb"),
@@ -67,6 +69,7 @@ def _sidecar(tmp_path, hop, log_wait: float | None = None) -> Sidecar:
         decision_wait=5.0,
         detection="thread",
         log_wait=log_wait,
+        redact_secrets=redact_secrets,
     )
     protocol = "grpc" if isinstance(hop, GrpcNextHop) else "http/protobuf"
     options = SidecarOptions(
@@ -346,33 +349,21 @@ AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 def test_forwarded_log_records_have_their_secrets_masked_as_spans_do(tmp_path, redact):
     """With redact_secrets on, forwarded spans were masked while the app's own log records
     went on carrying the key in clear."""
-    settings = Settings.resolve(
-        environ={},
-        db_path=str(tmp_path / "store.duckdb"),
-        detectors=["tool_guard"],
-        decision_wait=5.0,
-        detection="thread",
-        redact_secrets=redact,
-    )
     answer = [{"role": "assistant", "parts": [{"type": "text", "content": f"key {AWS_KEY}"}]}]
-    with GrpcNextHop() as hop:
-        options = SidecarOptions(grpc_port=0, http_port=0, forward_endpoint=hop.endpoint)
-        with Sidecar(settings, options) as sidecar:
-            provider = LoggerProvider(shutdown_on_exit=False)
-            target = f"http://{sidecar.grpc_target}"
-            provider.add_log_record_processor(
-                BatchLogRecordProcessor(GrpcLogs(target, insecure=True))
+    with GrpcNextHop() as hop, _sidecar(tmp_path, hop, redact_secrets=redact) as sidecar:
+        provider = LoggerProvider(shutdown_on_exit=False)
+        target = f"http://{sidecar.grpc_target}"
+        provider.add_log_record_processor(BatchLogRecordProcessor(GrpcLogs(target, insecure=True)))
+        provider.get_logger("app").emit(
+            LogRecord(
+                body=f"the model said {AWS_KEY}",
+                event_name="gen_ai.client.inference.operation.details",
+                attributes={"gen_ai.output.messages": json.dumps(answer)},
             )
-            provider.get_logger("app").emit(
-                LogRecord(
-                    body=f"the model said {AWS_KEY}",
-                    event_name="gen_ai.client.inference.operation.details",
-                    attributes={"gen_ai.output.messages": json.dumps(answer)},
-                )
-            )
-            provider.shutdown()
-            wait_for(lambda: hop.logs(), what="the forwarded record")
-            counted = sidecar.metrics.total("log_secrets_redacted")
+        )
+        provider.shutdown()
+        wait_for(lambda: hop.logs(), what="the forwarded record")
+        counted = sidecar.metrics.total("log_secrets_redacted")
     [record] = [
         record
         for request in hop.logs()
