@@ -26,15 +26,10 @@ FRAGMENT = "_fragment"  # a traces row's mark (not a column): a part without its
 
 
 def is_fragment(evaluation: TraceEvaluation) -> bool:
-    """Whether every span of the judged part has a local parent the part does not hold."""
+    """Whether the judged part lacks a root: each of its spans has a local parent (in the
+    part or, for its top spans, in the part judged before)."""
     spans = evaluation.spans
-    if not spans:
-        return False
-    held = {span.context.span_id for span in spans if span.context is not None}
-    return all(
-        span.parent is not None and not span.parent.is_remote and span.parent.span_id not in held
-        for span in spans
-    )
+    return bool(spans) and not any(span.parent is None or span.parent.is_remote for span in spans)
 
 
 def fold_fragments(
