@@ -88,8 +88,8 @@ def _without_content(span: ReadableSpan) -> bool:
     """A GenAI model call with no messages on the span: its content may come as log records."""
     attributes = span.attributes or {}
     operation = attributes.get("gen_ai.operation.name")
-    if operation is None or operation in _NOT_MODEL_CALLS:
-        return False
+    if not isinstance(operation, str) or operation in _NOT_MODEL_CALLS:
+        return False  # none, or not a name at all (a map sent over OTLP)
     if any(key in attributes for key in _CONTENT_KEYS):
         return False
     return not any(event.name.startswith("gen_ai.") for event in span.events)

@@ -39,6 +39,34 @@ def test_a_root_listed_before_its_children_still_releases_one_whole_trace(span_f
     assert len(buffer) == 0
 
 
+def test_a_model_call_without_content_waits_for_its_log_records(span_factory):
+    """Before any log record arrived (`content_wait`), a trace whose chat span carries no
+    messages waits after its root; one with messages, or whose operation name is not a
+    name at all (a map sent over OTLP, which made the check raise), does not."""
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    def with_operation(span, operation):
+        attributes = {k: v for k, v in span.attributes.items() if not k.startswith("gen_ai.")}
+        attributes["gen_ai.operation.name"] = operation
+        return ReadableSpan(
+            name=span.name, context=span.context, parent=span.parent, attributes=attributes,
+            start_time=span.start_time, end_time=span.end_time,
+        )  # fmt: skip
+
+    chat, root = span_factory.agent_run()
+    for first, waits in [
+        (chat, False),
+        (with_operation(chat, "chat"), True),
+        (with_operation(chat, {"odd": "map"}), False),
+    ]:
+        buffer = TraceBuffer(decision_wait=30)
+        buffer.content_wait = 2.0
+        released = buffer.add(first, now=0.0) + buffer.add(root, now=0.0)
+        assert (released == []) is waits
+        if waits:
+            assert buffer.expired(1.9) == [] and len(buffer.expired(2.0)) == 1
+
+
 def test_buffer_releases_idle_traces_after_the_decision_wait(span_factory):
     buffer = TraceBuffer(decision_wait=5)
     child, _root = span_factory.agent_run()
