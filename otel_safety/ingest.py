@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +125,7 @@ def _holds_logs(path: str | Path) -> bool:
             raw.seek(0)
             stream = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
             start = stream.read(65_536)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         return False  # read again, and reported, by the ingest itself
     logs, spans = start.find(b'"resourceLogs"'), start.find(b'"resourceSpans"')
     return logs >= 0 and (spans < 0 or logs < spans)

@@ -98,3 +98,16 @@ def test_events_of_spans_not_in_the_input_are_counted(tmp_path):
     assert levels == [("NONE",)]
     assert (summary.log_events, summary.unmatched_events) == (1, 1)
     assert "the rest name spans the input does not hold" in summary.describe("store")
+
+
+def test_a_damaged_gzip_file_is_reported_not_raised(tmp_path):
+    """The look for logs at a file's start raised on a .gz whose data is corrupt, before
+    the reader could name the bad input."""
+    traces, _ = _run()
+    good = tmp_path / "traces.jsonl"
+    good.write_text(json.dumps(traces) + "\n")
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage bytes")
+    summary, levels = _ingest(tmp_path, bad, good)
+    assert levels == [("NONE",)]
+    assert any("unreadable input" in line for line in summary.bad_lines), summary.bad_lines
