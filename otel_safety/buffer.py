@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.logs import LogEvent
 from otel_safety.mapping import is_agent_run
+from otel_safety.mapping.genai import AGENT_OPERATIONS
 
 ROOT_ENDED = "root_ended"
 AGENT_ENDED = "agent_ended"
@@ -80,7 +81,7 @@ def _deadline(pending: _Pending, decision_wait: float) -> float:
 
 # Operations whose content is the model's conversation, which an instrumentation may send as
 # log records instead of span attributes (openai-v2's EVENT_ONLY).
-_NOT_MODEL_CALLS = frozenset({"execute_tool", "invoke_agent", "create_agent", "embeddings"})
+_NOT_MODEL_CALLS = frozenset({"execute_tool", "embeddings", *AGENT_OPERATIONS})
 _CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages")
 
 

@@ -6,9 +6,7 @@ file gives the same result however fast it is read.
 
 from __future__ import annotations
 
-import gzip
 import time
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from otel_safety.buffer import roots_last
 from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.logs import LogEvent
-from otel_safety.otlp import read_otlp_json
+from otel_safety.otlp import holds_logs, read_otlp_json
 
 PROGRESS_INTERVAL = 1.0
 # Spans handed to the engine at once: the traces they complete are judged as one batch,
@@ -96,7 +94,7 @@ class IngestSummary:
 class _HeldEvents:
     """GenAI log events by trace, handed to the engine just before their trace's spans: a
     trace is judged when its root ends, so its events must be in the buffer by then, and
-    the Collector writes logs to files of their own, read first (`_holds_logs`)."""
+    the Collector writes logs to files of their own, read first (`otlp.holds_logs`)."""
 
     def __init__(self) -> None:
         self._by_trace: dict[int, list[LogEvent]] = {}
@@ -115,20 +113,6 @@ class _HeldEvents:
 
     def count(self) -> int:
         return sum(len(events) for events in self._by_trace.values())
-
-
-def _holds_logs(path: str | Path) -> bool:
-    """Whether a file's first request is an OTLP logs request (a cheap look at its start)."""
-    try:
-        with open(path, "rb") as raw:
-            head = raw.read(2)
-            raw.seek(0)
-            stream = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
-            start = stream.read(65_536)
-    except (OSError, EOFError, zlib.error):
-        return False  # read again, and reported, by the ingest itself
-    logs, spans = start.find(b'"resourceLogs"'), start.find(b'"resourceSpans"')
-    return logs >= 0 and (spans < 0 or logs < spans)
 
 
 TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".gz")
@@ -192,7 +176,7 @@ def ingest_files(
     pending: list[ReadableSpan] = []
     held = _HeldEvents()
     try:
-        for path in sorted(paths, key=lambda p: not _holds_logs(p)):  # logs first
+        for path in sorted(paths, key=lambda p: not holds_logs(p)):  # logs first
             summary.files += 1
             total = max(1, Path(path).stat().st_size)
             meter = _Progress(progress, str(path), total)

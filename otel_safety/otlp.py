@@ -945,6 +945,18 @@ class Batch:
     events: list[Any] = field(default_factory=list)  # GenAI events of a logs request
 
 
+def holds_logs(path: str | Path) -> bool:
+    """Whether a file's first request is an OTLP logs request (a look at its start, gzip
+    or not; a file that cannot be read says no, and its reader reports it)."""
+    try:
+        with open(path, "rb") as raw:
+            start = _LineReader(raw).head(65_536)
+    except (OSError, EOFError, zlib.error):
+        return False
+    logs, spans = start.find(b'"resourceLogs"'), start.find(b'"resourceSpans"')
+    return logs >= 0 and (spans < 0 or logs < spans)
+
+
 def read_otlp_json(path: str | Path) -> Iterator[Batch]:
     """Read OTLP/JSON trace requests from a file, one `Batch` per request, never stopping early.
 
@@ -983,6 +995,10 @@ class _LineReader:
         self._seen = 0
         self.lines = 0
         self.error: str | None = None
+
+    def head(self, size: int) -> bytes:
+        """The first `size` bytes, decompressed (before any line is read)."""
+        return self._stream.read(size)
 
     def __iter__(self) -> Iterator[bytes]:
         try:

@@ -564,10 +564,14 @@ def _refuse_newer_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
     except duckdb.CatalogException:
         return  # not marked (an older store, or a file of other tables): nothing to say
     if row is not None and str(row[0]).isdecimal() and int(row[0]) > SCHEMA_VERSION:
-        raise StoreError(
-            f"{where} has schema version {row[0]}, newer than this otel-safety "
-            f"({SCHEMA_VERSION}); upgrade otel-safety to read it"
-        )
+        raise _newer_schema(where, row[0])
+
+
+def _newer_schema(where: str, version: str) -> StoreError:
+    return StoreError(
+        f"{where} has schema version {version}, newer than this otel-safety "
+        f"({SCHEMA_VERSION}); upgrade otel-safety to use it"
+    )
 
 
 def write_labels(path: str, labels: Sequence[dict[str, Any]]) -> None:
@@ -599,10 +603,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         )
         define_helpers(con, temporary=False)
     elif int(row[0]) > SCHEMA_VERSION:
-        raise StoreError(
-            f"{where} has schema version {row[0]}, newer than this otel-safety "
-            f"({SCHEMA_VERSION}); upgrade otel-safety to use it"
-        )
+        raise _newer_schema(where, row[0])
     elif int(row[0]) < SCHEMA_VERSION:  # older stores lack tables (created above) and columns
         for table in TABLES:
             for column, kind in added_columns(table, int(row[0])):
