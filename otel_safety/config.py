@@ -80,6 +80,11 @@ class Settings(BaseSettings):
         description="characters of analysed text kept across traces, per generation of two "
         "(0: each trace's own only)",
     )
+    pattern_cache: str | None = Field(
+        None,
+        description="folder keeping compiled patterns between processes ('off': none); "
+        "by default the user's cache folder",
+    )
     max_buffer_bytes: int = Field(
         512 << 20, ge=1, description="bytes of span text held while traces wait to be judged"
     )

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_safety import detectors as detector_registry
-from otel_safety.analysis import trace_scope
+from otel_safety.analysis import pattern_cache, trace_scope
 from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.annotate import annotate, local_root
 from otel_safety.content_capture import NO_CONTENT_NOTE
@@ -234,6 +234,8 @@ class Pipeline:
         except Exception as exc:
             logger.exception("otel-safety could not evaluate trace %s", trace_id)
             return Judgement(trace_id, reason, error=f"{type(exc).__name__}: {exc}")
+        finally:  # what judging compiled, kept for the next process (at most once a minute)
+            pattern_cache.save_if_due()
 
     def _judge(self, trace_id: str, spans: Sequence[ReadableSpan], reason: str) -> Judgement:
         histories = SharedHistories()

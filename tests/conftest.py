@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,12 @@ from otel_safety.detectors.base import Assessment, Detector
 from otel_safety.model import Evidence, Severity, Trajectory
 
 pytest_plugins = ["kinds", "pytester"]  # test-kind markers; pytester for their test
+
+# Compiled patterns are kept between the test processes, not in the user's cache folder.
+os.environ.setdefault(
+    "OTEL_SAFETY_PATTERN_CACHE",
+    str(Path(tempfile.gettempdir()) / f"otel-safety-test-patterns-{os.getuid()}"),
+)
 
 
 class KeywordDetector(Detector):

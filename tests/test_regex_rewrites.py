@@ -91,6 +91,7 @@ def packaged_patterns(data_dir: Path) -> dict[tuple[str, int], regex.Pattern]:
 
 def test_every_packaged_pattern_is_rewritten_as_the_separate_walkers_did(monkeypatch, tmp_path):
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))  # compiled afresh, not cached
+    monkeypatch.setenv("OTEL_SAFETY_PATTERN_CACHE", "off")  # every compile recorded
     # nor shared with monitors an earlier test built (behaviour monitors share their rules)
     monkeypatch.setattr(monitor, "_COMPILED_RULES", OrderedDict())
     known = json.loads(DIGESTS.read_text(encoding="utf-8"))

@@ -34,6 +34,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis import pattern_cache
 from otel_safety.analysis.patterns.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
 from otel_safety.analysis.re2_syntax import translate
 
@@ -178,7 +179,7 @@ class LinearPattern:
         and, last, `backtracking`, which marks it done. Two threads may both compile; either
         result is the same pattern."""
         try:
-            backtracking = regex.compile(self.pattern, self._asked)
+            backtracking = pattern_cache.compiled(self.pattern, self._asked)
         except (regex.error, TypeError) as exc:
             if self._where is None:
                 raise

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import regex
 
+from otel_safety.analysis import pattern_cache, regex_tokens
 from otel_safety.analysis.regex_tokens import (
     ANCHOR,
     ATOMIC,
@@ -79,6 +80,15 @@ def relax(source: str, flags: int = 0, *, keep_anchors: bool = False) -> str | N
     """
     if flags & (regex.VERBOSE | regex.BESTMATCH | regex.ENHANCEMATCH):
         return None
+    return pattern_cache.remembered(
+        "relax",
+        (source, int(flags), keep_anchors),
+        lambda: _relax(source, flags, keep_anchors),
+        (__name__, regex_tokens.__name__),
+    )
+
+
+def _relax(source: str, flags: int, keep_anchors: bool) -> str | None:
     if keep_anchors and _SCOPED_LINES.search(source):
         keep_anchors = False  # a `(?m:...)` scope: simpler to drop its anchors
     try:

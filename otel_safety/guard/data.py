@@ -10,7 +10,7 @@ from typing import Any
 import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from otel_safety.analysis import linear
+from otel_safety.analysis import linear, pattern_cache
 from otel_safety.analysis.calls.grants import PhraseSet
 from otel_safety.analysis.calls.tool_names import name_pattern
 from otel_safety.analysis.pattern_set import PatternSet
@@ -138,7 +138,7 @@ def _named(
     """`source` compiled (by `regex.compile` unless told), looked up at each call; a bad
     one is a ValueError naming its table and the pattern."""
     try:
-        return (compile or regex.compile)(source, flags)
+        return (compile or pattern_cache.compiled)(source, flags)
     except regex.error as exc:
         raise ValueError(f"{where}: bad pattern {source!r}: {exc}") from None
 

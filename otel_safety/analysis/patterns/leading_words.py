@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from otel_safety.analysis import pattern_cache
+from otel_safety.analysis.patterns import regex_syntax
 from otel_safety.analysis.patterns.regex_syntax import (
     AT,
     BRANCH,
@@ -60,7 +62,19 @@ SEARCH_IN_FULL = Triggers()
 
 
 def triggers(source: str) -> Triggers:
-    """What a text must show for `source` (compiled case-insensitively) to match in it."""
+    """What a text must show for `source` (compiled case-insensitively) to match in it
+    (worked out once per machine: parsing every indexed pattern was much of start-up)."""
+    starts, needs, anchored = pattern_cache.remembered(
+        "triggers", source, lambda: _as_plain(_triggers(source)), (__name__, regex_syntax.__name__)
+    )
+    return Triggers(starts, needs, anchored)
+
+
+def _as_plain(found: Triggers) -> tuple:
+    return found.starts, found.needs, found.anchored
+
+
+def _triggers(source: str) -> Triggers:
     parsed = parse(source, ignore_case=True)
     if parsed is None:
         return SEARCH_IN_FULL
