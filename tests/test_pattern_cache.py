@@ -229,3 +229,14 @@ def test_a_long_running_judge_saves_without_exiting(cache, monkeypatch, span_fac
     assert pattern_cache.stats()["saves"] == saves + 1
     (path,) = cache.iterdir()
     assert ("regex", r"compiled\s+since\s+the\s+last\s+save", 0) in pattern_cache._read(path)
+
+
+def test_a_value_that_cannot_be_kept_never_reaches_the_judge(cache, monkeypatch, span_factory):
+    """Saving runs inside `Pipeline.judge`: whatever goes wrong there is the cache's loss."""
+    from otel_safety.pipeline import Pipeline
+
+    pattern_cache.remembered("odd", "key", lambda: lambda: None, ("otel_safety",))
+    monkeypatch.setattr(pattern_cache, "_SAVE_EVERY", 0.0)
+    judgement = Pipeline().judge(span_factory.agent_run(answer="fine"))
+    assert judgement.error is None
+    assert not any(cache.glob("*.pickle"))

@@ -176,13 +176,14 @@ def save() -> None:
         path = cache_file()
         if not _new or path is None:
             return
-        merged = _read(path)
-        merged.update(_new)
-        if len(merged) > _MAX_ENTRIES:
-            merged = dict(_new)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # fails before the file is read
+            merged = _read(path)
+            merged.update(_new)
+            if len(merged) > _MAX_ENTRIES:
+                merged = dict(_new)
             _write(path, merged)
-        except OSError as exc:
+        except Exception as exc:  # a full disk, a read-only home, a value that won't pickle
             logger.debug("otel-safety: pattern cache %s not written: %s", path, exc)
             return
         _counts["saves"] += 1
@@ -192,7 +193,6 @@ def save() -> None:
 
 def _write(path: Path, entries: dict[Hashable, Any]) -> None:
     payload = pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)
-    path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
