@@ -1345,3 +1345,69 @@ def test_a_bad_pattern_in_a_users_guard_file_names_its_table_and_file(tmp_path, 
     with pytest.raises(ValueError, match=r"\[commands\] destroy: bad pattern 'rm \(-rf'") as bad:
         Guard(Directory())
     assert str(tmp_path / "guard.toml") in str(bad.value)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf /tmp/../etc",  # a climb lands on a system tree
+        "rm -rf /tmp/../*",
+        "find /tmp/.. -delete",
+        "rm -rf ~/projects/../..",
+    ],
+)
+def test_a_delete_that_climbs_out_is_judged_where_it_lands(guard, command: str) -> None:
+    verdict = guard.check_tool_call("run_shell", {"command": command}, record=False, pace=False)
+    assert verdict.blocked and "destroy.recursive_root" in verdict.rule_ids, verdict.summary()
+
+
+def test_a_path_read_through_a_climb_is_the_path_it_reaches(guard) -> None:
+    climbed = _rules(guard, "run_shell", {"command": "cat /var/../etc/shadow"})
+    assert "creds.secret_files" in climbed
+    assert _rules(guard, "run_shell", {"command": "rm -rf build/../dist"}) == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "rule"),
+    [
+        ("run_shell", ["rm -rf /"], "destroy.recursive_root"),
+        ("run_shell", ["cd /tmp", "rm -rf /"], "destroy.recursive_root"),
+        ("run_shell", '["rm", "-rf", "/"]', "destroy.recursive_root"),  # JSON text, as sent
+        ("run_shell", ["rm", "-rf", "/"], "destroy.recursive_root"),
+        ("execute_sql", ["DROP DATABASE prod"], "destroy.sql_drop"),
+        ("python", ["import shutil; shutil.rmtree('/')"], "destroy.recursive_root"),
+        ("delete_file", "/", "destroy.recursive_root"),
+    ],
+)
+def test_arguments_without_names_are_read_as_the_tool_reads_them(
+    guard, tool: str, arguments: object, rule: str
+) -> None:
+    verdict = guard.check_tool_call(tool, arguments, record=False, pace=False)
+    assert verdict.blocked and rule in verdict.rule_ids, verdict.summary()
+
+
+def test_everyday_calls_without_argument_names_stay_allowed(guard) -> None:
+    assert _rules(guard, "run_shell", ["ls", "-la"]) == []
+    assert _rules(guard, "read_file", "README.md") == []
+    assert _rules(guard, "run_shell", '["git", "status"]') == []
+
+
+def test_padding_a_shell_tool_past_what_is_read_blocks(guard) -> None:
+    padded = {"input": ["echo ok"] * 1000 + ["rm -rf /"]}
+    verdict = guard.check_tool_call("run_shell", padded, record=False, pace=False)
+    assert verdict.blocked and "obfuscated.unread_code" in verdict.rule_ids, verdict.summary()
+
+
+@pytest.mark.parametrize(
+    ("task", "command"),
+    [
+        ("Restart the nginx service.", "sudo bash"),  # an open root shell runs anything
+        ("Install the project dependencies.", "sudo su -"),
+        ("Restart nginx.", "sudo -i"),
+    ],
+)
+def test_no_task_words_ask_for_an_open_root_shell(guard, task: str, command: str) -> None:
+    verdict = guard.check_tool_call(
+        "run_shell", {"command": command}, record=False, pace=False, task=task
+    )
+    assert verdict.blocked, verdict.summary()

@@ -11,6 +11,7 @@ a privilege wrapper, what it runs granted by the task ("wrapped").
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Collection
 
 import regex
@@ -36,6 +37,11 @@ _SQL_OBJECT = regex.compile(
     r"(?:IF\s++EXISTS\s++|ONLY\s++)?([\w.\"`\[\]]{1,200})",
     regex.IGNORECASE,
 )
+# What opens a shell of its own: a wrapper running one runs whatever is typed next.
+_SHELLS = frozenset(
+    {"bash", "sh", "zsh", "fish", "dash", "ksh", "csh", "tcsh", "su", "sudo", "doas", "login"}
+)
+_WORD = regex.compile(r"[\w.-]+")
 _SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
 # A search filter's key ("from:", "label:"), not a scheme's "https://".
 _FILTER_KEY = regex.compile(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
@@ -63,7 +69,8 @@ def asked_for(
         return None
     words = asked_in(rule.asked_by, task, taxonomy)
     if rule.asked_target == "wrapped":
-        return words or _wrapped_granted(matched, task, taxonomy)
+        asked = words if words and _runs_what_is_named(matched, task) else None
+        return asked or _wrapped_granted(matched, task, taxonomy)
     if not words:
         return None
     if rule.asked_target == "values":
@@ -81,6 +88,24 @@ def asked_for(
         return words
     said = task.lower()
     return words if all(named_in(name, said) for name in names[:_MAX_NAMES]) else None
+
+
+def _runs_what_is_named(matched: str, task: str) -> bool:
+    """Whether a privilege wrapper runs something the task names: "restart the nginx
+    service" asks for `sudo systemctl restart nginx`, not for `sudo systemctl stop sshd`,
+    and no task's words ask for an open root shell (`sudo bash`, `sudo su -`, `sudo -i`)."""
+    inner = parse_commands(matched)[1:]
+    if not inner:
+        return False
+    said = set(_WORD.findall(task.lower()))
+    for command in inner:
+        program = posixpath.basename(command.program).lower()
+        if program in _SHELLS:
+            return False
+        words = [program, *(a.lower() for a in command.args if not a.startswith("-"))]
+        if not any(word in said for word in words if len(word) >= 3):
+            return False
+    return True
 
 
 def _wrapped_granted(matched: str, task: str, taxonomy: Taxonomy) -> str | None:

@@ -76,7 +76,7 @@ def _candidates(view: CallView, data: GuardData) -> dict[int, dict[str, list]]:
         "pipe": view.pipes,
         "script": view.scripts,
         "sql": view.sql,
-        "path": [(_expand(path), mode) for path, mode in view.paths],
+        "path": [(form, mode) for path, mode in view.paths for form in _path_forms(path)],
         "url": view.urls,
         "value": view.values,
         "text": view.texts,
@@ -167,6 +167,21 @@ def _first(pattern: regex.Pattern, texts: Iterable[str]) -> str | None:
     return None
 
 
+def _path_forms(path: str) -> list[str]:
+    """The path as written (home spelled `~`) and, when it climbs with `..`, where it lands:
+    `/tmp/../etc/shadow` is read by rules as `/etc/shadow` too."""
+    written = _expand(path)
+    landed = _landing(written)
+    return [written] if landed == written else [written, landed]
+
+
+def _landing(path: str) -> str:
+    """Where a path that climbs (`/tmp/..`, `/tmp/../*`) lands; other paths as they are."""
+    if path.endswith("/..") or "/../" in path:
+        return posixpath.normpath(path)
+    return path
+
+
 def _mode_fits(rule_mode: str, used: str) -> bool:
     if rule_mode in ("any", used):
         return True
@@ -215,7 +230,7 @@ def _tree_removals(view: CallView) -> Iterator[RuleHit]:
 
 
 def _destructive_target(path: str) -> bool:
-    path = _expand(path.strip().strip("'\""))
+    path = _landing(_expand(path.strip().strip("'\"")))
     if _ROOT_TARGETS.match(path.rstrip("/") or "/"):
         return True
     if path.startswith("~/"):

@@ -3,6 +3,7 @@ statement, path, URL and text in its arguments, in the shapes the rules match on
 
 from __future__ import annotations
 
+import json
 import posixpath
 import shlex
 from collections import deque
@@ -249,13 +250,16 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     # Bounded as the pipeline reads arguments (nesting read flat, a value that holds itself
     # read once, bytes decoded), but with every character kept: the guard reads the call whole.
     arguments = bounded(arguments, Notes(), "arguments", cap_text=False)
+    primary = tool_category(name, data)
+    arguments = _named_positionals(arguments, name, primary)
     args = _as_command_line(arguments if isinstance(arguments, list) else tool_arguments(arguments))
     items, unread_keys = _items(args)
-    primary = tool_category(name, data)
     view = CallView(tool=str(tool or ""), name=name, categories=[primary])
     keys = data.arguments
     if unread_keys:
-        runs = any(k in keys["shell"] or k in keys["code"] or k in keys["sql"] for k in unread_keys)
+        runs = primary == "execute_shell" or any(  # a shell tool runs every value it is given
+            k in keys["shell"] or k in keys["code"] or k in keys["sql"] for k in unread_keys
+        )
         view.unread.append((f"values past the first {_MAX_VALUES:,}", len(unread_keys), runs))
     shell_given = any(k in keys["shell"] for k, _ in items)
     sql_given = any(k in keys["sql"] and _SQL_START.match(v) for k, v in items)
@@ -635,6 +639,37 @@ def _as_command_line(args: Any) -> Any:
             merged = {k: v for k, v in args.items() if k not in _PROGRAM_KEYS + _ARGV_KEYS}
             return {**merged, "command": shlex.join([program, *rest])}
     return args
+
+
+def _named_positionals(arguments: Any, name: str, primary: str) -> Any:
+    """Arguments given without names (a string, a list of strings, or such a list as JSON
+    text, as model tool calls arrive) under the name the tool's kind reads them by: the
+    command of a shell tool, the SQL of a database tool, the path of a file tool, the
+    source of a code tool. `["rm -rf /"]` is a command line, not one quoted word."""
+    if isinstance(arguments, str) and arguments.lstrip().startswith("["):
+        try:
+            decoded = json.loads(arguments)
+        except (ValueError, RecursionError):
+            decoded = None
+        if isinstance(decoded, list):
+            arguments = decoded
+    if isinstance(arguments, str):
+        values = [arguments]
+    elif isinstance(arguments, list) and arguments and all(isinstance(a, str) for a in arguments):
+        values = arguments
+    else:
+        return arguments
+    if primary in ("database_read", "database_write") or (
+        primary == "execute_shell" and all(_SQL_START.match(v) for v in values)
+    ):
+        return {"query": ";\n".join(values)}
+    if primary == "execute_shell":
+        if _CODE_TOOL.search(name) and not _SHELL_NAME.search(name):
+            return {"code": "\n".join(values)}
+        return {"command": _command_list(values)}
+    if primary in ("read_files", "write_files", "delete_files"):
+        return {"path": values if len(values) > 1 else values[0]}
+    return arguments
 
 
 def _command_list(items: list[str]) -> str:
