@@ -57,6 +57,11 @@ def _environment() -> Mapping[str, str]:
     return os.environ if environ is None else environ
 
 
+# An approval's wait and an answer's reuse are bounded: a store keeps times as timestamps,
+# and "forever" (inf, 1e12) overflowed them at the first warned call.
+MAX_APPROVAL_SECONDS = 30 * 24 * 3600
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
@@ -139,12 +144,14 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(
         300.0,
         gt=0,
+        le=MAX_APPROVAL_SECONDS,
         description="seconds a person has to answer the guard's approval request before it "
         "expires and the call is blocked (OTEL_SAFETY_APPROVAL_TIMEOUT)",
     )
     approval_ttl: float = Field(
         900.0,
         ge=0,
+        le=MAX_APPROVAL_SECONDS,
         description="seconds an approval answer holds for the same requester and a similar "
         "call (same tool, category and arguments) (OTEL_SAFETY_APPROVAL_TTL)",
     )

@@ -323,3 +323,26 @@ def test_without_a_token_only_loopback_clients_answer_and_no_store_means_no_appr
     with Sidecar(no_store, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
         status, body = _http("GET", f"{sidecar.http_url}/approvals", None)
         assert status == 404 and "--db" in body["error"]
+
+
+class _NotHttp(QuietHandler):
+    """Answers a POST with bytes that are not HTTP at all."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.wfile.write(b"garbage not http\r\n\r\n")
+        self.close_connection = True
+
+
+def test_a_webhook_answering_in_no_http_at_all_is_counted_and_keeps_its_thread(tmp_path):
+    with LoopbackServer(_NotHttp) as server:
+        channel = ApprovalChannel(
+            tmp_path / "app.duckdb", timeout=0.3, poll=0.1, webhook=server.endpoint
+        )
+        guard = Guard(Directory(), approvals=channel)
+        for number in range(3):
+            guard.check_tool_call(
+                "bash", {"command": f"chmod 777 run{number}.sh"}, "alice", record=False, pace=False
+            )
+        wait_for(lambda: channel.stats().get("webhook_failed") == 6, what="six failed posts")
+        assert channel.notifier is not None and channel.notifier._thread.is_alive()

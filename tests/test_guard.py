@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -1411,3 +1412,62 @@ def test_no_task_words_ask_for_an_open_root_shell(guard, task: str, command: str
         "run_shell", {"command": command}, record=False, pace=False, task=task
     )
     assert verdict.blocked, verdict.summary()
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        (True, "approved"),
+        ("approved", "approved"),
+        ("yes", "approved"),
+        ("denied", "denied"),  # a non-empty string is no yes
+        ("no", "denied"),
+        (1, "denied"),
+        (None, "denied"),
+        (False, "denied"),
+    ],
+)
+def test_only_an_answer_that_says_yes_approves(answer: object, outcome: str) -> None:
+    guard = Guard(Directory())
+    warned = guard.check_tool_call("bash", {"command": "chmod 777 run.sh"}, record=False)
+    assert ApprovalGate(lambda verdict: answer, timeout=5).decide(warned) == outcome
+
+
+def test_an_approver_that_hangs_does_not_keep_the_next_requests_from_being_asked() -> None:
+    release = threading.Event()
+    asked: list[str] = []
+
+    def approver(verdict) -> bool:
+        asked.append(verdict.requester or "")
+        if len(asked) <= 4:
+            release.wait(30)  # the first four are never answered in time
+        return True
+
+    gate = ApprovalGate(approver, timeout=0.3)
+    guard = Guard(Directory())
+    try:
+        for number in range(7):
+            warned = guard.check_tool_call(
+                "bash", {"command": "chmod 777 run.sh"}, f"user{number}", record=False
+            )
+            expected = "expired" if number < 4 else "approved"
+            assert gate.decide(warned) == expected, number
+        assert len(asked) == 7
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"approval_timeout": float("inf")},
+        {"approval_timeout": float("nan")},
+        {"approval_timeout": 0},
+        {"approval_ttl": 1e12},
+    ],
+)
+def test_approval_times_that_no_store_can_hold_are_refused_when_the_guard_is_built(
+    options: dict,
+) -> None:
+    with pytest.raises(ValueError, match="30 days"):
+        Guard(Directory(), approver=lambda verdict: True, **options)

@@ -15,8 +15,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING
 
 from otel_safety.approvals.request import DEFAULT_TIMEOUT, ApprovalRequest
@@ -28,6 +26,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Approver = Callable[[Verdict], bool]
+
+MAX_WAITING_APPROVALS = 64  # approver calls left hanging before it is no longer asked
+# What an approver may answer to approve besides True; anything else denies.
+_YES = frozenset({"approved", "approve", "allow", "allowed", "yes", "y", "true"})
+
+
+def approves(answer: object) -> bool:
+    """Whether an approver's answer approves: True, or a word that says so ("approved",
+    "yes"). A string is not a yes for being non-empty: "denied" or "no" deny."""
+    if answer is True:
+        return True
+    if isinstance(answer, str):
+        return answer.strip().lower() in _YES
+    if answer not in (False, None):
+        logger.warning("otel-safety approver answered %r, not True or False: denied", answer)
+    return False
 
 
 class ApprovalGate:
@@ -51,11 +65,7 @@ class ApprovalGate:
         self._clock = clock
         self._cache: OrderedDict[tuple[str, str, str, str], tuple[float, bool]] = OrderedDict()
         self._lock = threading.Lock()
-        self._pool = (
-            ThreadPoolExecutor(max_workers=4, thread_name_prefix="otel-safety-approval")
-            if approver is not None
-            else None
-        )
+        self._waiting = 0  # approver calls started and not yet returned
 
     def decide(self, verdict: Verdict, request: ApprovalRequest | None = None) -> str:
         """'approved', 'denied' or 'expired' (a cached answer counts as given)."""
@@ -79,23 +89,48 @@ class ApprovalGate:
         return answer
 
     def _call_approver(self, verdict: Verdict) -> str:
-        assert self._pool is not None and self.approver is not None
-        future = self._pool.submit(self.approver, verdict.model_copy(deep=True))
-        try:
-            answer = bool(future.result(timeout=self.timeout))
-        except FutureTimeout:
-            future.cancel()
+        """Ask the callable on a thread of its own: one that never returns keeps its thread,
+        not the next request's (a pool of a few threads, once filled by hung calls, let
+        every later request expire without anyone being asked)."""
+        assert self.approver is not None
+        with self._lock:
+            if self._waiting >= MAX_WAITING_APPROVALS:
+                logger.warning(
+                    "otel-safety approver has %d requests it never answered; not asking it "
+                    "about %s (the call is blocked)",
+                    self._waiting,
+                    verdict.summary(),
+                )
+                return "expired"
+            self._waiting += 1
+        done = threading.Event()
+        answers: list[object] = []
+        failures: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                answers.append(self.approver(verdict.model_copy(deep=True)))  # type: ignore[misc]
+            except BaseException as exc:
+                failures.append(exc)
+            finally:
+                with self._lock:
+                    self._waiting -= 1
+                done.set()
+
+        threading.Thread(target=ask, name="otel-safety-approval", daemon=True).start()
+        if not done.wait(self.timeout):
             logger.warning(
                 "otel-safety approval expired after %.0fs: %s", self.timeout, verdict.summary()
             )
             return "expired"
-        except Exception:
-            logger.exception("otel-safety approver failed; treating the call as denied")
+        if failures:
+            logger.error(
+                "otel-safety approver failed; treating the call as denied",
+                exc_info=failures[0],
+            )
             return "denied"
-        return "approved" if answer else "denied"
+        return "approved" if approves(answers[0]) else "denied"
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
         if self.channel is not None:
             self.channel.close()

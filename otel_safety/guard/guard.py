@@ -403,6 +403,19 @@ class Guard:
             self.approval.close()
 
 
+def _seconds(value: float, name: str, *, zero: bool) -> float:
+    """An approval time from the caller, checked now rather than at the first warned call."""
+    from otel_safety.config import MAX_APPROVAL_SECONDS
+
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not (number and (value >= 0 if zero else value > 0) and value <= MAX_APPROVAL_SECONDS):
+        raise ValueError(
+            f"approval_{name} must be a number of seconds {'from' if zero else 'above'} 0 up "
+            f"to {MAX_APPROVAL_SECONDS:,} (30 days), got {value!r}"
+        )
+    return float(value)
+
+
 def approval_gate(
     approver: Approver | None,
     approvals: ApprovalChannel | str | Path | bool | None,
@@ -418,8 +431,10 @@ def approval_gate(
     from otel_safety.config import Settings
 
     settings = Settings.resolve()
-    timeout = settings.approval_timeout if timeout is None else timeout
-    ttl = settings.approval_ttl if ttl is None else ttl
+    timeout = (
+        settings.approval_timeout if timeout is None else _seconds(timeout, "timeout", zero=False)
+    )
+    ttl = settings.approval_ttl if ttl is None else _seconds(ttl, "ttl", zero=True)
     if approver is not None:
         return ApprovalGate(approver, timeout=timeout, ttl=ttl)
     from otel_safety.approvals.channel import ApprovalChannel
