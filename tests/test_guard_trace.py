@@ -437,6 +437,9 @@ def test_principals_cli_edits_the_file(tmp_path: Path, capsys) -> None:
         main(["principals", "add", "--file", path, "x", "--trust", "1", "--allow", "teleport"]) == 1
     )
     assert "unknown categories teleport" in capsys.readouterr().err
+    for nothing in ("", ","):  # would store an empty allow-list: nothing allowed, shown blank
+        assert main(["principals", "add", "--file", path, "y", "--trust", "1", "--allow", nothing])
+        assert "names no category" in capsys.readouterr().err
     assert main(["principals", "list", "--file", path, "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {p["id"]: p["trust"] for p in listed} == {"owner": 4, "bot": 3}
@@ -473,6 +476,8 @@ def test_guard_check_cli(capsys) -> None:
     assert asked.startswith("WARN") and "as the task asks" in asked
     assert main(["guard", "check", "run_shell", "{bad json"]) == 1
     assert "arguments must be JSON" in capsys.readouterr().err
+    assert main(["guard", "check", "run_shell", "[" * 5000 + "]" * 5000]) == 1
+    assert "nest too deeply" in capsys.readouterr().err
 
 
 def test_calls_seen_only_in_model_output_are_paced_like_calls_with_spans() -> None:

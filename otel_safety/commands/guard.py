@@ -195,6 +195,8 @@ def cmd_guard_check(args: argparse.Namespace) -> int:
 
     try:
         arguments = json.loads(args.arguments)
+    except RecursionError:
+        raise ValueError("arguments nest too deeply to read as JSON") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f'arguments must be JSON (e.g. \'{{"command": "ls"}}\'): {exc}') from None
     if not args.tool.strip():
@@ -315,6 +317,11 @@ def _categories(text: str) -> list[str]:
 
     known = set(current_guard_data().trust)
     wanted = [c.strip() for c in text.split(",") if c.strip()]
+    if not wanted:  # an empty list would allow nothing, and reads like no narrowing
+        raise PrincipalsError(
+            f"--allow {text!r} names no category: give categories such as read_files,"
+            "web_read, or '-' to remove the narrowing"
+        )
     unknown = [c for c in wanted if c not in known]
     if unknown:
         raise PrincipalsError(
