@@ -491,7 +491,8 @@ def test_user_data_adds_a_tool_category_and_a_rule(tmp_path: Path, monkeypatch) 
     ("rule", "message"),
     [
         ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['(']", "bad text pattern"),
-        ("id = 'x'\nthreat = 't'\nrisk = 500\nreason = 'r'\ntext = ['a']", "risk must be 0-100"),
+        ("id = 'x'\nthreat = 't'\nrisk = 500\nreason = 'r'\ntext = ['a']", "risk must be a whole"),
+        ("id = 'x'\nthreat = 't'\nrisk = 80.9\nreason = 'r'\ntext = ['a']", "risk must be a whole"),
         ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntexts = ['a']", "unknown field"),
         ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'", "needs at least one pattern"),
         ("id = 'destroy.mkfs'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['a']", "used twice"),
@@ -519,6 +520,23 @@ def test_bad_user_rules_are_refused_with_the_reason(
     tmp_path: Path, rule: str, message: str
 ) -> None:
     (tmp_path / "guard.toml").write_text(f"version = 1\n[[rules.list]]\n{rule}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        load_guard_data(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("[arguments]\nshell = 'payload'", r"\[arguments\]: `shell` must be a list"),
+        ("[commands]\ndelete_files = '^nuke'", r"\[commands\]: `delete_files` must be a list"),
+        ("[network]\ntrusted_domains = 'example.com'", r"`trusted_domains` must be a list"),
+        ("[trust]\nside_effects = 'send_email'", r"`side_effects` must be a list"),
+    ],
+)
+def test_a_list_written_as_a_string_is_refused(tmp_path: Path, table: str, message: str) -> None:
+    """`shell = "payload"` replaced the packaged list with the letters of "payload", so
+    `command` was no longer read as a command: `rm -rf /` was allowed."""
+    (tmp_path / "guard.toml").write_text(f"version = 1\n{table}\n", encoding="utf-8")
     with pytest.raises(ValueError, match=message):
         load_guard_data(str(tmp_path))
 

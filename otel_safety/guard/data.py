@@ -144,6 +144,13 @@ def _named(
 
 
 def _compile(data: Mapping[str, Any]) -> GuardData:
+    for table in ("tools", "arguments", "commands"):
+        for key in data[table]:
+            _check_list(data[table], key, f"[{table}]")
+    _check_list(data["network"], "trusted_domains", "[network]")
+    _check_list(data["trust"], "side_effects", "[trust]")
+    _check_list(data["database_tools"], "products", "[database_tools]")
+    _check_list(data["database_tools"], "writes", "[database_tools]")
     trust = dict(data["trust"])
     side_effects = frozenset(trust.pop("side_effects", []))
     for category, level in trust.items():
@@ -242,8 +249,9 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
     for required in ("id", "threat", "risk", "reason"):
         if required not in spec:
             raise ValueError(f"{where}: needs `{required}`")
-    if not 0 <= int(spec["risk"]) <= 100:
-        raise ValueError(f"{where}: risk must be 0-100")
+    risk = spec["risk"]
+    if not isinstance(risk, int) or isinstance(risk, bool) or not 0 <= risk <= 100:
+        raise ValueError(f"{where}: risk must be a whole number 0-100, got {risk!r}")
     mode = spec.get("mode", "any")
     if mode not in PATH_MODES:
         raise ValueError(f"{where}: mode must be one of {', '.join(PATH_MODES)}")
