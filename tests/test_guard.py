@@ -1489,3 +1489,19 @@ def test_approval_times_that_no_store_can_hold_are_refused_when_the_guard_is_bui
 ) -> None:
     with pytest.raises(ValueError, match="30 days"):
         Guard(Directory(), approver=lambda verdict: True, **options)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", {}])
+def test_a_blank_requester_is_unknown_not_exempt_when_principals_are_in_force(blank) -> None:
+    """An app whose requester lookup came back empty got the trust of nobody-asked: no
+    trust check at all. A requester given but naming no one is unknown (trust 1)."""
+    guard = Guard(_directory())
+    verdict = guard.check_tool_call(
+        "run_shell", {"command": "rm -rf ./build"}, blank, record=False, pace=False
+    )
+    assert verdict.blocked and "trust.insufficient" in verdict.rule_ids, verdict.summary()
+    assert verdict.trust == 1
+    nobody = guard.check_tool_call(
+        "run_shell", {"command": "rm -rf ./build"}, None, record=False, pace=False
+    )
+    assert nobody.trust is None  # no requester at all: trust is not checked, as documented

@@ -214,9 +214,11 @@ def cmd_guard_check(args: argparse.Namespace) -> int:
         print(f"{verdict.decision.value}  risk {verdict.risk}  category {verdict.category}")
         if verdict.requester and verdict.trust is None:
             print(f"requester {verdict.requester} (no principals file: trust not checked)")
-        elif verdict.requester:
-            role, trust = verdict.requester_role, verdict.trust
-            print(f"requester {verdict.requester} ({role}, trust {trust})")
+        elif verdict.requester or verdict.trust is not None:
+            who = (verdict.requester or "").strip() or "(blank)"
+            print(f"requester {who} ({verdict.requester_role}, trust {verdict.trust})")
+        elif directory.principals:
+            print("no requester given: trust not checked (pass --requester)")
         for reason in verdict.reasons:
             print(f"  - {reason}")
     order = {"ALLOW": 0, "WARN": 1, "BLOCK": 2}

@@ -276,8 +276,8 @@ def _identity(principal: Principal) -> Identity:
 def _as_requester(requester: RequesterLike) -> Requester | None:
     if requester is None or isinstance(requester, Requester):
         return requester
-    if isinstance(requester, str):
-        return Requester(id=requester) if requester.strip() else None
+    if isinstance(requester, str):  # a blank one was given but names no one: unknown, so
+        return Requester(id=requester) if requester.strip() else Requester()  # not trusted
     if isinstance(requester, Mapping):
         try:
             return Requester.model_validate(dict(requester))
