@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -165,3 +167,34 @@ def test_approvals_are_listed_from_a_store_that_cannot_be_written(tmp_path, monk
     assert {a.id: a.status for a in store.recent()} == {short.id: "expired", long.id: "pending"}
     with pytest.raises(StoreError, match="Read-only file system"):
         store.decide(long.id, True, by="bob")
+
+
+@pytest.mark.process
+def test_processes_asking_the_same_question_at_once_make_one_request(tmp_path):
+    """`similar` then `create` in two transactions let each of several processes find no
+    request and make its own; one transaction holding the file lets one make it."""
+    path = tmp_path / "app.duckdb"
+    ApprovalStore(path).pending()  # the file and its schema exist before the race
+    start = time.time() + 4.0
+    script = (
+        "import sys, time\n"
+        "from otel_safety.approvals import ApprovalStore\n"
+        "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
+        "approval, created = ApprovalStore(sys.argv[1]).similar_or_create(\n"
+        "    600, 60, tool='bash', category='execute_shell', risk=50, summary='s',\n"
+        "    requester='slack:RACE', fingerprint='f')\n"
+        "print(approval.id, created)\n"
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(path), str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    answers = [run.communicate(timeout=120)[0].split() for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    assert sorted(created for _, created in answers) == ["False", "False", "False", "True"]
+    assert {approval_id for approval_id, _ in answers} == {"safety-1"}
+    assert len(ApprovalStore(path).pending()) == 1

@@ -1505,3 +1505,10 @@ def test_a_blank_requester_is_unknown_not_exempt_when_principals_are_in_force(bl
         "run_shell", {"command": "rm -rf ./build"}, None, record=False, pace=False
     )
     assert nobody.trust is None  # no requester at all: trust is not checked, as documented
+
+
+def test_arguments_sent_as_json_text_of_an_object_keep_their_names(guard) -> None:
+    as_text = guard.check_tool_call("bash", '{ "command" :  "rm -rf /" }', record=False, pace=False)
+    as_dict = guard.check_tool_call("bash", {"command": "rm -rf /"}, record=False, pace=False)
+    assert as_text.rule_ids == as_dict.rule_ids and as_text.blocked
+    assert guard.check_tool_call("bash", '{"command": "ls"}', record=False, pace=False).risk == 0

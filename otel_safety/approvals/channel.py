@@ -88,17 +88,10 @@ class ApprovalChannel:
         self, verdict: Verdict, request: ApprovalRequest
     ) -> tuple[Approval, bool]:
         """The same request's pending or recent approval, or a new one (and whether new)."""
-        with self._lock:  # two threads asking the same thing make one request
-            earlier = self.store.similar(
-                verdict.requester,
-                verdict.tool,
-                verdict.category,
-                request.fingerprint,
+        with self._lock:  # one transaction: no other thread or process asks in between
+            approval, created = self.store.similar_or_create(
                 self.reuse_within,
-            )
-            if earlier is not None:
-                return earlier, False
-            approval = self.store.create(
+                self.timeout,
                 tool=verdict.tool,
                 category=verdict.category,
                 risk=verdict.risk,
@@ -110,8 +103,9 @@ class ApprovalChannel:
                 span_id=request.span_id,
                 conversation=request.conversation,
                 fingerprint=request.fingerprint,
-                timeout=self.timeout,
             )
+        if not created:
+            return approval, False
         self._count("asked")
         logger.warning(
             "otel-safety approval %s pending (answer within %.0fs: otel-safety approve|deny "

@@ -134,38 +134,75 @@ class ApprovalStore:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> Approval:
         """A new pending approval, expiring `timeout` seconds from now."""
-        if timeout <= 0:
-            raise ValueError(f"an approval's timeout must be positive, got {timeout}")
-        now = _now()
+        fields = dict(
+            tool=tool,
+            category=category,
+            risk=risk,
+            summary=summary,
+            reasons=reasons,
+            arguments=arguments,
+            requester=requester,
+            trace_id=trace_id,
+            span_id=span_id,
+            conversation=conversation,
+            fingerprint=fingerprint,
+        )
+        _check_timeout(timeout)
         with self._transaction() as con:
-            row = con.execute("SELECT coalesce(max(seq), 0) + 1 FROM approvals").fetchone()
-            seq = int(row[0]) if row else 1
-            approval_id = f"{ID_PREFIX}{seq}"
-            con.execute(
-                "INSERT INTO approvals (id, seq, status, created_at, expires_at, requester, "
-                "tool, category, risk, summary, reasons, arguments, fingerprint, trace_id, "
-                "span_id, conversation) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?, ?)",
-                [
-                    approval_id,
-                    seq,
-                    _naive(now),
-                    _naive(now + timedelta(seconds=timeout)),
-                    requester,
-                    tool,
-                    category,
-                    int(risk),
-                    summary,
-                    json.dumps(list(reasons), ensure_ascii=False),
-                    arguments,
-                    fingerprint,
-                    trace_id,
-                    span_id,
-                    conversation,
-                ],
+            return self._insert(con, fields, timeout)
+
+    def similar_or_create(
+        self, decided_within: float, timeout: float, **fields: Any
+    ) -> tuple[Approval, bool]:
+        """`similar` for the request in `fields` (those of `create`), else a new one made in
+        the same transaction (and whether it is new): processes asking the same question at
+        the same moment make one request, since each transaction holds the file."""
+        _check_timeout(timeout)
+        with self._transaction() as con:
+            self._expire(con)
+            earlier = self._similar(
+                con,
+                fields.get("requester"),
+                fields["tool"],
+                fields["category"],
+                fields.get("fingerprint", ""),
+                decided_within,
             )
-            found = self._select(con, "WHERE id = ?", [approval_id])
-        return found[0]
+            if earlier is not None:
+                return earlier, False
+            return self._insert(con, fields, timeout), True
+
+    def _insert(
+        self, con: duckdb.DuckDBPyConnection, fields: dict[str, Any], timeout: float
+    ) -> Approval:
+        now = _now()
+        row = con.execute("SELECT coalesce(max(seq), 0) + 1 FROM approvals").fetchone()
+        seq = int(row[0]) if row else 1
+        approval_id = f"{ID_PREFIX}{seq}"
+        con.execute(
+            "INSERT INTO approvals (id, seq, status, created_at, expires_at, requester, "
+            "tool, category, risk, summary, reasons, arguments, fingerprint, trace_id, "
+            "span_id, conversation) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?)",
+            [
+                approval_id,
+                seq,
+                _naive(now),
+                _naive(now + timedelta(seconds=timeout)),
+                fields.get("requester"),
+                fields["tool"],
+                fields["category"],
+                int(fields["risk"]),
+                fields["summary"],
+                json.dumps(list(fields.get("reasons", ())), ensure_ascii=False),
+                fields.get("arguments", ""),
+                fields.get("fingerprint", ""),
+                fields.get("trace_id"),
+                fields.get("span_id"),
+                fields.get("conversation"),
+            ],
+        )
+        return self._select(con, "WHERE id = ?", [approval_id])[0]
 
     def get(self, id: str) -> Approval | None:
         """The approval, or None; a pending one past its expiry is marked expired first."""
@@ -245,16 +282,27 @@ class ApprovalStore:
         """The newest approval for the same request by the same requester that is still
         pending, or was approved or denied within `decided_within` seconds: asking again
         would ask a person the same question twice."""
-        since = _naive(_now() - timedelta(seconds=max(0.0, decided_within)))
         with self._transaction() as con:
             self._expire(con)
-            found = self._select(
-                con,
-                "WHERE requester IS NOT DISTINCT FROM ? AND tool = ? AND category = ? "
-                "AND fingerprint = ? AND (status = 'pending' OR (status IN ('approved', "
-                "'denied') AND decided_at >= ?)) ORDER BY seq DESC LIMIT 1",
-                [requester, tool, category, fingerprint, since],
-            )
+            return self._similar(con, requester, tool, category, fingerprint, decided_within)
+
+    def _similar(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        requester: str | None,
+        tool: str,
+        category: str,
+        fingerprint: str,
+        decided_within: float,
+    ) -> Approval | None:
+        since = _naive(_now() - timedelta(seconds=max(0.0, decided_within)))
+        found = self._select(
+            con,
+            "WHERE requester IS NOT DISTINCT FROM ? AND tool = ? AND category = ? "
+            "AND fingerprint = ? AND (status = 'pending' OR (status IN ('approved', "
+            "'denied') AND decided_at >= ?)) ORDER BY seq DESC LIMIT 1",
+            [requester, tool, category, fingerprint, since],
+        )
         return found[0] if found else None
 
     def wait(self, id: str, until: float, poll: float = 1.0) -> Approval | None:
@@ -412,3 +460,8 @@ def _wake(path: str, id: str) -> None:
         entry = _answered.get((path, id))
     if entry is not None:
         entry[0].set()
+
+
+def _check_timeout(timeout: float) -> None:
+    if not timeout > 0:
+        raise ValueError(f"an approval's timeout must be positive, got {timeout}")

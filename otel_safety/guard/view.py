@@ -654,6 +654,8 @@ def _named_positionals(arguments: Any, name: str, primary: str) -> Any:
         if isinstance(decoded, list):
             arguments = decoded
     if isinstance(arguments, str):
+        if isinstance(tool_arguments(arguments), dict):  # JSON of an object: named already
+            return arguments
         values = [arguments]
     elif isinstance(arguments, list) and arguments and all(isinstance(a, str) for a in arguments):
         values = arguments
