@@ -31,6 +31,7 @@ def forget(monkeypatch) -> None:
     """As a new process starts: nothing read, nothing new."""
     monkeypatch.setattr(pattern_cache, "_loaded", None)
     monkeypatch.setattr(pattern_cache, "_new", {})
+    monkeypatch.setattr(pattern_cache, "_objects", {})
 
 
 def packaged_sources(monkeypatch, tmp_path) -> set[tuple[str, int]]:
@@ -105,16 +106,30 @@ class _Runs:
         return (os.system, ("echo pwned > /dev/null",))
 
 
-def test_a_file_that_would_build_anything_but_patterns_is_not_loaded(cache, monkeypatch):
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_file_that_would_build_anything_but_patterns_is_not_loaded(cache, monkeypatch, nested):
     path = pattern_cache.cache_file()
     assert path is not None
-    payload = pickle.dumps({("regex", "alpha+", 0): _Runs()})
+    entry = pickle.dumps(_Runs()) if nested else _Runs()  # as the file holds entries, or not
+    payload = pickle.dumps({("regex", "alpha+", 0): entry})
     path.parent.mkdir(parents=True)
     path.write_bytes(pattern_cache._MAGIC + hashlib.sha256(payload).digest() + payload)
     called = []
     monkeypatch.setattr(os, "system", lambda command: called.append(command))
     assert pattern_cache.compiled("alpha+").pattern == "alpha+"
     assert called == []
+
+
+def test_only_the_patterns_asked_for_are_built(cache, monkeypatch):
+    """An app's process compiles a pattern or two: reading the file must not build the
+    thousands a judging process left in it."""
+    for number in range(50):
+        pattern_cache.compiled(f"word{number}\\s+other")
+    pattern_cache.save()
+    forget(monkeypatch)
+    pattern_cache.compiled("word7\\s+other")
+    assert len(pattern_cache._entries()) == 50
+    assert list(pattern_cache._objects) == [("regex", "word7\\s+other", 0)]
 
 
 def test_off_keeps_nothing(tmp_path, monkeypatch):

@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 OFF = ("off", "none", "0", "false")
-_FORMAT = 1
+_FORMAT = 2
 _MAGIC = b"otel-safety pattern cache\n"
 _DIGEST = hashlib.sha256
 _DIGEST_SIZE = _DIGEST().digest_size
@@ -55,8 +55,11 @@ _SAVE_EVERY = 60.0  # seconds between the saves of a long-running process
 _ALLOWED_GLOBALS = {("regex._regex", "compile")}
 
 _lock = threading.RLock()
-_loaded: dict[Hashable, Any] | None = None  # what the file held, once read
-_new: dict[Hashable, Any] = {}  # computed here since the last save
+# Entries are kept pickled one by one: loading the file reads bytes, and only the patterns
+# this process asks for are built (an app's process asks for one or two, not thousands).
+_loaded: dict[Hashable, bytes] | None = None  # what the file held, once read
+_new: dict[Hashable, bytes] = {}  # computed here since the last save
+_objects: dict[Hashable, Any] = {}  # entries built (or computed) in this process
 _last_save = time.monotonic()
 _counts = {"hits": 0, "misses": 0, "saves": 0}
 _at_exit = False
@@ -134,9 +137,12 @@ def _get(key: Hashable) -> Any:
     with _lock:
         found = None
         if cache_file() is not None:  # turned off since it was read: compile afresh
-            found = _new.get(key)
+            found = _objects.get(key)
             if found is None:
-                found = _entries().get(key)
+                data = _new.get(key) or _entries().get(key)
+                found = None if data is None else _loads(data)
+                if found is not None:
+                    _objects[key] = found
         _counts["hits" if found is not None else "misses"] += 1
         return found
 
@@ -146,13 +152,19 @@ def _put(key: Hashable, value: Any) -> None:
     with _lock:
         if cache_file() is None:
             return
-        _new[key] = value
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # a value of no plain kind: computed again next time
+            logger.debug("otel-safety: pattern cache cannot keep %r: %s", key, exc)
+            return
+        _objects[key] = value
+        _new[key] = data
         if not _at_exit:
             atexit.register(save)
             _at_exit = True
 
 
-def _entries() -> dict[Hashable, Any]:
+def _entries() -> dict[Hashable, bytes]:
     global _loaded
     if _loaded is None:
         path = cache_file()
@@ -191,7 +203,7 @@ def save() -> None:
         _new.clear()
 
 
-def _write(path: Path, entries: dict[Hashable, Any]) -> None:
+def _write(path: Path, entries: dict[Hashable, bytes]) -> None:
     payload = pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
@@ -204,8 +216,18 @@ def _write(path: Path, entries: dict[Hashable, Any]) -> None:
         raise
 
 
-def _read(path: Path) -> dict[Hashable, Any]:
-    """The entries in `path`; {} when it is missing or cannot be trusted to be whole."""
+def _loads(data: bytes) -> Any:
+    """One entry, built by the unpickler that builds patterns and plain values only."""
+    try:
+        return _PatternsOnly(io.BytesIO(data)).load()
+    except Exception as exc:  # an entry of another build: computed again
+        logger.debug("otel-safety: pattern cache entry not read: %s", exc)
+        return None
+
+
+def _read(path: Path) -> dict[Hashable, bytes]:
+    """The entries in `path`, each still pickled; {} when the file is missing or cannot be
+    trusted to be whole."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -219,7 +241,9 @@ def _read(path: Path) -> dict[Hashable, Any]:
     except Exception as exc:  # a format of another build: compile again
         logger.debug("otel-safety: pattern cache %s not read: %s", path, exc)
         return {}
-    return entries if isinstance(entries, dict) else {}
+    if not isinstance(entries, dict) or not all(type(v) is bytes for v in entries.values()):
+        return {}
+    return entries
 
 
 class _PatternsOnly(pickle.Unpickler):
