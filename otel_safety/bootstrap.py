@@ -51,7 +51,7 @@ def create_processor(
     exporters: Sequence[SpanExporter] = (),
     otlp: bool | None = None,
     policy: Policy | str | os.PathLike[str] | None = None,
-    detectors: Sequence[str] | None = None,
+    detectors: Sequence[str] | str | None = None,
     thresholds: Mapping[str, float] | None = None,
     decision_wait: float | None = None,
     max_traces: int | None = None,
@@ -96,7 +96,7 @@ def create_processor(
     """
     settings = Settings.resolve(
         db_path=db_path,
-        detectors=list(detectors) if detectors is not None else None,
+        detectors=_detector_keys(detectors),
         thresholds=dict(thresholds) if thresholds is not None else None,
         decision_wait=decision_wait,
         max_traces=max_traces,
@@ -206,6 +206,23 @@ def build_engine(
             settings, deep, engine.sinks, policy_here, engine.stats, select=deep_select
         )
     return engine
+
+
+def _detector_keys(detectors: Sequence[str] | str | None) -> list[str] | None:
+    """The keys asked for: a list, or one comma-separated string as the variable takes; an
+    empty choice is refused, as `OTEL_SAFETY_DETECTORS=,` is (it silently judged nothing)."""
+    if detectors is None:
+        return None
+    if isinstance(detectors, str):
+        keys = [key.strip() for key in detectors.split(",") if key.strip()]
+    else:
+        keys = list(detectors)
+    if not keys:
+        raise ConfigError(
+            f"detectors: no detector key in {detectors!r}; name keys like "
+            "tool_guard,injection, or leave it out to run every detector"
+        )
+    return keys
 
 
 def detectors_ready(engine: SafetyEngine) -> None:
@@ -400,7 +417,7 @@ def configure(
         resource = Resource.create({"service.name": service_name} if service_name else {})
     provider = TracerProvider(resource=resource)
     logger_provider = options.pop("logger_provider", None)
-    if logger_provider is None and install:  # the app set up logs already: join it
+    if logger_provider is None:  # the app set up logs already: join it (install=False too)
         current = _logs.get_logger_provider()
         logger_provider = current if isinstance(current, LoggerProvider) else None
     owned = logger_provider is None

@@ -302,6 +302,13 @@ class Settings(BaseSettings):
             raise ValueError("a port is a number from 0 to 65535 (0 picks a free one) or 'off'")
         return number
 
+    @field_validator("db_path")
+    @classmethod
+    def _a_file(cls, path: str) -> str:
+        if not path.strip():  # accepted, it made every write fail ("no table spans")
+            raise ValueError("the store needs a file path, e.g. otel-safety.duckdb")
+        return path
+
     @field_validator("log_level")
     @classmethod
     def _known_log_level(cls, level: str) -> str:

@@ -444,13 +444,17 @@ def main() -> None:
     except Exception as exc:
         _send(sink, f"{type(exc).__name__}: {exc}")
         return
-    _send(sink, ("ready", pipeline.in_force()))
-    while True:
-        try:
-            batch = _receive(source)
-        except EOFError:
-            return
-        _send(
-            sink,
-            [pipeline.judge([span_from_wire(w) for w in spans], reason) for spans, reason in batch],
-        )
+    try:
+        _send(sink, ("ready", pipeline.in_force()))
+        while True:
+            try:
+                batch = _receive(source)
+            except EOFError:
+                return
+            judged = [
+                pipeline.judge([span_from_wire(w) for w in spans], reason)
+                for spans, reason in batch
+            ]
+            _send(sink, judged)
+    except BrokenPipeError:  # the app is gone (it exited without closing us): so are we,
+        return  # quietly: a traceback here lands on the user's terminal after their app

@@ -48,7 +48,7 @@ def quiet_duckdb_default() -> int | None:
 
 
 def restore_duckdb_default(threads: int | None) -> None:
-    """After a fork, in the parent: the default connection's threads as they were."""
+    """After a fork: the default connection's threads as they were."""
     duckdb = sys.modules.get("duckdb")
     if threads is None or duckdb is None:
         return
@@ -68,5 +68,14 @@ def pause_duckdb_default_at_forks() -> None:
     os.register_at_fork(
         before=lambda: _paused.append(quiet_duckdb_default()),
         after_in_parent=lambda: restore_duckdb_default(_paused.pop() if _paused else None),
-        after_in_child=_paused.clear,
+        after_in_child=_restore_in_child,
     )
+
+
+def _restore_in_child() -> None:
+    """The child's own default connection gets its threads back too: they are started anew
+    in the child, so there is none of the parent's to join (an app's own `duckdb.sql()` in a
+    pre-fork worker ran on one thread for the worker's whole life)."""
+    threads = _paused.pop() if _paused else None
+    _paused.clear()
+    restore_duckdb_default(threads)
