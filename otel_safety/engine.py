@@ -67,6 +67,7 @@ class _Control:
 
     stop: bool
     done: threading.Event
+    deadline: float  # monotonic: the caller waits until then, and so does the flush it asks
 
 
 FORK_WAIT = 5.0  # seconds a fork waits for the worker to finish the batch it judges
@@ -349,7 +350,9 @@ class SafetyEngine:
             )
 
     def _control(self, stop: bool, timeout_millis: int) -> bool:
-        request = _Control(stop=stop, done=threading.Event())
+        request = _Control(
+            stop=stop, done=threading.Event(), deadline=time.monotonic() + timeout_millis / 1000
+        )
         self._queue.append(request)  # past the bound: a request is not a span to drop
         self._wake.set()
         return request.done.wait(timeout_millis / 1000)
@@ -365,9 +368,10 @@ class SafetyEngine:
             control = self._step()
             with self._judging:
                 self._tick_sinks()
-                if control is not None:
-                    self.drain()
-                    self._flush_sinks(30_000)
+                if control is not None:  # a store held elsewhere is waited for as long as
+                    self.drain()  # the caller waits, not 30 s past its answer
+                    left = max(0.0, control.deadline - time.monotonic())
+                    self._flush_sinks(int(left * 1000))
             if control is None:
                 continue
             control.done.set()

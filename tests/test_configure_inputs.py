@@ -19,12 +19,12 @@ from otel_safety.config import ConfigError
     ("options", "message"),
     [
         ({"db_path": ""}, "needs a file path"),
-        ({"detectors": []}, "no detector key"),
+        ({"detectors": ""}, "no detector key"),
         ({"detectors": " , "}, "no detector key"),
     ],
 )
 def test_a_choice_that_would_judge_or_store_nothing_is_refused(options, message) -> None:
-    """`configure("")` started, then every write failed; `detectors=[]` judged nothing."""
+    """`configure("")` started, then every write failed; `detectors=""` was no keys."""
     with pytest.raises(ConfigError, match=message):
         otel_safety.create_processor(**options)
 
@@ -104,3 +104,37 @@ def test_a_forked_worker_keeps_the_apps_duckdb_threads(tmp_path) -> None:
         provider.shutdown()
     assert reported == "2"
     assert duckdb.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+
+
+@pytest.mark.process
+def test_a_store_held_at_shutdown_costs_the_shutdown_its_own_time_not_thirty_seconds_more(
+    tmp_path, span_factory
+) -> None:
+    """The engine's shutdown waited its time for the store, then the store's own shutdown
+    waited 30 s more: an app whose store another process held took a minute to exit."""
+    import time
+
+    path = tmp_path / "app.duckdb"
+    processor = otel_safety.create_processor(str(path), detection="thread")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', "
+            "flush=True); time.sleep(120)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        for span in span_factory.agent_run(answer="I ran rm -rf / as asked."):
+            processor.on_end(span)
+        started = time.monotonic()
+        processor.engine.shutdown(timeout_millis=2_000)
+        elapsed = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait(10)
+    assert elapsed < 20, f"shutdown took {elapsed:.1f} s with a 2 s budget"

@@ -1512,3 +1512,17 @@ def test_arguments_sent_as_json_text_of_an_object_keep_their_names(guard) -> Non
     as_dict = guard.check_tool_call("bash", {"command": "rm -rf /"}, record=False, pace=False)
     assert as_text.rule_ids == as_dict.rule_ids and as_text.blocked
     assert guard.check_tool_call("bash", '{"command": "ls"}', record=False, pace=False).risk == 0
+
+
+def test_words_granting_the_privilege_ask_for_what_sudo_runs_but_not_for_a_root_shell(
+    guard,
+) -> None:
+    task = "You may use sudo on the build box."
+    named = guard.check_tool_call(
+        "run_shell", {"command": "sudo df -h /srv"}, record=False, pace=False, task=task
+    )
+    assert named.decision is Decision.WARN, named.summary()
+    shell = guard.check_tool_call(
+        "run_shell", {"command": "sudo bash"}, record=False, pace=False, task=task
+    )
+    assert shell.blocked, shell.summary()

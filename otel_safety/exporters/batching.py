@@ -42,6 +42,7 @@ class BatchingSink:
         self.drop_overflow = True
         self.dropped = 0  # traces given up on while the store could not be written
         self.rejected = 0  # traces the store refused even one by one (bad values)
+        self._flush_gave_up = False  # the last force_flush ran out of time: the file is held
         # Told of every batch once it is in the store (a write-ahead spool releases it).
         self.on_written: list[Callable[[Sequence[TraceEvaluation]], None]] = []
 
@@ -80,13 +81,19 @@ class BatchingSink:
         while True:
             with self._lock:
                 if self._write_pending():
+                    self._flush_gave_up = False
                     return True
             if time.monotonic() >= deadline:
+                self._flush_gave_up = True
                 return False
             time.sleep(self.flush_poll)
 
     def shutdown(self) -> None:
-        self.force_flush()
+        if self._flush_gave_up:  # the engine's shutdown waited its time already: one more
+            with self._lock:  # try, not another 30 s (an app took a minute to exit)
+                self._write_pending()
+        else:
+            self.force_flush()
         with self._lock:
             if self._pending or self.dropped or self.rejected:
                 logger.error(

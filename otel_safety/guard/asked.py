@@ -42,6 +42,7 @@ _SHELLS = frozenset(
     {"bash", "sh", "zsh", "fish", "dash", "ksh", "csh", "tcsh", "su", "sudo", "doas", "login"}
 )
 _WORD = regex.compile(r"[\w.-]+")
+_PRIVILEGE_WORDS = regex.compile(r"\b(?:sudo|root|admin)\b", regex.IGNORECASE)
 _SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
 # A search filter's key ("from:", "label:"), not a scheme's "https://".
 _FILTER_KEY = regex.compile(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
@@ -69,7 +70,7 @@ def asked_for(
         return None
     words = asked_in(rule.asked_by, task, taxonomy)
     if rule.asked_target == "wrapped":
-        asked = words if words and _runs_what_is_named(matched, task) else None
+        asked = words if words and _wrapper_asked(words, matched, task) else None
         return asked or _wrapped_granted(matched, task, taxonomy)
     if not words:
         return None
@@ -90,20 +91,25 @@ def asked_for(
     return words if all(named_in(name, said) for name in names[:_MAX_NAMES]) else None
 
 
-def _runs_what_is_named(matched: str, task: str) -> bool:
-    """Whether a privilege wrapper runs something the task names: "restart the nginx
-    service" asks for `sudo systemctl restart nginx`, not for `sudo systemctl stop sshd`,
-    and no task's words ask for an open root shell (`sudo bash`, `sudo su -`, `sudo -i`)."""
+def _wrapper_asked(words: str, matched: str, task: str) -> bool:
+    """Whether the task's `words` ask for this privilege wrapper. Words that grant the
+    privilege itself ("use sudo", "as root") ask for what it runs; words that ask for an
+    action ("restart", "install") only where the wrapper runs something the task names:
+    "restart the nginx service" asks for `sudo systemctl restart nginx`, not for `sudo
+    systemctl stop sshd`. No words ask for an open root shell (`sudo bash`, `sudo su -`,
+    `sudo -i`): it runs whatever is typed next."""
     inner = parse_commands(matched)[1:]
     if not inner:
         return False
+    if any(posixpath.basename(c.program).lower() in _SHELLS for c in inner):
+        return False
+    if _PRIVILEGE_WORDS.search(words):
+        return True
     said = set(_WORD.findall(task.lower()))
     for command in inner:
         program = posixpath.basename(command.program).lower()
-        if program in _SHELLS:
-            return False
-        words = [program, *(a.lower() for a in command.args if not a.startswith("-"))]
-        if not any(word in said for word in words if len(word) >= 3):
+        named = [program, *(a.lower() for a in command.args if not a.startswith("-"))]
+        if not any(word in said for word in named if len(word) >= 3):
             return False
     return True
 
