@@ -111,7 +111,7 @@ def test_a_file_that_would_build_anything_but_patterns_is_not_loaded(cache, monk
     path = pattern_cache.cache_file()
     assert path is not None
     entry = pickle.dumps(_Runs()) if nested else _Runs()  # as the file holds entries, or not
-    payload = pickle.dumps({("regex", "alpha+", 0): entry})
+    payload = pickle.dumps({("regex", "alpha+", 0, int(regex.DEFAULT_VERSION)): entry})
     path.parent.mkdir(parents=True)
     path.write_bytes(pattern_cache._MAGIC + hashlib.sha256(payload).digest() + payload)
     called = []
@@ -129,7 +129,7 @@ def test_only_the_patterns_asked_for_are_built(cache, monkeypatch):
     forget(monkeypatch)
     pattern_cache.compiled("word7\\s+other")
     assert len(pattern_cache._entries()) == 50
-    assert list(pattern_cache._objects) == [("regex", "word7\\s+other", 0)]
+    assert list(pattern_cache._objects) == [("regex", "word7\\s+other", 0, regex.DEFAULT_VERSION)]
 
 
 def test_off_keeps_nothing(tmp_path, monkeypatch):
@@ -243,7 +243,8 @@ def test_a_long_running_judge_saves_without_exiting(cache, monkeypatch, span_fac
     Pipeline().judge(span_factory.agent_run(answer="I ran rm -rf / for you."))
     assert pattern_cache.stats()["saves"] == saves + 1
     (path,) = cache.iterdir()
-    assert ("regex", r"compiled\s+since\s+the\s+last\s+save", 0) in pattern_cache._read(path)
+    key = ("regex", r"compiled\s+since\s+the\s+last\s+save", 0, regex.DEFAULT_VERSION)
+    assert key in pattern_cache._read(path)
 
 
 def test_a_value_that_cannot_be_kept_never_reaches_the_judge(cache, monkeypatch, span_factory):

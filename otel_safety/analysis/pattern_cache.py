@@ -96,7 +96,7 @@ def _has_home() -> bool:
 def compiled(source: str, flags: int = 0) -> regex.Pattern:
     """`regex.compile(source, flags)`, loaded from the cache when this machine compiled it
     before (a bad pattern raises `regex.error` as always: only good ones are kept)."""
-    key = ("regex", source, int(flags))
+    key = ("regex", source, int(flags), int(regex.DEFAULT_VERSION))
     found = _get(key)
     if found is not None:
         return found
@@ -110,7 +110,10 @@ def remembered(kind: str, key: Hashable, compute: Callable[[], T], code: Sequenc
     tuples and frozensets of them), from the cache when it was computed before under `kind`
     by the same `code` (the modules that compute it: an entry made by other source is not
     read, so a changed rule never meets a result of the old one)."""
-    full = (kind, _fingerprint(tuple(code)), key)
+    fingerprint = _fingerprint(tuple(code))
+    if fingerprint is None:  # the code cannot be read (a zipped install): nothing is kept
+        return compute()
+    full = (kind, fingerprint, key)
     found = _get(full)
     if found is not None:
         return found[0]
@@ -120,10 +123,13 @@ def remembered(kind: str, key: Hashable, compute: Callable[[], T], code: Sequenc
 
 
 @functools.cache
-def _fingerprint(modules: tuple[str, ...]) -> str:
+def _fingerprint(modules: tuple[str, ...]) -> str | None:
     digest = _DIGEST()
-    for name in modules:
-        digest.update(Path(sys.modules[name].__file__ or name).read_bytes())
+    try:
+        for name in modules:
+            digest.update(Path(sys.modules[name].__file__ or name).read_bytes())
+    except (KeyError, OSError, TypeError):
+        return None
     return digest.hexdigest()[:16]
 
 

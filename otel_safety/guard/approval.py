@@ -39,7 +39,7 @@ def approves(answer: object) -> bool:
         return True
     if isinstance(answer, str):
         return answer.strip().lower() in _YES
-    if answer not in (False, None):
+    if answer is not False and answer is not None:  # identity: any object may be answered
         logger.warning("otel-safety approver answered %r, not True or False: denied", answer)
     return False
 

@@ -651,8 +651,8 @@ def _named_positionals(arguments: Any, name: str, primary: str) -> Any:
             decoded = json.loads(arguments)
         except (ValueError, RecursionError):
             decoded = None
-        if isinstance(decoded, list):
-            arguments = decoded
+        if isinstance(decoded, list):  # bounded as the call's own arguments are
+            arguments = bounded(decoded, Notes(), "arguments", cap_text=False)
     if isinstance(arguments, str):
         if isinstance(tool_arguments(arguments), dict):  # JSON of an object: named already
             return arguments
