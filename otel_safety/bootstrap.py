@@ -138,7 +138,9 @@ def create_processor(
     )
     if settings.store:  # made once the settings have all passed: a bad one leaves no file
         try:
-            store = DuckDBStore(settings.db_path, keep_open=settings.store_keep_open)
+            store = DuckDBStore(
+                settings.db_path, keep_open=settings.store_keep_open, defer_if_held=True
+            )
         except BaseException:
             engine.shutdown(timeout_millis=5_000)  # its thread and detection process too
             raise

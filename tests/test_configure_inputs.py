@@ -138,3 +138,42 @@ def test_a_store_held_at_shutdown_costs_the_shutdown_its_own_time_not_thirty_sec
         holder.kill()
         holder.wait(10)
     assert elapsed < 20, f"shutdown took {elapsed:.1f} s with a 2 s budget"
+
+
+@pytest.mark.process
+def test_an_app_starts_while_another_process_holds_its_store_and_writes_once_it_is_free(
+    tmp_path, span_factory
+) -> None:
+    """A notebook's read-only connection to the store made `configure()` raise StoreError
+    after ten seconds: the app did not start. The store now waits for the file instead."""
+    import time
+
+    path = tmp_path / "app.duckdb"
+    otel_safety.create_processor(str(path), detection="thread", detectors=[]).shutdown()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
+            "print('held', flush=True); sys.stdin.readline()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        processor = otel_safety.create_processor(str(path), detection="thread")
+        assert time.monotonic() - started < 8
+        for span in span_factory.agent_run(answer="I ran rm -rf / as asked."):
+            processor.on_end(span)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(30)
+    processor.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == 2

@@ -85,7 +85,11 @@ class DuckDBStore(BatchingSink):
         write_interval: float = 1.0,
         max_pending: int = 10_000,
         keep_open: float = 0.0,
+        defer_if_held: bool = False,
     ) -> None:
+        """`defer_if_held`: a file another process holds at start-up (a notebook's read-only
+        connection) is written once it is free, as later on, instead of refusing the store:
+        an application starts whatever else has its store open."""
         self.path = str(path)
         self.keep_open = keep_open
         self._opened_at = 0.0
@@ -104,7 +108,18 @@ class DuckDBStore(BatchingSink):
         self._deep_pending: list[DeepResult] = []
         self._deep_counters: dict[str, int] | None = None
         self.deep_dropped = 0
-        ensure_schema(self._open_waiting(), self.path)
+        self._schema_ready = False
+        try:  # deferred: nothing to wait out, writes are retried anyway
+            self._open_waiting(0.0 if defer_if_held else 10.0)
+        except StoreError as exc:
+            if not (defer_if_held and "lock" in str(exc).lower()):
+                raise
+            logger.warning(
+                "otel-safety store %s is held by another process; traces wait and are "
+                "written once it lets go (%s)",
+                self.path,
+                exc,
+            )
         self._let_go()
 
     def _open_waiting(self, wait: float = 10.0) -> duckdb.DuckDBPyConnection:
@@ -241,7 +256,14 @@ class DuckDBStore(BatchingSink):
             return self._con
         try:
             self._con = connect_store(self.path)
+            if not self._schema_ready:  # the first open, at start-up or, deferred, later
+                ensure_schema(self._con, self.path)
+                self._schema_ready = True
+        except StoreError:
+            self._close()
+            raise
         except duckdb.Error as exc:
+            self._close()
             raise StoreError(f"cannot open DuckDB store {self.path}: {exc}") from exc
         self._opened_at = time.monotonic()
         return self._con
