@@ -87,6 +87,7 @@ def test_an_app_that_exits_at_once_leaves_no_traceback_from_its_detection_proces
 def test_a_forked_worker_keeps_the_apps_duckdb_threads(tmp_path) -> None:
     """The default connection's threads are paused for the fork; the child got them back
     only in the parent, so an app's own DuckDB queries ran on one thread in every worker."""
+    before = duckdb.execute("SELECT current_setting('threads')").fetchone()[0]
     duckdb.execute("SET threads TO 2")
     provider = otel_safety.configure(str(tmp_path / "app.duckdb"), install=False)
     read, write = os.pipe()
@@ -102,8 +103,9 @@ def test_a_forked_worker_keeps_the_apps_duckdb_threads(tmp_path) -> None:
     finally:
         os.close(read)
         provider.shutdown()
-    assert reported == "2"
-    assert duckdb.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+    after = duckdb.execute("SELECT current_setting('threads')").fetchone()[0]
+    duckdb.execute(f"SET threads TO {int(before)}")
+    assert reported == "2" and after == 2
 
 
 @pytest.mark.process
