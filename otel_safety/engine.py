@@ -303,8 +303,8 @@ class SafetyEngine:
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + timeout_millis / 1000  # for the whole wait
         if self._worker is not None and self._worker.is_alive():
-            deadline = time.monotonic() + timeout_millis / 1000  # for the whole wait
             self._control(stop=True, timeout_millis=timeout_millis)
             self._worker.join(max(0.05, deadline - time.monotonic()))
             self._abandoned = self._worker.is_alive()  # still judging: its results go nowhere
@@ -321,6 +321,9 @@ class SafetyEngine:
             self.pipeline.close()
         except Exception:
             logger.exception("otel-safety pipeline failed to close")
+        if self._abandoned:  # the worker, still judging, never flushed the sinks: what is
+            # left of the wait goes to them, or a held store's shutdown waits 30 s more
+            self._flush_sinks(int(max(0.0, deadline - time.monotonic()) * 1000))
         for sink in self.sinks:
             try:
                 sink.shutdown()

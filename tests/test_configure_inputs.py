@@ -109,13 +109,24 @@ def test_a_forked_worker_keeps_the_apps_duckdb_threads(tmp_path) -> None:
 
 
 @pytest.mark.process
+@pytest.mark.parametrize("slow_build", [False, True], ids=["quick", "slow"])
 def test_a_store_held_at_shutdown_costs_the_shutdown_its_own_time_not_thirty_seconds_more(
-    tmp_path, span_factory
+    tmp_path, span_factory, slow_build, monkeypatch
 ) -> None:
     """The engine's shutdown waited its time for the store, then the store's own shutdown
-    waited 30 s more: an app whose store another process held took a minute to exit."""
+    waited 30 s more: an app whose store another process held took a minute to exit. With
+    a slow first trace (a loaded machine: CI found it) the worker is still judging when
+    shutdown gives up on it, so nothing flushed the store before its own shutdown."""
     import time
 
+    from otel_safety.pipeline import Pipeline
+
+    if slow_build:  # the first trace outlasts the budget, as compiling its patterns may
+        judge = Pipeline.judge
+        monkeypatch.setattr(
+            Pipeline, "judge", lambda self, *args: (time.sleep(6), judge(self, *args))[1]
+        )
+    budget_ms = 2_000
     path = tmp_path / "app.duckdb"
     processor = otel_safety.create_processor(str(path), detection="thread")
     holder = subprocess.Popen(
@@ -134,12 +145,12 @@ def test_a_store_held_at_shutdown_costs_the_shutdown_its_own_time_not_thirty_sec
         for span in span_factory.agent_run(answer="I ran rm -rf / as asked."):
             processor.on_end(span)
         started = time.monotonic()
-        processor.engine.shutdown(timeout_millis=2_000)
+        processor.engine.shutdown(timeout_millis=budget_ms)
         elapsed = time.monotonic() - started
     finally:
         holder.kill()
         holder.wait(10)
-    assert elapsed < 20, f"shutdown took {elapsed:.1f} s with a 2 s budget"
+    assert elapsed < budget_ms / 1000 + 15, f"shutdown took {elapsed:.1f} s for {budget_ms} ms"
 
 
 @pytest.mark.process
