@@ -10,6 +10,7 @@ import textwrap
 
 import duckdb
 import pytest
+from store_holder import HeldStore
 
 import otel_safety
 from otel_safety.config import ConfigError
@@ -109,9 +110,9 @@ def test_a_forked_worker_keeps_the_apps_duckdb_threads(tmp_path) -> None:
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("slow_build", [False, True], ids=["quick", "slow"])
+@pytest.mark.parametrize("slow_first_trace", [False, True], ids=["quick", "slow"])
 def test_a_store_held_at_shutdown_costs_the_shutdown_its_own_time_not_thirty_seconds_more(
-    tmp_path, span_factory, slow_build, monkeypatch
+    tmp_path, span_factory, slow_first_trace, monkeypatch
 ) -> None:
     """The engine's shutdown waited its time for the store, then the store's own shutdown
     waited 30 s more: an app whose store another process held took a minute to exit. With
@@ -121,7 +122,7 @@ def test_a_store_held_at_shutdown_costs_the_shutdown_its_own_time_not_thirty_sec
 
     from otel_safety.pipeline import Pipeline
 
-    if slow_build:  # the first trace outlasts the budget, as compiling its patterns may
+    if slow_first_trace:  # the first trace outlasts the budget, as compiling its patterns may
         judge = Pipeline.judge
         monkeypatch.setattr(
             Pipeline, "judge", lambda self, *args: (time.sleep(6), judge(self, *args))[1]
@@ -129,27 +130,12 @@ def test_a_store_held_at_shutdown_costs_the_shutdown_its_own_time_not_thirty_sec
     budget_ms = 2_000
     path = tmp_path / "app.duckdb"
     processor = otel_safety.create_processor(str(path), detection="thread")
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', "
-            "flush=True); time.sleep(120)",
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with HeldStore(path):
         for span in span_factory.agent_run(answer="I ran rm -rf / as asked."):
             processor.on_end(span)
         started = time.monotonic()
         processor.engine.shutdown(timeout_millis=budget_ms)
         elapsed = time.monotonic() - started
-    finally:
-        holder.kill()
-        holder.wait(10)
     assert elapsed < budget_ms / 1000 + 15, f"shutdown took {elapsed:.1f} s for {budget_ms} ms"
 
 
@@ -163,30 +149,13 @@ def test_an_app_starts_while_another_process_holds_its_store_and_writes_once_it_
 
     path = tmp_path / "app.duckdb"
     otel_safety.create_processor(str(path), detection="thread", detectors=[]).shutdown()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
-            "print('held', flush=True); sys.stdin.readline()",
-            str(path),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with HeldStore(path, read_only=True) as holder:
         started = time.monotonic()
         processor = otel_safety.create_processor(str(path), detection="thread")
         assert time.monotonic() - started < 8
         for span in span_factory.agent_run(answer="I ran rm -rf / as asked."):
             processor.on_end(span)
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.close()
-        holder.wait(30)
+        holder.release()
     processor.shutdown()
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == 2
