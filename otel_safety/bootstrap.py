@@ -214,7 +214,7 @@ def _detector_keys(detectors: Sequence[str] | str | None) -> list[str] | None:
     """The keys asked for: a list (an empty one judges nothing: a store of spans alone), or
     one comma-separated string as the variable takes, which must name a key, as
     `OTEL_SAFETY_DETECTORS=,` must (a string was read letter by letter)."""
-    if detectors is None or not isinstance(detectors, str):
+    if not isinstance(detectors, str):
         return None if detectors is None else list(detectors)
     keys = [key.strip() for key in detectors.split(",") if key.strip()]
     if not keys:
