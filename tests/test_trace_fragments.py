@@ -116,13 +116,31 @@ def test_both_parts_in_one_write_make_one_row(tmp_path):
     assert rows == [("HARD_STOP", 4)]
 
 
-def test_a_part_stored_before_its_root_keeps_its_own_row(tmp_path):
-    """Nothing to fold into yet: the part stays a row, and the root's part makes another."""
+@pytest.mark.parametrize("kind", [_file, _lake], ids=["duckdb", "ducklake"])
+def test_a_part_stored_before_its_root_is_folded_into_the_roots_row(tmp_path, kind):
+    """A run split by a pause: its rootless part is judged and stored first, alone, and
+    folded into the row the root's part makes when that part comes."""
     pipeline = Pipeline(["tool_guard"])
     first, second = _parts(_run("rm -rf /"), "execute_tool run_shell")
-    store, connect = _file(tmp_path)
-    store.write([pipeline.evaluate(second, "decision_wait")])
-    store.write([pipeline.evaluate(first, "root_ended")])
+    judged_root = pipeline.evaluate(first, "root_ended")
+    store, connect = kind(tmp_path)
+    judged_part = pipeline.evaluate(second, "decision_wait")
+    store.write([judged_part])
+    store.shutdown()
+    with connect() as con:  # until the root's part comes, the part is a row of its own
+        assert con.execute("SELECT escalation_level, fragment FROM traces").fetchall() == [
+            ("HARD_STOP", True)
+        ]
+    store, connect = kind(tmp_path)  # the root's part comes to another writer
+    store.write([judged_root])
+    store.write([judged_part])  # the part written again (ingest run twice): still one run
     store.shutdown()
     with connect() as con:
-        assert con.execute("SELECT count(*) FROM traces").fetchone()[0] == 2
+        rows = con.execute(
+            "SELECT root_span_id, escalation_level, span_count, detectors_fired, fragment "
+            "FROM traces"
+        ).fetchall()
+        levels = con.execute("SELECT DISTINCT trace_escalation_level FROM spans").fetchall()
+    assert judged_root.level.name == "NONE"  # judged alone, the root's part is calm
+    assert rows == [(judged_root.trajectory.root_span_id, "HARD_STOP", 4, '["tool_guard"]', False)]
+    assert levels == [("HARD_STOP",)]

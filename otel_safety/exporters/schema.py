@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 7  # 7: no primary keys on the trace tables (see Table.ddl)
+SCHEMA_VERSION = 8  # 8: traces.fragment (a part of a run stored before its root's part)
+# 7: no primary keys on the trace tables (see Table.ddl)
 # 6: the queries' shared macros and view (sql_helpers.py) kept in the store
 # Columns added after a table was first released: (version, table, column). Stores of an
 # older version get them with ALTER TABLE when opened; tables themselves are created as needed.
@@ -13,6 +14,7 @@ ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (
     (3, "findings", "details"),
     (3, "findings", "calibrated"),
     (4, "traces", "escalation_by_policy"),
+    (8, "traces", "fragment"),
 )
 
 
@@ -134,6 +136,7 @@ TRACES = Table(
         trace_start TIMESTAMP
         evaluated_at TIMESTAMP
         escalation_by_policy BOOLEAN
+        fragment BOOLEAN
     """),
     key=("trace_id", "root_span_id"),
 )

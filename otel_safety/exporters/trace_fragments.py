@@ -1,4 +1,4 @@
-"""Spans of a trace that come after the trace was judged: one run, one `traces` row.
+"""Spans of a trace judged in more than one part: one run, one `traces` row.
 
 A trace is judged when its root ends (or after the decision wait); a span exported later (a
 second batch of the exporter, a second file of `ingest`) is judged as a part of its own. That
@@ -6,7 +6,10 @@ part has no root of its own: each of its spans has a parent in the trace. Writte
 row it made two rows of one run, so counts of runs per agent or per day counted it twice and
 its spans carried the part's level instead of the run's. Such a part is folded into the row
 its trace already has: the stricter level, the detectors fired by either, and the trace's
-spans counted again. A part stored before its root's part keeps its own row.
+spans counted again. A part stored before its root's part (a run split by a pause longer
+than the decision wait) keeps a row of its own, marked `fragment`, until the root's part
+comes: then it is folded into that part's row the same way. The row keeps its own trajectory
+(the root part's, once that has come); every span and finding stays in its table.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FRAGMENT", "fold_fragments", "is_fragment"]
 
-FRAGMENT = "_fragment"  # a traces row's mark (not a column): a part without its root
+FRAGMENT = "fragment"  # the traces column marking a part without its root, stored alone
 
 
 def is_fragment(evaluation: TraceEvaluation) -> bool:
@@ -51,6 +54,9 @@ def fold_fragments(
     ]
     if folded:
         _fold(con, folded)
+    earlier = _stored_before(con, whole)
+    if earlier:
+        _fold(con, earlier)
 
 
 def _merged_by_trace(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -89,6 +95,33 @@ def _held_rows(con: duckdb.DuckDBPyConnection, parts: list[dict[str, Any]]) -> d
     return dict(found)
 
 
+def _stored_before(
+    con: duckdb.DuckDBPyConnection, whole: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Parts stored alone before their root's part, now that it is here: each to be folded
+    into the row of its trace's first root part in `whole`."""
+    roots = {row["trace_id"]: row["root_span_id"] for row in reversed(whole)}
+    if not roots:
+        return []
+    found = con.execute(
+        "SELECT t.trace_id, t.root_span_id, t.escalation_rank, t.escalation_level, "
+        "t.escalation_by_policy, t.detectors_fired, w.root_span_id FROM traces AS t "
+        "JOIN (SELECT unnest($trace) AS trace_id, unnest($root) AS root_span_id) AS w "
+        "ON t.trace_id = w.trace_id AND t.root_span_id <> w.root_span_id WHERE t.fragment",
+        {"trace": list(roots), "root": list(roots.values())},
+    ).fetchall()
+    keys = ("trace_id", "root_span_id", "escalation_rank", "escalation_level")
+    return [
+        {
+            **dict(zip(keys, row[:4], strict=True)),
+            "escalation_by_policy": row[4],
+            "detectors_fired": row[5],
+            "held_root": row[6],
+        }
+        for row in found
+    ]
+
+
 def _fold(con: duckdb.DuckDBPyConnection, folded: list[dict[str, Any]]) -> None:
     params = {
         "trace": [row["trace_id"] for row in folded],
@@ -120,7 +153,8 @@ def _fold(con: duckdb.DuckDBPyConnection, folded: list[dict[str, Any]]) -> None:
         """,
         params,
     )
-    # A row the fragment made alone in an earlier write (ingest run again) goes.
+    # A row the fragment made alone in an earlier write (ingest run again, or stored before
+    # its root's part) goes.
     con.execute(
         f"DELETE FROM traces USING ({parts}) AS f "
         "WHERE traces.trace_id = f.trace_id AND traces.root_span_id = f.own_root",
