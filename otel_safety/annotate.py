@@ -132,6 +132,37 @@ def _trace_attributes(
     return attributes
 
 
+def with_run_verdict(
+    spans: Sequence[ReadableSpan],
+    level: EscalationLevel,
+    fired: Sequence[str],
+    by_policy: bool,
+    reason: str,
+) -> list[ReadableSpan]:
+    """`spans` with their local root carrying the verdict of the whole run, where earlier
+    parts of it were judged stricter (`otel_safety/run_verdicts.py`)."""
+    root = local_root(spans)
+    if root is None:
+        return list(spans)
+    attributes = dict(root.attributes or {})
+    attributes.setdefault(sc.OTEL_SAFETY_TRACE_EVALUATION_REASON, reason)
+    attributes.update(
+        {
+            sc.OTEL_SAFETY_EVALUATED: True,
+            sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL: level.name,
+            sc.OTEL_SAFETY_TRACE_ESCALATION_RANK: int(level),
+            sc.GEN_AI_GUARDRAIL_VERDICT_TYPE: guardrail.verdict_type(level),
+        }
+    )
+    if fired:
+        attributes[sc.OTEL_SAFETY_TRACE_DETECTORS_FIRED] = tuple(fired)
+    attributes.pop(sc.OTEL_SAFETY_TRACE_ESCALATION_BY_POLICY, None)
+    if by_policy:
+        attributes[sc.OTEL_SAFETY_TRACE_ESCALATION_BY_POLICY] = True
+    raised = rebuild_span(root, attributes, root.events)
+    return [raised if span is root else span for span in spans]
+
+
 def copy_span(
     span: ReadableSpan, extra: Mapping[str, Any], events: Sequence[Event] = ()
 ) -> ReadableSpan:

@@ -30,6 +30,7 @@ from otel_safety.parking import ParkedSpan, is_parked, park, unpark
 from otel_safety.pipeline import Pipeline, PipelineClosed, TraceEvaluation, TraceInput
 from otel_safety.rate_limited import RateLimitedLog
 from otel_safety.redaction import redact_evaluation
+from otel_safety.run_verdicts import RunVerdicts
 
 if TYPE_CHECKING:
     from otel_safety.deep import DeepTier
@@ -131,6 +132,8 @@ class SafetyEngine:
         self.redact_secrets = redact_secrets
         self.sinks = list(sinks)
         self.buffer = TraceBuffer(max_traces, max_spans, decision_wait, max_buffer_bytes)
+        # Recent traces' verdicts: a part judged after a stricter one carries the run's level.
+        self._runs = RunVerdicts(max_traces)
         self.stats: Counter[str] = Counter()
         self._clock = clock
         self._batch_size = batch_size
@@ -188,6 +191,7 @@ class SafetyEngine:
             buffer.max_traces, buffer.max_spans, buffer.decision_wait, buffer.max_bytes
         )
         self.buffer.log_wait = buffer.log_wait
+        self._runs = RunVerdicts(buffer.max_traces)
         self.stats.clear()  # cleared in place: the metrics read this very counter
         self._in_flight = None
         self._abandoned = False
@@ -473,6 +477,7 @@ class SafetyEngine:
             )
             return
         for evaluation in evaluations:
+            self.stats["parts_raised_to_run_level"] += self._runs.carry(evaluation)
             self.stats["traces_evaluated"] += 1
             self.stats["agent_traces"] += evaluation.trajectory is not None
             self.stats["detector_errors"] += len(evaluation.detector_errors)

@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
@@ -35,6 +36,9 @@ from otel_safety.mapping.types import MappedSpan
 from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.policies import SafeguardsPolicy
 from otel_safety.policy import Policy
+
+if TYPE_CHECKING:
+    from otel_safety.run_verdicts import RunVerdict
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,9 @@ class TraceEvaluation:
     error: str | None = None
     without_content: list[str] = field(default_factory=list)  # GenAI spans with no content
     response_ids: dict[str, str] = field(default_factory=dict)  # span id -> gen_ai.response.id
+    # The run's verdict when earlier parts of this trace were judged stricter: `level` and
+    # the root span's trace attributes are raised to it (otel_safety/run_verdicts.py).
+    run: RunVerdict | None = None
 
     @property
     def flagged(self) -> bool:

@@ -868,15 +868,23 @@ def trace_row(evaluation: TraceEvaluation, now: datetime) -> dict[str, Any]:
         "requester": trajectory.requester.id if trajectory and trajectory.requester else None,
         "escalation_level": evaluation.level.name,
         "escalation_rank": int(evaluation.level),
-        "detectors_fired": to_json(sorted({f.detector for f in evaluation.findings if f.detected})),
+        "detectors_fired": to_json(sorted(_fired(evaluation))),
         "release_reason": evaluation.reason,
         "span_count": len(evaluation.spans),
         "error": evaluation.error,
         "trajectory": _trajectory_json(trajectory) if trajectory else None,
         "trace_start": _trace_start(evaluation),
         "evaluated_at": now,
-        "escalation_by_policy": raised_by_policy(evaluation.findings, evaluation.level),
+        "escalation_by_policy": evaluation.run.by_policy
+        if evaluation.run
+        else raised_by_policy(evaluation.findings, evaluation.level),
     }
+
+
+def _fired(evaluation: TraceEvaluation) -> set[str]:
+    """The detectors fired in the run: this part's, and earlier parts' it was raised to."""
+    fired = {f.detector for f in evaluation.findings if f.detected}
+    return fired.union(evaluation.run.fired) if evaluation.run else fired
 
 
 def timestamp(unix_nanos: int) -> datetime | None:
