@@ -1380,6 +1380,24 @@ def test_a_delete_that_climbs_out_is_judged_where_it_lands(guard, command: str) 
     assert verdict.blocked and "destroy.recursive_root" in verdict.rule_ids, verdict.summary()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "X=/; rm -rf $X",  # the script's own variable
+        "rm -rf ${TARGET:-/}",  # unset, it is its default
+        "xargs rm -rf <<< /",
+        "docker exec web rm -rf /",
+    ],
+)
+def test_a_delete_the_script_spells_indirectly_is_blocked(guard, command: str) -> None:
+    verdict = guard.check_tool_call("run_shell", {"command": command}, record=False, pace=False)
+    assert verdict.blocked and "destroy.recursive_root" in verdict.rule_ids, verdict.summary()
+    calm = command.replace("/", "build").replace("${TARGET:-build}", "build")
+    assert not guard.check_tool_call(
+        "run_shell", {"command": calm}, record=False, pace=False
+    ).blocked
+
+
 def test_a_path_read_through_a_climb_is_the_path_it_reaches(guard) -> None:
     climbed = _rules(guard, "run_shell", {"command": "cat /var/../etc/shadow"})
     assert "creds.secret_files" in climbed

@@ -1644,3 +1644,43 @@ def test_a_tool_named_only_by_the_system_prompt_is_not_asked_for():
 )
 def test_sharing_and_serving_in_long_phrases_grant_sending(task, granted):
     assert ("network_egress" in granted_categories(task, current_taxonomy())) is granted
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("X=/; rm -rf $X", ("rm", ["-rf", "/"])),
+        ('export T=/etc; rm -rf "$T"', ("rm", ["-rf", "/etc"])),
+        ("rm -rf ${X:-/}", ("rm", ["-rf", "/"])),  # unknown to the script: may be unset
+        ("X=a; rm -rf ${X:-/}", ("rm", ["-rf", "a"])),
+        ("rm -rf ${X:=/}; ls $X", ("ls", ["/"])),
+        ('X="a b"; rm $X', ("rm", ["a", "b"])),  # unquoted: split as the shell splits it
+        ('X="a b"; rm "$X"', ("rm", ["a b"])),
+        ("X=/; echo '$X'", ("echo", ["$X"])),  # single quotes: nothing expands
+        ("X=/ rm -rf $X", ("rm", ["-rf", "$X"])),  # a prefix assignment is the command's own
+        ("X=$(pwd); rm -rf $X", ("rm", ["-rf", "$X"])),  # a command's output: unknown
+        ("rm -rf $HOME/build", ("rm", ["-rf", "$HOME/build"])),
+        ("X=1; X+=2; echo $X ${X:+set} ${Y:+set}", ("echo", ["12", "set", "${Y:+set}"])),
+    ],
+)
+def test_shell_expands_the_variables_a_script_sets(script, expected):
+    assert programs(script)[-1] == expected
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "xargs rm -rf <<< /",
+        "docker exec web rm -rf /",
+        "docker exec -it -u root web sh -c 'rm -rf /'",
+        "docker-compose -f prod.yml exec web rm -rf /",
+        "podman container exec -e A=1 web rm -rf /",
+    ],
+)
+def test_shell_reads_what_xargs_and_container_exec_run(script):
+    assert programs(script)[-1] == ("rm", ["-rf", "/"])
+
+
+def test_container_commands_that_run_nothing_inside_stay_alone():
+    assert programs("docker ps") == [("docker", ["ps"])]
+    assert programs("docker exec web") == [("docker", ["exec", "web"])]

@@ -13,6 +13,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from otel_safety.analysis.calls.shell_variables import assignments, expand
 from otel_safety.analysis.memo import content_memo
 
 __all__ = ["MAX_DEPTH", "SimpleCommand", "parse_commands", "remote_command"]
@@ -48,6 +49,11 @@ _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "ash", "mksh", "fish"})
 _SSH_VALUE_OPTIONS = frozenset("bcDEeFIiJLlmOopQRSWw")
 _SHELL_VALUE_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 _STDOUT_WRITERS = frozenset({"echo", "printf"})
+_CONTAINER_CLIS = frozenset({"docker", "podman", "nerdctl", "docker-compose"})
+# `docker exec`'s options that take a value: the word after them is not the container.
+_EXEC_VALUE_OPTIONS = frozenset(
+    {"-e", "--env", "--env-file", "-u", "--user", "-w", "--workdir", "--detach-keys", "--index"}
+)
 
 # Programs that run another program given in their arguments: the options that take a
 # value (so the value is not mistaken for the program) and how many positional arguments
@@ -162,9 +168,13 @@ def _parse(script: str, depth: int) -> list[SimpleCommand]:
     commands: list[SimpleCommand] = []
     previous: SimpleCommand | None = None
     scanner = _Scanner(text)
+    variables: dict[str, str] = {}  # what the script's own assignments set, in order
     for segment in scanner.scan():
         for inner in segment.substitutions:
             commands.extend(parse_commands(inner, _depth=depth + 1))
+        segment.text = expand(segment.text, variables)
+        if "=" in segment.text:
+            assignments(_words(segment.text), variables, _HOLE)
         piped = previous if segment.op == "|" else None
         built = _build(segment, scanner.holes, piped, depth)
         commands.extend(built)
@@ -523,6 +533,9 @@ def _nested(command: SimpleCommand, depth: int) -> list[SimpleCommand]:
         # `kubectl exec pod -- rm -rf /` runs its command in the container, as ssh does
         inner = args[args.index("--") + 1 :]
         return _command(inner, command.raw, [], None, depth + 1) if inner else []
+    if program in _CONTAINER_CLIS:
+        inner = _container_exec(args)
+        return _command(inner, command.raw, [], command.stdin, depth + 1) if inner else []
     if program == "su":
         return parse_commands(_option_value(args, ("-c", "--command")) or "", _depth=depth + 1)
     if program == "find":
@@ -538,9 +551,28 @@ def _nested(command: SimpleCommand, depth: int) -> list[SimpleCommand]:
         return []
     if program == "watch":  # watch hands its arguments to `sh -c`
         return parse_commands(" ".join(inner), _depth=depth + 1)
-    if program == "xargs":  # `echo / | xargs rm -rf`: the words echoed are its operands
-        inner = inner + _echoed(command.upstream)
+    if program == "xargs":  # `echo / | xargs rm -rf`, `xargs rm -rf <<< /`: the words it
+        # reads are its operands
+        stdin = command.stdin
+        inner = inner + (_echoed(command.upstream) if stdin is None else _words(stdin))
     return _command(inner, command.raw, [], command.stdin, depth + 1, command.upstream)
+
+
+def _container_exec(args: list[str]) -> list[str] | None:
+    """The command `docker exec [options] CONTAINER CMD...` runs in the container (also
+    `docker container exec`, `docker compose exec SERVICE CMD`, podman, nerdctl)."""
+    index = 0
+    while index < len(args) and args[index] in ("container", "compose", "-f", "--file"):
+        index += 2 if args[index] in ("-f", "--file") else 1
+    if index >= len(args) or args[index] != "exec":
+        return None
+    index += 1
+    while index < len(args) and args[index].startswith("-"):
+        option = args[index]
+        index += 2 if option in _EXEC_VALUE_OPTIONS else 1
+        if option == "--":
+            break
+    return args[index + 1 :] or None  # after the container
 
 
 def _echoed(upstream: str | None) -> list[str]:
