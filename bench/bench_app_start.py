@@ -23,6 +23,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _shared import at_least_one, description
+
 _MEASURE = """
 import json, resource, sys, time
 started = time.process_time()
@@ -78,8 +81,8 @@ def measure(row: str, folder: Path, number: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="fresh processes per row")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("--rounds", type=at_least_one, default=5, help="fresh processes per row")
     parser.add_argument("--format", choices=("text", "markdown"), default="text")
     args = parser.parse_args()
     runs: dict[str, list[dict[str, float]]] = {row: [] for row in ROWS}

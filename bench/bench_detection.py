@@ -41,6 +41,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _shared import require_data
+
 from otel_safety.analysis import linear, memo
 from otel_safety.detection_worker import tune_collector
 from otel_safety.evaluation import datasets
@@ -342,8 +345,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs per trajectory size")
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
     args = parser.parse_args()
-    if not (args.data / "agentdojo").is_dir():
-        parser.error(f"no agentdojo/ folder in {args.data}: pass --data /path/to/shared/data")
+    require_data(parser, args.data)
     print("throughput...", file=sys.stderr)
     results = {
         "start_up": start_up(args.data),

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import regex
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _shared import at_least_one, description
 
 from otel_safety.analysis import linear
 from otel_safety.evaluation.guard_bench import (
@@ -32,8 +37,10 @@ _ANCHOR = regex.compile(r"\brm\s+-\w*r", regex.IGNORECASE)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=10, help="passes over the set (default 10)")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument(
+        "--rounds", type=at_least_one, default=10, help="passes over the set (default 10)"
+    )
     parser.add_argument("--format", choices=("text", "markdown"), default="text")
     args = parser.parse_args()
 

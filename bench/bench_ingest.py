@@ -33,6 +33,7 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _shared import child_environment, description, failure, require_data
 from bench_detection import agentdojo_traces
 
 _IDS = ("traceId", "spanId", "parentSpanId")
@@ -65,21 +66,18 @@ def ingest(corpus: Path, workers: str, folder: Path) -> dict[str, Any]:
         [*command, "--quiet", *chosen],
         capture_output=True,
         text=True,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-            "OTEL_SAFETY_PATTERN_CACHE": str(folder / "patterns"),
-        },
+        env=child_environment({"OTEL_SAFETY_PATTERN_CACHE": str(folder / "patterns")}),
     )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
-        raise SystemExit(f"ingest --workers {workers} failed:\n{result.stderr}")
+        raise SystemExit(failure(f"ingest --workers {workers}", result))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"workers": workers, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "out": result}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument(
         "--traces", default="10,600", help="AgentDojo traces per file, comma-separated"
@@ -87,7 +85,13 @@ def main() -> None:
     parser.add_argument("--workers", default=f"0,1,{os.cpu_count() or 1},auto")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
     args = parser.parse_args()
-    sizes = [int(n) for n in args.traces.split(",")]
+    require_data(parser, args.data)
+    try:
+        sizes = [int(n) for n in args.traces.split(",")]
+    except ValueError:
+        parser.error(f"--traces takes counts separated by commas, not {args.traces!r}")
+    if not sizes or min(sizes) < 1:
+        parser.error(f"--traces: every count must be at least 1, not {args.traces!r}")
     choices = list(dict.fromkeys(["0", *(w.strip() for w in args.workers.split(","))]))
     rows = []
     with tempfile.TemporaryDirectory() as scratch:

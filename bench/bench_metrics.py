@@ -12,8 +12,13 @@ Figures are printed, not asserted; they depend on the machine.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _shared import at_least_one, description
 
 from otel_safety.config import Settings
 from otel_safety.sidecar.metrics import HELP
@@ -21,8 +26,8 @@ from otel_safety.sidecar.server import Sidecar, SidecarOptions
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scrapes", type=int, default=200)
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("--scrapes", type=at_least_one, default=200)
     args = parser.parse_args()
     settings = Settings.resolve(environ={}, db_path=":memory:", detection="thread")
     with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:

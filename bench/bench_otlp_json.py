@@ -31,6 +31,7 @@ from typing import Any
 from pydantic_core import from_json
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _shared import at_least_one, description, require_data
 from bench_ingest import write_corpus
 
 from otel_safety import otlp
@@ -92,13 +93,17 @@ def timings(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, lis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--traces", type=int, default=600, help="AgentDojo traces (600)")
+    parser.add_argument("--traces", type=at_least_one, default=600, help="AgentDojo traces (600)")
     parser.add_argument("--corpus", type=Path, help="an existing OTLP/JSON file to read instead")
     parser.add_argument("--before", help="also time read_otlp_json at this git revision")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=at_least_one, default=5)
     args = parser.parse_args()
+    if args.corpus is None:
+        require_data(parser, args.data, " (or --corpus FILE)")
+    elif not args.corpus.is_file():
+        parser.error(f"no file {args.corpus} (--corpus)")
 
     with tempfile.TemporaryDirectory(prefix="otel-safety-bench-json-") as folder:
         corpus = args.corpus or Path(folder) / "corpus.jsonl"

@@ -25,6 +25,7 @@ from typing import Any
 import regex
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _shared import at_least_one, description, require_data
 from bench_detection import agentdojo_traces, run_spans, spread, tool_texts
 
 from otel_safety import Pipeline
@@ -45,11 +46,16 @@ def strings(value: Any) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--traces", type=int, default=300, help="AgentDojo runs (default 300)")
-    parser.add_argument("--repeats", type=int, default=3, help="passes (the fastest is kept)")
+    parser.add_argument(
+        "--traces", type=at_least_one, default=300, help="AgentDojo runs (default 300)"
+    )
+    parser.add_argument(
+        "--repeats", type=at_least_one, default=3, help="passes (the fastest is kept)"
+    )
     args = parser.parse_args()
+    require_data(parser, args.data)
 
     pipeline = Pipeline()
     evaluations = [pipeline.evaluate(spans) for spans in agentdojo_traces(args.data, args.traces)]

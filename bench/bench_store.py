@@ -38,6 +38,7 @@ import duckdb
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _shared import at_least_one, description, require_data
 from bench_detection import agentdojo_traces
 
 from otel_safety import DuckDBStore, Pipeline
@@ -116,10 +117,12 @@ def grown_write(evaluations: list, path: Path, copies: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder")
-    parser.add_argument("--traces", type=int, default=300, help="AgentDojo runs to write")
-    parser.add_argument("--repeats", type=int, default=3, help="writes per figure (median)")
+    parser.add_argument("--traces", type=at_least_one, default=300, help="AgentDojo runs to write")
+    parser.add_argument(
+        "--repeats", type=at_least_one, default=3, help="writes per figure (median)"
+    )
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
     parser.add_argument(
         "--grow", default="", help="comma-separated copies of the corpus already in the store"
@@ -128,6 +131,7 @@ def main() -> None:
         "--writes-of", type=int, default=0, help="also write the corpus N traces a write"
     )
     args = parser.parse_args()
+    require_data(parser, args.data)
     traces = agentdojo_traces(args.data, args.traces)
     print(f"judging {len(traces)} traces (not timed)...", file=sys.stderr)
     evaluations = Pipeline().evaluate_many([(spans, "root_ended") for spans in traces])
