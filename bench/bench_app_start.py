@@ -24,7 +24,7 @@ import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _shared import at_least_one, description
+from _shared import at_least_one, child_environment, description
 
 _MEASURE = """
 import json, resource, sys, time
@@ -76,6 +76,7 @@ def measure(row: str, folder: Path, number: int) -> dict[str, float]:
         text=True,
         check=True,
         timeout=300,
+        env=child_environment(),  # OTEL_EXPORTER_OTLP_ENDPOINT would add an exporter
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -30,25 +30,40 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _shared import child_environment
 from bench_pipeline import make_traces  # the same traces as the pipeline bench
 
 BATCH = 512
+HOST = "127.0.0.1"  # this machine only, whatever OTEL_SAFETY_SERVE_HOST says
+
+
+def serve_command(
+    db: str, queue_size: int, store: bool = True, extra_args: list[str] | None = None
+) -> list[str]:
+    """`otel-safety serve` as the benches start it: on loopback, on free ports."""
+    command = [
+        sys.executable, "-m", "otel_safety.cli", "serve", "--host", HOST,
+        "--grpc-port", "0", "--http-port", "0", "--db", db,
+        "--queue-size", str(queue_size), "--log-level", "ERROR",
+    ]  # fmt: skip
+    if not store:
+        command.append("--no-store")
+    return command + (extra_args or [])
 
 
 class Server:
+    """`otel-safety serve` in a child process that inherits none of the caller's OTEL_*
+    settings (but the pattern cache): the bench's own arguments are all it is told."""
+
     def __init__(
         self, db: str, queue_size: int, store: bool = True, extra_args: list[str] | None = None
     ) -> None:
-        command = [
-            sys.executable, "-m", "otel_safety.cli", "serve",
-            "--grpc-port", "0", "--http-port", "0", "--db", db,
-            "--queue-size", str(queue_size), "--log-level", "ERROR",
-        ]  # fmt: skip
-        if not store:
-            command.append("--no-store")
-        command += extra_args or []
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            serve_command(db, queue_size, store, extra_args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=child_environment(),
         )
         self.lines: list[str] = []
         ready = threading.Event()

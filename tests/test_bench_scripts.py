@@ -76,3 +76,66 @@ def test_a_failed_child_is_reported_with_both_its_outputs(bench):
     done = subprocess.CompletedProcess(["ingest"], 2, stdout="on stdout", stderr="on stderr")
     said = bench("_shared").failure("ingest", done)
     assert "on stdout" in said and "on stderr" in said
+
+
+_CALLER = {
+    "PATH": "/usr/bin",
+    "OTEL_SAFETY_SERVE_HOST": "0.0.0.0",
+    "OTEL_SAFETY_DETECTORS": "injection",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+    "OTEL_SERVICE_NAME": "caller",
+    "OTEL_SAFETY_PATTERN_CACHE": "/tmp/patterns",
+}
+
+
+class _Started(Exception):
+    pass
+
+
+def test_a_benchs_child_gets_no_otel_setting_of_the_caller_but_the_pattern_cache(bench):
+    shared = bench("_shared")
+    assert shared.child_environment(environ=_CALLER) == {
+        "PATH": "/usr/bin",
+        "OTEL_SAFETY_PATTERN_CACHE": "/tmp/patterns",
+    }
+    chosen = shared.child_environment({"OTEL_SAFETY_PATTERN_CACHE": "/own"}, environ=_CALLER)
+    assert chosen["OTEL_SAFETY_PATTERN_CACHE"] == "/own"
+
+
+def test_the_serve_benches_start_serve_on_loopback_without_the_callers_settings(bench, monkeypatch):
+    for name, value in _CALLER.items():
+        monkeypatch.setenv(name, value)
+    module = bench("bench_serve")
+    started = {}
+
+    def popen(command, **options):
+        started.update(command=command, **options)
+        raise _Started
+
+    monkeypatch.setattr(module.subprocess, "Popen", popen)
+    with pytest.raises(_Started):
+        module.Server("bench.duckdb", 1024, extra_args=["--spool", "off"])
+    command = started["command"]
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert command[-2:] == ["--spool", "off"]
+    assert not {k for k in started["env"] if k.startswith("OTEL_")} - {"OTEL_SAFETY_PATTERN_CACHE"}
+
+
+def test_the_app_start_bench_sets_up_without_the_callers_exporter_settings(
+    bench, monkeypatch, tmp_path
+):
+    for name, value in _CALLER.items():
+        monkeypatch.setenv(name, value)
+    module = bench("bench_app_start")
+    started = {}
+
+    def run(command, **options):
+        started.update(command=command, **options)
+        raise _Started
+
+    monkeypatch.setattr(module.subprocess, "run", run)
+    with pytest.raises(_Started):
+        module.measure("process", tmp_path, 0)
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in started["env"]
+    assert "OTEL_SAFETY_DETECTORS" not in started["env"]
+    assert started["env"]["PATH"] == "/usr/bin"
