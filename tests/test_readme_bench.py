@@ -1,4 +1,5 @@
-"""tools/readme_bench.py --only: the README's other benchmark sections are kept as they are."""
+"""tools/readme_bench.py: --only keeps the README's other benchmark sections as they are; --data
+reaches the benchmarks as an absolute path; a failing benchmark ends the run with what it said."""
 
 from __future__ import annotations
 
@@ -38,3 +39,41 @@ def test_an_unknown_benchmark_is_refused_by_name(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["readme_bench.py", "--only", "bench_nothing.py"])
     with pytest.raises(SystemExit, match="unknown benchmark"):
         tool.main()
+
+
+def test_the_data_folder_is_passed_to_the_benchmarks_as_an_absolute_path(monkeypatch, tmp_path):
+    tool = _load_tool()
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(tool, "README", readme)
+    given = []
+    monkeypatch.setattr(tool, "run", lambda arguments, data: given.append(data) or "figures")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        sys, "argv", ["readme_bench.py", "--only", "bench_worst_case.py", "--data", "shared"]
+    )
+    assert tool.main() == 0
+    assert given == [str(tmp_path.resolve() / "shared")]  # the benchmarks run from ROOT
+    assert "python bench/bench_worst_case.py --sizes 1000000 --format markdown`\n\nfigures" in (
+        readme.read_text(encoding="utf-8")
+    )
+
+
+@pytest.mark.process
+def test_a_failing_benchmark_ends_the_run_with_what_it_said_and_the_readme_untouched(
+    monkeypatch, tmp_path
+):
+    tool = _load_tool()
+    readme = tmp_path / "README.md"
+    before = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme.write_text(before, encoding="utf-8")
+    monkeypatch.setattr(tool, "README", readme)
+    failing = "import sys; print('half a table'); sys.exit('bench.py: error: no agentdojo/')"
+    monkeypatch.setattr(tool, "BENCHES", [("python failing.py", ["-c", failing])])
+    monkeypatch.setattr(sys, "argv", ["readme_bench.py", "--data", str(tmp_path)])
+    with pytest.raises(SystemExit) as stopped:
+        tool.main()
+    said = str(stopped.value.code)  # a message, not a traceback: exit status 1
+    assert "failed (exit 1)" in said
+    assert "bench.py: error: no agentdojo/" in said and "half a table" in said
+    assert readme.read_text(encoding="utf-8") == before
