@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The external labelled data (eval, README figures); tests read OTEL_SAFETY_EVAL_DATA.
+# `bench` runs every bench/bench_*.py but those that load a `serve` child (`bench-serve`);
+# tests/test_bench_scripts.py checks that none is left out.
 DATA ?= ../shared/data
 
 .PHONY: demo test test-unit lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
@@ -64,6 +66,9 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_monitors.py
 	$(BIN)/python bench/bench_turns.py
 	$(BIN)/python bench/bench_injection_judge.py
+	$(BIN)/python bench/bench_log_events.py
+	$(BIN)/python bench/bench_metrics.py
+	$(BIN)/python bench/bench_deep_offer.py
 
 readme-bench: $(VENV)/.test-installed
 	$(BIN)/python tools/readme_bench.py --data $(DATA)

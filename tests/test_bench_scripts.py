@@ -139,3 +139,17 @@ def test_the_app_start_bench_sets_up_without_the_callers_exporter_settings(
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in started["env"]
     assert "OTEL_SAFETY_DETECTORS" not in started["env"]
     assert started["env"]["PATH"] == "/usr/bin"
+
+
+def _recipe(makefile: str, target: str) -> str:
+    body = makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
+    return body
+
+
+def test_make_bench_and_bench_serve_run_every_benchmark_in_bench():
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    ran = _recipe(makefile, "bench") + _recipe(makefile, "bench-serve")
+    scripts = sorted(path.name for path in BENCH.glob("bench_*.py"))
+    assert scripts and [name for name in scripts if f"bench/{name}" not in ran] == []
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [name for name in scripts if f"`{name}`" not in readme] == []
