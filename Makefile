@@ -59,7 +59,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/bench_worst_case.py --format markdown
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_ingest.py --data $(DATA)
-	$(BIN)/python bench/bench_store.py --data $(DATA) --grow 0,100 --writes-of 30
+	$(BIN)/python bench/bench_store.py --data $(DATA) --grow 1,100 --writes-of 30
 	$(BIN)/python bench/bench_otlp_json.py --data $(DATA)
 	$(BIN)/python bench/bench_guard.py
 	$(BIN)/python bench/bench_redaction.py --data $(DATA)

@@ -8,8 +8,10 @@ fresh file, `--repeats` times. The anchor writes the same spans' attributes as r
 (orjson, one INSERT) into a one-table file. CPU is the whole process's (DuckDB's threads
 included): in an application that is CPU taken beside the app's own work.
 
-`--grow` also times one write into stores that already hold that many copies of the
-corpus (copied in SQL under other trace ids): a write must not cost more as the store grows.
+`--grow` also times one write of the corpus into stores that already hold that many copies
+of it (1 or more): one under the corpus's own trace ids, so the write replaces those traces
+(the same traces written again), the others copied in SQL under other trace ids. A write
+must not cost more as the store grows.
 
 `--writes-of N` also writes the corpus in writes of N traces, as an app's engine writes
 what it judged in the last second: the file let go after every write (the default), and
@@ -19,7 +21,7 @@ once, so the kept-open file is closed only at the final flush: at an app's one w
 second it would close every third write, between the two figures.
 
 Run: python bench/bench_store.py --data ../shared/data [--traces 300] [--repeats 3]
-     [--grow 0,10,100] [--writes-of 30]
+     [--grow 1,10,100] [--writes-of 30]
 Figures are printed, not asserted; they depend on the machine.
 """
 
@@ -94,8 +96,12 @@ def small_writes(evaluations: list, path: Path, size: int, keep_open: float) -> 
     return cpu
 
 
-def grown_write(evaluations: list, path: Path, copies: int) -> dict[str, Any]:
-    """One write of `evaluations` into a store already holding `copies` of them."""
+def grow(evaluations: list, path: Path, copies: int) -> int:
+    """Make `path` a store holding `copies` (1 or more) copies of `evaluations`: one written by
+    the store under their own trace ids, `copies - 1` copied in SQL under other trace ids.
+    Returns the spans it holds."""
+    if copies < 1:
+        raise ValueError(f"a grown store holds at least one copy, not {copies}")
     store = DuckDBStore(path)
     store.write(evaluations)
     store.shutdown()
@@ -103,12 +109,18 @@ def grown_write(evaluations: list, path: Path, copies: int) -> dict[str, Any]:
         for table in ("spans", "findings", "traces", "audit"):
             con.execute(
                 f"INSERT INTO {table} SELECT {table}.* REPLACE (trace_id || '-' || copy AS "
-                f"trace_id) FROM {table}, range({copies}) AS copies(copy)"
+                f"trace_id) FROM {table}, range({copies - 1}) AS copies(copy)"
             )
-        rows = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+        return con.execute("SELECT count(*) FROM spans").fetchone()[0]
+
+
+def grown_write(evaluations: list, path: Path, copies: int) -> dict[str, Any]:
+    """One write of `evaluations` into a store already holding `copies` of them (`grow`)."""
+    rows = grow(evaluations, path, copies)
     cpu, wall = store_cpu(evaluations, path)
     spans = sum(len(e.spans) for e in evaluations)
     return {
+        "copies": copies,
         "store_spans": rows,
         "write_cpu_s": cpu,
         "write_cpu_ms_per_span": round(cpu * 1000 / spans, 3),
@@ -125,12 +137,21 @@ def main() -> None:
     )
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
     parser.add_argument(
-        "--grow", default="", help="comma-separated copies of the corpus already in the store"
+        "--grow",
+        default="",
+        help="comma-separated copies of the corpus (each 1 or more) already in the store a "
+        "write goes into",
     )
     parser.add_argument(
         "--writes-of", type=int, default=0, help="also write the corpus N traces a write"
     )
     args = parser.parse_args()
+    try:
+        grow_to = [int(copies) for copies in args.grow.split(",") if copies.strip()]
+    except ValueError:
+        parser.error(f"--grow takes counts separated by commas, not {args.grow!r}")
+    if grow_to and min(grow_to) < 1:
+        parser.error("--grow: every count must be at least 1 (the first row is the empty store)")
     require_data(parser, args.data)
     traces = agentdojo_traces(args.data, args.traces)
     print(f"judging {len(traces)} traces (not timed)...", file=sys.stderr)
@@ -143,9 +164,8 @@ def main() -> None:
             store.append(store_cpu(evaluations, Path(tmp) / f"store-{repeat}.duckdb"))
             anchor.append(anchor_cpu(evaluations, Path(tmp) / f"anchor-{repeat}.duckdb"))
         grown = [
-            grown_write(evaluations, Path(tmp) / f"grown-{copies}.duckdb", int(copies))
-            for copies in args.grow.split(",")
-            if copies
+            grown_write(evaluations, Path(tmp) / f"grown-{copies}.duckdb", copies)
+            for copies in grow_to
         ]
         small = {}
         for keep_open in (0.0, KEEP_OPEN) if args.writes_of else ():
@@ -189,7 +209,8 @@ def main() -> None:
     )
     for row in grown:
         print(
-            f"| DuckDBStore, the same traces again | {row['store_spans']:,} spans | "
+            f"| DuckDBStore, the same traces again | {row['store_spans']:,} spans "
+            f"({row['copies']} {'copy' if row['copies'] == 1 else 'copies'}) | "
             f"{row['write_cpu_ms_per_span']} ms | {row['write_vs_anchor']} |"
         )
     for keep_open, cpu in small.items():

@@ -153,3 +153,25 @@ def test_make_bench_and_bench_serve_run_every_benchmark_in_bench():
     assert scripts and [name for name in scripts if f"bench/{name}" not in ran] == []
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert [name for name in scripts if f"`{name}`" not in readme] == []
+
+
+def test_a_store_grown_to_n_copies_holds_n_copies_one_under_the_corpus_ids(bench, tmp_path):
+    from otel_safety import Pipeline
+
+    module = bench("bench_store")
+    spans = bench("bench_pipeline").make_traces(2)
+    by_trace: dict[int, list] = {}
+    for span in spans:
+        by_trace.setdefault(span.context.trace_id, []).append(span)
+    evaluations = [Pipeline([]).evaluate(trace) for trace in by_trace.values()]
+    corpus = {f"{trace_id:032x}" for trace_id in by_trace}
+    for copies in (1, 3):
+        path = tmp_path / f"grown-{copies}.duckdb"
+        assert module.grow(evaluations, path, copies) == copies * len(spans)
+        with module.duckdb.connect(str(path), read_only=True) as con:
+            held = {
+                row[0] for row in con.execute("SELECT DISTINCT trace_id FROM traces").fetchall()
+            }
+        assert len(held) == copies * len(corpus) and corpus <= held
+    with pytest.raises(ValueError):
+        module.grow(evaluations, tmp_path / "none.duckdb", 0)

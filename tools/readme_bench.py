@@ -47,14 +47,14 @@ BENCHES = [
         ["bench/bench_ingest.py", "--data", "{data}"],
     ),
     (
-        "python bench/bench_store.py --data ../shared/data --grow 0,100 --writes-of 30 "
+        "python bench/bench_store.py --data ../shared/data --grow 1,100 --writes-of 30 "
         "--format markdown",
         [
             "bench/bench_store.py",
             "--data",
             "{data}",
             "--grow",
-            "0,100",
+            "1,100",
             "--writes-of",
             "30",
             "--format",
