@@ -175,3 +175,27 @@ def test_a_store_grown_to_n_copies_holds_n_copies_one_under_the_corpus_ids(bench
         assert len(held) == copies * len(corpus) and corpus <= held
     with pytest.raises(ValueError):
         module.grow(evaluations, tmp_path / "none.duckdb", 0)
+
+
+def test_the_crash_bench_sends_each_pass_of_its_traces_under_fresh_ids(bench):
+    import random
+
+    module = bench("bench_crash")
+    spans = bench("bench_pipeline").make_traces(3)
+    draw = random.Random(7)
+    first, second = module.renamed(spans, draw), module.renamed(spans, draw)
+    assert len(first) == len(spans) and not module._ids(first) & module._ids(second)
+    assert not module._ids(first) & module._ids(spans)
+    for sent in (first, second):
+        ids = {(s.context.trace_id, s.context.span_id) for s in sent}
+        assert len(ids) == len(spans)
+        for old, new in zip(spans, sent, strict=True):
+            assert (new.name, new.context.span_id, new.attributes) == (
+                old.name,
+                old.context.span_id,
+                old.attributes,
+            )
+            if old.parent is not None:  # the parent is in the same (renamed) trace
+                assert (new.parent.trace_id, new.parent.span_id) in ids
+    old_traces = {s.context.trace_id for s in spans}
+    assert len({s.context.trace_id for s in first}) == len(old_traces)
