@@ -3,13 +3,16 @@
 1. Every pattern the detectors and the guard compile, as they search it (RE2 for ASCII text
    where it runs the pattern alike, see `otel_safety/analysis/linear.py`), is searched in runs
    of each character it names (and of a few that hostile input favours: backslashes,
-   backticks, quotes, spaces, letters) at two sizes; a pattern whose time grows faster
-   than its input is listed with its growth and engine, against one plain regex search over
-   the same input.
+   backticks, quotes, spaces, letters) at two sizes: n characters, and 4n where the search of
+   n took 2 ms or more (a faster one is too short to time; how many patterns were timed at
+   4n and how many were not is printed); a pattern whose time grows faster than its input
+   is listed with its growth and engine.
 2. A message, a tool argument and a tool result of 10 KB, 100 KB and 1 MB of such runs go
-   through the whole pipeline (`Pipeline.evaluate`), each timed against the same anchor; so
-   do runs set inside a sentence that reaches the claim patterns (a long token where an
-   amount or a file name would stand), whose search once tried every position of the run.
+   through the whole pipeline (`Pipeline.evaluate`), each timed against the anchor: one plain
+   regex search of the same input for a character it does not hold (NUL), which finds no
+   match and so reads the whole input; so do runs set inside a sentence that reaches the
+   claim patterns (a long token where an amount or a file name would stand), whose search
+   once tried every position of the run.
 
 Run: make bench   (or: python bench/bench_worst_case.py --sizes 10000,100000,1000000)
 Figures are printed, not asserted; they depend on the machine.
@@ -31,7 +34,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 HOSTILE = ("\\", "`", '"', "'", " ", "a", "<", ".", "\n", "0", "-", "/", "*", "ignore ")
 _LITERAL = regex.compile(r"(?<!\\)[A-Za-z0-9<>`'\"/.*_-]")
-_ANCHOR = regex.compile("a")
+# The anchor: a search that reads the whole input, as no input holds a NUL (checked).
+_ANCHOR = regex.compile("\x00")
+# A search of n characters faster than this is not timed at 4n: too short to time.
+TIMED_FROM = 0.002
 # What the pipeline is fed: runs of a character, alone or inside a sentence that reaches the
 # claim patterns (a long token where an amount or a file name would stand), the token kept
 # short enough for the sentence to be read whole (claims are looked for in an answer's first
@@ -118,17 +124,23 @@ def _engine(source: str, pattern: Any) -> str:
     return f"regex ({untranslatable(source, pattern.flags) or 'compiled outside the data files'})"
 
 
-def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
-    """Patterns whose search time grows more than linearly from `small` to 4x `small`."""
+def pattern_sweep(small: int, limit: float) -> dict[str, Any]:
+    """Patterns whose search time grows more than linearly from `small` to 4x `small`
+    (`superlinear`), among the `patterns` searched: `timed_at_4n` of them took `TIMED_FROM`
+    or more on some run of `small` characters and were timed at 4x; the others were not."""
     rows = []
-    for (source, _), pattern in collected_patterns().items():
+    patterns = collected_patterns()
+    timed_at_4n = 0
+    for (source, _), pattern in patterns.items():
         characters = set(HOSTILE) | set(_LITERAL.findall(source))
         worst: dict[str, Any] | None = None
+        grown = False
         for character in characters:
             unit = small // len(character)
             short = timed(lambda c=character, u=unit, p=pattern: p.search(c * u), limit)
-            if short < 0.002:
+            if short < TIMED_FROM:
                 continue
+            grown = True
             long = timed(lambda c=character, u=unit, p=pattern: p.search(c * u * 4), limit)
             growth = long / short
             if growth > 6 and (worst is None or long > worst["seconds_4x"]):
@@ -140,9 +152,17 @@ def pattern_sweep(small: int, limit: float) -> list[dict[str, Any]]:
                     "seconds_4x": round(long, 4),
                     "growth_4x": round(growth, 1),
                 }
+        timed_at_4n += grown
         if worst:
             rows.append(worst)
-    return sorted(rows, key=lambda r: -r["seconds_4x"])
+    return {
+        "superlinear": sorted(rows, key=lambda r: -r["seconds_4x"]),
+        "patterns": len(patterns),
+        "timed_at_4n": timed_at_4n,
+        "not_timed_at_4n": len(patterns) - timed_at_4n,
+        "timed_from_ms": TIMED_FROM * 1000,
+        "n": small,
+    }
 
 
 def run_spans(
@@ -196,6 +216,8 @@ def pipeline_sweep(sizes: list[int], limit: float) -> list[dict[str, Any]]:
         for character, shape in _PIPELINE_INPUTS:
             length = size if shape == "{run}" else min(size, _CLAIM_RUN)
             text = shape.format(run=character * (length // len(character)))
+            if _ANCHOR.search(text) is not None:  # it would stop there, not read it all
+                raise RuntimeError(f"the anchor matches {shape!r}: pick another")
             anchor = timed(lambda t=text: _ANCHOR.search(t), limit)
             for field in ("message", "argument", "result"):
                 spans = run_spans(**{field: text})
@@ -225,13 +247,25 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGALRM, _alarm)
     print("patterns...", file=sys.stderr)
-    patterns = pattern_sweep(args.pattern_size, args.limit)
+    sweep = pattern_sweep(args.pattern_size, args.limit)
+    patterns = sweep["superlinear"]
     print("pipeline...", file=sys.stderr)
     pipeline = pipeline_sweep([int(s) for s in args.sizes.split(",")], args.limit)
     if args.format == "json":
-        print(json.dumps({"superlinear_patterns": patterns, "pipeline": pipeline}, indent=2))
+        counts = {k: v for k, v in sweep.items() if k != "superlinear"}
+        print(
+            json.dumps(
+                {"superlinear_patterns": patterns, "pattern_sweep": counts, "pipeline": pipeline},
+                indent=2,
+            )
+        )
         return
-    print(f"Patterns growing faster than their input ({len(patterns)}):\n")
+    print(
+        f"Patterns growing faster than their input: {len(patterns)} of the "
+        f"{sweep['timed_at_4n']} timed at n = {sweep['n']:,} and 4n characters; the other "
+        f"{sweep['not_timed_at_4n']} of the {sweep['patterns']} patterns searched every run "
+        f"of n in under {sweep['timed_from_ms']:g} ms, too fast to time their growth.\n"
+    )
     print("| pattern | engine | run of | time at n | at 4n | growth |")
     print("|---|---|---|---|---|---|")
     for row in patterns:
@@ -241,7 +275,10 @@ def main() -> None:
             f"| `{shown}` | {engine} | {row['character']!r} | {row['seconds'] * 1000:.1f} ms | "
             f"{row['seconds_4x'] * 1000:.1f} ms | {row['growth_4x']}x |"
         )
-    print("\n| input | field | pipeline | one regex (same input) |\n|---|---|---|---|")
+    print(
+        "\n| input | field | pipeline | anchor: one regex search, no match, reads it all |"
+        "\n|---|---|---|---|"
+    )
     for row in pipeline:
         stopped = " (stopped)" if row["stopped"] else ""
         shape = "" if row["in"] == "{run}" else f" in {row['in']!r}".replace("|", "\\|")

@@ -199,3 +199,30 @@ def test_the_crash_bench_sends_each_pass_of_its_traces_under_fresh_ids(bench):
                 assert (new.parent.trace_id, new.parent.span_id) in ids
     old_traces = {s.context.trace_id for s in spans}
     assert len({s.context.trace_id for s in first}) == len(old_traces)
+
+
+def test_the_pattern_sweep_says_how_many_patterns_it_timed_at_4n_and_how_many_not(
+    bench, monkeypatch
+):
+    import regex
+
+    module = bench("bench_worst_case")
+    slow, quick = regex.compile("slow"), regex.compile("quick")
+    monkeypatch.setattr(
+        module, "collected_patterns", lambda: {("slow", 0): slow, ("quick", 0): quick}
+    )
+
+    def timed(function, limit):  # no clock: the quick pattern is "under 2 ms" everywhere
+        return 0.01 if slow in (function.__defaults__ or ()) else 0.0001
+
+    monkeypatch.setattr(module, "timed", timed)
+    sweep = module.pattern_sweep(100, 1.0)
+    assert sweep["superlinear"] == []  # 0.01 s at n and at 4n: no growth
+    assert (sweep["patterns"], sweep["timed_at_4n"], sweep["not_timed_at_4n"]) == (2, 1, 1)
+
+
+def test_the_worst_case_anchor_reads_every_input_whole(bench):
+    module = bench("bench_worst_case")
+    for character, shape in module._PIPELINE_INPUTS:
+        text = shape.format(run=character * 100)
+        assert module._ANCHOR.search(text) is None and module._ANCHOR.findall(text) == []
