@@ -4,7 +4,8 @@
 event, and every string of the trajectory, is searched for secrets after judging. AgentDojo
 runs from `../shared/data` are judged once (not timed), then redacted as the engine does
 (`redact_evaluation`, on fresh copies, `--repeats` times, the fastest kept). The anchor,
-in the same run, is one plain regex search of the same strings: the least a pass that reads
+in the same run, is one plain regex (`\bpassword\b`, ignoring case) finding every match in
+each of the same strings (`findall`), so it reads each whole: the least a pass that reads
 each of them must spend. Then one agent run of 200 and of 1,000 tool calls whose chat spans
 each resend the whole history, as SDKs send it: its input grows with the square of the run,
 and so would masking each history whole.
@@ -82,7 +83,10 @@ def main() -> None:
     )
     print("| pass | CPU per span | vs anchor |")
     print("|---|---|---|")
-    print(f"| anchor: one regex over every string | {anchor / span_count * 1e6:.1f} µs | 1.0 |")
+    print(
+        f"| anchor: one regex, every match, over every string | "
+        f"{anchor / span_count * 1e6:.1f} µs | 1.0 |"
+    )
     print(f"| `redact_evaluation` | {redact / span_count * 1e6:.1f} µs | {redact / anchor:.1f}x |")
     pool = tool_texts(args.data, 1000)
     print("\n| one run, histories resent | characters | `redact_evaluation` | anchor | vs anchor |")
@@ -108,7 +112,7 @@ def _timed(evaluations: list[Any], texts: list[str], repeats: int) -> tuple[floa
         redact = min(redact, time.process_time() - started)
         started = time.process_time()
         for text in texts:
-            _ANCHOR.search(text)
+            _ANCHOR.findall(text)  # every match: a search would stop at the first
         anchor = min(anchor, time.process_time() - started)
     return redact, anchor, masked
 

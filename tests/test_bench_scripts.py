@@ -226,3 +226,18 @@ def test_the_worst_case_anchor_reads_every_input_whole(bench):
     for character, shape in module._PIPELINE_INPUTS:
         text = shape.format(run=character * 100)
         assert module._ANCHOR.search(text) is None and module._ANCHOR.findall(text) == []
+
+
+def test_the_redaction_anchor_finds_every_match_in_every_string(bench, monkeypatch):
+    module = bench("bench_redaction")
+    read, pattern = [], module._ANCHOR
+
+    class Anchor:  # only findall: a search stops at its first match
+        def findall(self, text):
+            read.append(text)
+            return pattern.findall(text)
+
+    monkeypatch.setattr(module, "_ANCHOR", Anchor())
+    texts = ["password first, then 10,000 more characters", "no secret here"]
+    module._timed([], texts, 2)
+    assert read == texts * 2
