@@ -241,3 +241,18 @@ def test_the_redaction_anchor_finds_every_match_in_every_string(bench, monkeypat
     texts = ["password first, then 10,000 more characters", "no secret here"]
     module._timed([], texts, 2)
     assert read == texts * 2
+
+
+def test_the_monitors_bench_warms_up_with_its_longest_conversation_before_timing(
+    bench, monkeypatch, capsys
+):
+    module = bench("bench_monitors")
+    evaluated = []
+
+    def seconds(pipeline, traces):  # no clock: which conversations went through, in order
+        evaluated.append((bool(pipeline.detectors), len(traces)))
+        return 0.0, 0.0
+
+    monkeypatch.setattr(module, "seconds", seconds)
+    module.table(module.GROUPS["behavior"], [1, 3], repeat=1)
+    assert evaluated[:2] == [(False, 3), (True, 3)]  # before any row: 3 turns, both ways
