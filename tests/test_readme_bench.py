@@ -77,3 +77,18 @@ def test_a_failing_benchmark_ends_the_run_with_what_it_said_and_the_readme_untou
     assert "failed (exit 1)" in said
     assert "bench.py: error: no agentdojo/" in said and "half a table" in said
     assert readme.read_text(encoding="utf-8") == before
+
+
+def test_a_section_whose_command_changed_is_dropped_not_kept_inside_the_one_before():
+    tool = _load_tool()
+    (first, _), (second, _) = tool.BENCHES[:2]
+    block = (
+        "<!-- generated -->\n"
+        f"`{first}`\n\nfigures one\n\n"
+        "`python bench/bench_store.py --grow 0,100`\n\nstale figures\n\n"
+        f"`{second}`\n\nfigures two\n"
+    )
+    assert tool._sections(block) == {
+        first: f"`{first}`\n\nfigures one",
+        second: f"`{second}`\n\nfigures two",
+    }

@@ -13,12 +13,15 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+# A section's first line: the command that made it, in backticks.
+_HEADING = re.compile(r"^`(python bench/[^`\n]+)`$", re.MULTILINE)
 
 # (the command as shown in the README, the script and its arguments)
 BENCHES = [
@@ -130,16 +133,15 @@ def main() -> int:
 
 def _sections(block: str) -> dict[str, str]:
     """The block's section per benchmark command, each from its "`command`" line to the
-    next one's (the order is BENCHES')."""
-    found = sorted(
-        (block.index(f"`{command}`\n"), command)
-        for command, _ in BENCHES
-        if f"`{command}`\n" in block
-    )
+    next such line (the order is BENCHES'). A section whose command BENCHES no longer runs
+    (its arguments changed) is left out, not kept inside the section before it."""
+    found = [(heading.start(), heading.group(1)) for heading in _HEADING.finditer(block)]
+    known = {command for command, _ in BENCHES}
     sections = {}
     for number, (at, command) in enumerate(found):
         stop = found[number + 1][0] if number + 1 < len(found) else len(block)
-        sections[command] = block[at:stop].strip()
+        if command in known:
+            sections[command] = block[at:stop].strip()
     return sections
 
 
