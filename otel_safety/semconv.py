@@ -137,11 +137,16 @@ GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 # Name of the evaluation; otel-safety uses the key of the detector that fired.
 GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
 
-# A label for the score; otel-safety writes `flagged` for every finding it reports.
+# A label for the score; otel-safety writes `flagged` for every finding a detector reports, and a
+# deep analysis its verdict (`safe`, `unsafe` or `unknown`).
 GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
 
 # The score the detector gave.
 GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+
+# The id of the model response the finding is about, on the log record of a finding whose span (or
+# its GenAI log events) names the response.
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
 
 # --------------------------------------------------------------------------------------------------
 # registry.otel_safety.guard
@@ -154,8 +159,8 @@ OTEL_SAFETY_GUARD_APPROVAL = "otel_safety.guard.approval"
 
 # The action category that needs the most trust among those the call falls into (execute_shell,
 # read_files, write_files, delete_files, external_network, web_read, send_message, read_message,
-# forward_message, modify_memory, access_credentials, agent_communication, database_read,
-# database_write, payment, other).
+# forward_message, read_memory, modify_memory, access_credentials, agent_communication, read_data,
+# database_read, database_write, payment, other).
 OTEL_SAFETY_GUARD_CATEGORY = "otel_safety.guard.category"
 
 # What the guard decided for this tool call.
@@ -326,6 +331,7 @@ DEFINED_ATTRIBUTES = frozenset(
         GEN_AI_GUARDRAIL_TARGET_TYPE,
         GEN_AI_GUARDRAIL_VERDICT_REASON,
         GEN_AI_GUARDRAIL_VERDICT_TYPE,
+        GEN_AI_RESPONSE_ID,
         OTEL_SAFETY_DEEP_MODEL,
         OTEL_SAFETY_DEEP_PROMPT_VERSION,
         OTEL_SAFETY_DEEP_VERDICT,

@@ -9,6 +9,7 @@ from instrumented import run_openai_agent, run_pydantic_ai_agent
 
 from otel_safety import semconv as sc
 from otel_safety.annotate import copy_span
+from otel_safety.exporters.evaluation_logs import evaluation_records
 from otel_safety.mapping import span_id_hex
 from otel_safety.pipeline import Pipeline
 
@@ -25,7 +26,12 @@ def _runs():
     # Give one span unreadable message JSON so notes are emitted too.
     chat = next(s for s in bad if s.attributes.get("gen_ai.operation.name") == "chat")
     broken = copy_span(chat, {"gen_ai.input.messages": "[{not json"})
-    return [bad, [broken if s is chat else s for s in bad], run_openai_agent("openinference")]
+    return [
+        bad,
+        [broken if s is chat else s for s in bad],
+        run_openai_agent("openinference"),
+        run_openai_agent("otel_genai"),  # names its responses (gen_ai.response.id)
+    ]
 
 
 @pytest.mark.process
@@ -43,6 +49,10 @@ def test_every_emitted_attribute_and_event_is_defined_in_the_registry():
                 assert sorted(k for k in event.attributes if not sc.is_defined(k)) == []
                 seen.update(event.attributes)
             seen.update(attributes)
+        for record, _span in evaluation_records(evaluation):  # findings as log records
+            undefined = sorted(k for k in record.attributes if not sc.is_defined(k))
+            assert undefined == [], f"a finding's log record carries undefined {undefined}"
+            seen.update(record.attributes)
     # The run covered the whole vocabulary the annotator emits, so the check above meant something.
     assert {
         sc.OTEL_SAFETY_ESCALATION_LEVEL,
@@ -53,7 +63,18 @@ def test_every_emitted_attribute_and_event_is_defined_in_the_registry():
         sc.GEN_AI_EVALUATION_NAME,
         sc.OTEL_SAFETY_FINDING_SEVERITY,
         sc.OTEL_SAFETY_DETECTOR_SCORE_PREFIX + "scope_escalation",
+        sc.GEN_AI_RESPONSE_ID,
     } <= seen
+
+
+def test_the_guards_inline_event_carries_only_defined_attributes():
+    from otel_safety.guard import Guard
+    from otel_safety.guardrail import guard_attributes
+
+    verdict = Guard().check_tool_call("run_shell", {"command": "rm -rf /"}, record=False)
+    attributes = guard_attributes(verdict)
+    assert sorted(k for k in attributes if not sc.is_defined(k)) == []
+    assert sc.GEN_AI_GUARDRAIL_VERDICT_TYPE in attributes
 
 
 def test_findings_land_on_the_span_with_the_evidence_and_the_verdict_on_the_root():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,7 @@ def test_registry_defines_the_expected_attributes() -> None:
         "otel_safety.deep.model",
         "otel_safety.deep.prompt_version",
         "otel_safety.deep.verdict",
+        "gen_ai.response.id",
     }
     assert set(_raw_attributes()) == expected
 
@@ -296,3 +298,35 @@ def test_an_upstream_rename_of_a_guardrail_attribute_changes_only_the_registry(
     assert renamed.is_defined(new) and not renamed.is_defined(old)
     public = {name for name in vars(semconv) if name.isupper()}
     assert public == {name for name in vars(renamed) if name.isupper()}
+
+
+def _listed(note: str, opening: str) -> set[str]:
+    """The backticked names of the list that follows `opening` in a note, to its `.`"""
+    start = note.index(opening) + len(opening)
+    return set(re.findall(r"`([a-z_]+)`", note[start : note.index(".", start)]))
+
+
+def test_the_registry_lists_every_built_in_detector_key() -> None:
+    from otel_safety import detectors
+
+    note = _raw_attributes()["gen_ai.evaluation.name"]["note"]
+    listed = _listed(note, "The built-in detector keys are")
+    assert listed == {detector.key for detector in detectors.create()}
+
+
+def test_the_registry_lists_every_risk_category_a_finding_can_carry() -> None:
+    from otel_safety import detectors, guardrail
+
+    note = _raw_attributes()["gen_ai.guardrail.security.risk.category"]["note"]
+    written = {d.risk_category for d in detectors.create() if d.risk_category}
+    assert _listed(note, "The values otel-safety writes are") == written | {
+        guardrail.TOOL_GUARD_RISK_CATEGORY
+    }
+
+
+def test_the_registry_lists_every_guard_category() -> None:
+    from otel_safety.guard.data import load_guard_data
+
+    brief = _raw_attributes()["otel_safety.guard.category"]["brief"]
+    listed = set(re.findall(r"[a-z_]+", brief[brief.index("(") : brief.rindex(")")]))
+    assert listed == set(load_guard_data().trust)
