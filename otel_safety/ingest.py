@@ -41,9 +41,11 @@ class IngestSummary:
 
     def describe(self, db_path: str) -> str:
         stats = self.stats
+        read = f"from {_count(self.lines, 'line')} in {_count(self.files, 'file')}"
         lines = [
-            f"ingested {_count(self.spans, 'span')} from {_count(self.lines, 'line')} in "
-            f"{_count(self.files, 'file')} into {db_path}",
+            f"ingested {_count(self.spans, 'span')} {read} into {db_path}"
+            if self.spans
+            else f"read no spans {read}: nothing written to {db_path}",
             *self._empty(),
             f"agent runs judged: {stats.get('agent_traces', 0)}, "
             f"flagged: {stats.get('traces_flagged', 0)}, "

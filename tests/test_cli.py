@@ -130,6 +130,7 @@ def test_ingest_of_an_empty_file_read_nothing_and_says_so_by_its_exit_code(tmp_p
     done = run_cli("ingest", str(trace_file), "--db", str(db), "--quiet")
     assert done.returncode == 1 and "was not kept" in done.stdout
     assert f"{trace_file} is empty" in done.stdout  # the reason, not only the exit code
+    assert "ingested" not in done.stdout and "read no spans from 0 lines" in done.stdout
     assert not db.exists()
 
 
