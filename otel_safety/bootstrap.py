@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -434,10 +435,26 @@ def configure(
     return provider
 
 
+# The provider an earlier configure() installed globally, to tell a second call (a notebook
+# cell run again) from an app's own provider.
+_installed: weakref.ref[TracerProvider] | None = None
+
+
 def _install(provider: TracerProvider) -> None:
     """Install `provider` globally; OpenTelemetry keeps one set before, so say so then:
     spans of the app's own provider would pass unjudged, with only the SDK's terse notice."""
-    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    global _installed
+    current = trace.get_tracer_provider()
+    if _installed is not None and current is _installed():
+        logger.warning(
+            "otel-safety: configure() ran before in this process, and its provider stays the "
+            "global one (OpenTelemetry keeps the first): spans made through the global "
+            "provider go to that first configuration. Call configure() once, or hand the "
+            "provider this call returns to the instrumentation (instrument(tracer_provider="
+            "...)) and shut it down when done"
+        )
+        return
+    if not isinstance(current, trace.ProxyTracerProvider):
         logger.warning(
             "otel-safety: the app installed a tracer provider before configure(), and "
             "OpenTelemetry keeps the first: spans made through the global provider are not "
@@ -447,6 +464,7 @@ def _install(provider: TracerProvider) -> None:
         )
         return
     trace.set_tracer_provider(provider)
+    _installed = weakref.ref(provider)
 
 
 def otlp_exporter_from_env(required: bool = False) -> SpanExporter | None:

@@ -396,6 +396,25 @@ def test_configure_says_when_the_app_installed_a_tracer_provider_before_it(tmp_p
     assert "create_processor" in done.stderr
 
 
+@pytest.mark.process
+def test_a_second_configure_says_the_first_stays_installed(tmp_path):
+    """A notebook cell run again: the warning must not blame an app's own provider."""
+    script = (
+        "import sys, otel_safety\n"
+        "first = otel_safety.configure(sys.argv[1], otlp=False)\n"
+        "second = otel_safety.configure(sys.argv[1] + '2', otlp=False)\n"
+        "second.shutdown(); first.shutdown()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "s.duckdb")],
+        capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "configure() ran before in this process" in done.stderr
+    assert "installed a tracer provider before configure()" not in done.stderr
+
+
 def test_every_setting_the_configuration_table_gives_an_argument_is_one(tmp_path):
     """The table lists redact_secrets, max_buffer_bytes, workers and halt_on as arguments of
     configure() / create_processor(); each raised a TypeError."""
