@@ -412,6 +412,18 @@ def test_a_reader_waits_out_the_keep_open_time_it_is_told(tmp_path, monkeypatch)
     assert 90 <= len(waits) <= 110  # 10 s
 
 
+def test_a_reader_waiting_for_a_held_store_says_so_once(tmp_path, caplog):
+    """`otel-safety query` on a store held elsewhere sat silent for 10 s, then failed."""
+    import otel_safety.exporters.duckdb as store_module
+
+    path = tmp_path / "s.duckdb"
+    DuckDBStore(path).shutdown()
+    with duckdb.connect(str(path)), pytest.raises(StoreError, match="held by another"):
+        store_module.open_store(path, wait=1.5)  # held read-write here, asked read-only
+    said = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert said == [f"{path} is held by another process: waiting up to 1.5 s for it"]
+
+
 @pytest.mark.process
 def test_a_store_held_a_moment_by_a_reader_is_waited_for_at_start(tmp_path):
     """A dashboard or query reading the store when `ingest` or an app started made the

@@ -500,6 +500,7 @@ def open_store(
             )
         )
     deadline = time.monotonic() + wait
+    said = False
     while True:
         try:
             con = connect_store(path, read_only=read_only)
@@ -525,6 +526,11 @@ def open_store(
                     "up to N seconds at a time while writes keep coming: try again, or set "
                     "the variable here too so that this command waits that long"
                 ) from exc
+            if not said and deadline - time.monotonic() < wait - 1.0:
+                said = True  # a command that seems to hang says why, once
+                logger.warning(
+                    "%s is held by another process: waiting up to %g s for it", path, wait
+                )
             time.sleep(0.1)
 
 
