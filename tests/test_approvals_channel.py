@@ -20,7 +20,7 @@ from sidecar_support import ROOT, ServeProcess, free_port, wait_for
 
 from otel_safety.approvals import ApprovalChannel, ApprovalStore
 from otel_safety.approvals.request import fingerprint
-from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.duckdb import DuckDBStore, StoreError
 from otel_safety.guard import Decision, Directory, Guard, Verdict
 
 WARNED = {"command": "chmod 777 run.sh"}  # the guard warns: a person decides
@@ -346,3 +346,22 @@ def test_a_webhook_answering_in_no_http_at_all_is_counted_and_keeps_its_thread(t
             )
         wait_for(lambda: channel.stats().get("webhook_failed") == 6, what="six failed posts")
         assert channel.notifier is not None and channel.notifier._thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        (lambda tmp: tmp / "missing" / "app.duckdb", "does not exist"),
+        (lambda tmp: tmp, "is a folder"),
+        (
+            lambda tmp: (tmp / "spans.json", (tmp / "spans.json").write_text("{}"))[0],
+            "not a DuckDB",
+        ),
+    ],
+)
+def test_a_store_path_no_approval_can_be_kept_at_is_refused_when_the_guard_is_built(
+    tmp_path, where, message
+):
+    """It used to be found only at the first call that needed a person."""
+    with pytest.raises(StoreError, match=message):
+        Guard(Directory(), approvals=where(tmp_path))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
 import pytest
 
+import otel_safety.guard as guard_package
+from otel_safety import halts
 from otel_safety.evaluation.guard_bench import case_files, packaged_set, run_guard_bench
 from otel_safety.guard import Decision, Directory, Guard, Principal, PrincipalsError, Verdict
 from otel_safety.guard.approval import ApprovalGate
@@ -496,6 +499,10 @@ def test_user_data_adds_a_tool_category_and_a_rule(tmp_path: Path, monkeypatch) 
         ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntexts = ['a']", "unknown field"),
         ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'", "needs at least one pattern"),
         ("id = 'destroy.mkfs'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['a']", "used twice"),
+        (  # a built-in check's id: its hits would read as that check's
+            "id = 'trust.insufficient'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['a']",
+            "the guard's own checks cannot name",
+        ),
         (
             "id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['a']\nasked_by = 'rm'",
             "asked_by must be a list",
@@ -1544,3 +1551,18 @@ def test_words_granting_the_privilege_ask_for_what_sudo_runs_but_not_for_a_root_
         "run_shell", {"command": "sudo bash"}, record=False, pace=False, task=task
     )
     assert shell.blocked, shell.summary()
+
+
+def test_the_guards_own_check_ids_are_all_known_to_the_data_loader() -> None:
+    """Every rule id the guard's code writes is one a data file may not take."""
+    from otel_safety.guard.data import CODE_RULE_IDS
+
+    sources = [*Path(guard_package.__file__).parent.glob("*.py"), Path(halts.__file__)]
+    written = {
+        found
+        for source in sources
+        for found in re.findall(
+            r'(?:rule_id=|_RULE = |\(\w+, )"([a-z_]+\.[a-z_]+)"', source.read_text()
+        )
+    }
+    assert written and written <= CODE_RULE_IDS, sorted(written - CODE_RULE_IDS)

@@ -23,7 +23,12 @@ import duckdb
 from pydantic import BaseModel, ConfigDict
 
 from otel_safety.approvals.request import DEFAULT_TIMEOUT
-from otel_safety.exporters.duckdb import StoreError, connect_store, ensure_schema
+from otel_safety.exporters.duckdb import (
+    StoreError,
+    connect_store,
+    ensure_schema,
+    refuse_other_files,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -97,6 +102,17 @@ def _file_lock(path: str) -> threading.Lock:
         return _file_locks.setdefault(path, threading.Lock())
 
 
+def _check_store_path(path: str) -> None:
+    """Refuse a path no store can be made at: a folder, a file of other data, a folder
+    that does not exist."""
+    where = Path(path)
+    if where.is_dir():
+        raise StoreError(f"approvals store {path} is a folder; give a store file in it")
+    if not where.parent.is_dir():
+        raise StoreError(f"approvals store {path}: the folder {where.parent} does not exist")
+    refuse_other_files(path)
+
+
 class ApprovalStore:
     """Create, list and answer approvals in the store file (spans and findings live there too).
 
@@ -112,6 +128,8 @@ class ApprovalStore:
             raise ValueError("approvals need a store file other processes can open, not :memory:")
         self.path = str(Path(db_path).expanduser())
         self._key = str(Path(self.path).resolve())
+        if create:  # a wrong path is said now, not at the first call that needs a person
+            _check_store_path(self.path)
         self.create_file = create
         self.lock_wait = lock_wait
         self._schema_ready = False

@@ -441,7 +441,7 @@ DUCKDB_MAGIC = (8, b"DUCK")
 def connect_store(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection to the store file at `path` (made when missing); a StoreError for a file
     that holds something else."""
-    _refuse_other_files(path)
+    refuse_other_files(path)
     config = {} if read_only else {"storage_compatibility_version": STORAGE_VERSION}
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     con.execute("SET enable_progress_bar = false")  # it would land in our stdout
@@ -462,7 +462,7 @@ def looks_like_duckdb(path: str | Path) -> bool | None:
     return header[offset:] == magic if header else None
 
 
-def _refuse_other_files(path: str | Path) -> None:
+def refuse_other_files(path: str | Path) -> None:
     """DuckDB opens an existing JSON, CSV or Parquet file given as a database as data in an
     in-memory database: what is written there is lost when the connection closes. So an
     existing file must be a DuckDB database."""

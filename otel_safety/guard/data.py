@@ -143,6 +143,28 @@ def _named(
         raise ValueError(f"{where}: bad pattern {source!r}: {exc}") from None
 
 
+# The ids of the checks the guard's code makes itself (not rules from data files).
+CODE_RULE_IDS = frozenset(
+    {
+        "deep.analysis",
+        "destroy.recursive_root",
+        "destroy.sql_unbounded",
+        "exfil.secret_flow",
+        "halt.conversation",
+        "identity.spoofed_name",
+        "identity.unverified_high_risk",
+        "loop.rate",
+        "loop.repeat",
+        "obfuscated.unread",
+        "obfuscated.unread_code",
+        "scope.beyond_task",
+        "trust.category_not_allowed",
+        "trust.instructed_by_content",
+        "trust.insufficient",
+    }
+)
+
+
 def _compile(data: Mapping[str, Any]) -> GuardData:
     for table in ("tools", "arguments", "commands"):
         for key in data[table]:
@@ -168,6 +190,12 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
         raise ValueError(f"rule ids used twice: {', '.join(duplicated)}")
+    taken = sorted(CODE_RULE_IDS.intersection(ids))
+    if taken:  # its hits would read as the built-in check's, in audits and in exceptions
+        raise ValueError(
+            f"rule ids of the guard's own checks cannot name a [[rules.list]] rule: "
+            f"{', '.join(taken)}; give the rule an id of its own"
+        )
     block, warn, extra = _decisions(data["decisions"])
     return GuardData(
         block_at=block,
