@@ -143,7 +143,8 @@ _CODE_ARGV = regex.compile(
 )
 _QUOTED = regex.compile(r"""(['"])(.*?)\1""")
 # A crontab line's command, after its five time fields or an @-schedule
-_CRON_COMMAND = regex.compile(r"(?:@\w+|(?:[\d*/,-]+\s+){5})([^'\"\n]{2,})")
+# (possessive, and starting only where a field starts: a long run of digits is read once).
+_CRON_COMMAND = regex.compile(r"(?:@\w++|(?<![\d*/,-])(?:[\d*/,-]++\s++){5})([^'\"\n]{2,})")
 _READERS = frozenset(
     {
         "cat",
