@@ -268,6 +268,16 @@ def test_eval_scores_each_group_with_judges_fitted_without_it(shared_data, tmp_p
     assert row["in_sample_f1"] is not None and row["rows"] == 8
 
 
+def test_eval_of_some_detectors_stores_labels_for_those_only(shared_data, tmp_path):
+    """A label of a detector that never judged read as "did not fire" to `calibrate`."""
+    cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 8)
+    db = str(tmp_path / "eval.duckdb")
+    run_eval(cases, db, detectors=["over_refusal"], resamples=10)
+    with duckdb.connect(db, read_only=True) as con:
+        stored = con.execute("SELECT DISTINCT detector FROM labels").fetchall()
+    assert stored == [("over_refusal",)]
+
+
 def test_without_a_refit_the_in_sample_column_repeats_the_figures(shared_data):
     cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 12)
     report = run_eval(cases, ":memory:", detectors=["over_refusal"], resamples=10)

@@ -240,8 +240,9 @@ def run_eval(
     finally:
         engine.shutdown()
         writer.shutdown()
-    write_labels(
-        db_path,
+    active = {detector.key for detector in engine.pipeline.detectors}
+    write_labels(  # for the detectors that judged: a label of one that did not would read as
+        db_path,  # "did not fire" to `confusion_matrix` and `calibrate`
         [
             {
                 "trace_id": trace_id,
@@ -253,9 +254,9 @@ def run_eval(
             }
             for trace_id, case in case_of.items()
             for detector, label in case.labels.items()
+            if detector in active
         ],
     )
-    active = {detector.key for detector in engine.pipeline.detectors}
     in_sample = _rows(case_of, collector.detected, active, resamples, seed)
     rows = in_sample
     for row in rows:  # without a refit, the figures are the in-sample ones: say so
