@@ -227,7 +227,7 @@ def test_eval_command_json_output(shared_data, tmp_path):
             "--resamples",
             "20",
             "--datasets",
-            "bipia,direct_injection",
+            "bipia, direct_injection,",  # blanks and a trailing comma as people type them
             "--format",
             "json",
         ],
@@ -237,6 +237,7 @@ def test_eval_command_json_output(shared_data, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
+    assert report["store"] == str(tmp_path / "e.duckdb")  # not the file it was made in
     assert report["bootstrap"] == {"resamples": 20, "seed": 0, "interval": "95%"}
     assert {r["dataset"] for r in report["rows"]} >= {"bipia", "direct_injection"}
 

@@ -100,6 +100,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     detectors = detector_keys(args.detectors)
     detector_registry.check(detectors)  # fail before reading data or making a store
     datasets.check_folder(Path(args.data))  # before asking for anything to be installed
+    names = [name.strip() for name in (args.datasets or "").split(",") if name.strip()] or None
+    if args.datasets is not None and names is None:
+        raise datasets.DataError(
+            f"--datasets {args.datasets!r} names no dataset; known: {', '.join(DATASET_NAMES)}"
+        )
     if not args.in_sample and not training_available():
         print(
             "eval: the out-of-sample figures refit the learned judges, which needs "
@@ -121,7 +126,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     made = target.with_name(f".{target.name}.partial")  # the old store stays until done
     made.unlink(missing_ok=True)
     Path(f"{made}.wal").unlink(missing_ok=True)
-    names = args.datasets.split(",") if args.datasets else None
     cases = datasets.load(Path(args.data), names)
     if args.sample:
         cases = datasets.sample(cases, args.sample)
@@ -143,6 +147,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     mark_store(str(made), EVAL_MARK)
     replace_store(made, target, EVAL_MARK, EVAL_COMMAND, ADDED_BY_HAND)
+    report.db_path = str(target)  # where the store is now, not where it was made
     if not report.rows:
         print(
             "eval: no row of these datasets is labelled for these detectors; see the "
