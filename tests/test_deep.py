@@ -647,15 +647,20 @@ def test_eval_deep_runs_end_to_end_beside_the_rule_tier(shared_data: Path, tmp_p
     rows = {row.detector: row for row in report.deep.rows}
     assert set(rows) == {d for d, _, _ in pairs} and rows
     for detector, row in rows.items():
-        mine = [(label, verdict == "unsafe") for d, label, verdict in pairs if d == detector]
+        mine = [  # the failed analysis is no verdict: left out of the figures
+            (label, verdict == "unsafe")
+            for d, label, verdict in pairs
+            if d == detector and verdict in ("safe", "unsafe")
+        ]
         assert (row.deep.tp, row.deep.fp, row.deep.fn, row.deep.tn) == (
             sum(1 for lab, said in mine if lab and said),
             sum(1 for lab, said in mine if not lab and said),
             sum(1 for lab, said in mine if lab and not said),
             sum(1 for lab, said in mine if not lab and not said),
         )
-        assert row.rule == report.row(detector, "agentdojo").counts
-        assert row.errors == 1 and row.rule.rows == 9
+        everything = report.row(detector, "agentdojo").counts  # the rules on all nine
+        assert row.rule.tp <= everything.tp and row.rule.tn <= everything.tn
+        assert row.errors == 1 and row.rule.rows == row.deep.rows == 8
         assert row.both.tp >= max(row.rule.tp, row.deep.tp)
     cost = report.deep.cost
     assert (cost.traces, cost.analysed, cost.errors) == (9, 8, 1)
@@ -810,3 +815,17 @@ def test_an_inline_deep_verdict_reaches_the_audit_log(tmp_path: Path) -> None:
     assert row[:2] == ("BLOCK", "inline")
     assert "deep.analysis" in json.loads(row[2])
     assert any("deep.analysis: deleted (judge-1)" in reason for reason in json.loads(row[3]))
+
+
+def test_deep_figures_leave_out_the_analyses_that_failed():
+    """A failed analysis counted as "deep said safe": ten errors read as a 0.000 recall."""
+    from otel_safety.evaluation.deep import DeepCost, DeepVerdicts, measure_deep
+
+    case_of = {f"t{n}": Case(f"c{n}", "agentdojo", [], {"injection": n < 2}) for n in range(4)}
+    verdicts = DeepVerdicts(unsafe={"t0": True, "t1": None, "t2": False, "t3": None})
+    rules = {"t0": {"injection": False}, "t2": {"injection": True}}
+    cost = DeepCost(4, 2, 2, 2, 0, 0.0, 0.0)
+    [row] = measure_deep(case_of, rules, verdicts, {"injection"}, cost, "m", "v", 10, 0).rows
+    assert row.errors == 2
+    assert (row.deep.tp, row.deep.fp, row.deep.fn, row.deep.tn) == (1, 0, 0, 1)
+    assert (row.rule.tp, row.rule.fp, row.rule.fn, row.rule.tn) == (0, 1, 1, 0)

@@ -181,10 +181,13 @@ def measure_deep(
             if detector in active:
                 pairs[(detector, case.dataset)].append((label, rules.get(detector, False), deep))
     rows = []
-    for (detector, dataset), labelled in sorted(pairs.items()):
+    for (detector, dataset), every in sorted(pairs.items()):
+        # Side by side over the traces the deep tier answered: a failed analysis is no
+        # verdict, not a "safe" one (and the rules are scored on the same traces).
+        labelled = [(label, fired, said) for label, fired, said in every if said is not None]
         rule = count([(label, fired) for label, fired, _ in labelled])
-        deep = count([(label, bool(said)) for label, _, said in labelled])
-        both = count([(label, fired or bool(said)) for label, fired, said in labelled])
+        deep = count([(label, said) for label, _, said in labelled])
+        both = count([(label, fired or said) for label, fired, said in labelled])
         rows.append(
             DeepRow(
                 detector,
@@ -197,7 +200,7 @@ def measure_deep(
                     "deep": bootstrap(deep, resamples, seed),
                     "both": bootstrap(both, resamples, seed),
                 },
-                errors=sum(1 for *_, said in labelled if said is None),
+                errors=len(every) - len(labelled),
             )
         )
     return DeepFigures(model, prompt_version, rows, cost)
