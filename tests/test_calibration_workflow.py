@@ -34,6 +34,7 @@ from otel_safety.otlp import request_to_json
 from otel_safety.pipeline import TraceEvaluation
 
 CLI = [sys.executable, "-m", "otel_safety.cli"]
+TRAINED_ON = "labels are rows of datasets its packaged"
 SAMPLE = "150"
 
 
@@ -130,7 +131,8 @@ def test_the_gate_verdicts_follow_from_the_figures_in_the_file(calibrated):
             f1_low=cv["ci95"]["f1"][0],
             baseline_f1=entry["real"]["always_fire_f1"],
         )
-        assert [r.split(" (")[0] for r in entry["reasons"]] == [r.split(" (")[0] for r in expected]
+        gated = [r for r in entry["reasons"] if TRAINED_ON not in r]  # said apart: see below
+        assert [r.split(" (")[0] for r in gated] == [r.split(" (")[0] for r in expected]
         assert cv["tp"] + cv["fp"] + cv["fn"] + cv["tn"] == entry["real"]["traces"]
         assert cv["ci95"]["f1"][0] <= cv["f1"] <= cv["ci95"]["f1"][1]
         assert len(cv["fold_thresholds"]) == cv["folds"] == 5
@@ -139,6 +141,24 @@ def test_the_gate_verdicts_follow_from_the_figures_in_the_file(calibrated):
             assert cv["f1"] >= 0.8 and cv["precision"] >= 0.7 and entry["real"]["traces"] >= 30
             assert cv["ci95"]["f1"][0] > entry["real"]["always_fire_f1"]
     assert True in verdicts  # the test below needs a calibrated detector
+
+
+def test_a_threshold_on_scores_a_packaged_judge_was_trained_on_does_not_pass(calibrated):
+    """`eval` stores the packaged judges' scores, fitted on those very rows: a threshold
+    chosen there passed the gate and made the detectors worse out of sample."""
+    _, document, _ = calibrated
+    for key in ("jailbreak_compliance", "under_refusal", "injection"):
+        entry = document["detectors"].get(key)
+        if entry is not None and entry["real"] is not None:
+            assert not entry["calibrated"]
+            assert any(TRAINED_ON in reason for reason in entry["reasons"]), entry["reasons"]
+    assert document["detectors"]["jailbreak_compliance"]["real"] is not None  # one was checked
+    assert not any(
+        TRAINED_ON in reason
+        for key, entry in document["detectors"].items()
+        if key not in ("jailbreak_compliance", "under_refusal", "injection")
+        for reason in entry["reasons"]
+    )
 
 
 def test_the_threshold_is_the_best_f1_of_the_sql_sweep(eval_store, calibrated):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_safety import __version__
 from otel_safety import detectors as detector_registry
@@ -26,6 +26,9 @@ from otel_safety.calibration.sweep import CrossValidation, best_threshold, cross
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count
 from otel_safety.exporters.duckdb import open_store
 from otel_safety.queries import align
+
+if TYPE_CHECKING:
+    from otel_safety.detectors import Detector
 
 
 @dataclass
@@ -253,11 +256,35 @@ def calibrate(
                 "lower than the same conversations' in passive or active mode; calibrate "
                 "on a store judged in passive mode"
             )
+        if key in known and (trained := _trained_on(known[key], rows)):
+            reasons.append(trained)
         # A detector of the app's own, not registered here, was judged at the threshold its
         # findings carry: that is the default its calibration is measured against.
         default = known[key].default_threshold if key in known else stored.get(key)
         results.append(DetectorCalibration(key, default, stored.get(key), real, synthetic, reasons))
     return Calibration(results, gate, seed, folds, resamples, origin)
+
+
+def _trained_on(detector: type[Detector], rows: Sequence[Labelled]) -> str | None:
+    """Why labels of datasets a packaged judge of the detector was trained on cannot choose
+    its threshold: its scores on them are in-sample (`eval` stores the packaged judges'),
+    so a threshold fitted there does not carry over. None when no label is such a row."""
+    from otel_safety.judges import judge
+
+    for name in detector.learned_judges:
+        learned = judge(name)
+        trained = {
+            group.split(":")[0] for group in (learned.card if learned else {}).get("trained_on", {})
+        }
+        inside = sum(1 for row in rows if row.source.removeprefix("external:") in trained)
+        if inside:
+            return (
+                f"{inside} labels are rows of datasets its packaged `{name}` judge was trained "
+                f"on ({', '.join(sorted(trained))}): its scores on them are in-sample, so a "
+                "threshold chosen on them does not carry over; calibrate on labelled traces "
+                "of your own (`otel-safety eval` gives the out-of-sample figures)"
+            )
+    return None
 
 
 def _learning_mode_traces(con: Any) -> dict[str, set[str]]:

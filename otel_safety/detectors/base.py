@@ -51,6 +51,9 @@ class Detector:
     severity: ClassVar[Severity] = Severity.MEDIUM  # with no ladder in severity.toml
     risk_category: ClassVar[str | None] = None
     description: ClassVar[str] = ""
+    # The packaged learned judges whose scores the detector's carry (`otel_safety.judges`):
+    # calibrating on rows they were trained on would choose a threshold on in-sample scores.
+    learned_judges: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else threshold

@@ -95,6 +95,7 @@ class Injection(Detector):
     key = "injection"
     default_threshold = 0.5
     risk_category = "prompt_injection"
+    learned_judges = ("injection",)
     description = (
         "Someone tried to take over the agent through what it read: the user's message overrode "
         "its instructions or faked a system turn, or a tool result, email, web page or document "
