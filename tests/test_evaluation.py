@@ -562,3 +562,13 @@ def test_eval_names_a_missing_data_folder_before_asking_for_scikit_learn(
     said = capsys.readouterr().err
     assert f"no data folder at {missing}" in said and "scikit-learn" not in said
     assert not (tmp_path / "e.duckdb").exists()
+
+
+def test_a_dataset_whose_rows_are_missing_is_named_before_any_work(shared_data, tmp_path):
+    """It gave "0 cases" and exit 0, or out-of-sample figures refit on what was there."""
+    partial = tmp_path / "data"
+    partial.mkdir()
+    (partial / "xstest").symlink_to(shared_data / "xstest")
+    with pytest.raises(datasets.DataError, match="no rows of jailbreakbench under"):
+        datasets.load(partial, ["xstest", "jailbreakbench"])
+    assert datasets.load(partial, ["xstest"])

@@ -326,12 +326,21 @@ def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True
         known = ", ".join([*EXTERNAL, "synthetic"])
         raise DataError(f"unknown dataset(s) {', '.join(unknown)}; known: {known}")
     cases: list[Case] = []
+    empty = []
     for name, reader in EXTERNAL.items():
         if names is None or name in names:
             try:
-                cases.extend(reader(root))
+                read = list(reader(root))
             except (OSError, KeyError, ValueError) as exc:
                 raise DataError(f"cannot read dataset {name} under {root}: {exc}") from exc
+            cases.extend(read)
+            if not read:
+                empty.append(name)
+    if empty:  # a folder missing: its figures would be silently absent, or computed apart
+        raise DataError(
+            f"no rows of {', '.join(empty)} under {root} (is the data there?); "
+            "pass --datasets with the datasets it holds"
+        )
     if with_synthetic and (names is None or "synthetic" in names):
         cases.extend(synthetic())
         cases.extend(agent_runs())
