@@ -161,6 +161,29 @@ def test_a_threshold_on_scores_a_packaged_judge_was_trained_on_does_not_pass(cal
     )
 
 
+@pytest.mark.process
+@pytest.mark.parametrize("folds", ["5", "60"])  # 60: more than any class has traces
+def test_the_footer_names_every_detector_validated_on_fewer_folds_than_asked(eval_store, folds):
+    """It said "5-fold cross-validated" of detectors a class of few traces gave 3 folds."""
+    out = eval_store.parent / f"folds{folds}.json"
+    done = run_cli("calibrate", "--db", str(eval_store), "--out", str(out), "--folds", folds,
+                   "--resamples", "20")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    document, stdout = json.loads(out.read_text()), done.stdout
+    fewer = {
+        key: figures["cross_validated"]["folds"]
+        for key, entry in document["detectors"].items()
+        if (figures := entry["real"] or entry["synthetic"]) and figures["cross_validated"]
+        and figures["cross_validated"]["folds"] < int(folds)
+    }  # fmt: skip
+    footer = stdout[stdout.index("\nFigures:") :]
+    for key, folds in fewer.items():
+        assert f"{key} {folds}" in footer
+    assert ("fewer folds" in footer) == bool(fewer)
+    assert fewer or folds == "5"
+    assert "fewer folds" in document["method"]["cross_validation"]
+
+
 def test_the_threshold_is_the_best_f1_of_the_sql_sweep(eval_store, calibrated):
     _, document, _ = calibrated
     with duckdb.connect(str(eval_store), read_only=True) as con:

@@ -154,7 +154,9 @@ class Calibration:
             "method": {
                 "threshold": "highest F1 over the observed scores (ties: higher precision, "
                 "then higher threshold)",
-                "cross_validation": f"{self.folds}-fold, stratified by label and label source",
+                "cross_validation": f"{self.folds}-fold, stratified by label and label "
+                "source; fewer folds where a class has fewer labelled traces (each "
+                "detector's `folds`)",
                 "intervals": f"95% percentile bootstrap, {self.resamples} resamples of the "
                 "out-of-fold predictions",
                 "baseline": "always fire",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from otel_safety.calibration.file import (
     DEFAULT_FILE,
@@ -16,6 +17,9 @@ from otel_safety.calibration.gate import Gate
 from otel_safety.commands.evaluate import EVAL_DB
 from otel_safety.commands.options import add_db, add_detectors, add_format, detector_keys
 from otel_safety.commands.stores import refuse_overwriting_a_store, require_store
+
+if TYPE_CHECKING:
+    from otel_safety.calibration.run import Calibration
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -92,8 +96,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return 0
     print(result.table())
     print(
-        f"\nFigures: {result.folds}-fold cross-validated (threshold chosen on the training "
-        f"folds), 95% bootstrap intervals ({result.resamples} resamples), seed {result.seed}. "
+        f"\nFigures: {result.folds}-fold cross-validated{_fewer(result)} (threshold chosen on "
+        f"the training folds), 95% bootstrap intervals ({result.resamples} resamples), "
+        f"seed {result.seed}. "
         f"Gate: F1 >= {gate.min_f1}, precision >= {gate.min_precision}, at least "
         f"{gate.min_real_traces} labelled real traces, F1 lower bound above always-fire."
         "\nThese pool every labelled dataset per detector and choose the threshold here; "
@@ -147,3 +152,14 @@ def _known(keys: list[str]) -> list[str]:
     from otel_safety import detectors as detector_registry
 
     return detector_registry.check([k.strip() for k in keys if k.strip()])
+
+
+def _fewer(result: Calibration) -> str:
+    """Name the detectors cross-validated on fewer folds than asked (a class with fewer
+    labelled traces than folds), so the footer does not claim folds it did not use."""
+    fewer = [
+        f"{d.detector} {figures.cv.folds}"
+        for d in result.detectors
+        if (figures := d.chosen) is not None and figures.cv and figures.cv.folds < result.folds
+    ]
+    return f" (fewer folds where a class has fewer traces: {', '.join(fewer)})" if fewer else ""
