@@ -435,6 +435,12 @@ def test_calibrate_errors_are_clear(eval_store, tmp_path):
     otel_safety.DuckDBStore(empty).shutdown()
     unlabelled = run_cli("calibrate", "--db", str(empty), "--out", str(tmp_path / "c.json"))
     assert unlabelled.returncode == 1 and "no labels in" in unlabelled.stderr
+    from otel_safety import labels
+
+    labels.add_label(empty, "ab" * 16, "over_refusal", True, allow_unknown_traces=True)
+    unjudged = run_cli("calibrate", "--db", str(empty), "--out", str(tmp_path / "c.json"))
+    assert unjudged.returncode == 1 and "1 label(s)" in unjudged.stderr
+    assert "never judged" in unjudged.stderr
     precious = tmp_path / "notes.json"
     precious.write_text('{"mine": true}')
     refused = run_cli("calibrate", "--db", str(eval_store), "--out", str(precious))

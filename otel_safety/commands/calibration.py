@@ -86,6 +86,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         gate=gate,
     )
     if not result.detectors:
+        unjudged = sum(result.provenance["labels_without_judged_trace"].values())
+        if unjudged:
+            raise ValueError(
+                f"{unjudged} label(s) in {db}, all on traces this store never judged (labels "
+                "imported with --allow-unknown-traces?): ingest those traces into it first"
+            )
         raise ValueError(
             f"no labels in {db}: label traces with `otel-safety label` or `labels import`, "
             "or calibrate on the store `otel-safety eval` writes"
