@@ -33,7 +33,7 @@ class RunVerdict:
 
     level: EscalationLevel
     fired: tuple[str, ...]  # detectors fired by any part, first seen first
-    strongest_finding: EscalationLevel  # the highest level a fired finding set on its own
+    strongest_finding: EscalationLevel  # the highest level any finding set on its own
 
     @property
     def by_policy(self) -> bool:

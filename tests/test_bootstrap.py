@@ -375,6 +375,15 @@ def test_a_small_file_is_judged_by_fewer_detection_processes(monkeypatch):
     assert bootstrap.stream_workers(thread, input_bytes=100 * per) == 0
 
 
+def _run_app(script: str, db: Path) -> subprocess.CompletedProcess[str]:
+    """`script` as an app's own process, given the store path, with no OTEL_* settings."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(db)],
+        capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+    )  # fmt: skip
+
+
 @pytest.mark.process
 def test_configure_says_when_the_app_installed_a_tracer_provider_before_it(tmp_path):
     """OpenTelemetry keeps the first global provider: configure() installed nothing, the
@@ -386,11 +395,7 @@ def test_configure_says_when_the_app_installed_a_tracer_provider_before_it(tmp_p
         "trace.set_tracer_provider(TracerProvider())\n"
         "otel_safety.configure(sys.argv[1], otlp=False).shutdown()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "s.duckdb")],
-        capture_output=True, text=True, timeout=120,
-        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-    )  # fmt: skip
+    done = _run_app(script, tmp_path / "s.duckdb")
     assert done.returncode == 0, done.stderr
     assert "installed a tracer provider before configure()" in done.stderr
     assert "create_processor" in done.stderr
@@ -405,11 +410,7 @@ def test_a_second_configure_says_the_first_stays_installed(tmp_path):
         "second = otel_safety.configure(sys.argv[1] + '2', otlp=False)\n"
         "second.shutdown(); first.shutdown()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "s.duckdb")],
-        capture_output=True, text=True, timeout=120,
-        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-    )  # fmt: skip
+    done = _run_app(script, tmp_path / "s.duckdb")
     assert done.returncode == 0, done.stderr
     assert "configure() ran before in this process" in done.stderr
     assert "installed a tracer provider before configure()" not in done.stderr
