@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from array import array
 from collections import Counter
 
 import duckdb
@@ -14,6 +15,7 @@ from otel_safety.evaluation import datasets
 from otel_safety.evaluation.cases import Case, SpanWriter
 from otel_safety.evaluation.metrics import Counts, bootstrap, count
 from otel_safety.evaluation.runner import run_eval
+from otel_safety.judges.model import LinearJudge
 from otel_safety.pipeline import Pipeline
 
 
@@ -240,6 +242,10 @@ def test_eval_command_json_output(shared_data, tmp_path):
     assert report["store"] == str(tmp_path / "e.duckdb")  # not the file it was made in
     assert report["bootstrap"] == {"resamples": 20, "seed": 0, "interval": "95%"}
     assert {r["dataset"] for r in report["rows"]} >= {"bipia", "direct_injection"}
+    settings = report["settings"]
+    assert settings["datasets"] == ["bipia", "direct_injection"]
+    assert settings["sample_per_dataset"] == 10 and settings["detectors"] == "all"
+    assert settings["data"] == str(shared_data.resolve())
 
 
 @pytest.mark.process
@@ -296,6 +302,30 @@ def test_firing_rates_are_reported_where_a_dataset_has_no_label(shared_data):
     )
 
 
+class _JudgesThatAlwaysSayHarm:
+    """Held-out judges for every fold that differ from the packaged ones: what each fold is
+    judged with out of sample is then easy to tell from the first, in-sample judgement."""
+
+    def for_fold(self, fold: str, dataset: str) -> dict[str, LinearJudge]:
+        return {"harmful_answer": LinearJudge("harmful_answer", "t", (), 40.0, array("f"), {})}
+
+
+def test_firing_rates_without_labels_are_out_of_sample_as_the_rows_are(shared_data):
+    """XSTest's safe prompts carry no under_refusal label: how often it fires there was
+    counted from the in-sample judgement while the rows above it were out of sample."""
+    cases = [c for c in datasets.load(shared_data, ["xstest"]) if not c.meta["unsafe"]][:12]
+    in_sample = run_eval(cases, ":memory:", detectors=["under_refusal"], resamples=5)
+    held_out = run_eval(
+        cases,
+        ":memory:",
+        detectors=["under_refusal"],
+        resamples=5,
+        held_out=_JudgesThatAlwaysSayHarm(),
+    )
+    assert in_sample.unlabelled[("under_refusal", "xstest")] == (0, 12)
+    assert held_out.unlabelled[("under_refusal", "xstest")] == (12, 12)
+
+
 def test_detectors_that_only_annotate_get_no_firing_rate(shared_data):
     cases = datasets.sample(datasets.load(shared_data, ["xstest"]), 6)
     report = run_eval(cases, ":memory:", detectors=["injection", "request_claims"], resamples=10)
@@ -340,6 +370,8 @@ def test_eval_replaces_its_own_store_and_checks_its_arguments(shared_data, tmp_p
         command = [*command, "--in-sample"] if _ else command
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
+    assert "Not the default run: in-sample: the packaged judges score" in done.stdout
+    assert "5 rows per dataset (--sample); datasets xstest only." in done.stdout
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM traces").fetchone() == (5,)
     foreign = tmp_path / "mine.duckdb"

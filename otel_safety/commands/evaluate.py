@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from otel_safety import detectors as detector_registry
 from otel_safety.calibration.file import in_use
@@ -145,6 +146,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         held_out=None if args.in_sample else HeldOutJudges(Path(args.data), _stderr_line),
         deep=deep,
     )
+    report.settings, report.departures = _settings(args, names, detectors, settings)
     mark_store(str(made), EVAL_MARK)
     replace_store(made, target, EVAL_MARK, EVAL_COMMAND, ADDED_BY_HAND)
     report.db_path = str(target)  # where the store is now, not where it was made
@@ -173,7 +175,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"\n{report.cases} cases in {report.seconds:.0f}s; findings and labels in "
             f"{args.db}. Intervals: 95% bootstrap, {args.resamples} resamples, seed {args.seed}."
         )
+        if report.departures:
+            print(f"Not the default run: {'; '.join(report.departures)}.")
     return 0
+
+
+def _settings(
+    args: argparse.Namespace,
+    datasets: list[str] | None,
+    detectors: list[str] | None,
+    settings: Settings,
+) -> tuple[dict[str, Any], list[str]]:
+    """What the figures were measured with, and in words what differs from a default run:
+    a figure quoted without them (in-sample judges, a calibration's thresholds, a sample)
+    reads as the headline one."""
+    recorded: dict[str, Any] = {
+        "data": str(Path(args.data).resolve()),
+        "datasets": datasets or "all",
+        "detectors": detectors or "all",
+        "sample_per_dataset": args.sample,
+        "judges": "packaged (in-sample)" if args.in_sample else "refit without each group",
+        "calibration": str(Path(settings.calibration).resolve()) if settings.calibration else None,
+        "thresholds": dict(settings.thresholds),
+        "deep_model": (args.deep_model or settings.deep_model) if args.deep else None,
+    }
+    departures = []
+    if args.in_sample:
+        departures.append("in-sample: the packaged judges score the rows they were fitted on")
+    if settings.calibration:
+        departures.append(f"thresholds from the calibration {recorded['calibration']}")
+    if settings.thresholds:
+        listed = ", ".join(f"{k}={v}" for k, v in sorted(settings.thresholds.items()))
+        departures.append(f"thresholds set by hand ({listed})")
+    if args.sample:
+        departures.append(f"{args.sample} rows per dataset (--sample)")
+    if datasets:
+        departures.append(f"datasets {', '.join(datasets)} only")
+    if detectors:
+        departures.append(f"detectors {', '.join(detectors)} only")
+    return recorded, departures
 
 
 def _positive(text: str) -> int:
