@@ -3,8 +3,9 @@
 Every call of the labelled set (shell, file, HTTP, SQL, messaging; block and allow rows) is
 checked repeatedly with its requester, on a warm guard (its data compiled at start-up, as in
 an app). Loop tracking is on, each row in its own conversation. The anchor, timed over the
-same calls in the same run, is one plain regex search of the call's arguments as JSON: the
-least a check that reads the call at all must spend.
+same calls in the same run, is one plain regex pass over the call's arguments as JSON, read
+to their end (`findall`; a search would stop at a match): the least a check that reads the
+call at all must spend.
 
 Run: make bench   (or: python bench/bench_guard.py --rounds 20 [--format markdown])
 Figures are printed, not asserted; they depend on the machine.
@@ -128,7 +129,7 @@ def _at(ordered: list[float], share: float) -> float:
 
 def _anchor(text: str) -> float:
     begin = time.perf_counter()
-    _ANCHOR.search(text)
+    _ANCHOR.findall(text)
     return time.perf_counter() - begin
 
 
