@@ -13,7 +13,7 @@ import pytest
 
 from otel_safety.evaluation import datasets
 from otel_safety.evaluation.cases import Case, SpanWriter
-from otel_safety.evaluation.metrics import Counts, bootstrap, count
+from otel_safety.evaluation.metrics import Counts, bootstrap, cluster_bootstrap, count
 from otel_safety.evaluation.runner import run_eval
 from otel_safety.judges.model import LinearJudge
 from otel_safety.pipeline import Pipeline
@@ -387,6 +387,36 @@ def test_eval_replaces_its_own_store_and_checks_its_arguments(shared_data, tmp_p
         [*command[:5], str(tmp_path), *command[6:]], capture_output=True, text=True, timeout=60
     )
     assert not_data.returncode == 1 and "does not look like the labelled data" in not_data.stderr
+
+
+def test_clusters_of_one_row_are_the_row_bootstrap_to_the_digit():
+    rows = [Counts(tp=1)] * 40 + [Counts(fp=1)] * 10 + [Counts(fn=1)] * 20 + [Counts(tn=1)] * 130
+    assert cluster_bootstrap(rows, 300, seed=7) == bootstrap(
+        Counts(tp=40, fp=10, fn=20, tn=130), 300, seed=7
+    )
+
+
+def test_rows_answering_one_request_widen_the_interval_as_one_draw():
+    """Three models' answers to each of 60 prompts, wholly right or wrong together: as 180
+    independent rows the interval is about sqrt(3) too narrow."""
+    prompts = [Counts(tp=3)] * 40 + [Counts(fn=3)] * 20
+    rows = [Counts(tp=1)] * 120 + [Counts(fn=1)] * 60
+    clustered = cluster_bootstrap(prompts, 1000, seed=3)["recall"]
+    alone = cluster_bootstrap(rows, 1000, seed=3)["recall"]
+    assert clustered.low < alone.low < 2 / 3 < alone.high < clustered.high
+    assert (clustered.high - clustered.low) > 1.5 * (alone.high - alone.low)
+
+
+def test_the_rows_of_one_task_share_a_cluster_across_models_attacks_and_twins(shared_data):
+    from otel_safety.evaluation.clusters import cluster_of
+
+    cases = datasets.load(shared_data, ["xstest", "agentdojo", "agentdojo_attacks", "agentharm"])
+    clusters = Counter(cluster_of(case) for case in cases)
+    by_dataset = Counter(cluster.split(":")[0] for cluster in clusters)
+    assert by_dataset["xstest"] == 450  # each prompt answered by three models
+    assert by_dataset["agentdojo"] == 194  # each task run by eleven, attacks rewritten too
+    assert by_dataset["agentharm"] == 416 // 8  # four wordings, each with its benign twin
+    assert all(clusters[c] == 3 for c in clusters if c.startswith("xstest:"))
 
 
 def test_bootstrap_ignores_resamples_where_a_ratio_is_undefined():

@@ -108,6 +108,9 @@ def agentdojo(root: Path) -> Iterator[Case]:
                     meta={
                         "model": model,
                         "suite": meta.get("suite_name"),
+                        # the task every model's run of it shares (`clusters.cluster_of`)
+                        "task": f"{meta.get('suite_name')}/{meta.get('user_task_id')}/"
+                        f"{meta.get('injection_task_id')}",
                         "attacked": attacked,
                         "acted_on": attacked and _acted_on(messages),
                     },

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,16 +93,39 @@ def bootstrap(counts: Counts, resamples: int = 1000, seed: int = 0) -> dict[str,
     samples: dict[str, list[float]] = {"precision": [], "recall": [], "f1": []}
     for _ in range(resamples):
         drawn = rng.choices(cells, weights=weights, k=counts.rows)
-        resampled = Counts(*(drawn.count(cell) for cell in cells))
-        # A resample without positives has no recall (nor, without firings, precision):
-        # leave it out rather than score it 0, which would drag the interval off the estimate.
-        if resampled.tp + resampled.fp:
-            samples["precision"].append(resampled.precision)
-        if resampled.positives:
-            samples["recall"].append(resampled.recall)
-        if resampled.tp + resampled.fp + resampled.fn:
-            samples["f1"].append(resampled.f1)
+        _keep(samples, Counts(*(drawn.count(cell) for cell in cells)))
     return {name: _percentiles(values) for name, values in samples.items()}
+
+
+def cluster_bootstrap(
+    clusters: Sequence[Counts], resamples: int = 1000, seed: int = 0
+) -> dict[str, Interval]:
+    """95% percentile intervals over resampled clusters: each draw takes a cluster's rows
+    whole (`clusters.cluster_of`), so rows that answer one request count as one draw, not
+    as independent evidence. Clusters of one row each are the row bootstrap, to the digit.
+    """
+    total = Counts(*(sum(getattr(c, cell) for c in clusters) for cell in ("tp", "fp", "fn", "tn")))
+    if all(c.rows == 1 for c in clusters):
+        return bootstrap(total, resamples, seed)
+    rng = random.Random(seed)
+    kinds = Counter((c.tp, c.fp, c.fn, c.tn) for c in clusters)
+    shapes, weights = list(kinds), list(kinds.values())
+    samples: dict[str, list[float]] = {"precision": [], "recall": [], "f1": []}
+    for _ in range(resamples):
+        drawn = Counter(rng.choices(range(len(shapes)), weights=weights, k=len(clusters)))
+        _keep(samples, Counts(*(sum(shapes[i][c] * n for i, n in drawn.items()) for c in range(4))))
+    return {name: _percentiles(values) for name, values in samples.items()}
+
+
+def _keep(samples: dict[str, list[float]], resampled: Counts) -> None:
+    """A resample without positives has no recall (nor, without firings, precision): it is
+    left out rather than scored 0, which would drag the interval off the estimate."""
+    if resampled.tp + resampled.fp:
+        samples["precision"].append(resampled.precision)
+    if resampled.positives:
+        samples["recall"].append(resampled.recall)
+    if resampled.tp + resampled.fp + resampled.fn:
+        samples["f1"].append(resampled.f1)
 
 
 def _percentiles(values: list[float]) -> Interval:

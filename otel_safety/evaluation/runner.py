@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
 from otel_safety.evaluation.cases import Case, SpanWriter
+from otel_safety.evaluation.clusters import cluster_of
 from otel_safety.evaluation.deep import (
     DEEP_DATASETS,
     DeepCost,
@@ -33,7 +34,7 @@ from otel_safety.evaluation.escalation import (
     measure_harmful_tasks,
 )
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of, origin
-from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
+from otel_safety.evaluation.metrics import Counts, Interval, cluster_bootstrap, count, figures
 from otel_safety.exporters.duckdb import DuckDBStore, write_labels
 from otel_safety.judges import judge, using
 from otel_safety.mapping import trace_id_hex
@@ -94,7 +95,12 @@ class EvalReport:
             "cases": self.cases,
             "seconds": round(self.seconds, 1),
             "store": self.db_path,
-            "bootstrap": {"resamples": self.resamples, "seed": self.seed, "interval": "95%"},
+            "bootstrap": {
+                "resamples": self.resamples,
+                "seed": self.seed,
+                "interval": "95%",
+                "resampled": "clusters: the rows made from one request or task, whole",
+            },
             "sample_per_dataset": self.sampled,
             "settings": self.settings,
             "rows": [r.as_dict() for r in self.rows],
@@ -407,20 +413,25 @@ def _rows(
     resamples: int,
     seed: int,
 ) -> list[Row]:
-    pairs: dict[tuple[str, str, str], list[tuple[bool, bool]]] = defaultdict(list)
+    # (detector, dataset, source) -> cluster -> (label, fired) pairs
+    pairs: dict[tuple[str, str, str], dict[str, list[tuple[bool, bool]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for trace_id, case in case_of.items():
         verdicts = detected.get(trace_id, {})
+        cluster = cluster_of(case)
         for detector, label in case.labels.items():
             if detector not in active:
                 continue
             pair = (label, verdicts.get(detector, False))
-            pairs[(detector, case.dataset, case.source)].append(pair)
+            pairs[(detector, case.dataset, case.source)][cluster].append(pair)
             if case.source == "external":
-                pairs[(detector, ALL_EXTERNAL, "external")].append(pair)
+                pairs[(detector, ALL_EXTERNAL, "external")][cluster].append(pair)
     rows = []
-    for (detector, dataset, source), labelled in sorted(pairs.items(), key=_order):
-        counts = count(labelled)
-        rows.append(Row(detector, dataset, source, counts, bootstrap(counts, resamples, seed)))
+    for (detector, dataset, source), clustered in sorted(pairs.items(), key=_order):
+        counts = count([pair for labelled in clustered.values() for pair in labelled])
+        intervals = cluster_bootstrap([count(c) for c in clustered.values()], resamples, seed)
+        rows.append(Row(detector, dataset, source, counts, intervals))
     return rows
 
 
