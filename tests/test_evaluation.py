@@ -240,7 +240,12 @@ def test_eval_command_json_output(shared_data, tmp_path):
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["store"] == str(tmp_path / "e.duckdb")  # not the file it was made in
-    assert report["bootstrap"] == {"resamples": 20, "seed": 0, "interval": "95%"}
+    assert report["bootstrap"] == {
+        "resamples": 20,
+        "seed": 0,
+        "interval": "95%",
+        "resampled": "clusters: the rows made from one request or task, whole",
+    }
     assert {r["dataset"] for r in report["rows"]} >= {"bipia", "direct_injection"}
     settings = report["settings"]
     assert settings["datasets"] == ["bipia", "direct_injection"]
@@ -417,6 +422,26 @@ def test_the_rows_of_one_task_share_a_cluster_across_models_attacks_and_twins(sh
     assert by_dataset["agentdojo"] == 194  # each task run by eleven, attacks rewritten too
     assert by_dataset["agentharm"] == 416 // 8  # four wordings, each with its benign twin
     assert all(clusters[c] == 3 for c in clusters if c.startswith("xstest:"))
+
+
+@pytest.mark.process
+def test_a_folder_with_some_datasets_is_refused_before_a_refit_on_fewer_rows(shared_data, tmp_path):
+    """It refitted the answer judge on XSTest alone (figures of another judge), then failed
+    on the injection judge's rows after the first pass."""
+    (tmp_path / "xstest").symlink_to(shared_data / "xstest")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "otel_safety.cli", "eval", "--data", str(tmp_path)),
+            *("--db", str(tmp_path / "e.duckdb"), "--datasets", "xstest", "--sample", "3"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert "cannot refit the harmful_answer judge" in done.stderr
+    assert "--in-sample" in done.stderr and "fitting" not in done.stderr
+    assert not (tmp_path / "e.duckdb").exists()
 
 
 def test_bootstrap_ignores_resamples_where_a_ratio_is_undefined():

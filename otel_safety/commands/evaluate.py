@@ -121,6 +121,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         deep_config(Settings.resolve(deep=True, **deep))  # no endpoint: say so before any work
     elif args.deep_model:
         raise ValueError("--deep-model is for --deep")
+    held_out = None
+    if not args.in_sample:
+        held_out = HeldOutJudges(Path(args.data), _stderr_line)
+        held_out.check_training_rows()  # a partial folder fails here, not after the first pass
     target = Path(args.db)
     if target.exists():  # before the data is read: a store not ours is refused at once
         check_replaceable(target, EVAL_MARK, EVAL_COMMAND)
@@ -143,7 +147,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=sys.stderr,
         sampled=args.sample,
-        held_out=None if args.in_sample else HeldOutJudges(Path(args.data), _stderr_line),
+        held_out=held_out,
         deep=deep,
     )
     report.settings, report.departures = _settings(args, names, detectors, settings)

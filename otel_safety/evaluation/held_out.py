@@ -11,11 +11,13 @@ rows belong to the fold is the packaged one, which never saw the fold either.
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from otel_safety.evaluation.cases import Case
+from otel_safety.evaluation.datasets import DataError
 from otel_safety.judges.corpus import Example, examples
 from otel_safety.judges.definitions import DEFINITIONS
 from otel_safety.judges.model import LinearJudge
@@ -57,6 +59,29 @@ class HeldOutJudges:
         self._rows: dict[str, list[Example]] = {}
         self._designs: dict[str, Any] = {}
         self._fitted: dict[tuple[str, str], LinearJudge] = {}
+
+    def check_training_rows(self) -> None:
+        """Raise DataError unless the data folder holds every row each packaged judge was
+        fitted on (its card's `trained_on`). A folder with some datasets only would refit a
+        judge on fewer rows, one the figures do not describe, or fail after the first pass."""
+        for name in DEFINITIONS:
+            packaged = judge(name)
+            if packaged is None:
+                continue
+            if name not in self._rows:
+                self._rows[name] = examples(name, self._root)
+            read = Counter(row.group for row in self._rows[name])
+            trained_on = packaged.card.get("trained_on") or {}
+            short = sorted(group for group, rows in trained_on.items() if read[group] < rows)
+            if short:
+                listed = ", ".join(short[:4]) + (
+                    f" and {len(short) - 4} more" if len(short) > 4 else ""
+                )
+                raise DataError(
+                    f"cannot refit the {name} judge for the out-of-sample figures: {self._root} "
+                    f"lacks rows it was fitted on ({listed}); point --data at the whole "
+                    "labelled data folder, or pass --in-sample"
+                )
 
     def for_fold(self, fold: str, dataset: str) -> dict[str, LinearJudge]:
         judges = {}
