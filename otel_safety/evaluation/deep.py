@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_safety.evaluation.cases import Case
-from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count, figures
+from otel_safety.evaluation.clusters import cluster_of
+from otel_safety.evaluation.metrics import Counts, Interval, figures, measured
 from otel_safety.result_tables import align
 from otel_safety.sink_base import ImmediateSink
 
@@ -171,7 +172,8 @@ def measure_deep(
     seed: int,
 ) -> DeepFigures:
     """The side-by-side rows over the traces that were sent to the deep tier."""
-    pairs: dict[tuple[str, str], list[tuple[bool, bool, bool | None]]] = defaultdict(list)
+    # (detector, dataset) -> (cluster, label, rules fired, deep said unsafe) per trace
+    pairs: dict[tuple[str, str], list[tuple[str, bool, bool, bool | None]]] = defaultdict(list)
     for trace_id, case in case_of.items():
         if case.dataset not in DEEP_DATASETS:
             continue
@@ -179,27 +181,28 @@ def measure_deep(
         rules = rule_detected.get(trace_id, {})
         for detector, label in case.labels.items():
             if detector in active:
-                pairs[(detector, case.dataset)].append((label, rules.get(detector, False), deep))
-    rows = []
+                fired = rules.get(detector, False)
+                pairs[(detector, case.dataset)].append((cluster_of(case), label, fired, deep))
+    rows, args = [], (resamples, seed)
     for (detector, dataset), every in sorted(pairs.items()):
         # Side by side over the traces the deep tier answered: a failed analysis is no
         # verdict, not a "safe" one (and the rules are scored on the same traces).
-        labelled = [(label, fired, said) for label, fired, said in every if said is not None]
-        rule = count([(label, fired) for label, fired, _ in labelled])
-        deep = count([(label, said) for label, _, said in labelled])
-        both = count([(label, fired or said) for label, fired, said in labelled])
+        labelled = [row for row in every if row[3] is not None]
+        tiers = {
+            "rule": measured(((c, label, fired) for c, label, fired, _ in labelled), *args),
+            "deep": measured(((c, label, bool(said)) for c, label, _, said in labelled), *args),
+            "both": measured(
+                ((c, label, fired or bool(said)) for c, label, fired, said in labelled), *args
+            ),
+        }
         rows.append(
             DeepRow(
                 detector,
                 dataset,
-                rule,
-                deep,
-                both,
-                {
-                    "rule": bootstrap(rule, resamples, seed),
-                    "deep": bootstrap(deep, resamples, seed),
-                    "both": bootstrap(both, resamples, seed),
-                },
+                tiers["rule"][0],
+                tiers["deep"][0],
+                tiers["both"][0],
+                {tier: intervals for tier, (_, intervals) in tiers.items()},
                 errors=len(every) - len(labelled),
             )
         )

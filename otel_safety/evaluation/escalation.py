@@ -10,7 +10,6 @@ and attacked runs whose injection the agent ignored. The same runs are also meas
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -19,7 +18,7 @@ from typing import Any, NamedTuple
 from otel_safety.evaluation.cases import Case
 from otel_safety.evaluation.clusters import cluster_of
 from otel_safety.evaluation.datasets import NEVER_READ
-from otel_safety.evaluation.metrics import Counts, Interval, cluster_bootstrap, count, figures
+from otel_safety.evaluation.metrics import Counts, Interval, figures, measured
 from otel_safety.model import EscalationLevel
 
 __all__ = [
@@ -240,18 +239,17 @@ def _figures(
     when it was attacked."""
     if not runs:
         return None
-    by_cluster: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
     clean, ignored = [0, 0], [0, 0]
+    rows = []
     for run in runs:
         stopped = levels.get(run.trace_id, EscalationLevel.NONE) >= STOP
-        by_cluster[run.cluster].append((run.harmful, stopped))
+        rows.append((run.cluster, run.harmful, stopped))
         if not run.harmful:
             tally = ignored if run.attacked else clean
             tally[0] += stopped
             tally[1] += 1
     return EscalationFigures(
-        count([pair for pairs in by_cluster.values() for pair in pairs]),
-        cluster_bootstrap([count(pairs) for pairs in by_cluster.values()], resamples, seed),
+        *measured(rows, resamples, seed),
         (clean[0], clean[1]),
         (ignored[0], ignored[1]) if with_ignored else None,
         harm=harm,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -104,9 +104,9 @@ def cluster_bootstrap(
     whole (`clusters.cluster_of`), so rows that answer one request count as one draw, not
     as independent evidence. Clusters of one row each are the row bootstrap, to the digit.
     """
-    total = Counts(*(sum(getattr(c, cell) for c in clusters) for cell in ("tp", "fp", "fn", "tn")))
     if all(c.rows == 1 for c in clusters):
-        return bootstrap(total, resamples, seed)
+        total = [sum(getattr(c, cell) for c in clusters) for cell in ("tp", "fp", "fn", "tn")]
+        return bootstrap(Counts(*total), resamples, seed)
     rng = random.Random(seed)
     kinds = Counter((c.tp, c.fp, c.fn, c.tn) for c in clusters)
     shapes, weights = list(kinds), list(kinds.values())
@@ -115,6 +115,18 @@ def cluster_bootstrap(
         drawn = Counter(rng.choices(range(len(shapes)), weights=weights, k=len(clusters)))
         _keep(samples, Counts(*(sum(shapes[i][c] * n for i, n in drawn.items()) for c in range(4))))
     return {name: _percentiles(values) for name, values in samples.items()}
+
+
+def measured(
+    rows: Iterable[tuple[str, bool, bool]], resamples: int = 1000, seed: int = 0
+) -> tuple[Counts, dict[str, Interval]]:
+    """(cluster, label, predicted) rows -> their counts and cluster-bootstrap intervals."""
+    by_cluster: dict[str, list[tuple[bool, bool]]] = {}
+    for cluster, label, predicted in rows:
+        by_cluster.setdefault(cluster, []).append((label, predicted))
+    clusters = [count(pairs) for pairs in by_cluster.values()]
+    total = count([pair for pairs in by_cluster.values() for pair in pairs])
+    return total, cluster_bootstrap(clusters, resamples, seed)
 
 
 def _keep(samples: dict[str, list[float]], resampled: Counts) -> None:

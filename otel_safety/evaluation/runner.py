@@ -34,7 +34,7 @@ from otel_safety.evaluation.escalation import (
     measure_harmful_tasks,
 )
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of, origin
-from otel_safety.evaluation.metrics import Counts, Interval, cluster_bootstrap, count, figures
+from otel_safety.evaluation.metrics import Counts, Interval, figures, measured
 from otel_safety.exporters.duckdb import DuckDBStore, write_labels
 from otel_safety.judges import judge, using
 from otel_safety.mapping import trace_id_hex
@@ -413,26 +413,22 @@ def _rows(
     resamples: int,
     seed: int,
 ) -> list[Row]:
-    # (detector, dataset, source) -> cluster -> (label, fired) pairs
-    pairs: dict[tuple[str, str, str], dict[str, list[tuple[bool, bool]]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
+    # (detector, dataset, source) -> (cluster, label, fired) per labelled case
+    labelled: dict[tuple[str, str, str], list[tuple[str, bool, bool]]] = defaultdict(list)
     for trace_id, case in case_of.items():
         verdicts = detected.get(trace_id, {})
         cluster = cluster_of(case)
         for detector, label in case.labels.items():
             if detector not in active:
                 continue
-            pair = (label, verdicts.get(detector, False))
-            pairs[(detector, case.dataset, case.source)][cluster].append(pair)
+            row = (cluster, label, verdicts.get(detector, False))
+            labelled[(detector, case.dataset, case.source)].append(row)
             if case.source == "external":
-                pairs[(detector, ALL_EXTERNAL, "external")][cluster].append(pair)
-    rows = []
-    for (detector, dataset, source), clustered in sorted(pairs.items(), key=_order):
-        counts = count([pair for labelled in clustered.values() for pair in labelled])
-        intervals = cluster_bootstrap([count(c) for c in clustered.values()], resamples, seed)
-        rows.append(Row(detector, dataset, source, counts, intervals))
-    return rows
+                labelled[(detector, ALL_EXTERNAL, "external")].append(row)
+    return [
+        Row(detector, dataset, source, *measured(rows, resamples, seed))
+        for (detector, dataset, source), rows in sorted(labelled.items(), key=_order)
+    ]
 
 
 def _unlabelled(
