@@ -50,6 +50,14 @@ def child_environment(
     return {**kept, **(extra or {})}
 
 
+def forget_caller_otel_settings() -> None:
+    """Drop the caller's OpenTelemetry and otel-safety settings from this process too: the
+    OTLP exporters a bench's own clients build read OTEL_EXPORTER_OTLP_* (headers,
+    compression, timeouts) when not given them, which would change what the figure times."""
+    for name in [k for k in os.environ if k.startswith("OTEL_") and k not in _KEPT]:
+        del os.environ[name]
+
+
 def failure(what: str, done: subprocess.CompletedProcess[str]) -> str:
     """What a failed child said, for the bench's own exit message: its exit code, then its
     stderr and its stdout (a command may explain itself on either)."""

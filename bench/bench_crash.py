@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _shared import forget_caller_otel_settings
 from bench_pipeline import make_traces
 from bench_serve import Server
 
@@ -149,6 +150,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=3, help="concurrent OTLP/HTTP clients")
     parser.add_argument("--traces", type=int, default=2000, help="agent traces per client")
     args = parser.parse_args()
+    forget_caller_otel_settings()  # before the clients build their exporters
     rows = [
         ("spool on (default)", run(True, args.seconds, args.clients, args.traces)),
         ("--spool off (anchor)", run(False, args.seconds, args.clients, args.traces)),

@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _shared import forget_caller_otel_settings
 from bench_serve import Server
 
 BATCH = 64
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=15.0)
     parser.add_argument("--message-kib", type=int, default=32)
     args = parser.parse_args()
+    forget_caller_otel_settings()  # before the clients build their exporters
     with tempfile.TemporaryDirectory(prefix="otel-safety-overload-") as tmp:
         server = Server(str(Path(tmp) / "overload.duckdb"), 65_536)
         idle = server.rss_mib()

@@ -30,7 +30,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _shared import child_environment
+from _shared import child_environment, forget_caller_otel_settings
 from bench_pipeline import make_traces  # the same traces as the pipeline bench
 
 BATCH = 512
@@ -147,6 +147,7 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
+    forget_caller_otel_settings()  # before the clients build their exporters
     spans = make_traces(args.traces)
     store = not args.no_store
     results = [run(transport, spans, args.queue_size, store) for transport in ("grpc", "http")]

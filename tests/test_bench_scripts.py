@@ -4,6 +4,7 @@ hand their children, what they count. Their figures are printed, never asserted.
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,35 @@ def test_the_serve_benches_start_serve_on_loopback_without_the_callers_settings(
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert command[-2:] == ["--spool", "off"]
     assert not {k for k in started["env"] if k.startswith("OTEL_")} - {"OTEL_SAFETY_PATTERN_CACHE"}
+
+
+@pytest.mark.parametrize("script", ["bench_serve", "bench_crash", "bench_overload"])
+def test_the_serve_benches_own_clients_send_without_the_callers_exporter_settings(
+    bench, script, monkeypatch
+):
+    """Their OTLP clients read OTEL_EXPORTER_OTLP_* when not given them: a caller's gzip
+    and headers changed what the figure timed."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-caller=1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_SAFETY_PATTERN_CACHE", "/tmp/patterns")
+    module = bench(script)
+    monkeypatch.setattr(sys, "argv", [script])
+    monkeypatch.setattr(module.argparse.ArgumentParser, "parse_args", _stop_after_arguments)
+    monkeypatch.setattr(module, "Server", _stop_after_arguments)  # no serve is started
+    with pytest.raises(_Started):
+        module.main()
+    assert not {k for k in os.environ if k.startswith("OTEL_")} - {"OTEL_SAFETY_PATTERN_CACHE"}
+    assert os.environ["OTEL_SAFETY_PATTERN_CACHE"] == "/tmp/patterns"
+
+
+def _stop_after_arguments(*args, **kwargs):
+    """Parse nothing and stop main() at its first use of the arguments (or of a server)."""
+
+    class Stop:
+        def __getattr__(self, name):
+            raise _Started
+
+    return Stop()
 
 
 def test_the_app_start_bench_sets_up_without_the_callers_exporter_settings(
