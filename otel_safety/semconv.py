@@ -157,6 +157,14 @@ GEN_AI_RESPONSE_ID = "gen_ai.response.id"
 # The answer of the human approver, when one was asked.
 OTEL_SAFETY_GUARD_APPROVAL = "otel_safety.guard.approval"
 
+# Who answered the approval request: the name given with `--by`, the dashboard's or the HTTP
+# endpoint's user, or the approver callable.
+OTEL_SAFETY_GUARD_APPROVAL_BY = "otel_safety.guard.approval_by"
+
+# The stored approval request that was answered (or reused), when the guard asked through the
+# approvals channel; `otel-safety approvals` and the dashboard list it.
+OTEL_SAFETY_GUARD_APPROVAL_ID = "otel_safety.guard.approval_id"
+
 # The action category that needs the most trust among those the call falls into (execute_shell,
 # read_files, write_files, delete_files, external_network, web_read, send_message, read_message,
 # forward_message, read_memory, modify_memory, access_credentials, agent_communication, read_data,
@@ -347,6 +355,8 @@ DEFINED_ATTRIBUTES = frozenset(
         OTEL_SAFETY_FINDING_SEVERITY,
         OTEL_SAFETY_FINDING_THRESHOLD,
         OTEL_SAFETY_GUARD_APPROVAL,
+        OTEL_SAFETY_GUARD_APPROVAL_BY,
+        OTEL_SAFETY_GUARD_APPROVAL_ID,
         OTEL_SAFETY_GUARD_CATEGORY,
         OTEL_SAFETY_GUARD_DECISION,
         OTEL_SAFETY_GUARD_REASONS,

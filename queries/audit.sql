@@ -1,4 +1,5 @@
--- audit: every tool-call decision of the guard, newest first: what was asked, by whom, and why.
+-- audit: every tool-call decision of the guard, newest first: what was asked, by whom, and why;
+-- for a call a person was asked about, which request (approval_id) and who answered it.
 -- Tables: audit (one row per tool call: inline checks before the tool ran, and calls judged
 --         on traces; allowed calls too).
 -- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
@@ -24,6 +25,8 @@ SELECT
     a.requester_trust AS trust,
     a.source,
     a.approval,
+    a.approval_id,
+    a.approval_by,
     a.rule_ids ->> '$[0]' AS top_rule,
     a.reasons ->> '$[0]' AS reason,
     a.agent_name AS agent,

@@ -93,6 +93,7 @@ def test_the_cli_in_another_process_answers_a_waiting_guard(tmp_path, verb, deci
     verdict = call.result()
     assert verdict.decision.value == decision
     assert verdict.approval == ("approved" if verb == "approve" else "denied")
+    assert (verdict.approval_id, verdict.approval_by) == ("safety-1", "bob")  # for the audit
     assert call.seconds < 25  # answered, not timed out
     stored = ApprovalStore(path).get("safety-1")
     assert (stored.status, stored.decided_by, stored.note) == (
@@ -148,6 +149,7 @@ def test_an_answer_is_reused_for_the_same_requester_and_a_similar_call(tmp_path)
     fresh = _guard(path, reuse_within=600)
     reused = fresh.check_tool_call("bash", similar, "alice", record=False, pace=False)
     assert reused.approval == "approved" and reused.decision is Decision.ALLOW
+    assert (reused.approval_id, reused.approval_by) == (pending.id, "bob")  # whose answer
     assert len(ApprovalStore(path).recent()) == 1
 
     # Another requester, or another command, is a new question.
@@ -161,9 +163,9 @@ def test_an_answer_is_reused_for_the_same_requester_and_a_similar_call(tmp_path)
     # Past the reuse window the answer no longer holds: asked again.
     short = _guard(path, reuse_within=0.2, timeout=0.5)
     time.sleep(0.3)
-    assert short.check_tool_call("bash", WARNED, "alice", record=False, pace=False).approval == (
-        "expired"
-    )
+    expired = short.check_tool_call("bash", WARNED, "alice", record=False, pace=False)
+    assert expired.approval == "expired" and expired.approval_by is None  # nobody answered
+    assert expired.approval_id is not None
     assert len(ApprovalStore(path).recent()) == 4
 
 

@@ -459,15 +459,15 @@ def test_approval_cache_expires_and_a_failing_approver_denies() -> None:
     guard = Guard(Directory())
     warned = guard.check_tool_call("bash", {"command": "chmod 777 run.sh"}, record=False)
     assert warned.decision is Decision.WARN
-    assert gate.decide(warned) == "approved"
-    assert gate.decide(warned) == "approved" and len(asked) == 1
+    assert gate.decide(warned).status == "approved"
+    assert gate.decide(warned).status == "approved" and len(asked) == 1
     now[0] = 120
-    assert gate.decide(warned) == "denied" and len(asked) == 2
+    assert gate.decide(warned).status == "denied" and len(asked) == 2
 
     def broken(verdict) -> bool:
         raise RuntimeError("approval service down")
 
-    assert ApprovalGate(broken, timeout=1).decide(warned) == "denied"
+    assert ApprovalGate(broken, timeout=1).decide(warned).status == "denied"
 
 
 def test_user_data_adds_a_tool_category_and_a_rule(tmp_path: Path, monkeypatch) -> None:
@@ -1473,7 +1473,7 @@ def test_no_task_words_ask_for_an_open_root_shell(guard, task: str, command: str
 def test_only_an_answer_that_says_yes_approves(answer: object, outcome: str) -> None:
     guard = Guard(Directory())
     warned = guard.check_tool_call("bash", {"command": "chmod 777 run.sh"}, record=False)
-    assert ApprovalGate(lambda verdict: answer, timeout=5).decide(warned) == outcome
+    assert ApprovalGate(lambda verdict: answer, timeout=5).decide(warned).status == outcome
 
 
 def test_an_approver_that_hangs_does_not_keep_the_next_requests_from_being_asked() -> None:
@@ -1494,7 +1494,7 @@ def test_an_approver_that_hangs_does_not_keep_the_next_requests_from_being_asked
                 "bash", {"command": "chmod 777 run.sh"}, f"user{number}", record=False
             )
             expected = "expired" if number < 4 else "approved"
-            assert gate.decide(warned) == expected, number
+            assert gate.decide(warned).status == expected, number
         assert len(asked) == 7
     finally:
         release.set()

@@ -280,7 +280,11 @@ def test_inline_verdicts_on_spans_are_taken_as_decided(tmp_path: Path) -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
-    guard = Guard(Directory(), approver=lambda verdict: True)
+
+    def ask_the_on_call(verdict) -> bool:
+        return True
+
+    guard = Guard(Directory(), approver=ask_the_on_call)
     with (
         tracer.start_as_current_span(
             "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
@@ -301,9 +305,13 @@ def test_inline_verdicts_on_spans_are_taken_as_decided(tmp_path: Path) -> None:
     db = _judged(tmp_path / "i.duckdb", exporter.get_finished_spans())
     provider.shutdown()
     with duckdb.connect(str(db), read_only=True) as con:
-        row = con.execute("SELECT verdict, source, approval, rule_ids FROM audit").fetchone()
+        row = con.execute(
+            "SELECT verdict, source, approval, rule_ids, approval_id, approval_by FROM audit"
+        ).fetchone()
     assert row[:3] == ("ALLOW", "inline", "approved")
     assert json.loads(row[3]) == ["privesc.world_writable_local"]
+    who = f"approver {__name__}.test_inline_verdicts_on_spans_are_taken_as_decided.<locals>"
+    assert row[4:] == (None, f"{who}.ask_the_on_call")  # a callable keeps no request
 
 
 def test_a_verdict_a_producer_wrote_on_its_own_span_is_not_trusted(tmp_path: Path) -> None:

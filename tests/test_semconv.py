@@ -133,6 +133,8 @@ def test_registry_defines_the_expected_attributes() -> None:
         "otel_safety.guard.requester",
         "otel_safety.guard.trust",
         "otel_safety.guard.approval",
+        "otel_safety.guard.approval_id",
+        "otel_safety.guard.approval_by",
         "otel_safety.guard.signature",
         "otel_safety.finding.calibrated",
         "otel_safety.detectors.uncalibrated",

@@ -15,7 +15,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from otel_safety.approvals.request import ApprovalRequest, summary
+from otel_safety.approvals.request import Answer, ApprovalRequest, summary
 from otel_safety.approvals.store import DEFAULT_TIMEOUT, Approval, ApprovalStore
 from otel_safety.approvals.webhook import WebhookNotifier, approval_event
 from otel_safety.exporters.duckdb import StoreError
@@ -53,14 +53,15 @@ class ApprovalChannel:
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def ask(self, verdict: Verdict, request: ApprovalRequest) -> str:
-        """'approved', 'denied' or 'expired'; a request that cannot be stored is denied."""
+    def ask(self, verdict: Verdict, request: ApprovalRequest) -> Answer:
+        """Approved, denied or expired, with the stored request and who answered it; a
+        request that cannot be stored is denied."""
         started = time.monotonic()
         try:
             approval, created = self._pending_or_answered(verdict, request)
             if not approval.pending:
                 self._count(f"reused_{approval.status}")
-                return approval.status
+                return Answer(approval.status, approval.id, approval.decided_by)
             left = (approval.expires_at - datetime.now(UTC)).total_seconds()
             until = started + max(0.0, min(self.timeout, left)) + _GRACE
             final = self.store.wait(approval.id, until, self.poll) or approval
@@ -73,7 +74,7 @@ class ApprovalChannel:
                 verdict.tool,
                 exc,
             )
-            return "denied"
+            return Answer("denied")
         status = final.status if final.status in ANSWERS else "expired"
         self._count(status)
         if status == "expired":
@@ -82,7 +83,7 @@ class ApprovalChannel:
             )
         if created:
             self._notify(final, "approval.closed")
-        return status
+        return Answer(status, final.id, final.decided_by if status in ANSWERS else None)
 
     def _pending_or_answered(
         self, verdict: Verdict, request: ApprovalRequest

@@ -29,6 +29,15 @@ class ApprovalRequest:
     span_id: str | None = None
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A person's answer (or its absence) about one call, as the audit log keeps it."""
+
+    status: str  # approved | denied | expired
+    approval_id: str | None = None  # the stored request answered ("safety-N"), if stored
+    decided_by: str | None = None  # who answered: `--by`, the dashboard's user, the callable
+
+
 def approval_request(arguments: Any, conversation: str | None = None) -> ApprovalRequest:
     """The request for a call being checked now; the trace is the current span's."""
     context = trace.get_current_span().get_span_context()

@@ -154,7 +154,13 @@ def _inline(call: ToolCall) -> Verdict | None:
         requester=None if recorded.get("requester") is None else str(recorded["requester"]),
         trust=recorded.get("trust") if isinstance(recorded.get("trust"), int) else None,
         reasons=reasons,
-        approval=None if recorded.get("approval") is None else str(recorded["approval"]),
+        approval=_text(recorded.get("approval")),
+        approval_id=_text(recorded.get("approval_id")),
+        approval_by=_text(recorded.get("approval_by")),
         source="inline",
         rule_ids=[str(r) for r in recorded.get("rule_ids") or []],
     )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -851,6 +851,8 @@ def audit_rows(evaluation: TraceEvaluation, now: datetime) -> list[dict[str, Any
             "reasons": to_json(verdict.get("reasons", [])),
             "rule_ids": to_json(verdict.get("rule_ids", [])),
             "approval": verdict.get("approval"),
+            "approval_id": verdict.get("approval_id"),
+            "approval_by": clean(verdict.get("approval_by")),
             "conversation_id": trajectory.conversation_id if trajectory else None,
             "service_name": trajectory.service_name if trajectory else None,
             "agent_name": trajectory.agent_names[0]

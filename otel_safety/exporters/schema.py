@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 8  # 8: traces.fragment (a part of a run stored before its root's part)
+SCHEMA_VERSION = 9  # 9: audit.approval_id, audit.approval_by (who answered a warned call)
 # 7: no primary keys on the trace tables (see Table.ddl)
 # 6: the queries' shared macros and view (sql_helpers.py) kept in the store
 # Columns added after a table was first released: (version, table, column). Stores of an
@@ -176,6 +176,8 @@ AUDIT = Table(
         conversation_id VARCHAR
         service_name VARCHAR
         agent_name VARCHAR
+        approval_id VARCHAR
+        approval_by VARCHAR
     """),
     key=("trace_id", "span_id", "tool"),
     required=("verdict", "risk"),

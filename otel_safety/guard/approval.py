@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from otel_safety.approvals.request import DEFAULT_TIMEOUT, ApprovalRequest
+from otel_safety.approvals.request import DEFAULT_TIMEOUT, Answer, ApprovalRequest
 from otel_safety.guard.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -44,6 +44,12 @@ def approves(answer: object) -> bool:
     return False
 
 
+def approver_name(approver: Approver) -> str:
+    """Who answered, for the audit log, when the answer came from the app's callable."""
+    name = getattr(approver, "__qualname__", None) or type(approver).__qualname__
+    return f"approver {getattr(approver, '__module__', None) or '?'}.{name}"
+
+
 class ApprovalGate:
     def __init__(
         self,
@@ -63,36 +69,38 @@ class ApprovalGate:
         self.ttl = ttl
         self.max_cached = max_cached
         self._clock = clock
-        self._cache: OrderedDict[tuple[str, str, str, str], tuple[float, bool]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, str, str], tuple[float, Answer]] = OrderedDict()
         self._lock = threading.Lock()
         self._waiting = 0  # approver calls started and not yet returned
 
-    def decide(self, verdict: Verdict, request: ApprovalRequest | None = None) -> str:
-        """'approved', 'denied' or 'expired' (a cached answer counts as given)."""
+    def decide(self, verdict: Verdict, request: ApprovalRequest | None = None) -> Answer:
+        """Approved, denied or expired (a cached answer counts as given, by whoever gave
+        it), with the stored request answered and who answered it where known."""
         request = request or ApprovalRequest()
         key = (verdict.requester or "", verdict.tool, verdict.category, request.fingerprint)
         now = self._clock()
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None and now - cached[0] <= self.ttl:
-                return "approved" if cached[1] else "denied"
+                return cached[1]
         if self.channel is not None:
             answer = self.channel.ask(verdict, request)
         else:
             answer = self._call_approver(verdict)
-        if answer in ("approved", "denied"):
+        if answer.status in ("approved", "denied"):
             with self._lock:
-                self._cache[key] = (now, answer == "approved")
+                self._cache[key] = (now, answer)
                 self._cache.move_to_end(key)
                 while len(self._cache) > self.max_cached:
                     self._cache.popitem(last=False)
         return answer
 
-    def _call_approver(self, verdict: Verdict) -> str:
+    def _call_approver(self, verdict: Verdict) -> Answer:
         """Ask the callable on a thread of its own: one that never returns keeps its thread,
         not the next request's (a pool of a few threads, once filled by hung calls, let
         every later request expire without anyone being asked)."""
         assert self.approver is not None
+        by = approver_name(self.approver)
         with self._lock:
             if self._waiting >= MAX_WAITING_APPROVALS:
                 logger.warning(
@@ -101,7 +109,7 @@ class ApprovalGate:
                     self._waiting,
                     verdict.summary(),
                 )
-                return "expired"
+                return Answer("expired")
             self._waiting += 1
         done = threading.Event()
         answers: list[object] = []
@@ -122,14 +130,14 @@ class ApprovalGate:
             logger.warning(
                 "otel-safety approval expired after %.0fs: %s", self.timeout, verdict.summary()
             )
-            return "expired"
+            return Answer("expired")
         if failures:
             logger.error(
                 "otel-safety approver failed; treating the call as denied",
                 exc_info=failures[0],
             )
-            return "denied"
-        return "approved" if approves(answers[0]) else "denied"
+            return Answer("denied", decided_by=f"{by} (failed)")
+        return Answer("approved" if approves(answers[0]) else "denied", decided_by=by)
 
     def close(self) -> None:
         if self.channel is not None:

@@ -390,13 +390,15 @@ class Guard:
     def _ask(self, verdict: Verdict, request: ApprovalRequest) -> None:
         assert self.approval is not None
         answer = self.approval.decide(verdict, request)
-        verdict.approval = answer
-        if answer == "approved":
+        verdict.approval = answer.status
+        verdict.approval_id = answer.approval_id
+        verdict.approval_by = answer.decided_by
+        if answer.status == "approved":
             verdict.decision = Decision.ALLOW
             verdict.reasons.append("approved by the approver")
         else:
             verdict.decision = Decision.BLOCK
-            verdict.reasons.append(f"approval {answer}")
+            verdict.reasons.append(f"approval {answer.status}")
 
     def close(self) -> None:
         if self.approval is not None:
@@ -509,6 +511,10 @@ def verdict_attributes(verdict: Verdict) -> dict[str, Any]:
         attributes[sc.OTEL_SAFETY_GUARD_TRUST] = verdict.trust
     if verdict.approval is not None:
         attributes[sc.OTEL_SAFETY_GUARD_APPROVAL] = verdict.approval
+    if verdict.approval_id is not None:
+        attributes[sc.OTEL_SAFETY_GUARD_APPROVAL_ID] = verdict.approval_id
+    if verdict.approval_by is not None:
+        attributes[sc.OTEL_SAFETY_GUARD_APPROVAL_BY] = verdict.approval_by
     return attributes
 
 

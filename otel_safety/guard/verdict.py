@@ -46,6 +46,12 @@ class Verdict(BaseModel):
     approval: str | None = Field(
         default=None, description="approved | denied | expired, when an approver was asked"
     )
+    approval_id: str | None = Field(
+        default=None, description="the stored approval request answered (safety-N)"
+    )
+    approval_by: str | None = Field(
+        default=None, description="who answered it (the approver callable, or --by / the user)"
+    )
     source: str = Field(default="inline", description="inline (before the call) or trace")
     deep: dict[str, Any] | None = Field(
         default=None,
