@@ -291,6 +291,26 @@ def test_a_version_2_store_gets_the_finding_details_columns(tmp_path, span_facto
     assert by_policy == (False,)
 
 
+def test_a_version_8_store_gets_the_audit_columns_of_who_answered_an_approval(tmp_path):
+    """Schema 9 added them to the table's definition; a store made before kept its old
+    audit table, and the first audit row written to it would have failed."""
+    path = tmp_path / "v8.duckdb"
+    DuckDBStore(path).shutdown()
+    with duckdb.connect(str(path)) as con:  # make it what version 8 wrote
+        con.execute("ALTER TABLE audit DROP COLUMN approval_id")
+        con.execute("ALTER TABLE audit DROP COLUMN approval_by")
+        con.execute("UPDATE otel_safety_meta SET value = '8' WHERE key = 'schema_version'")
+    DuckDBStore(path).shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        columns = {
+            row[0]
+            for row in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'audit'"
+            ).fetchall()
+        }
+    assert {"approval_id", "approval_by"} <= columns
+
+
 def _readable_now(path) -> bool:
     """Whether another connection can open the file read-only at once (in this process a
     read-write connection still open refuses it, as another process's lock would)."""

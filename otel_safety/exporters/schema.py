@@ -15,6 +15,8 @@ ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (
     (3, "findings", "calibrated"),
     (4, "traces", "escalation_by_policy"),
     (8, "traces", "fragment"),
+    (9, "audit", "approval_id"),
+    (9, "audit", "approval_by"),
 )
 
 
