@@ -151,7 +151,7 @@ def _inline(call: ToolCall) -> Verdict | None:
         tool=call.name,
         category=str(recorded.get("category") or "other"),
         categories=[str(recorded.get("category") or "other")],
-        requester=None if recorded.get("requester") is None else str(recorded["requester"]),
+        requester=_text(recorded.get("requester")),
         trust=recorded.get("trust") if isinstance(recorded.get("trust"), int) else None,
         reasons=reasons,
         approval=_text(recorded.get("approval")),

@@ -12,7 +12,7 @@ fired or the model said unsafe), on the very same rows; then what the model cost
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,6 +160,14 @@ class DeepFigures:
         )
 
 
+# What each side of the comparison predicts from (the rules fired, the model said unsafe).
+_TIERS: dict[str, Callable[[bool, bool], bool]] = {
+    "rule": lambda fired, said: fired,
+    "deep": lambda fired, said: said,
+    "both": lambda fired, said: fired or said,
+}
+
+
 def measure_deep(
     case_of: dict[str, Case],
     rule_detected: dict[str, dict[str, bool]],
@@ -187,13 +195,12 @@ def measure_deep(
     for (detector, dataset), every in sorted(pairs.items()):
         # Side by side over the traces the deep tier answered: a failed analysis is no
         # verdict, not a "safe" one (and the rules are scored on the same traces).
-        labelled = [row for row in every if row[3] is not None]
+        labelled = [(c, label, fired, said) for c, label, fired, said in every if said is not None]
         tiers = {
-            "rule": measured(((c, label, fired) for c, label, fired, _ in labelled), *args),
-            "deep": measured(((c, label, bool(said)) for c, label, _, said in labelled), *args),
-            "both": measured(
-                ((c, label, fired or bool(said)) for c, label, fired, said in labelled), *args
-            ),
+            tier: measured(
+                ((c, label, pick(fired, said)) for c, label, fired, said in labelled), *args
+            )
+            for tier, pick in _TIERS.items()
         }
         rows.append(
             DeepRow(
