@@ -150,6 +150,9 @@ class SafetyEngine:
         # held when the span's end is processed.
         self._events: deque[LogEvent] = deque()
         self._max_events = queue_size
+        # Told the trace ids whose log events were let go with no span to read them with
+        # (the write-ahead spool keeps a log request until its events are used or let go).
+        self.on_events_let_go: list[Callable[[list[int]], None]] = []
         self._lock = threading.Lock()
         self._drop_lock = threading.Lock()
         self._drop_warnings = RateLimitedLog(logger)
@@ -285,8 +288,8 @@ class SafetyEngine:
     def drain(self) -> None:
         """Evaluate every buffered trace now, with what is known."""
         with self._lock:
-            self._take_events(self._clock())  # they never release a trace themselves
-            releases = self.buffer.drain()
+            releases = self._take_events(self._clock())  # those it shed to stay in budget
+            releases.extend(self.buffer.drain())
         self._dispatch(releases)
         self._settle()
 
@@ -436,6 +439,9 @@ class SafetyEngine:
             used = matched(release.spans, release.events)  # was judged without them)
             self.stats["log_events_matched"] += used
             self.stats["log_events_unmatched"] += len(release.events) - used
+        let_go = [r.trace_id for r in releases if r.events and not r.spans]
+        for hook in self.on_events_let_go if let_go else ():
+            hook(let_go)
         batch = [(r.spans, r.reason, r.events) for r in releases if r.spans]
         try:
             self._judge(batch)

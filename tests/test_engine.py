@@ -469,3 +469,21 @@ def test_a_parked_span_that_cannot_be_rebuilt_is_counted_and_the_worker_goes_on(
     assert len(exporter.get_finished_spans()) == len(spans) - 1  # the others all written
     assert engine._worker.is_alive()
     engine.shutdown()
+
+
+def test_a_trace_shed_while_drain_takes_the_last_log_events_is_still_judged():
+    """Taking the log events waiting at a drain can put the buffer over its byte budget and
+    shed the oldest trace: that trace is judged with the rest, not lost."""
+    from otel_safety.logs import LogEvent
+
+    exporter = InMemorySpanExporter()
+    engine = _engine(exporter, background=False, max_buffer_bytes=20_000)
+    tracer = TracerProvider().get_tracer("t")
+    with tracer.start_as_current_span("agent run"), tracer.start_as_current_span("a step") as step:
+        pass
+    engine.process([step])  # its root has not ended: it waits in the buffer
+    assert engine.buffer.span_count == 1
+    engine.submit(LogEvent(0xC3, 0xD4, "gen_ai.choice", 0, body="x" * 30_000))
+    engine.drain()
+    engine.shutdown()
+    assert [s.name for s in exporter.get_finished_spans()] == ["a step"]

@@ -3,17 +3,25 @@ a crash; and `serve` killed with SIGKILL losing no acknowledged span."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import duckdb
+import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sidecar_support import ServeProcess, wait_for
 
+from otel_safety.config import Settings
+from otel_safety.logs import OPERATION_DETAILS
+from otel_safety.sidecar import Sidecar, SidecarOptions
 from otel_safety.spool import SEGMENT_SUFFIX, Record, Spool, SpoolBusy, SpoolFull
 
 
@@ -445,3 +453,112 @@ def test_what_another_serve_left_in_its_folder_is_judged_by_the_one_that_starts(
         pass  # its start judges what the spool holds
     assert len(_stored(db)) == len(spans)
     assert not (tmp_path / "store.duckdb.spool-2").exists()
+
+
+def _chat_without_its_root() -> tuple[ReadableSpan, ExportLogsServiceRequest]:
+    """A chat span that carries no content, and the log request that does: the model asking
+    for `rm -rf /`, as an instrumentation sends it with content capture set to events. The
+    span's root lives in another process, so its trace waits out the decision wait."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    remote = trace.set_span_in_context(
+        trace.NonRecordingSpan(
+            trace.SpanContext(
+                trace_id=0x5EED,
+                span_id=0xF00D,
+                is_remote=True,
+                trace_flags=trace.TraceFlags(1),
+            )
+        )
+    )
+    tracer = provider.get_tracer("spool-test")
+    with tracer.start_as_current_span(
+        "chat fake", context=remote, attributes={"gen_ai.operation.name": "chat"}
+    ) as chat:
+        ids = chat.get_span_context()
+    provider.shutdown()
+    output = [
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool_call",
+                    "id": "call_1",
+                    "name": "run_shell",
+                    "arguments": {"command": "rm -rf /"},
+                }
+            ],
+        }
+    ]
+    record = LogRecord(
+        event_name=OPERATION_DETAILS,
+        trace_id=ids.trace_id.to_bytes(16, "big"),
+        span_id=ids.span_id.to_bytes(8, "big"),
+        attributes=[
+            KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="chat")),
+            KeyValue(key="gen_ai.output.messages", value=AnyValue(string_value=json.dumps(output))),
+        ],
+    )
+    request = ExportLogsServiceRequest(
+        resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=[record])])]
+    )
+    (span,) = memory.get_finished_spans()
+    return span, request
+
+
+@pytest.mark.process
+def test_serve_killed_with_sigkill_keeps_the_content_its_log_records_carried(tmp_path):
+    """An acknowledged log request is on disk too: after a SIGKILL, the GenAI event it held
+    is back with its span, so the trace is judged on the content, not without it."""
+    db = str(tmp_path / "agents.duckdb")
+    span, logs = _chat_without_its_root()
+    serve = ServeProcess("--db", db, "--decision-wait", "60", "--grpc-port", "off")
+    with serve:
+        answer = httpx.post(
+            f"{serve.http_url}/v1/logs",
+            content=logs.SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+        exporter = HttpExporter(endpoint=f"{serve.http_url}/v1/traces")
+        assert exporter.export([span]) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        serve.process.kill()  # SIGKILL: no drain, no flush
+        serve.process.wait(10)
+    with ServeProcess("--db", db, "--grpc-port", "off", "--decision-wait", "1") as again:
+        wait_for(lambda: _stored_if_free(db), what="the replayed trace to be written")
+        assert again.stop() == 0, again.output
+    with duckdb.connect(db, read_only=True) as con:
+        flagged = con.execute(
+            "SELECT s.name, f.escalation_level FROM findings f "
+            "JOIN spans s USING (trace_id, span_id) WHERE f.detector = 'tool_guard' AND f.detected"
+        ).fetchall()
+    assert flagged == [("chat fake", "HARD_STOP")], again.output
+    assert not (tmp_path / "agents.duckdb.spool").exists()  # the log request was released too
+
+
+def test_a_log_request_whose_spans_never_come_is_let_go_from_the_spool(tmp_path):
+    """A GenAI event whose span never arrives is let go by the engine after the decision
+    wait; its log request then leaves the spool, instead of being replayed at every start."""
+    settings = Settings.resolve(
+        environ={},
+        db_path=str(tmp_path / "store.duckdb"),
+        detectors=["tool_guard"],
+        decision_wait=0.5,
+        detection="thread",
+    )
+    _, logs = _chat_without_its_root()
+    with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
+        answer = httpx.post(
+            f"{sidecar.http_url}/v1/logs",
+            content=logs.SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+        assert sidecar.spool is not None
+        assert sidecar.spool.records == 1  # on disk before the answer
+        wait_for(lambda: sidecar.spool.records == 0, what="the log request to be let go")
+        assert sidecar.engine.stats["log_events_unmatched"] == 1

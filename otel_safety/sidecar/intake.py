@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety.buffer import roots_last
 from otel_safety.engine import SafetyEngine
+from otel_safety.logs import LogEvent
 from otel_safety.otlp import spans_from_request
 from otel_safety.otlp_logs import (
     ExportLogsServiceRequest,
@@ -27,7 +28,7 @@ from otel_safety.otlp_logs import (
     log_record_count,
 )
 from otel_safety.sidecar.metrics import Metrics, ProblemLog
-from otel_safety.sidecar.spooling import Owed
+from otel_safety.sidecar.spooling import LOG_REQUEST_TAG, Owed, spooled_log_request
 from otel_safety.spool import Record, SpoolFull
 
 MAX_MESSAGE_PROBLEMS = 5
@@ -147,10 +148,34 @@ class Intake:
             ) from exc
         self.owed.track(record, spans)
 
+    def _submit_events(self, events: list[LogEvent], record: Record | None) -> int:
+        """Hand GenAI events to the engine, their spooled `record` owed by their traces
+        until written; the events taken."""
+        if record is not None:
+            assert self.owed is not None
+            self.owed.track_events(record, {event.trace_id for event in events})
+        self.engine.buffer.log_wait = self.log_wait  # a float: read by the worker as it is
+        submitted = 0
+        taken = dict.fromkeys((event.trace_id for event in events), False)
+        for event in events:
+            if self.engine.submit(event):
+                submitted += 1
+                taken[event.trace_id] = True
+        if record is not None:  # a trace none of whose events the engine took owes nothing
+            assert self.owed is not None
+            self.owed.events_done([t for t, took in taken.items() if not took], record)
+        return submitted
+
     def replay(self, record: Record, payload: bytes) -> int:
         """Hand a request left in the spool by an earlier run to the engine (waiting for
-        room in its queue); the spans submitted."""
+        room in its queue); the spans (or, for a log request, the GenAI events) submitted."""
         assert self.owed is not None
+        logs = spooled_log_request(payload)
+        if logs is not None:
+            events = log_events_from_request(ExportLogsServiceRequest.FromString(logs))
+            submitted = self._submit_events(events, record)
+            self.metrics.add("log_events_replayed", submitted)
+            return submitted
         request = ExportTraceServiceRequest.FromString(payload)
         spans = spans_from_request(request, [])
         self.owed.track(record, spans)
@@ -250,8 +275,19 @@ class Intake:
         if self.draining:
             raise self.refuse(Refusal.DRAINING, "the receiver is shutting down", transport, peer, 0)
         events = log_events_from_request(request)
-        self.engine.buffer.log_wait = self.log_wait  # a float: read by the worker as it is
-        submitted = sum(self.engine.submit(event) for event in events)
+        record = None
+        if self.owed is not None and events:
+            try:
+                record = self.owed.spool.append(LOG_REQUEST_TAG + request.SerializeToString())
+            except (SpoolFull, OSError) as exc:
+                raise self.refuse(
+                    Refusal.SATURATED,
+                    f"cannot spool the log request before acknowledging it: {exc}",
+                    transport,
+                    peer,
+                    0,
+                ) from exc
+        submitted = self._submit_events(events, record)
         if self.forward_logs is not None:
             try:
                 self.forward_logs(request)

@@ -87,6 +87,8 @@ HELP = {
     "log_events_accepted": "GenAI events from log records handed to the pipeline",
     "log_events_dropped": "GenAI events the pipeline queue had no room for (records still "
     "forwarded)",
+    "log_events_replayed": "GenAI events of log requests an earlier run acknowledged, held "
+    "again at start for their spans",
     "log_records_forwarded": "log records (received ones and findings) the next hop acknowledged",
     "log_records_forward_failed": "log records given up on for the next hop",
     "log_secrets_redacted": "secrets masked in the log records forwarded (redact_secrets)",

@@ -27,8 +27,8 @@ from otel_safety.sidecar.grpc_server import TraceService, build_server
 from otel_safety.sidecar.http_server import HttpOptions, OtlpHttpServer
 from otel_safety.sidecar.intake import Intake
 from otel_safety.sidecar.metrics import PREFIX, FlagCounter, Metrics, ProblemLog, observe_engine
-from otel_safety.sidecar.spooling import Owed
-from otel_safety.spool import Spool, SpoolBusy
+from otel_safety.sidecar.spooling import Owed, spooled_log_request
+from otel_safety.spool import Record, Spool, SpoolBusy
 
 if TYPE_CHECKING:
     from otel_safety.exporters.ducklake import DuckLakeStore
@@ -152,6 +152,8 @@ class Sidecar:
             self._discard_new_store()
             raise
         self.engine = engine
+        if owed is not None:
+            engine.on_events_let_go.append(owed.events_done)
         observe_engine(self.metrics, engine.stats)
         self.intake = Intake(
             self.engine,
@@ -226,27 +228,46 @@ class Sidecar:
         raise SpoolBusy(f"every {kind} folder beside {self.settings.db_path} is in use")
 
     def replay(self) -> int:
-        """Judge the requests an earlier run acknowledged but did not write; the spans."""
+        """Judge the requests an earlier run acknowledged but did not write; the spans.
+        Log requests go first, so that their events wait for their spans, as they did."""
         if self.spool is None:
             return 0
-        spans = records = 0
+        spans = events = records = 0
+        later: list[Record] = []
         for record, payload in self.spool.leftovers():
-            try:
-                spans += self.intake.replay(record, payload)
-            except Exception:  # unreadable: keep the file's other records going
-                logger.exception("otel-safety serve: cannot replay spool record %s", record)
-                self.spool.release(record)
+            if spooled_log_request(payload) is None:
+                later.append(record)  # read again below: the spool keeps only where it is
                 continue
-            records += 1
+            if (taken := self._replay(record, payload)) is not None:
+                events += taken
+                records += 1
+        for record in later:
+            if (taken := self._replay(record, None)) is not None:
+                spans += taken
+                records += 1
         if records:
             logger.warning(
-                "otel-safety serve: judged again %d spans of %d requests acknowledged by an "
-                "earlier run and not yet written (spool %s)",
+                "otel-safety serve: judged again %d spans (and %d GenAI events sent as log "
+                "records) of %d requests acknowledged by an earlier run and not yet written "
+                "(spool %s)",
                 spans,
+                events,
                 records,
                 self.spool.folder,
             )
         return spans
+
+    def _replay(self, record: Record, payload: bytes | None) -> int | None:
+        """What the record handed to the engine; None when it could not be read."""
+        assert self.spool is not None
+        try:
+            return self.intake.replay(
+                record, self.spool.read(record) if payload is None else payload
+            )
+        except Exception:  # unreadable: keep the file's other records going
+            logger.exception("otel-safety serve: cannot replay spool record %s", record)
+            self.spool.release(record)
+            return None
 
     def _store(self) -> DuckDBStore | DuckLakeStore:
         if self.options.lake:
