@@ -3,7 +3,6 @@ judging tool calls after the fact on traces."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -352,11 +351,7 @@ class Guard:
         self, view: CallView, identity: Identity, conversation: str | None, at: float
     ) -> list[RuleHit]:
         key = conversation or identity.label or "-"
-        fingerprint = (
-            view.tool
-            + "\0"
-            + json.dumps([view.texts[:8], view.limits], sort_keys=True, default=str)
-        )
+        fingerprint = (view.tool, tuple(view.texts[:8]), tuple(view.limits))
         side_effect = any(c in self.data.side_effects for c in view.categories) and not (
             only_reads(view, self.data)
         )

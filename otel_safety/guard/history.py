@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from otel_safety.conversation import ExpiringStore
@@ -21,8 +22,8 @@ class _Calls:
     """One conversation's remembered calls, oldest first, with a count per fingerprint so
     that a check costs the same after 250 calls as after one."""
 
-    entries: deque[tuple[float, str, bool]] = field(default_factory=deque)
-    counts: Counter[str] = field(default_factory=Counter)
+    entries: deque[tuple[float, Hashable, bool]] = field(default_factory=deque)
+    counts: Counter[Hashable] = field(default_factory=Counter)
     in_order: bool = True  # every call's time >= the one before it
 
     def drop_oldest(self) -> None:
@@ -63,7 +64,7 @@ class CallHistory:
         self._calls: ExpiringStore[_Calls] = ExpiringStore(ttl=ttl, max_entries=max_conversations)
 
     def observe(
-        self, conversation: str, fingerprint: str, now: float, side_effect: bool = True
+        self, conversation: str, fingerprint: Hashable, now: float, side_effect: bool = True
     ) -> Pace:
         with self._calls.lock:
             calls = self._calls.get(conversation, _Calls)

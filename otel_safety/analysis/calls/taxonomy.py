@@ -176,8 +176,8 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         readonly_tools=_any_name(readonly.get("tools", []), "readonly.tools"),
         handoff_tools=_any_name(readonly.get("handoffs", []), "readonly.handoffs"),
         notice_tools=_any_name(readonly.get("notices", []), "readonly.notices"),
-        readonly_commands=_regexes(readonly.get("commands", []), 0, "readonly.commands"),
-        readonly_sql=_regexes(readonly.get("sql", []), _SQL_FLAGS, "readonly.sql"),
+        readonly_commands=_any_regex(readonly.get("commands", []), 0, "readonly.commands"),
+        readonly_sql=_any_regex(readonly.get("sql", []), _SQL_FLAGS, "readonly.sql"),
         shell_tools=_any_name(resolve.get("shell_tools", []), "resolve.shell_tools"),
         shell_arguments=_any_name(resolve.get("shell_arguments", []), "resolve.shell_arguments"),
         sql_tools=_any_name(resolve.get("sql_tools", []), "resolve.sql_tools"),
@@ -298,6 +298,16 @@ def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
 
 def _regexes(entries: list[str], flags: int, where: str) -> tuple[Pattern, ...]:
     return compile_patterns(entries, f"scope taxonomy {where}", flags)
+
+
+def _any_regex(entries: list[str], flags: int, where: str) -> tuple[Pattern, ...]:
+    """The entries as one alternation, for lists only asked whether any matches: one search
+    of a command instead of one per entry (an entry that cannot share a pattern, such as one
+    with a numbered back-reference, leaves the list as it is)."""
+    each = _regexes(entries, flags, where)  # each on its own first, so an error names it
+    if len(entries) < 2 or any(regex.search(r"\\[1-9]|\(\?[a-zA-Z]+\)", e) for e in entries):
+        return each
+    return _regexes([alternation(entries)], flags, where)
 
 
 def _names(entries: list[str], where: str) -> tuple[Pattern, ...]:
