@@ -136,17 +136,23 @@ class Intake:
         """Append the request to the spool (on disk before it is acknowledged) and track
         the traces it owes the store; a spool that cannot take it refuses the request."""
         assert self.owed is not None
+        record = self._append(request.SerializeToString(), "request", transport, peer, total)
+        self.owed.track(record, spans)
+
+    def _append(self, payload: bytes, what: str, transport: str, peer: str, total: int) -> Record:
+        """Put a request on disk before it is acknowledged; one the spool cannot take is
+        refused, retryably."""
+        assert self.owed is not None
         try:
-            record = self.owed.spool.append(request.SerializeToString())
+            return self.owed.spool.append(payload)
         except (SpoolFull, OSError) as exc:
             raise self.refuse(
                 Refusal.SATURATED,
-                f"cannot spool the request before acknowledging it: {exc}",
+                f"cannot spool the {what} before acknowledging it: {exc}",
                 transport,
                 peer,
                 total,
             ) from exc
-        self.owed.track(record, spans)
 
     def _submit_events(self, events: list[LogEvent], record: Record | None) -> int:
         """Hand GenAI events to the engine, their spooled `record` owed by their traces
@@ -269,24 +275,17 @@ class Intake:
 
         Log records are never refused for a busy pipeline: an event the engine's queue has
         no room for is dropped and counted (`log_events_dropped`), and the record still goes
-        on. Only a draining receiver refuses, so the client retries elsewhere.
+        on. Only a draining receiver refuses, so the client retries elsewhere, or a spool
+        that cannot take a request carrying GenAI events, so the client retries later.
         """
         total = log_record_count(request)
         if self.draining:
             raise self.refuse(Refusal.DRAINING, "the receiver is shutting down", transport, peer, 0)
         events = log_events_from_request(request)
         record = None
-        if self.owed is not None and events:
-            try:
-                record = self.owed.spool.append(LOG_REQUEST_TAG + request.SerializeToString())
-            except (SpoolFull, OSError) as exc:
-                raise self.refuse(
-                    Refusal.SATURATED,
-                    f"cannot spool the log request before acknowledging it: {exc}",
-                    transport,
-                    peer,
-                    0,
-                ) from exc
+        if self.owed is not None and events:  # their content is judged: on disk first
+            payload = LOG_REQUEST_TAG + request.SerializeToString()
+            record = self._append(payload, "log request", transport, peer, 0)
         submitted = self._submit_events(events, record)
         if self.forward_logs is not None:
             try:
