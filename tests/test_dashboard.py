@@ -317,6 +317,8 @@ def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard,
     assert "detector &#39;deception&#39; did not fire on trace" in wrong.text
     huge = httpx.post(target, data={"by": "dana", "note": "x" * 70_000}, headers=htmx)
     assert "the form is larger than 64 KiB" in huge.text  # once "say who resolves it"
+    bogus = httpx.post(target, data={"by": "dana", "note": "x", "action": "bogus"}, headers=htmx)
+    assert "unknown action &#39;bogus&#39;: resolve or reopen" in bogus.text  # was: resolved
     with open_store(db, wait=20) as con:
         assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
 

@@ -316,3 +316,25 @@ def test_control_and_invisible_characters_from_spans_show_as_escapes_on_a_page()
 
     shown = esc("a\x00b\x1b[31mc\u2028d\u200be\u202ef\tg\nh<")
     assert shown == "a\\x00b\\x1b[31mc\\u2028d\\u200be\\u202ef\tg\nh&lt;"
+
+
+def test_a_threshold_mark_names_the_threshold_in_force_not_the_point_it_sits_on():
+    """A detector at 0.3 whose lowest score at or above it is 0.8 behaves as at 0.8: its mark
+    sits on that point, but says 0.3, as the text under the chart does."""
+    from otel_safety.report.data import SweepCurve
+    from otel_safety.report.page import _curve_box
+
+    point = {"precision": 0.9, "recall": 0.5, "f1": 0.64, "best": True, "tp": 9}
+    curve = SweepCurve(
+        "ethics_boundary",
+        "real",
+        [{**point, "threshold": 0.8}, {**point, "threshold": 0.95, "best": False}],
+        store_threshold=0.3,
+        positives=18,
+        traces=40,
+    )
+    box = _curve_box(curve, calibrated=0.9)
+    assert "threshold in the store 0.3<" in box
+    assert "calibrated threshold 0.9<" in box
+    assert "At the store threshold 0.3:" in box
+    assert "threshold in the store 0.8" not in box

@@ -264,6 +264,9 @@ class _Pages:
                 raise ResolutionError(TOO_LARGE)
             if not form.get("by", "").strip():
                 raise ResolutionError("say who resolves it: fill in 'acting as'")
+            action = form.get("action", "resolve")
+            if action not in ("resolve", "reopen"):
+                raise ResolutionError(f"unknown action {action!r}: resolve or reopen")
             await self._act(
                 resolve,
                 self.db,
@@ -271,7 +274,7 @@ class _Pages:
                 by=form.get("by", ""),
                 note=form.get("note") or None,
                 detector=form.get("detector") or None,
-                resolved=form.get("action", "resolve") != "reopen",
+                resolved=action == "resolve",
             )
         except ResolutionError as exc:  # shown above the form, which stays
             message = str(exc)

@@ -199,12 +199,14 @@ def _curve_box(curve: SweepCurve, calibrated: float | None) -> str:
     prevalence = curve.positives / curve.traces if curve.traces else 0.0
     store = curve.at(curve.store_threshold)
     chosen = curve.at(calibrated) if calibrated is not None and curve.kind == "real" else None
+    # Each mark sits on the point its threshold behaves as (the lowest score at or above
+    # it) and is labelled with the threshold itself, the one in force.
     svg = pr_curve(
         curve.detector,
         curve.points,
         prevalence=prevalence,
-        store_point=store,
-        calibrated_point=chosen,
+        store_point=store and {**store, "threshold": curve.store_threshold},
+        calibrated_point=chosen and {**chosen, "threshold": calibrated},
     )
     best = curve.best
     lines = [f"{curve.kind} labels: {curve.traces} traces, {curve.positives} positive."]
