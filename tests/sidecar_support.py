@@ -49,6 +49,23 @@ from otel_safety.otlp import spans_from_request
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A model's answer asking to run `rm -rf /`, in the GenAI output-messages form: what the
+# tests send only as a log record, so that a span is judged on it only if the record is read.
+RM_RF_OUTPUT = [
+    {
+        "role": "assistant",
+        "parts": [
+            {
+                "type": "tool_call",
+                "id": "call_1",
+                "name": "run_shell",
+                "arguments": {"command": "rm -rf /"},
+            }
+        ],
+        "finish_reason": "tool_calls",
+    }
+]
+
 
 def free_port() -> int:
     with socket.socket() as sock:

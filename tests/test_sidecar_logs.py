@@ -34,7 +34,7 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from sidecar_support import GrpcNextHop, HttpNextHop, wait_for
+from sidecar_support import RM_RF_OUTPUT, GrpcNextHop, HttpNextHop, wait_for
 
 from otel_safety import semconv as sc
 from otel_safety.config import Settings
@@ -42,20 +42,6 @@ from otel_safety.content_capture import NO_CONTENT_NOTE
 from otel_safety.otlp import key_values
 from otel_safety.sidecar import Sidecar, SidecarOptions
 
-OUTPUT = [
-    {
-        "role": "assistant",
-        "parts": [
-            {
-                "type": "tool_call",
-                "id": "call_1",
-                "name": "run_shell",
-                "arguments": {"command": "rm -rf /"},
-            }
-        ],
-        "finish_reason": "tool_calls",
-    }
-]
 INPUT = [{"role": "user", "parts": [{"type": "text", "content": "Tidy up my machine."}]}]
 
 
@@ -100,7 +86,7 @@ def _app(spans: SpanExporter, logs: LogRecordExporter) -> tuple[int, int]:
                     "gen_ai.operation.name": "chat",
                     "gen_ai.response.id": "chatcmpl-1",
                     "gen_ai.input.messages": json.dumps(INPUT),
-                    "gen_ai.output.messages": json.dumps(OUTPUT),
+                    "gen_ai.output.messages": json.dumps(RM_RF_OUTPUT),
                 },
             )
         )

@@ -17,7 +17,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from sidecar_support import ServeProcess, wait_for
+from sidecar_support import RM_RF_OUTPUT, ServeProcess, wait_for
 
 from otel_safety.config import Settings
 from otel_safety.logs import OPERATION_DETAILS
@@ -457,54 +457,47 @@ def test_what_another_serve_left_in_its_folder_is_judged_by_the_one_that_starts(
 
 def _chat_without_its_root() -> tuple[ReadableSpan, ExportLogsServiceRequest]:
     """A chat span that carries no content, and the log request that does: the model asking
-    for `rm -rf /`, as an instrumentation sends it with content capture set to events. The
-    span's root lives in another process, so its trace waits out the decision wait."""
+    for `rm -rf /`, as an instrumentation sends it with content capture set to events. Its
+    root (the agent run) is never sent, so its trace waits out the decision wait."""
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    remote = trace.set_span_in_context(
-        trace.NonRecordingSpan(
-            trace.SpanContext(
-                trace_id=0x5EED,
-                span_id=0xF00D,
-                is_remote=True,
-                trace_flags=trace.TraceFlags(1),
-            )
-        )
-    )
     tracer = provider.get_tracer("spool-test")
-    with tracer.start_as_current_span(
-        "chat fake", context=remote, attributes={"gen_ai.operation.name": "chat"}
-    ) as chat:
+    with (
+        tracer.start_as_current_span("agent run"),
+        tracer.start_as_current_span(
+            "chat fake", attributes={"gen_ai.operation.name": "chat"}
+        ) as chat,
+    ):
         ids = chat.get_span_context()
     provider.shutdown()
-    output = [
-        {
-            "role": "assistant",
-            "parts": [
-                {
-                    "type": "tool_call",
-                    "id": "call_1",
-                    "name": "run_shell",
-                    "arguments": {"command": "rm -rf /"},
-                }
-            ],
-        }
-    ]
     record = LogRecord(
         event_name=OPERATION_DETAILS,
         trace_id=ids.trace_id.to_bytes(16, "big"),
         span_id=ids.span_id.to_bytes(8, "big"),
         attributes=[
             KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="chat")),
-            KeyValue(key="gen_ai.output.messages", value=AnyValue(string_value=json.dumps(output))),
+            KeyValue(
+                key="gen_ai.output.messages",
+                value=AnyValue(string_value=json.dumps(RM_RF_OUTPUT)),
+            ),
         ],
     )
     request = ExportLogsServiceRequest(
         resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=[record])])]
     )
-    (span,) = memory.get_finished_spans()
+    [span] = [s for s in memory.get_finished_spans() if s.name == "chat fake"]
     return span, request
+
+
+def _post_logs(url: str, request: ExportLogsServiceRequest) -> None:
+    answer = httpx.post(
+        f"{url}/v1/logs",
+        content=request.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
 
 
 @pytest.mark.process
@@ -515,13 +508,7 @@ def test_serve_killed_with_sigkill_keeps_the_content_its_log_records_carried(tmp
     span, logs = _chat_without_its_root()
     serve = ServeProcess("--db", db, "--decision-wait", "60", "--grpc-port", "off")
     with serve:
-        answer = httpx.post(
-            f"{serve.http_url}/v1/logs",
-            content=logs.SerializeToString(),
-            headers={"Content-Type": "application/x-protobuf"},
-            timeout=10,
-        )
-        assert answer.status_code == 200, answer.text
+        _post_logs(serve.http_url, logs)
         exporter = HttpExporter(endpoint=f"{serve.http_url}/v1/traces")
         assert exporter.export([span]) is SpanExportResult.SUCCESS
         exporter.shutdown()
@@ -551,13 +538,7 @@ def test_a_log_request_whose_spans_never_come_is_let_go_from_the_spool(tmp_path)
     )
     _, logs = _chat_without_its_root()
     with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
-        answer = httpx.post(
-            f"{sidecar.http_url}/v1/logs",
-            content=logs.SerializeToString(),
-            headers={"Content-Type": "application/x-protobuf"},
-            timeout=10,
-        )
-        assert answer.status_code == 200, answer.text
+        _post_logs(sidecar.http_url, logs)
         assert sidecar.spool is not None
         assert sidecar.spool.records == 1  # on disk before the answer
         wait_for(lambda: sidecar.spool.records == 0, what="the log request to be let go")

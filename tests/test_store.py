@@ -266,14 +266,24 @@ def _with_details(evaluation):
     return evaluation
 
 
+def _as_written_by(path, version: int, *dropped: str) -> None:
+    """Make the store at `path` what schema `version` wrote: without the `table.column`s
+    added since, and recorded as that version."""
+    with duckdb.connect(str(path)) as con:
+        for column in dropped:
+            table, name = column.split(".")
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+        con.execute(
+            "UPDATE otel_safety_meta SET value = ? WHERE key = 'schema_version'", [str(version)]
+        )
+
+
 def test_a_version_2_store_gets_the_finding_details_columns(tmp_path, span_factory):
     path = tmp_path / "old.duckdb"
     DuckDBStore(path).shutdown()
-    with duckdb.connect(str(path)) as con:  # make it what version 2 wrote
-        con.execute("ALTER TABLE findings DROP COLUMN details")
-        con.execute("ALTER TABLE findings DROP COLUMN calibrated")
-        con.execute("ALTER TABLE traces DROP COLUMN escalation_by_policy")
-        con.execute("UPDATE otel_safety_meta SET value = '2' WHERE key = 'schema_version'")
+    _as_written_by(
+        path, 2, "findings.details", "findings.calibrated", "traces.escalation_by_policy"
+    )
     pipeline = Pipeline(detectors=[KeywordDetector()])
     store = DuckDBStore(path)
     store.write([_with_details(pipeline.evaluate(span_factory.agent_run(answer="BAD")))])
@@ -296,10 +306,7 @@ def test_a_version_8_store_gets_the_audit_columns_of_who_answered_an_approval(tm
     audit table, and the first audit row written to it would have failed."""
     path = tmp_path / "v8.duckdb"
     DuckDBStore(path).shutdown()
-    with duckdb.connect(str(path)) as con:  # make it what version 8 wrote
-        con.execute("ALTER TABLE audit DROP COLUMN approval_id")
-        con.execute("ALTER TABLE audit DROP COLUMN approval_by")
-        con.execute("UPDATE otel_safety_meta SET value = '8' WHERE key = 'schema_version'")
+    _as_written_by(path, 8, "audit.approval_id", "audit.approval_by")
     DuckDBStore(path).shutdown()
     with duckdb.connect(str(path), read_only=True) as con:
         columns = {
@@ -576,10 +583,7 @@ def test_a_reader_of_an_older_store_sees_the_newer_columns_empty(tmp_path, span_
     store = DuckDBStore(path)
     store.write([Pipeline(detectors=[KeywordDetector()]).evaluate(span_factory.agent_run("BAD"))])
     store.shutdown()
-    with duckdb.connect(str(path)) as con:  # as schema 2 left it: no details, no calibrated
-        con.execute("ALTER TABLE findings DROP COLUMN details")
-        con.execute("ALTER TABLE findings DROP COLUMN calibrated")
-        con.execute("UPDATE otel_safety_meta SET value = '2' WHERE key = 'schema_version'")
+    _as_written_by(path, 2, "findings.details", "findings.calibrated")
     with open_store(path) as con:
         columns, rows = queries.run(con, queries.resolve_sql("behavior_indicators"))
         detected = con.execute("SELECT detector, details, calibrated FROM findings").fetchall()

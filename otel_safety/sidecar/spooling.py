@@ -101,8 +101,9 @@ class Owed:
         """The store wrote these spans (or quarantined their traces, counted)."""
         done: list[Record] = []
         with self._lock:
-            written = {span.context.trace_id for e in evaluations for span in e.spans}
-            done.extend(self._events_done(written))
+            if self._events_by_trace:  # log requests wait for some trace
+                written = {span.context.trace_id for e in evaluations for span in e.spans}
+                done.extend(self._events_done(written))
             for evaluation in evaluations:
                 for trace_id, span_ids in _span_ids(evaluation.spans).items():
                     records = self._by_trace.get(trace_id, set())
