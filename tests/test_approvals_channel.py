@@ -94,6 +94,8 @@ def test_the_cli_in_another_process_answers_a_waiting_guard(tmp_path, verb, deci
     assert verdict.decision.value == decision
     assert verdict.approval == ("approved" if verb == "approve" else "denied")
     assert (verdict.approval_id, verdict.approval_by) == ("safety-1", "bob")  # for the audit
+    said = "approved by bob" if verb == "approve" else "approval denied by bob"
+    assert said in verdict.summary()  # the summary names who answered
     assert call.seconds < 25  # answered, not timed out
     stored = ApprovalStore(path).get("safety-1")
     assert (stored.status, stored.decided_by, stored.note) == (

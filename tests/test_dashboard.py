@@ -490,6 +490,7 @@ def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, bro
         actor = browser.find_element(By.ID, "actor")  # the header is never replaced
         actor.clear()
         actor.send_keys("lee")
+        browser.find_element(By.ID, f"note-{first}").send_keys("build script only")
         click(browser, f'tr[data-approval="{first}"] button.approve')
         approved.join(30)
         assert not approved.is_alive(), "the guard did not hear the approval"
@@ -521,10 +522,13 @@ def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, bro
         guard.close()
     with open_store(db, wait=20) as con:
         answers = con.execute(
-            "SELECT id, status, decided_by FROM approvals WHERE id IN (?, ?) ORDER BY seq",
+            "SELECT id, status, decided_by, note FROM approvals WHERE id IN (?, ?) ORDER BY seq",
             [first, second],
         ).fetchall()
-    assert answers == [(first, "approved", "lee"), (second, "denied", "lee")]
+    assert answers == [
+        (first, "approved", "lee", "build script only"),
+        (second, "denied", "lee", None),  # an empty note is no note
+    ]
 
 
 # --- beside serve -------------------------------------------------------------------------

@@ -335,6 +335,7 @@ td.blocked{color:#b91c1c;font-weight:700}
 button{font:inherit;font-weight:600;border:0;border-radius:6px;padding:4px 12px;cursor:pointer;
 color:#fff}button.approve{background:#15803d}button.deny{background:#b91c1c}
 #pending-table td.actions{white-space:normal}#pending-table button{margin:2px 0}
+.approval-note{width:100%;box-sizing:border-box;margin-top:2px;font:inherit}
 td.actions,td.nowrap,#flagged-table td:nth-child(2),#audit-table td:first-child{white-space:nowrap}
 tr.resolved{color:#6b7280}
 blockquote.evidence{margin:6px 0;padding:6px 10px;background:#fef2f2;border-left:3px solid

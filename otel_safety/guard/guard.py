@@ -388,12 +388,13 @@ class Guard:
         verdict.approval = answer.status
         verdict.approval_id = answer.approval_id
         verdict.approval_by = answer.decided_by
+        by = f" by {answer.decided_by}" if answer.decided_by else ""
         if answer.status == "approved":
             verdict.decision = Decision.ALLOW
-            verdict.reasons.append("approved by the approver")
+            verdict.reasons.append(f"approved{by or ' by the approver'}")
         else:
             verdict.decision = Decision.BLOCK
-            verdict.reasons.append(f"approval {answer.status}")
+            verdict.reasons.append(f"approval {answer.status}{by}")
 
     def close(self) -> None:
         if self.approval is not None:
