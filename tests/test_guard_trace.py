@@ -352,6 +352,52 @@ def test_a_verdict_a_producer_wrote_on_its_own_span_is_not_trusted(tmp_path: Pat
         ).fetchall()
     assert dict(span.attributes)["otel_safety.guard.decision"] == "ALLOW"  # forged, unsigned
     assert rows == [("inline", "ALLOW"), ("trace", "BLOCK"), ("trace", "BLOCK")]
+    with duckdb.connect(str(db), read_only=True) as con:
+        set_aside = con.execute(
+            "SELECT reasons FROM audit WHERE source = 'trace' ORDER BY risk"
+        ).fetchall()
+    assert all("verdict (ALLOW, risk " in json.loads(r)[0] for (r,) in set_aside)
+
+
+def test_a_verdict_signed_with_another_key_is_named_where_it_was_set_aside(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """An app's inline BLOCK judged by a process with another key (a `serve` that was not
+    given OTEL_SAFETY_GUARD_KEY): the call is judged anew, and its verdict says what the
+    app had decided and why that was set aside, rather than a bare WARN nobody stopped."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    guard = Guard(Directory(), approver=lambda verdict: False)
+    arguments = {"command": "chmod 777 deploy.sh"}
+    with (
+        tracer.start_as_current_span(
+            "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ),
+        tracer.start_as_current_span(
+            "execute_tool run_shell",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_shell",
+                "gen_ai.tool.call.arguments": json.dumps(arguments),
+            },
+        ),
+    ):
+        inline = guard.check_tool_call("run_shell", arguments)
+    guard.close()
+    assert inline.blocked and inline.approval == "denied"
+    monkeypatch.setattr("otel_safety.guard.signing._KEY", b"another process's key")
+    db = _judged(tmp_path / "k.duckdb", exporter.get_finished_spans())
+    provider.shutdown()
+    with duckdb.connect(str(db), read_only=True) as con:
+        source, verdict, reasons = con.execute(
+            "SELECT source, verdict, reasons FROM audit"
+        ).fetchone()
+    assert (source, verdict) == ("trace", "WARN")  # judged here, without the app's approver
+    first = json.loads(reasons)[0]
+    assert f"span's own guard verdict (BLOCK, risk {inline.risk}) was set aside" in first
+    assert "OTEL_SAFETY_GUARD_KEY" in first
 
 
 def test_status_and_audit_query_over_the_store(tmp_path: Path, capsys) -> None:

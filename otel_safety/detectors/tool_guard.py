@@ -26,7 +26,7 @@ from otel_safety.detectors.registry import register
 from otel_safety.detectors.severity import strictest
 from otel_safety.guard import Guard, Requester, Verdict
 from otel_safety.guard.secret_flow import SecretLedger
-from otel_safety.guard.signing import verify
+from otel_safety.guard.signing import KEY_ENV, verify
 from otel_safety.guard.verdict import Decision
 from otel_safety.guardrail import TOOL_GUARD, TOOL_GUARD_RISK_CATEGORY
 from otel_safety.model import Evidence, Severity, ToolCall, Trajectory
@@ -85,19 +85,22 @@ class ToolGuardDetector(Detector):
                 else ()
             )
             carried = secrets.carried_by(call.arguments_text()) if secrets else None
-            verdict = _inline(call) or self.guard.check_tool_call(
-                call.name,
-                call.arguments,
-                requester,
-                conversation=conversation,
-                at=None if call.start_ns is None else call.start_ns / 1e9,
-                pace=call.start_ns is not None and not call.replayed,
-                record=False,
-                source="trace",
-                steered_by=_quote(steered[0]) if steered else None,
-                task=task,
-                secret_from=carried,
-                named_picks=named,
+            verdict = _inline(call) or _with_set_aside(
+                call,
+                self.guard.check_tool_call(
+                    call.name,
+                    call.arguments,
+                    requester,
+                    conversation=conversation,
+                    at=None if call.start_ns is None else call.start_ns / 1e9,
+                    pace=call.start_ns is not None and not call.replayed,
+                    record=False,
+                    source="trace",
+                    steered_by=_quote(steered[0]) if steered else None,
+                    task=task,
+                    secret_from=carried,
+                    named_picks=named,
+                ),
             )
             if call.result:
                 earlier.append((call.name, call.result))
@@ -160,6 +163,24 @@ def _inline(call: ToolCall) -> Verdict | None:
         source="inline",
         rule_ids=[str(r) for r in recorded.get("rule_ids") or []],
     )
+
+
+def _with_set_aside(call: ToolCall, verdict: Verdict) -> Verdict:
+    """This process's own verdict, saying first what an unverifiable verdict on the span had
+    decided: an app's inline BLOCK read here as an ALLOW, with no word of it, looks like a
+    call nobody stopped."""
+    recorded: Mapping[str, Any] | None = call.guard
+    decision = str(recorded.get("decision")) if recorded else None
+    if decision not in Decision.__members__:  # nothing a guard writes: not worth a word
+        return verdict
+    risk = recorded.get("risk") if recorded else None
+    said = decision + (f", risk {risk}" if isinstance(risk, int) else "")
+    note = (
+        f"the span's own guard verdict ({said}) was set aside: its signature does not verify "
+        f"in this process (an app and a serve that trust each other's checks share "
+        f"{KEY_ENV}); judged here instead"
+    )
+    return verdict.model_copy(update={"reasons": [note, *verdict.reasons]})
 
 
 def _text(value: Any) -> str | None:
