@@ -502,6 +502,32 @@ def test_principals_cli_edits_the_file(tmp_path: Path, capsys) -> None:
     assert list(Directory.load(path).principals) == ["bot"]
 
 
+def test_principals_written_where_the_guard_does_not_read_say_so(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """`principals add` writes ./principals.json by default, but the guard reads only the
+    file OTEL_SAFETY_PRINCIPALS names: an edit that will not apply says how to make it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OTEL_SAFETY_PRINCIPALS", raising=False)
+    assert main(["principals", "add", "kim", "--trust", "3"]) == 0
+    written = str(tmp_path / "principals.json")
+    unread = capsys.readouterr().err
+    assert "OTEL_SAFETY_PRINCIPALS is not set" in unread
+    assert f"set OTEL_SAFETY_PRINCIPALS={written}" in unread
+    monkeypatch.setenv("OTEL_SAFETY_PRINCIPALS", str(tmp_path / "other.json"))
+    assert main(["principals", "set", "--file", written, "kim", "--trust", "2"]) == 0
+    assert f"reads OTEL_SAFETY_PRINCIPALS={tmp_path / 'other.json'}, not this" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.setenv("OTEL_SAFETY_PRINCIPALS", written)
+    assert main(["principals", "set", "kim", "--trust", "1"]) == 0
+    assert capsys.readouterr().err == ""  # the file the guard reads: nothing to say
+    assert main(["principals", "add", "", "--trust", "2"]) == 1
+    refused = capsys.readouterr().err
+    assert "principal '': id: String should have at least 1 character" in refused
+    assert "pydantic" not in refused and "validation error" not in refused
+
+
 def test_principals_cli_add_with_a_uid_is_verified_with_trust_2(tmp_path: Path, capsys) -> None:
     path = str(tmp_path / "p.json")
     assert main(["principals", "add", "--file", path, "kim", "--uid", "slack:U9"]) == 0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from otel_safety.commands.options import add_db, add_format
 from otel_safety.config import from_environment
@@ -18,6 +21,7 @@ from otel_safety.guard.principals import (
     PrincipalsError,
     Role,
     editing,
+    validation_problems,
 )
 
 DEFAULT_PRINCIPALS = "principals.json"
@@ -306,12 +310,31 @@ def _edit(args: argparse.Namespace) -> int:
         )
     try:
         principal = Principal.model_validate(fields)
-    except ValueError as exc:
-        raise PrincipalsError(f"principal {args.id!r}: {exc}") from None
+    except ValidationError as exc:
+        raise PrincipalsError(f"principal {args.id!r}: {validation_problems(exc)}") from None
     directory.add(principal, replace=True)
     directory.save(args.principals)
     print(f"{'changed' if current else 'added'} {args.id} in {args.principals}")
+    _say_if_unread(args.principals)
     return 0
+
+
+def _say_if_unread(path: str | Path) -> None:
+    """The guard reads only the file $OTEL_SAFETY_PRINCIPALS names: say so when the file just
+    written is not that one, or principals edited here would silently never apply."""
+    named = from_environment("principals")
+    if named and os.path.realpath(named) == os.path.realpath(path):
+        return
+    now = (
+        f"the guard reads {PRINCIPALS_ENV}={named}, not this file"
+        if named
+        else f"{PRINCIPALS_ENV} is not set, so the guard reads no principals file"
+    )
+    print(
+        f"note: {now}; set {PRINCIPALS_ENV}={os.path.abspath(path)} for configure(), serve "
+        "and `guard check` to apply these principals (or pass --file to `guard check`)",
+        file=sys.stderr,
+    )
 
 
 def _categories(text: str) -> list[str]:

@@ -106,6 +106,11 @@ class PrincipalsError(ValueError):
     """The principals file cannot be used; the message names the file and the problem."""
 
 
+def validation_problems(exc: ValidationError) -> str:
+    """Pydantic's errors as one line a person can act on: each field and what is wrong."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+
+
 class Directory:
     """The deployment's principals. Empty means trust is not checked at all (only what the
     call does is judged), so a guard without a principals file never blocks a read."""
@@ -193,10 +198,9 @@ class Directory:
             try:
                 directory.add(Principal.model_validate(entry))
             except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
-                )
-                raise PrincipalsError(f"{path}: principal #{index + 1}: {problems}") from None
+                raise PrincipalsError(
+                    f"{path}: principal #{index + 1}: {validation_problems(exc)}"
+                ) from None
             except PrincipalsError as exc:
                 raise PrincipalsError(f"{path}: principal #{index + 1}: {exc}") from None
         directory._check_categories(path)
