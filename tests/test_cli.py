@@ -530,6 +530,9 @@ def test_out_never_overwrites_a_store(tmp_path, command):
     done = run_cli(*command, "--db", str(db), "--out", str(db))
     assert done.returncode == 1 and "is a DuckDB database" in done.stderr
     assert db.read_bytes() == before
+    folder = run_cli(*command, "--db", str(db), "--out", str(tmp_path))
+    assert folder.returncode == 1, folder.stdout
+    assert f"--out {tmp_path} is a folder: give the path of a file" in folder.stderr
 
 
 def test_commands_that_write_a_store_refuse_another_duckdb_database(tmp_path):

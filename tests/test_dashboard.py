@@ -273,8 +273,11 @@ def test_a_session_expires_and_ends_with_the_run_and_logs_in_only_to_this_dashbo
 def test_hostile_requests_get_clear_answers_not_errors(dashboard, store):
     _, traces = store
     bearer = {"Authorization": f"Bearer {TOKEN}"}
-    superscript = httpx.get(f"{dashboard.url}/panel/flagged?limit=%C2%B2", headers=bearer)
-    assert superscript.status_code == 200  # was a 500: '²' is a digit int() cannot read
+    for bad in ("%C2%B2", "abc", "7"):  # '²' was a 500: a digit int() cannot read
+        refused = httpx.get(f"{dashboard.url}/panel/flagged?limit={bad}", headers=bearer)
+        assert refused.status_code == 400 and "limit must be one of 50, 200, 1000" in refused.text
+    for fine in ("", "200"):
+        assert httpx.get(f"{dashboard.url}/panel/flagged?limit={fine}", headers=bearer).is_success
     htmx = {**bearer, "HX-Request": "true"}
     target = f"{dashboard.url}/trace/{traces['r3']}/resolve"
     announced = httpx.post(target, content=b"by=x&note=" + b"a" * 200_000, headers=htmx)
@@ -490,7 +493,13 @@ def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, bro
         actor = browser.find_element(By.ID, "actor")  # the header is never replaced
         actor.clear()
         actor.send_keys("lee")
-        browser.find_element(By.ID, f"note-{first}").send_keys("build script only")
+        note = f"note-{first}"
+        wait(browser).until(ec.element_to_be_clickable((By.ID, note))).send_keys(
+            "build script only"
+        )
+        time.sleep(2.5)  # two live refreshes of the panel later, the note being typed holds
+        typed = browser.execute_script(f"return document.getElementById('{note}').value")
+        assert typed == "build script only"
         click(browser, f'tr[data-approval="{first}"] button.approve')
         approved.join(30)
         assert not approved.is_alive(), "the guard did not hear the approval"

@@ -48,11 +48,14 @@ def require_store(path: str | Path, hint: str | None = None) -> None:
 
 def refuse_overwriting_a_store(out: str | Path) -> None:
     """An `--out` file is written whole: never over a DuckDB database (the store the command
-    reads, given twice by a slip, or any other)."""
+    reads, given twice by a slip, or any other), nor where a folder is; both refused before
+    any work is done."""
+    if Path(out).is_dir():
+        raise ValueError(f"--out {out} is a folder: give the path of a file to write")
     try:
         duckdb_file = looks_like_duckdb(out)
     except OSError:
-        return  # missing (or a folder, refused when written, with the system's message)
+        return  # missing, or unreadable: refused when written, with the system's message
     if duckdb_file:
         raise ValueError(
             f"--out {out} is a DuckDB database; writing it would destroy it: pass another file"
