@@ -8,6 +8,7 @@ lands in the store, and an approval reaches a guard waiting for it in this proce
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import markupsafe
 import pytest
 from needs import require
 from PIL import Image
@@ -355,6 +357,25 @@ def test_the_guard_decisions_say_they_are_another_judge_than_the_level(dashboard
     index = httpx.get(f"{dashboard.url}/", headers=bearer).text
     assert "judgement of whole runs" in index
     assert "<em>trace</em> rows are the same rules read from the trace" in index
+
+
+def test_a_finding_whose_evidence_is_its_explanation_says_it_once(dashboard, store):
+    db, _ = store
+    with open_store(db, wait=20) as con:
+        fired = con.execute(
+            "SELECT trace_id, explanation, evidence FROM findings WHERE detected "
+            "AND explanation IS NOT NULL ORDER BY trace_id, detector"
+        ).fetchall()
+    repeated = [
+        (trace_id, said)
+        for trace_id, said, evidence in fired
+        if any(e.get("text") == said for e in json.loads(evidence or "[]"))
+    ]
+    assert repeated, "the store holds no finding whose evidence repeats its explanation"
+    trace_id, said = repeated[0]
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    page = httpx.get(f"{dashboard.url}/trace/{trace_id}", headers=bearer).text
+    assert page.count(str(markupsafe.escape(said))) == 1
 
 
 # --- the pages in the browser -------------------------------------------------------------
