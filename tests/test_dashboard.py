@@ -359,6 +359,16 @@ def test_the_guard_decisions_say_they_are_another_judge_than_the_level(dashboard
     assert "<em>trace</em> rows are the same rules read from the trace" in index
 
 
+def test_the_index_links_its_sections_in_the_order_they_come(dashboard, store):
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    index = httpx.get(f"{dashboard.url}/", headers=bearer).text
+    nav = re.search(r"<nav>(.*?)</nav>", index, re.S)
+    assert nav is not None
+    linked = re.findall(r'href="#([\w-]+)"', nav.group(1))
+    sections = re.findall(r'<section id="([\w-]+)"', index)
+    assert linked == sections
+
+
 def test_a_finding_whose_evidence_is_its_explanation_says_it_once(dashboard, store):
     db, _ = store
     with open_store(db, wait=20) as con:
