@@ -303,10 +303,17 @@ def test_a_resolved_alert_leaves_the_flagged_table_as_it_leaves_the_query(tmp_pa
         engine.process(spans)
     engine.shutdown()
     resolved, kept = (trace_id_hex(spans[0].context.trace_id) for spans in runs)
+    before = gather(db).totals
     resolve(db, resolved, by="dana", note="a test box")
-    page = render(gather(db))
+    data = gather(db)
+    page = render(data)
     assert kept in page and resolved not in page
     assert "include_resolved=true" in page
+    alerts = before["open alerts"]
+    assert alerts >= 2 and before["resolved alerts"] == 0
+    gone = alerts - data.totals["open alerts"]  # the resolved trace's alerts, counted apart
+    assert gone >= 1 and data.totals["resolved alerts"] == gone
+    assert f"<b>{gone:,}</b>resolved alerts" in page
 
 
 def test_control_and_invisible_characters_from_spans_show_as_escapes_on_a_page():

@@ -108,14 +108,37 @@ def _kit(con: duckdb.DuckDBPyConnection, name: str, **params: str):
 
 def store_totals(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """The headline counts of a store (the report's and the dashboard's)."""
+    open_alerts, resolved_alerts = con.execute(ALERTS_SQL).fetchone()
     return {
         "traces": _scalar(con, "SELECT count(*) FROM traces"),
         "escalated traces": _scalar(con, "SELECT count(*) FROM traces WHERE escalation_rank >= 1"),
         "spans": _scalar(con, "SELECT count(*) FROM spans"),
         "findings": _scalar(con, "SELECT count(*) FROM findings"),
         "fired findings": _scalar(con, "SELECT count(*) FROM findings WHERE detected"),
+        "open alerts": open_alerts,
+        "resolved alerts": resolved_alerts,
         "labels": _scalar(con, "SELECT count(*) FROM labels"),
     }
+
+
+# Alerts as `flagged_spans` lists them (a fired finding at WARN or above), open or resolved by
+# the resolution in force (the latest per trace and detector; no detector: the whole trace),
+# as that query file decides it.
+ALERTS_SQL = """
+WITH resolved AS (
+    SELECT trace_id, detector FROM resolutions
+    QUALIFY row_number() OVER (
+        PARTITION BY trace_id, detector ORDER BY resolved_at DESC, resolved DESC) = 1
+        AND resolved
+), alerts AS (
+    SELECT EXISTS (
+        SELECT 1 FROM resolved AS r
+        WHERE r.trace_id = f.trace_id AND (r.detector IS NULL OR r.detector = f.detector)
+    ) AS is_resolved
+    FROM findings AS f WHERE f.detected AND f.escalation_rank >= 1
+)
+SELECT count(*) FILTER (NOT is_resolved), count(*) FILTER (is_resolved) FROM alerts
+"""
 
 
 def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> int:
