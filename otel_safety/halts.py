@@ -54,9 +54,9 @@ class Halt(BaseModel):
     conversation: str
     reason: str
     detectors: list[str] = Field(default_factory=list)
-    source: Literal["turn", "trace"] = Field(
+    source: Literal["turn", "trace", "operator"] = Field(
         description="turn: the per-turn API, as the turn was judged; trace: the pipeline, "
-        "after the trace ended"
+        "after the trace ended; operator: a person, through the store (`otel-safety halt`)"
     )
     trace_id: str | None = None
     at: float = Field(default_factory=time.time, description="unix seconds")

@@ -214,6 +214,17 @@ class HttpNextHop:
         self._server.__exit__(*exc)
 
 
+def run_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """`otel-safety ARGS` in a process of its own, as a person at another terminal runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "otel_safety.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def wait_for(condition: Any, timeout: float = 20.0, what: str = "condition") -> Any:
     """Poll until `condition()` is truthy; fail with `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout

@@ -5,8 +5,6 @@ answers from another process (`otel-safety approve|deny` on the same DuckDB file
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -16,7 +14,7 @@ from typing import Any
 
 import pytest
 from loopback import LoopbackServer, QuietHandler
-from sidecar_support import ROOT, ServeProcess, free_port, wait_for
+from sidecar_support import ServeProcess, free_port, run_command, wait_for
 
 from otel_safety.approvals import ApprovalChannel, ApprovalStore
 from otel_safety.approvals.request import fingerprint
@@ -50,16 +48,6 @@ class GuardCall:
         return self.verdict
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "otel_safety.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def _pending(path: Path, count: int = 1) -> list:
     store = ApprovalStore(path)
     return wait_for(
@@ -84,11 +72,11 @@ def test_the_cli_in_another_process_answers_a_waiting_guard(tmp_path, verb, deci
     assert pending.id == "safety-1" and pending.tool == "bash" and pending.requester == "alice"
     assert "chmod 777" in pending.arguments and "world_writable" in pending.summary
 
-    listed = _cli("approvals", "--db", str(path))
+    listed = run_command("approvals", "--db", str(path))
     assert listed.returncode == 0 and "safety-1" in listed.stdout and "alice" in listed.stdout
     assert f"otel-safety approve ID --db {path}" in listed.stdout  # the hint runs as shown
 
-    answered = _cli(verb, "safety-1", "--db", str(path), "--by", "bob", "--note", "checked")
+    answered = run_command(verb, "safety-1", "--db", str(path), "--by", "bob", "--note", "checked")
     assert answered.returncode == 0, answered.stderr
     verdict = call.result()
     assert verdict.decision.value == decision
@@ -104,10 +92,10 @@ def test_the_cli_in_another_process_answers_a_waiting_guard(tmp_path, verb, deci
         "checked",
     )
 
-    again = _cli("approve", "safety-1", "--db", str(path))  # a second answer
+    again = run_command("approve", "safety-1", "--db", str(path))  # a second answer
     assert again.returncode == 1
     assert f"safety-1 was already {verdict.approval} by bob" in again.stderr
-    unknown = _cli("deny", "safety-7", "--db", str(path))
+    unknown = run_command("deny", "safety-7", "--db", str(path))
     assert unknown.returncode == 1 and "no approval safety-7" in unknown.stderr
     assert "otel-safety approvals" in unknown.stderr  # says how to find the right id
 
@@ -120,7 +108,7 @@ def test_an_unanswered_request_expires_and_blocks_within_its_timeout(tmp_path):
     assert verdict.decision is Decision.BLOCK and verdict.approval == "expired"
     assert 0.9 < call.seconds < 10
     assert ApprovalStore(path).get("safety-1").status == "expired"
-    late = _cli("approve", "safety-1", "--db", str(path))
+    late = run_command("approve", "safety-1", "--db", str(path))
     assert late.returncode == 1 and "expired unanswered" in late.stderr
 
 

@@ -113,10 +113,12 @@ def _check_store_path(path: str) -> None:
     refuse_other_files(path)
 
 
-class ApprovalStore:
-    """Create, list and answer approvals in the store file (spans and findings live there too).
+class SharedStoreFile:
+    """One short transaction at a time on the store file that the app, `serve`, the CLI and
+    the dashboard all open: what a person and the guard say to each other (approvals,
+    halts) goes through it.
 
-    `create=False` refuses to make a new store file (for commands answering approvals,
+    `create=False` refuses to make a new store file (for commands answering the guard,
     where a missing file is a wrong `--db`). `lock_wait` bounds how long an operation waits
     for another process holding the file.
     """
@@ -125,7 +127,9 @@ class ApprovalStore:
         self, db_path: str | Path, *, create: bool = True, lock_wait: float = 10.0
     ) -> None:
         if str(db_path) == ":memory:":
-            raise ValueError("approvals need a store file other processes can open, not :memory:")
+            raise ValueError(
+                "approvals and halts need a store file other processes can open, not :memory:"
+            )
         self.path = str(Path(db_path).expanduser())
         self._key = str(Path(self.path).resolve())
         if create:  # a wrong path is said now, not at the first call that needs a person
@@ -133,6 +137,51 @@ class ApprovalStore:
         self.create_file = create
         self.lock_wait = lock_wait
         self._schema_ready = False
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with _file_lock(self._key):
+            con = self._connect()
+            try:
+                if not self._schema_ready:
+                    ensure_schema(con, self.path)
+                    self._schema_ready = True
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+            finally:
+                con.close()
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        if not self.create_file and not Path(self.path).is_file():
+            raise StoreError(
+                f"no store at {self.path}; give the store the application writes with --db "
+                "(or OTEL_SAFETY_DB)"
+            )
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                return connect_store(self.path)
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise StoreError(f"cannot open {self.path}: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"{self.path} is held by another process ({exc}); an app using "
+                        "configure() and `serve` release it between writes, `ingest` only "
+                        "when done: try again then"
+                    ) from exc
+                time.sleep(0.05)
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot open {self.path}: {exc}") from exc
+
+
+class ApprovalStore(SharedStoreFile):
+    """Create, list and answer approvals in the store file (spans and findings live there too)."""
 
     # -- the contract ------------------------------------------------------------------------
     def create(
@@ -358,47 +407,6 @@ class ApprovalStore:
         return found[0] if found else None
 
     # -- plumbing ----------------------------------------------------------------------------
-    @contextmanager
-    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with _file_lock(self._key):
-            con = self._connect()
-            try:
-                if not self._schema_ready:
-                    ensure_schema(con, self.path)
-                    self._schema_ready = True
-                con.execute("BEGIN TRANSACTION")
-                try:
-                    yield con
-                    con.execute("COMMIT")
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-            finally:
-                con.close()
-
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        if not self.create_file and not Path(self.path).is_file():
-            raise StoreError(
-                f"no store at {self.path}; give the store the application writes with --db "
-                "(or OTEL_SAFETY_DB)"
-            )
-        deadline = time.monotonic() + self.lock_wait
-        while True:
-            try:
-                return connect_store(self.path)
-            except duckdb.IOException as exc:
-                if "lock" not in str(exc).lower():
-                    raise StoreError(f"cannot open {self.path}: {exc}") from exc
-                if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"{self.path} is held by another process ({exc}); an app using "
-                        "configure() and `serve` release it between writes, `ingest` only "
-                        "when done: try again then"
-                    ) from exc
-                time.sleep(0.05)
-            except duckdb.Error as exc:
-                raise StoreError(f"cannot open {self.path}: {exc}") from exc
-
     @staticmethod
     def _expire(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(

@@ -48,7 +48,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         answer.add_argument("id", metavar="ID", help="the request's id, like safety-3")
         answer.add_argument("--note", help="why, for the audit trail")
         answer.add_argument(
-            "--by", default=_os_user(), help="who answers (default: the OS user, %(default)s)"
+            "--by", default=os_user(), help="who answers (default: the OS user, %(default)s)"
         )
         add_db(answer, help=db_help)
         answer.set_defaults(handler=cmd_decide, approved=approved)
@@ -112,7 +112,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return 0
 
 
-def _os_user() -> str:
+def os_user() -> str:
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # no login name and no passwd entry (some containers)

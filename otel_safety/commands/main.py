@@ -39,6 +39,9 @@ COMMANDS = {
     "approvals": "approvals",
     "approve": "approvals",
     "deny": "approvals",
+    "halt": "halts",
+    "unhalt": "halts",
+    "halts": "halts",
     "resolve": "resolve",
     "dashboard": "dashboard",
 }

@@ -231,6 +231,22 @@ APPROVALS = Table(
     required=("seq", "status", "created_at", "expires_at", "tool"),
 )
 
+# Conversations a person halted or lifted (otel_safety.approvals.halts): a history, like
+# resolutions, whose latest row per conversation is in force. Guards following the store
+# refuse a halted conversation's tool calls. Not part of TABLES, as approvals are not.
+HALTS = Table(
+    "halts",
+    _columns("""
+        seq BIGINT
+        conversation VARCHAR
+        halted BOOLEAN
+        decided_at TIMESTAMP
+        decided_by VARCHAR
+        reason VARCHAR
+    """),
+    required=("seq", "conversation", "halted", "decided_at"),
+)
+
 DEEP_RUNS = Table(
     "deep_runs",
     _columns("""
@@ -256,7 +272,9 @@ DEEP_RUNS = Table(
 
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
 TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT, DEEP_RUNS, RESOLUTIONS)
-SCHEMA = "\n".join([META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl(primary_key=True)])
+SCHEMA = "\n".join(
+    [META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl(primary_key=True), HALTS.ddl()]
+)
 
 
 def added_columns(table: Table, since: int) -> list[tuple[str, str]]:

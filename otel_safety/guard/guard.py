@@ -33,6 +33,7 @@ from otel_safety.mapping import GUARD_PREFIX
 
 if TYPE_CHECKING:
     from otel_safety.approvals.channel import ApprovalChannel
+    from otel_safety.approvals.halt_follower import HaltFollower
     from otel_safety.deep.settings import DeepConfig
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,9 @@ class Guard:
     call is blocked for another reason too. It and `repeat_limit`, `rate_limit` and
     `rate_window` default to the `[limits]` table of `guard.toml`. `halts` is the registry
     of halted conversations (the process's when None): an inline call of a halted
-    conversation is blocked.
+    conversation is blocked. The registry also follows the conversations a person halted
+    in a store (`otel-safety halt`): `halts_from`'s (a store path, or True for
+    `OTEL_SAFETY_DB`), else the approvals channel's store; `halts_from=False` follows none.
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class Guard:
         data: GuardData | None = None,
         clock: Callable[[], float] = time.time,
         halts: HaltRegistry | None = None,
+        halts_from: str | Path | bool | None = None,
         deep: DeepConfig | None = None,
     ) -> None:
         """`deep`: the model endpoint `check_tool_call(deep=True)` asks; when not given it
@@ -98,6 +102,7 @@ class Guard:
         self.approval = approval_gate(approver, approvals, approval_timeout, approval_ttl)
         self._clock = clock
         self.halts = halts if halts is not None else default_halts()
+        self.halt_follower = _halt_follower(halts_from, self.approval, self.halts)
         self._deep_config = deep
         self._deep_client: Any = None
         mask("")  # the secret patterns a hit's quote is masked with: built now, not on the
@@ -399,6 +404,8 @@ class Guard:
     def close(self) -> None:
         if self.approval is not None:
             self.approval.close()
+        if self.halt_follower is not None:
+            self.halt_follower.close()
 
 
 def _seconds(value: float, name: str, *, zero: bool) -> float:
@@ -448,6 +455,29 @@ def approval_gate(
             base_url=settings.approval_url,
         )
     return ApprovalGate(channel=channel, timeout=channel.timeout, ttl=ttl)
+
+
+def _halt_follower(
+    halts_from: str | Path | bool | None, gate: ApprovalGate | None, registry: HaltRegistry
+) -> HaltFollower | None:
+    """What follows the store's halts into `registry`: the store `halts_from` names, else
+    the approvals channel's, else none."""
+    if halts_from is False or (halts_from is None and (gate is None or gate.channel is None)):
+        return None
+    from otel_safety.approvals.halt_follower import HaltFollower
+    from otel_safety.approvals.halts import HaltStore
+
+    if halts_from is None:
+        assert gate is not None and gate.channel is not None
+        path = gate.channel.store.path
+    elif halts_from is True:
+        from otel_safety.config import Settings
+
+        path = Settings.resolve().db_path
+    else:
+        path = str(halts_from)
+    # Never made by the follower: a store that vanished must not read as "nothing halted".
+    return HaltFollower(HaltStore(path, create=False), registry)
 
 
 def _halt_hit(halt: Halt) -> RuleHit:

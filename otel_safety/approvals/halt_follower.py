@@ -1,0 +1,131 @@
+"""A guard's view of the halts a person set in the store, kept in step in the background.
+
+The guard reads halts from its in-memory registry on every inline call (microseconds); this
+follower reads the store once every `poll` seconds on its own thread and applies what
+changed: a conversation halted there is halted in the registry, one lifted there is
+released. It touches only the halts it applied (source "operator"): a halt the process's
+own monitors set is lifted in the process (`HaltRegistry.release`). A store that cannot be
+read keeps the halts last read in force; the log says so once it has not been read for
+`QUIET_FOR` seconds (a writer holding the file for a moment is no news).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections import Counter
+from pathlib import Path
+
+from otel_safety.approvals.halts import HaltStore, StoredHalt
+from otel_safety.exporters.duckdb import StoreError
+from otel_safety.halts import Halt, HaltRegistry
+from otel_safety.rate_limited import RateLimitedLog
+
+__all__ = ["DEFAULT_POLL", "HaltFollower"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLL = 1.0  # seconds between reads of the store: a halt reaches the guard this fast
+_LOCK_WAIT = 2.0  # a read waits at most this long for another process holding the file
+QUIET_FOR = 30.0  # seconds without a read of the store before the log says so
+
+
+class HaltFollower:
+    """Keeps `registry` in step with the halts `store` holds, from a daemon thread."""
+
+    def __init__(
+        self, store: HaltStore, registry: HaltRegistry, *, poll: float = DEFAULT_POLL
+    ) -> None:
+        if poll <= 0:
+            raise ValueError(f"the halts poll interval must be positive, got {poll}")
+        store.lock_wait = min(store.lock_wait, _LOCK_WAIT)
+        self.store = store
+        self.registry = registry
+        self.poll = poll
+        self.stats: Counter[str] = Counter()
+        self._applied: dict[str, int] = {}  # conversation -> seq of the stored halt applied
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._errors = RateLimitedLog(logger, window=60.0, limit=1, report_suppressed=True)
+        self._last_read = time.monotonic()
+        self._ever_read = False
+        self._thread = threading.Thread(target=self._follow, name="otel-safety-halts", daemon=True)
+        _running.add(self)
+        self._thread.start()
+
+    def sync(self) -> None:
+        """Read the store once and apply what changed (the thread does this every `poll`)."""
+        if not self._ever_read and not Path(self.store.path).is_file():
+            self._last_read = time.monotonic()
+            return  # no store yet, so nothing halted in it; never one made here
+        stored = {halt.conversation: halt for halt in self.store.in_force()}
+        self._last_read = time.monotonic()
+        self._ever_read = True
+        with self._lock:
+            for conversation, halt in stored.items():
+                held = self.registry.get(conversation)
+                if held is None or (
+                    held.source == "operator" and self._applied.get(conversation) != halt.seq
+                ):
+                    if held is not None:
+                        self.registry.release(conversation)
+                    self.registry.halt(_as_halt(halt))
+                    self.stats["applied"] += 1
+                self._applied[conversation] = halt.seq
+            for conversation in [c for c in self._applied if c not in stored]:
+                del self._applied[conversation]
+                held = self.registry.get(conversation)
+                if held is not None and held.source == "operator":
+                    self.registry.release(conversation)
+                    self.stats["lifted"] += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        _running.discard(self)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.poll + _LOCK_WAIT + 1.0)
+
+    def _follow(self) -> None:
+        while True:
+            try:
+                self.sync()
+            except (StoreError, OSError, ValueError) as exc:
+                self.stats["read_errors"] += 1
+                unread = time.monotonic() - self._last_read
+                if unread >= QUIET_FOR:
+                    self._errors.warning(
+                        "otel-safety: the halts in %s have not been read for %.0f s (%s); the "
+                        "halts read last stay in force",
+                        self.store.path,
+                        unread,
+                        exc,
+                    )
+            except Exception:  # never the app's problem: the next poll tries again
+                self.stats["read_errors"] += 1
+                logger.exception("otel-safety: reading the halts in %s failed", self.store.path)
+            if self._stop.wait(self.poll):
+                return
+
+
+# Followers not closed yet: stopped at exit, before the interpreter tears down, since a
+# daemon thread still inside DuckDB then aborts the process.
+_running: weakref.WeakSet[HaltFollower] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for follower in list(_running):
+        follower.close()
+
+
+def _as_halt(stored: StoredHalt) -> Halt:
+    by = f" by {stored.decided_by}" if stored.decided_by else ""
+    return Halt(
+        conversation=stored.conversation,
+        reason=f"{stored.reason or 'no reason given'} (halted{by})",
+        source="operator",
+        at=stored.decided_at.timestamp(),
+    )

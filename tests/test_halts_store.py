@@ -1,0 +1,128 @@
+"""Halts a person sets in the store, for real: `otel-safety halt|unhalt|halts` in another
+process on the DuckDB file the app writes, and a guard in this process that follows it and
+refuses the halted conversation's tool calls until the halt is lifted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sidecar_support import run_command, wait_for
+
+from otel_safety.approvals.halts import HaltStore, NotHalted
+from otel_safety.exporters.duckdb import DuckDBStore, StoreError
+from otel_safety.guard import Directory, Guard
+from otel_safety.halts import HALT_RULE, Halt, HaltRegistry
+
+READ = {"path": "notes.txt"}  # a call the guard allows when nothing is halted
+
+
+def _store(tmp_path: Path) -> Path:
+    db = tmp_path / "app.duckdb"
+    DuckDBStore(db).shutdown()  # the store the application writes
+    return db
+
+
+def _check(guard: Guard, conversation: str):
+    return guard.check_tool_call(
+        "read_file", READ, conversation=conversation, record=False, pace=False
+    )
+
+
+@pytest.mark.process
+def test_a_halt_from_the_cli_stops_the_conversation_in_a_following_guard_until_lifted(tmp_path):
+    db = _store(tmp_path)
+    registry = HaltRegistry()
+    guard = Guard(Directory(), halts=registry, halts_from=str(db))
+    try:
+        assert not _check(guard, "conv-7").blocked
+        halted = run_command(
+            "halt", "conv-7", "--reason", "refunds in a loop", "--by", "kim", "--db", str(db)
+        )
+        assert halted.returncode == 0, halted.stderr
+        assert "halted conversation conv-7 as kim" in halted.stdout
+        verdict = wait_for(
+            lambda: (lambda v: v if v.blocked else None)(_check(guard, "conv-7")),
+            timeout=15,
+            what="the guard to refuse the halted conversation",
+        )
+        assert verdict.rule_ids == [HALT_RULE]
+        assert "refunds in a loop (halted by kim)" in verdict.summary()
+        assert not _check(guard, "conv-8").blocked  # only that conversation
+
+        listed = run_command("halts", "--db", str(db), "--format", "json")
+        assert listed.returncode == 0, listed.stderr
+        [shown] = json.loads(listed.stdout)
+        assert (shown["conversation"], shown["halted"], shown["decided_by"]) == (
+            "conv-7",
+            True,
+            "kim",
+        )
+
+        lifted = run_command(
+            "unhalt", "conv-7", "--by", "lee", "--reason", "reviewed", "--db", str(db)
+        )
+        assert lifted.returncode == 0, lifted.stderr
+        wait_for(
+            lambda: not _check(guard, "conv-7").blocked,
+            timeout=15,
+            what="the guard to let the lifted conversation go on",
+        )
+        again = run_command("unhalt", "conv-7", "--db", str(db))
+        assert again.returncode == 1 and "is not halted" in again.stderr
+        assert "otel-safety halts" in again.stderr  # says how to find the halted ones
+        history = run_command("halts", "--db", str(db), "--history", "5")
+        assert "lifted" in history.stdout and "lee" in history.stdout
+        assert "no halted conversations" in run_command("halts", "--db", str(db)).stdout
+    finally:
+        guard.close()
+
+
+def test_a_guard_with_an_approvals_store_follows_its_halts_and_keeps_its_own(tmp_path):
+    """The store that carries a guard's approvals carries its halts; a halt the process's
+    own monitors set is not the store's to lift."""
+    db = _store(tmp_path)
+    registry = HaltRegistry()
+    guard = Guard(Directory(), approvals=str(db), halts=registry)
+    try:
+        follower = guard.halt_follower
+        assert follower is not None and follower.store.path == str(db)
+        registry.halt(Halt(conversation="mine", reason="a monitor's stop", source="trace"))
+        store = HaltStore(db)
+        store.halt("theirs", by="kim", reason="looks wrong")
+        follower.sync()
+        assert _check(guard, "theirs").blocked and _check(guard, "mine").blocked
+        store.halt("theirs", by="kim", reason="still wrong")  # a new reason replaces the old
+        follower.sync()
+        assert "still wrong" in _check(guard, "theirs").summary()
+        store.lift("theirs", by="kim")
+        follower.sync()
+        assert not _check(guard, "theirs").blocked
+        assert _check(guard, "mine").blocked  # lifted in the process that set it
+        assert follower.stats["lifted"] == 1
+        store.halt("theirs", by="kim", reason="again")
+        follower.sync()
+        db.rename(tmp_path / "moved.duckdb")  # a store that cannot be read ...
+        with pytest.raises(StoreError, match="no store at"):
+            follower.sync()
+        assert _check(guard, "theirs").blocked  # ... keeps the halts read last
+    finally:
+        guard.close()
+    assert not follower._thread.is_alive()  # close() ends its thread
+
+
+def test_halts_are_refused_for_no_conversation_and_a_guard_follows_none_unless_asked(tmp_path):
+    db = _store(tmp_path)
+    store = HaltStore(db)
+    with pytest.raises(ValueError, match="give the conversation id"):
+        store.halt("  ", by="kim", reason="x")
+    with pytest.raises(NotHalted, match="not halted"):
+        store.lift("never", by="kim")
+    assert store.in_force() == [] and store.history() == []
+    for guard in (
+        Guard(Directory(), halts=HaltRegistry()),
+        Guard(Directory(), approvals=str(db), halts_from=False),
+    ):
+        assert guard.halt_follower is None
+        guard.close()
