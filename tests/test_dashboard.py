@@ -35,6 +35,7 @@ from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore, open_store
 from otel_safety.guard.guard import Guard
 from otel_safety.guard.principals import Directory
+from otel_safety.halts import HaltRegistry
 from otel_safety.mapping import trace_id_hex
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -303,8 +304,62 @@ def test_actions_refuse_requests_another_site_could_make(dashboard, store):
     cross = {**bearer, "HX-Request": "true", "Origin": "http://evil.test"}
     assert httpx.post(target, data=form, headers=cross).status_code == 403
     assert httpx.post(f"{dashboard.url}/approvals/safety-1/approve", data=form).status_code == 401
+    halt = {**form, "conversation": "conv-1", "reason": "forged"}
+    assert httpx.post(f"{dashboard.url}/halts/halt", data=halt, headers=cross).status_code == 403
     with open_store(db, wait=20) as con:
         assert con.execute("SELECT count(*) FROM resolutions").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM halts").fetchone() == (0,)
+
+
+def test_a_conversation_halted_on_the_dashboard_stops_a_following_guard_until_lifted(
+    dashboard, store
+):
+    db, _ = store
+    htmx = {"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"}
+    registry = HaltRegistry()
+    guard = Guard(Directory(), halts=registry, halts_from=str(db))
+    read = {"path": "notes.txt"}
+
+    def refused() -> bool:
+        return guard.check_tool_call("read_file", read, conversation="conv-9", record=False).blocked
+
+    try:
+        reasonless = httpx.post(
+            f"{dashboard.url}/halts/halt",
+            data={"by": "kim", "conversation": "conv-9"},
+            headers=htmx,
+        )
+        assert "say why it is halted" in reasonless.text
+        halted = httpx.post(
+            f"{dashboard.url}/halts/halt",
+            data={"by": "kim", "conversation": "conv-9", "reason": "refunds in a loop"},
+            headers=htmx,
+        )
+        assert halted.status_code == 200 and 'data-conversation="conv-9"' in halted.text
+        wait_for(refused, timeout=15, what="the guard to refuse the halted conversation")
+        verdict = guard.check_tool_call("read_file", read, conversation="conv-9", record=False)
+        assert "refunds in a loop (halted by kim)" in verdict.summary()
+        panel = httpx.get(f"{dashboard.url}/panel/halts", headers=htmx).text
+        assert "refunds in a loop" in panel and 'id="halts-table"' in panel
+
+        lifted = httpx.post(
+            f"{dashboard.url}/halts/lift",
+            data={"by": "lee", "conversation": "conv-9"},
+            headers=htmx,
+        )
+        assert 'id="no-halts"' in lifted.text and "lifted" in lifted.text
+        wait_for(lambda: not refused(), timeout=15, what="the guard to let it go on")
+        again = httpx.post(
+            f"{dashboard.url}/halts/lift",
+            data={"by": "lee", "conversation": "conv-9"},
+            headers=htmx,
+        )
+        assert "is not halted" in again.text
+    finally:
+        guard.close()
+    with open_store(db, wait=20) as con:
+        rows = con.execute("SELECT halted, decided_by FROM halts ORDER BY seq").fetchall()
+    assert rows == [(True, "kim"), (False, "lee")]
 
 
 def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard, store):

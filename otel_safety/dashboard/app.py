@@ -1,8 +1,9 @@
 """The dashboard as a Starlette app: server-rendered pages, htmx fragments refreshed live.
 
-Read-only on the store except two actions: resolving a trace's alerts and deciding a pending
-approval. Both are POSTs that need htmx's `HX-Request` header and a same-origin `Origin`, so
-another site open in the browser cannot make them (a cross-site form cannot set the header).
+Read-only on the store except three actions: resolving a trace's alerts, deciding a pending
+approval, and halting or lifting a conversation. All are POSTs that need htmx's `HX-Request`
+header and a same-origin `Origin`, so another site open in the browser cannot make them (a
+cross-site form cannot set the header).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from otel_safety import __version__
-from otel_safety.dashboard import approvals, data
+from otel_safety.dashboard import approvals, data, halts
 from otel_safety.dashboard.auth import TokenAuth
 from otel_safety.dashboard.shared_reads import SharedReads
 from otel_safety.exporters.duckdb import StoreError
@@ -70,9 +71,11 @@ def create_app(options: DashboardOptions) -> Starlette:
         Route("/panel/audit", pages.audit),
         Route("/panel/behaviour", pages.behaviour),
         Route("/panel/approvals", pages.approvals),
+        Route("/panel/halts", pages.halts),
         Route("/trace/{trace_id}", pages.trace),
         Route("/trace/{trace_id}/resolve", pages.resolve, methods=["POST"]),
         Route("/approvals/{approval_id}/{decision}", pages.decide, methods=["POST"]),
+        Route("/halts/{action}", pages.halt, methods=["POST"]),
         Mount(
             "/static",
             app=StaticFiles(directory=Path(__file__).parent / "static"),
@@ -237,6 +240,43 @@ class _Pages:
         except StoreError as exc:  # locked for long, or no store yet: the next refresh retries
             return _busy(exc)
         return _html("approvals.html", pending=waiting, recent=decided, message=message)
+
+    async def halts(self, request: Request, message: str | None = None) -> Response:
+        try:
+            halted, history = await self._shared.get(
+                ("halts",), lambda: self._run(halts.panel, self.db)
+            )
+        except StoreError as exc:  # locked for long, or no store yet: the next refresh retries
+            return _busy(exc)
+        return _html("halts.html", halted=halted, history=history, message=message)
+
+    async def halt(self, request: Request) -> Response:
+        refused = _refuse_cross_site(request)
+        if refused is not None:
+            return refused
+        action = request.path_params["action"]
+        if action not in ("halt", "lift"):
+            return _html("message.html", 404, message="halt or lift")
+        form = await _form(request)
+        if form is None:
+            return await self.halts(request, message=TOO_LARGE)
+        by = form.get("by", "").strip()
+        if not by:
+            return await self.halts(request, message="say who decides: fill in 'acting as'")
+        try:
+            await self._act(
+                halts.decide,
+                self.db,
+                form.get("conversation", ""),
+                action == "halt",
+                by,
+                form.get("reason") or None,
+            )
+        except ValueError as exc:  # not halted, no id, no reason
+            return await self.halts(request, message=str(exc))
+        except StoreError as exc:
+            return await self.halts(request, message=f"not recorded, try again: {exc}")
+        return await self.halts(request)
 
     async def trace(self, request: Request) -> Response:
         trace_id = request.path_params["trace_id"].lower()
