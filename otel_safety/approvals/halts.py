@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from otel_safety.approvals.store import SharedStoreFile, _cannot_write
+from otel_safety.approvals.store import SharedStoreFile, cannot_write
 from otel_safety.exporters.duckdb import StoreError, connect_store
 
 __all__ = ["HaltStore", "NotHalted", "StoredHalt"]
@@ -80,7 +80,7 @@ class HaltStore(SharedStoreFile):
             with self._transaction() as con:
                 return _select(con, query, params or [])
         except StoreError as exc:
-            if not _cannot_write(exc):
+            if not cannot_write(exc):
                 raise
         with connect_store(self.path, read_only=True) as con:
             tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}

@@ -297,7 +297,7 @@ class ApprovalStore(SharedStoreFile):
                 self._expire(con)
                 return self._select(con, order, params)
         except StoreError as exc:
-            if not _cannot_write(exc):
+            if not cannot_write(exc):
                 raise
         with connect_store(self.path, read_only=True) as con:
             listed = self._select(con, order, params)
@@ -423,7 +423,7 @@ class ApprovalStore(SharedStoreFile):
         return [_approval(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
 
 
-def _cannot_write(error: StoreError) -> bool:
+def cannot_write(error: StoreError) -> bool:
     """The store is there to read but not to write: a read-only disk, mode or flag."""
     text = str(error).lower()
     return any(
