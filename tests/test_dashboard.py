@@ -30,6 +30,7 @@ from sidecar_support import ServeProcess, self_signed_certificate, wait_for
 from test_queries_kit import agent_run, kit_store  # noqa: F401  (the fixture)
 
 from otel_safety import queries
+from otel_safety.approvals.halts import HaltStore
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore, open_store
@@ -118,6 +119,7 @@ def store(kit_store, tmp_path_factory):  # noqa: F811
     spans = agent_run(
         "docs-svc", "<b>docs</b>-assistant", "mallory", "Summarize the README", "run_shell",
         {"command": f"rm -rf build {PAYLOAD}"}, "removed", "Done.", "2024-03-03T10:00:00",
+        conversation="conv-html",
     )  # fmt: skip
     engine.process(spans)
     engine.shutdown()
@@ -359,7 +361,25 @@ def test_a_conversation_halted_on_the_dashboard_stops_a_following_guard_until_li
         guard.close()
     with open_store(db, wait=20) as con:
         rows = con.execute("SELECT halted, decided_by FROM halts ORDER BY seq").fetchall()
-    assert rows == [(True, "kim"), (False, "lee")]
+    assert rows[:2] == [(True, "kim"), (False, "lee")]
+
+
+def test_a_trace_page_halts_its_conversation_and_answers_in_one_line(dashboard, store):
+    db, traces = store
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    page = httpx.get(f"{dashboard.url}/trace/{traces['html']}", headers=bearer).text
+    assert 'id="trace-halt-form"' in page and "conversation <code>conv-html</code>" in page
+    form = {"by": "kim", "conversation": "conv-html", "reply": "line"}
+    htmx = {**bearer, "HX-Request": "true"}
+    reasonless = httpx.post(f"{dashboard.url}/halts/halt", data=form, headers=htmx).text
+    assert reasonless.startswith('<p class="error">say why it is halted')
+    done = httpx.post(
+        f"{dashboard.url}/halts/halt", data={**form, "reason": "deletes builds"}, headers=htmx
+    ).text
+    assert done.startswith('<p class="key">halted conversation conv-html as kim')
+    assert [h.conversation for h in HaltStore(db).in_force()] == ["conv-html"]
+    untraced = httpx.get(f"{dashboard.url}/trace/{traces['r3']}", headers=bearer).text
+    assert 'id="trace-halt-form"' not in untraced  # no conversation id: nothing to halt
 
 
 def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard, store):

@@ -81,10 +81,11 @@ def _ns(text: str) -> int:
 def agent_run(
     service: str, agent: str, requester: str, task: str, tool: str,
     arguments: dict[str, Any], result: str, answer: str, start: str, tool_span: bool = True,
+    conversation: str | None = None,
 ) -> list[ReadableSpan]:  # fmt: skip
     """The spans of one instrumented agent run (GenAI conventions) at a chosen time; an empty
     `agent` names none, and without `tool_span` the tool is not instrumented (the call is
-    only in the model's output)."""
+    only in the model's output). `conversation` is the run's `gen_ai.conversation.id`."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -101,6 +102,7 @@ def agent_run(
             "gen_ai.operation.name": "invoke_agent",
             **({"gen_ai.agent.name": agent} if agent else {}),
             "enduser.id": requester,
+            **({"gen_ai.conversation.id": conversation} if conversation else {}),
         },
     )
     context = trace.set_span_in_context(root)

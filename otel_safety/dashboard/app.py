@@ -258,13 +258,15 @@ class _Pages:
         if action not in ("halt", "lift"):
             return _html("message.html", 404, message="halt or lift")
         form = await _form(request)
-        if form is None:
-            return await self.halts(request, message=TOO_LARGE)
-        by = form.get("by", "").strip()
-        if not by:
-            return await self.halts(request, message="say who decides: fill in 'acting as'")
+        message = None
+        done: Any = None
         try:
-            await self._act(
+            if form is None:
+                raise ValueError(TOO_LARGE)
+            by = form.get("by", "").strip()
+            if not by:
+                raise ValueError("say who decides: fill in 'acting as'")
+            done = await self._act(
                 halts.decide,
                 self.db,
                 form.get("conversation", ""),
@@ -273,10 +275,19 @@ class _Pages:
                 form.get("reason") or None,
             )
         except ValueError as exc:  # not halted, no id, no reason
-            return await self.halts(request, message=str(exc))
+            message = str(exc)
         except StoreError as exc:
-            return await self.halts(request, message=f"not recorded, try again: {exc}")
-        return await self.halts(request)
+            message = f"not recorded, try again: {exc}"
+        if form is None or form.get("reply") != "line":  # the panel's form: the panel again
+            return await self.halts(request, message=message)
+        if done is None:  # the trace page's form: one line
+            return _html("message.html", message=message)
+        done_line = (
+            f"{'halted' if done.halted else 'lifted the halt of'} conversation "
+            f"{done.conversation} as {done.decided_by}: guards following this store act on it "
+            "within about a second (Halted conversations, on the first page)"
+        )
+        return _html("message.html", message=done_line, kind="key")
 
     async def trace(self, request: Request) -> Response:
         trace_id = request.path_params["trace_id"].lower()
