@@ -6,7 +6,8 @@ changed: a conversation halted there is halted in the registry, one lifted there
 released. It touches only the halts it applied (source "operator"): a halt the process's
 own monitors set is lifted in the process (`HaltRegistry.release`). A store that cannot be
 read keeps the halts last read in force; the log says so once it has not been read for
-`QUIET_FOR` seconds (a writer holding the file for a moment is no news).
+`QUIET_FOR` seconds (a writer holding the file for a moment is no news), and at once, at
+most once a minute, for any other error.
 """
 
 from __future__ import annotations
@@ -92,20 +93,18 @@ class HaltFollower:
         while True:
             try:
                 self.sync()
-            except (StoreError, OSError, ValueError) as exc:
+            except Exception as exc:  # never the app's problem: the next poll tries again
                 self.stats["read_errors"] += 1
                 unread = time.monotonic() - self._last_read
-                if unread >= QUIET_FOR:
+                if unread >= QUIET_FOR or not isinstance(exc, StoreError | OSError):
                     self._errors.warning(
-                        "otel-safety: the halts in %s have not been read for %.0f s (%s); the "
+                        "otel-safety: the halts in %s were last read %.0f s ago (%s: %s); the "
                         "halts read last stay in force",
                         self.store.path,
                         unread,
+                        type(exc).__name__,
                         exc,
                     )
-            except Exception:  # never the app's problem: the next poll tries again
-                self.stats["read_errors"] += 1
-                logger.exception("otel-safety: reading the halts in %s failed", self.store.path)
             if self._stop.wait(self.poll):
                 return
 

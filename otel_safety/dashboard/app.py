@@ -29,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from otel_safety import __version__
+from otel_safety.approvals.halts import StoredHalt
 from otel_safety.dashboard import approvals, data, halts
 from otel_safety.dashboard.auth import TokenAuth
 from otel_safety.dashboard.shared_reads import SharedReads
@@ -259,7 +260,7 @@ class _Pages:
             return _html("message.html", 404, message="halt or lift")
         form = await _form(request)
         message = None
-        done: Any = None
+        done: StoredHalt | None = None
         try:
             if form is None:
                 raise ValueError(TOO_LARGE)

@@ -462,20 +462,22 @@ def _halt_follower(
 ) -> HaltFollower | None:
     """What follows the store's halts into `registry`: the store `halts_from` names, else
     the approvals channel's, else none."""
-    if halts_from is False or (halts_from is None and (gate is None or gate.channel is None)):
+    if halts_from is False:
         return None
-    from otel_safety.approvals.halt_follower import HaltFollower
-    from otel_safety.approvals.halts import HaltStore
-
     if halts_from is None:
-        assert gate is not None and gate.channel is not None
-        path = gate.channel.store.path
+        channel = gate.channel if gate is not None else None
+        if channel is None:
+            return None
+        path = channel.store.path
     elif halts_from is True:
         from otel_safety.config import Settings
 
         path = Settings.resolve().db_path
     else:
         path = str(halts_from)
+    from otel_safety.approvals.halt_follower import HaltFollower
+    from otel_safety.approvals.halts import HaltStore
+
     # Never made by the follower: a store that vanished must not read as "nothing halted".
     return HaltFollower(HaltStore(path, create=False), registry)
 
