@@ -167,14 +167,18 @@ def default_halts() -> HaltRegistry:
 
 class HaltSink(ImmediateSink):
     """An engine sink that halts the conversation of every judged trace with halting
-    findings: the pipeline's verdicts reach the guard of the same process.
+    findings: the pipeline's verdicts reach the guard of the same process, and, through
+    the store (which records `evaluation.halt`), the guards following it.
 
     Runs on the engine's worker after the trace ended, so the halt applies from the next
     tool call or model request of that conversation, not to the run that was judged. A trace
     with no conversation id halts nothing (the app could not name it) and is counted."""
 
-    def __init__(self, halts: HaltRegistry | None = None, *, on: HaltOn = ACTIVE) -> None:
-        self.halts = halts if halts is not None else default_halts()
+    def __init__(
+        self, halts: HaltRegistry | None = None, *, on: HaltOn = ACTIVE, in_process: bool = True
+    ) -> None:
+        # `serve` has no guard of its own to tell (in_process=False): the store alone does.
+        self.halts = (halts if halts is not None else default_halts()) if in_process else None
         self.on = on
         self.stats: Counter[str] = Counter()
 
@@ -202,13 +206,13 @@ class HaltSink(ImmediateSink):
                     evaluation.trace_id,
                 )
                 continue
-            self.halts.halt(
-                Halt(
-                    conversation=conversation,
-                    reason=halt_reason(halting, by_policy),
-                    detectors=sorted({f.detector for f in halting}),
-                    source="trace",
-                    trace_id=evaluation.trace_id,
-                )
+            evaluation.halt = Halt(
+                conversation=conversation,
+                reason=halt_reason(halting, by_policy),
+                detectors=sorted({f.detector for f in halting}),
+                source="trace",
+                trace_id=evaluation.trace_id,
             )
+            if self.halts is not None:
+                self.halts.halt(evaluation.halt)
             self.stats["halts"] += 1

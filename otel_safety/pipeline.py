@@ -38,6 +38,7 @@ from otel_safety.policies import SafeguardsPolicy
 from otel_safety.policy import Policy
 
 if TYPE_CHECKING:
+    from otel_safety.halts import Halt
     from otel_safety.run_verdicts import RunVerdict
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ class TraceEvaluation:
     # The run's verdict when earlier parts of this trace were judged stricter: `level` and
     # the root span's trace attributes are raised to it (otel_safety/run_verdicts.py).
     run: RunVerdict | None = None
+    # The halt this trace's verdict sets on its conversation (`HaltSink`), for the store.
+    halt: Halt | None = None
 
     @property
     def flagged(self) -> bool:

@@ -76,10 +76,13 @@ def free_port() -> int:
 # --- the observed application ---------------------------------------------------------------
 
 
-def run_agent(exporter: SpanExporter, service: str = "repo-assistant") -> None:
+def run_agent(
+    exporter: SpanExporter, service: str = "repo-assistant", conversation: str | None = None
+) -> None:
     """A pydantic-ai agent whose spans go out through `exporter` (a real OTLP exporter).
 
     Asked to summarise the README, it runs `rm -rf build`: scope escalation, HARD_STOP.
+    `conversation` is the run's conversation id (`gen_ai.conversation.id`).
     """
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -104,7 +107,7 @@ def run_agent(exporter: SpanExporter, service: str = "repo-assistant") -> None:
             tools=[run_shell],
             **instrumentation(provider),
         )
-        assert agent.run_sync(USER_REQUEST).output == FINAL_ANSWER
+        assert agent.run_sync(USER_REQUEST, conversation_id=conversation).output == FINAL_ANSWER
         assert provider.force_flush(30_000)
     finally:
         provider.shutdown()

@@ -36,7 +36,7 @@ from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore, open_store
 from otel_safety.guard.guard import Guard
 from otel_safety.guard.principals import Directory
-from otel_safety.halts import HaltRegistry
+from otel_safety.halts import Halt, HaltRegistry
 from otel_safety.mapping import trace_id_hex
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -362,6 +362,34 @@ def test_a_conversation_halted_on_the_dashboard_stops_a_following_guard_until_li
     with open_store(db, wait=20) as con:
         rows = con.execute("SELECT halted, decided_by FROM halts ORDER BY seq").fetchall()
     assert rows[:2] == [(True, "kim"), (False, "lee")]
+
+
+def test_a_halt_the_pipeline_stored_names_its_trace_and_links_to_it(dashboard, store):
+    from otel_safety.approvals.halt_rows import record_pipeline_halts
+
+    db, traces = store
+    halt = Halt(
+        conversation="conv-pipe",
+        reason="HARD_STOP by tool_guard (0.95): BLOCK run_shell",
+        source="trace",
+        trace_id=traces["r3"],
+    )
+    halts = HaltStore(db)
+    with halts._transaction() as con:  # as the store's writer records it with the trace
+        record_pipeline_halts(con, [halt])
+    try:
+        htmx = {"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"}
+        panel = wait_for(  # a panel read is shared for half a refresh
+            lambda: (lambda text: text if "conv-pipe" in text else None)(
+                httpx.get(f"{dashboard.url}/panel/halts", headers=htmx).text
+            ),
+            timeout=10,
+            what="the panel to show the pipeline's halt",
+        )
+        link = f'<a href="/trace/{traces["r3"]}">otel-safety, trace {traces["r3"]}</a>'
+        assert 'data-conversation="conv-pipe"' in panel and link in panel
+    finally:
+        halts.lift("conv-pipe", by="test")
 
 
 def test_a_trace_page_halts_its_conversation_and_answers_in_one_line(dashboard, store):

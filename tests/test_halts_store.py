@@ -1,6 +1,7 @@
-"""Halts a person sets in the store, for real: `otel-safety halt|unhalt|halts` in another
-process on the DuckDB file the app writes, and a guard in this process that follows it and
-refuses the halted conversation's tool calls until the halt is lifted."""
+"""Halts kept in the store, for real: `otel-safety halt|unhalt|halts` in another process on
+the DuckDB file the app writes, or `serve` halting a conversation it judged, and a guard in
+this process that follows it and refuses the halted conversation's tool calls until the
+halt is lifted."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from sidecar_support import run_command, wait_for
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from sidecar_support import ServeProcess, run_agent, run_command, wait_for
 
 from otel_safety.approvals.halts import HaltStore, NotHalted
 from otel_safety.exporters.duckdb import DuckDBStore, StoreError
@@ -75,6 +77,47 @@ def test_a_halt_from_the_cli_stops_the_conversation_in_a_following_guard_until_l
         history = run_command("halts", "--db", str(db), "--history", "5")
         assert "lifted" in history.stdout and "lee" in history.stdout
         assert "no halted conversations" in run_command("halts", "--db", str(db)).stdout
+    finally:
+        guard.close()
+
+
+@pytest.mark.process
+def test_a_conversation_serve_halts_stops_the_apps_guard_until_a_person_lifts_it(tmp_path):
+    """The sidecar judges in a process of its own; its verdict still reaches the agent's
+    guard, through the store they share."""
+    db = str(tmp_path / "agents.duckdb")
+    guard = Guard(Directory(), halts=HaltRegistry(), halts_from=db)
+    halting = {"OTEL_SAFETY_HALT_ON": "hard_stop"}  # the run's scope_escalation HARD_STOP
+    try:
+        with ServeProcess("--db", db, "--decision-wait", "2", env=halting) as serve:
+            exporter = OTLPSpanExporter(endpoint=f"http://{serve.grpc_target}", insecure=True)
+            run_agent(exporter, conversation="conv-serve")
+            verdict = wait_for(
+                lambda: (lambda v: v if v.blocked else None)(_check(guard, "conv-serve")),
+                timeout=30,
+                what="the guard to refuse the conversation serve halted",
+            )
+            assert verdict.rule_ids == [HALT_RULE]
+            assert "halted (trace)" in verdict.summary()
+            assert "scope_escalation" in verdict.summary()
+            assert not _check(guard, "conv-other").blocked
+
+            listed = run_command("halts", "--db", db, "--format", "json")
+            assert listed.returncode == 0, listed.stderr
+            [shown] = json.loads(listed.stdout)
+            assert (shown["conversation"], shown["source"]) == ("conv-serve", "trace")
+            assert len(shown["trace_id"]) == 32
+            table = run_command("halts", "--db", db).stdout
+            assert f"otel-safety, trace {shown['trace_id']}" in table, table
+
+            lifted = run_command("unhalt", "conv-serve", "--by", "kim", "--db", db)
+            assert lifted.returncode == 0, lifted.stderr
+            wait_for(
+                lambda: not _check(guard, "conv-serve").blocked,
+                timeout=15,
+                what="the guard to let the lifted conversation go on",
+            )
+            assert serve.stop() == 0, serve.output
     finally:
         guard.close()
 

@@ -398,3 +398,55 @@ def test_a_cedar_deny_halts_with_halt_on_hard_stop(on: str, halted: bool) -> Non
             "read_file", {"path": "notes.txt"}, conversation="conv-push"
         )
         assert verdict.blocked and verdict.rule_ids[0] == HALT_RULE
+
+
+def test_the_pipelines_halt_is_stored_with_its_trace_once_and_lifted_everywhere(tmp_path):
+    """The store records the halt a verdict sets, in the write of its trace: guards following
+    the store (here one with a registry of its own, and the process's own, which set it)
+    refuse the conversation until a person lifts it there; a later halting trace of a halted
+    conversation adds no row, and one after the lift halts it anew."""
+    from otel_safety.approvals.halts import HaltStore
+    from otel_safety.detectors.tool_guard import ToolGuardDetector
+    from otel_safety.exporters.duckdb import DuckDBStore
+
+    db = tmp_path / "app.duckdb"
+    own = HaltRegistry()
+    sink = HaltSink(own, on="hard_stop")
+    pipeline = Pipeline([ToolGuardDetector()])
+
+    def judged(command: str):
+        evaluation = pipeline.evaluate(_shell_spans("conv-rm", command))
+        sink.write([evaluation])
+        store = DuckDBStore(db)
+        store.write([evaluation])
+        store.shutdown()
+        return evaluation
+
+    first = judged("rm -rf /")
+    judged("rm -rf /home")
+    halts = HaltStore(db)
+    [stored] = halts.history()
+    assert (stored.conversation, stored.halted, stored.source) == ("conv-rm", True, "trace")
+    assert stored.trace_id == first.trace_id and "tool_guard" in (stored.reason or "")
+    assert stored.by == f"otel-safety, trace {first.trace_id}"
+
+    elsewhere = Guard(Directory(), halts=HaltRegistry(), halts_from=str(db))
+    here = Guard(Directory(), halts=own, halts_from=str(db))
+    try:
+        for guard in (elsewhere, here):
+            guard.halt_follower.sync()
+            verdict = guard.check_tool_call(
+                "read_file", {"path": "notes.txt"}, conversation="conv-rm", record=False
+            )
+            assert verdict.blocked and verdict.rule_ids == [HALT_RULE]
+            assert "halted (trace)" in verdict.summary() and "tool_guard" in verdict.summary()
+        halts.lift("conv-rm", by="kim", reason="reviewed")
+        for guard in (elsewhere, here):
+            guard.halt_follower.sync()
+            assert guard.halts.get("conv-rm") is None  # the process's own halt too
+        again = judged("rm -rf /var")
+        assert [h.halted for h in halts.history()] == [True, False, True]
+        assert halts.in_force()[0].trace_id == again.trace_id
+    finally:
+        elsewhere.close()
+        here.close()

@@ -318,6 +318,38 @@ def test_a_version_8_store_gets_the_audit_columns_of_who_answered_an_approval(tm
     assert {"approval_id", "approval_by"} <= columns
 
 
+def test_a_version_9_stores_halts_gain_their_source_and_are_read_as_a_persons(
+    tmp_path, monkeypatch
+):
+    """Schema 10 says who set a halt (a person or the pipeline, and its trace). A store made
+    before holds only a person's halts: read as such by a reader that cannot add the
+    columns (a read-only file), and given the columns by the first writer."""
+    from otel_safety.approvals.halts import HaltStore
+
+    path = tmp_path / "v9.duckdb"
+    HaltStore(path).halt("conv-1", by="kim", reason="looks wrong")
+    _as_written_by(path, 9, "halts.source", "halts.trace_id")
+    reader = HaltStore(path, create=False)
+
+    def refused():  # a read-only file refuses a writer so; the tests run as root, whom
+        raise StoreError("cannot open: Permission denied")  # file modes do not stop
+
+    with monkeypatch.context() as patch:
+        patch.setattr(reader, "_transaction", refused)
+        [read] = reader.in_force()
+    assert (read.conversation, read.source, read.trace_id) == ("conv-1", "operator", None)
+    assert read.by == "kim"
+    DuckDBStore(path).shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        columns = {
+            row[0]
+            for row in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'halts'"
+            ).fetchall()
+        }
+    assert {"source", "trace_id"} <= columns
+
+
 def _readable_now(path) -> bool:
     """Whether another connection can open the file read-only at once (in this process a
     read-write connection still open refuses it, as another process's lock would)."""

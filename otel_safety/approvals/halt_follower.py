@@ -1,13 +1,14 @@
-"""A guard's view of the halts a person set in the store, kept in step in the background.
+"""A guard's view of the halts kept in the store, kept in step in the background.
 
 The guard reads halts from its in-memory registry on every inline call (microseconds); this
 follower reads the store once every `poll` seconds on its own thread and applies what
-changed: a conversation halted there is halted in the registry, one lifted there is
-released. It touches only the halts it applied (source "operator"): a halt the process's
-own monitors set is lifted in the process (`HaltRegistry.release`). A store that cannot be
-read keeps the halts last read in force; the log says so once it has not been read for
-`QUIET_FOR` seconds (a writer holding the file for a moment is no news), and at once, at
-most once a minute, for any other error.
+changed: a conversation halted there (by a person, or by the pipeline of `serve` or of an
+app) is halted in the registry, one lifted there is released, whoever halted it in this
+process: a lift is a person's word that the conversation may go on. A halt this process's
+own monitors set and the store never held is lifted in the process
+(`HaltRegistry.release`). A store that cannot be read keeps the halts last read in force;
+the log says so once it has not been read for `QUIET_FOR` seconds (a writer holding the
+file for a moment is no news), and at once, at most once a minute, for any other error.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ class HaltFollower:
         self.registry = registry
         self.poll = poll
         self.stats: Counter[str] = Counter()
-        self._applied: dict[str, int] = {}  # conversation -> seq of the stored halt applied
+        # conversation -> (seq of the stored halt seen, the halt put in the registry for it,
+        # None when the process had halted it already)
+        self._applied: dict[str, tuple[int, Halt | None]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._errors = RateLimitedLog(logger, window=60.0, limit=1, report_suppressed=True)
@@ -68,19 +71,16 @@ class HaltFollower:
         with self._lock:
             for conversation, halt in stored.items():
                 held = self.registry.get(conversation)
-                if held is None or (
-                    held.source == "operator" and self._applied.get(conversation) != halt.seq
-                ):
+                seq, put = self._applied.get(conversation, (None, None))
+                if held is None or (held is put and seq != halt.seq):  # new, or halted anew
                     if held is not None:
                         self.registry.release(conversation)
-                    self.registry.halt(_as_halt(halt))
+                    put = self.registry.halt(_as_halt(halt))
                     self.stats["applied"] += 1
-                self._applied[conversation] = halt.seq
+                self._applied[conversation] = (halt.seq, put)
             for conversation in [c for c in self._applied if c not in stored]:
-                del self._applied[conversation]
-                held = self.registry.get(conversation)
-                if held is not None and held.source == "operator":
-                    self.registry.release(conversation)
+                del self._applied[conversation]  # lifted in the store
+                if self.registry.release(conversation) is not None:
                     self.stats["lifted"] += 1
 
     def close(self) -> None:
@@ -121,10 +121,11 @@ def _stop_all() -> None:
 
 
 def _as_halt(stored: StoredHalt) -> Halt:
-    by = f" by {stored.decided_by}" if stored.decided_by else ""
+    by = f" (halted by {stored.decided_by})" if stored.decided_by else ""
     return Halt(
         conversation=stored.conversation,
-        reason=f"{stored.reason or 'no reason given'} (halted{by})",
-        source="operator",
+        reason=(stored.reason or "no reason given") + (by if stored.source == "operator" else ""),
+        source=stored.source,
+        trace_id=stored.trace_id,
         at=stored.decided_at.timestamp(),
     )

@@ -106,7 +106,7 @@ def cmd_halts(args: argparse.Namespace) -> int:
             h.conversation,
             "halted" if h.halted else "lifted",
             f"{h.decided_at:%Y-%m-%d %H:%M:%S}",
-            h.decided_by or "",
+            h.by,
             h.reason or "",
         )
         for h in halts

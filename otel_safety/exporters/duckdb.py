@@ -25,12 +25,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_safety import semconv as sc
 from otel_safety.annotate import local_root
+from otel_safety.approvals.halt_rows import record_pipeline_halts
 from otel_safety.config import from_environment
 from otel_safety.deep.names import DETECTOR as DEEP_DETECTOR
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.schema import (
     AUDIT,
     DEEP_RUNS,
+    EVOLVING,
     FINDINGS,
     LABELS,
     SCHEMA,
@@ -423,6 +425,8 @@ def _insert(con: duckdb.DuckDBPyConnection, evaluations: Sequence[TraceEvaluatio
             insert_rows(con, table, rows, replace=True, keep_batch=table is SPANS)
             if table is SPANS and rows:
                 _forget_findings_judged_again(con)
+        # With the trace that set it: guards following the store refuse its calls from then.
+        record_pipeline_halts(con, [e.halt for e in evaluations if e.halt is not None])
         con.execute("COMMIT")
     except Exception:
         rollback(con)
@@ -511,7 +515,7 @@ def open_store(
                     con.close()
                     raise
                 _stand_in_for_missing_tables(con)
-                _stand_in_for_missing_columns(con)
+                stand_in_for_missing_columns(con)
             return con
         except (duckdb.IOException, duckdb.ConnectionException) as exc:
             # Another process's lock, or this process holding the file open the other way
@@ -559,7 +563,7 @@ def _stand_in_for_missing_tables(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(ddl.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
 
 
-def _stand_in_for_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
+def stand_in_for_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
     """A store from an older version lacks the newer columns too (its writer adds them on
     its next write); a read-only reader sees such a table through a temporary view of the
     same name that adds them, empty, so queries of this version run on it."""
@@ -570,7 +574,7 @@ def _stand_in_for_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
     ).fetchall():
         held.setdefault(table_name, set()).add(column)
     database = con.execute("SELECT current_database()").fetchone()[0]
-    for table in TABLES:
+    for table in EVOLVING:
         missing = [
             (column, kind)
             for column, kind in table.columns.items()
@@ -633,7 +637,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
     elif int(row[0]) > SCHEMA_VERSION:
         raise _newer_schema(where, row[0])
     elif int(row[0]) < SCHEMA_VERSION:  # older stores lack tables (created above) and columns
-        for table in TABLES:
+        for table in EVOLVING:
             for column, kind in added_columns(table, int(row[0])):
                 con.execute(f"ALTER TABLE {table.name} ADD COLUMN IF NOT EXISTS {column} {kind}")
         _drop_primary_keys(con)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 9  # 9: audit.approval_id, audit.approval_by (who answered a warned call)
+SCHEMA_VERSION = 10  # 10: halts.source, halts.trace_id (halts the pipeline sets are stored)
+# 9: audit.approval_id, audit.approval_by (who answered a warned call)
 # 7: no primary keys on the trace tables (see Table.ddl)
 # 6: the queries' shared macros and view (sql_helpers.py) kept in the store
 # Columns added after a table was first released: (version, table, column). Stores of an
@@ -17,6 +18,8 @@ ADDED_COLUMNS: tuple[tuple[int, str, str], ...] = (
     (8, "traces", "fragment"),
     (9, "audit", "approval_id"),
     (9, "audit", "approval_by"),
+    (10, "halts", "source"),
+    (10, "halts", "trace_id"),
 )
 
 
@@ -231,9 +234,11 @@ APPROVALS = Table(
     required=("seq", "status", "created_at", "expires_at", "tool"),
 )
 
-# Conversations a person halted or lifted (otel_safety.approvals.halts): a history, like
-# resolutions, whose latest row per conversation is in force. Guards following the store
-# refuse a halted conversation's tool calls. Not part of TABLES, as approvals are not.
+# Conversations halted or lifted (otel_safety.approvals.halts): a history, like resolutions,
+# whose latest row per conversation is in force. A person halts one (source "operator"), or
+# the pipeline does for a trace that halts its conversation (source "trace", with the trace).
+# Guards following the store refuse a halted conversation's tool calls. Not part of TABLES,
+# as approvals are not.
 HALTS = Table(
     "halts",
     _columns("""
@@ -243,6 +248,8 @@ HALTS = Table(
         decided_at TIMESTAMP
         decided_by VARCHAR
         reason VARCHAR
+        source VARCHAR
+        trace_id VARCHAR
     """),
     required=("seq", "conversation", "halted", "decided_at"),
 )
@@ -272,6 +279,8 @@ DEEP_RUNS = Table(
 
 META_DDL = "CREATE TABLE IF NOT EXISTS otel_safety_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"
 TABLES = (SPANS, FINDINGS, TRACES, LABELS, AUDIT, DEEP_RUNS, RESOLUTIONS)
+# Every table whose columns may grow: the trace tables and what processes say to each other.
+EVOLVING = (*TABLES, APPROVALS, HALTS)
 SCHEMA = "\n".join(
     [META_DDL, *(t.ddl() for t in TABLES), APPROVALS.ddl(primary_key=True), HALTS.ddl()]
 )

@@ -19,6 +19,7 @@ from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.config import Settings
 from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.halts import HaltSink
 from otel_safety.own_metrics import OwnMetrics
 from otel_safety.sidecar.forward import forward_sink, otlp_exporter
 from otel_safety.sidecar.forward_logs import LogForwarder, otlp_log_exporter
@@ -99,6 +100,8 @@ class Sidecar:
         self.forward_spool: Spool | None = None
         owed: Owed | None = None
         if settings.store:
+            if not options.lake:  # first: the store records the halts its verdicts set
+                sinks.append(HaltSink(on=settings.halt_on, in_process=False))
             store_sink = self._store_sink = self._store()
             sinks.append(store_sink)
             self.spool = self._spool_or_nothing_left(options.spool, "spool", sinks)
