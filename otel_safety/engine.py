@@ -248,6 +248,15 @@ class SafetyEngine:
             )
         return False
 
+    def room_for_events(self) -> int:
+        """How many log events `submit` takes now. Asked when there is none, it wakes the
+        worker to take those waiting (`serve` replaying its spool waits for room rather than
+        drop what it acknowledged)."""
+        room = self._max_events - len(self._events)
+        if room <= 0:
+            self._wake.set()
+        return room
+
     def skipped_unsampled(self) -> None:
         """Count a span its sampler recorded but did not sample: neither judged nor
         exported, as the SDK's exporting processors treat it."""

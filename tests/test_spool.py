@@ -543,3 +543,38 @@ def test_a_log_request_whose_spans_never_come_is_let_go_from_the_spool(tmp_path)
         assert sidecar.spool.records == 1  # on disk before the answer
         wait_for(lambda: sidecar.spool.records == 0, what="the log request to be let go")
         assert sidecar.engine.stats["log_events_unmatched"] == 1
+
+
+def test_a_spool_of_more_log_events_than_the_queue_holds_is_replayed_without_a_loss(tmp_path):
+    """A crash under load leaves many log requests in the spool. Replayed in the order they
+    came, each waiting for room in the engine's queue, every event meets its span: each
+    trace is judged on its content (the model's `rm -rf /`), none without it."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from otel_safety.sidecar.spooling import LOG_REQUEST_TAG
+
+    db = str(tmp_path / "store.duckdb")
+    traces = 40
+    left = Spool(f"{db}.spool")  # what a killed serve had acknowledged and not written
+    for _ in range(traces):
+        span, logs = _chat_without_its_root()
+        left.append(encode_spans([span]).SerializeToString())
+        left.append(LOG_REQUEST_TAG + logs.SerializeToString())
+    left.close()
+    settings = Settings.resolve(
+        environ={},
+        db_path=db,
+        detectors=["tool_guard"],
+        decision_wait=0.5,
+        queue_size=4,  # ten times fewer than the events waiting
+        detection="thread",
+    )
+    with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)) as sidecar:
+        wait_for(lambda: sidecar.spool.records == 0, what="every replayed request written")
+        assert sidecar.engine.stats["log_events_dropped"] == 0
+    with duckdb.connect(db, read_only=True) as con:
+        flagged = con.execute(
+            "SELECT count(DISTINCT trace_id) FROM findings "
+            "WHERE detector = 'tool_guard' AND detected AND escalation_level = 'HARD_STOP'"
+        ).fetchone()
+    assert flagged == (traces,)

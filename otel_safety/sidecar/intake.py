@@ -179,6 +179,8 @@ class Intake:
         logs = spooled_log_request(payload)
         if logs is not None:
             events = log_events_from_request(ExportLogsServiceRequest.FromString(logs))
+            while self.engine.room_for_events() < len(events) <= self.capacity:
+                time.sleep(0.01)
             submitted = self._submit_events(events, record)
             self.metrics.add("log_events_replayed", submitted)
             return submitted

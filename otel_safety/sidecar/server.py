@@ -232,22 +232,21 @@ class Sidecar:
 
     def replay(self) -> int:
         """Judge the requests an earlier run acknowledged but did not write; the spans.
-        Log requests go first, so that their events wait for their spans, as they did."""
+        In the order they came, as they were judged live: a log request's events then meet
+        their spans within a few requests, and each request waits for room in the queue,
+        so none is dropped."""
         if self.spool is None:
             return 0
         spans = events = records = 0
-        later: list[Record] = []
         for record, payload in self.spool.leftovers():
-            if spooled_log_request(payload) is None:
-                later.append(record)  # read again below: the spool keeps only where it is
+            taken = self._replay(record, payload)
+            if taken is None:
                 continue
-            if (taken := self._replay(record, payload)) is not None:
-                events += taken
-                records += 1
-        for record in later:
-            if (taken := self._replay(record, None)) is not None:
+            records += 1
+            if spooled_log_request(payload) is None:
                 spans += taken
-                records += 1
+            else:
+                events += taken
         if records:
             logger.warning(
                 "otel-safety serve: judged again %d spans (and %d GenAI events sent as log "
@@ -260,13 +259,11 @@ class Sidecar:
             )
         return spans
 
-    def _replay(self, record: Record, payload: bytes | None) -> int | None:
+    def _replay(self, record: Record, payload: bytes) -> int | None:
         """What the record handed to the engine; None when it could not be read."""
         assert self.spool is not None
         try:
-            return self.intake.replay(
-                record, self.spool.read(record) if payload is None else payload
-            )
+            return self.intake.replay(record, payload)
         except Exception:  # unreadable: keep the file's other records going
             logger.exception("otel-safety serve: cannot replay spool record %s", record)
             self.spool.release(record)

@@ -10,7 +10,8 @@ happen: a request is tracked before its spans are handed to the engine.
 A log request carrying GenAI events (the content of spans that carry none) is spooled too,
 tagged, and owed by the traces its events belong to: it goes once each of them has been
 written, or has been let go with no span to read its events with (the engine says so).
-Replayed before the span requests, its events are back with their traces after a crash.
+Replayed with the span requests, in the order they came, its events are back with their
+traces after a crash.
 """
 
 from __future__ import annotations
