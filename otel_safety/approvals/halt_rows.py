@@ -15,19 +15,19 @@ from typing import Literal
 import duckdb
 from pydantic import BaseModel, ConfigDict
 
-from otel_safety.halts import Halt
+from otel_safety.halts import MAX_REASON, Halt
 
 __all__ = [
     "COLUMNS",
     "IN_FORCE",
     "MAX_REASON",
     "StoredHalt",
+    "clip_reason",
     "record_pipeline_halts",
     "select_halts",
     "write_halt",
 ]
 
-MAX_REASON = 500
 COLUMNS = "seq, conversation, halted, decided_at, decided_by, reason, source, trace_id"
 IN_FORCE = f"""
 SELECT {COLUMNS} FROM halts
