@@ -86,17 +86,22 @@ def halt_reason(findings: Sequence[Finding], by_policy: bool = False) -> str:
     `by_policy`: the escalation policy (a Cedar deny) set the trace at HARD_STOP, over these
     findings (maybe none)."""
     ranked = sorted(findings, key=lambda f: -f.score)
-    parts = [
-        f"{f.detector} ({f.score:.2f}): {f.explanation}"
-        + (f" Evidence: {f.evidence[0].text[:160]}" if f.evidence else "")
-        for f in ranked
-    ]
+    parts = [f"{f.detector} ({f.score:.2f}): {f.explanation}{_evidence(f)}" for f in ranked]
     if by_policy:
         over = f" over {'; '.join(parts)}" if parts else ""
         text = f"HARD_STOP by the escalation policy{over}"
     else:
         text = "HARD_STOP by " + "; ".join(parts)
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
+def _evidence(finding: Finding) -> str:
+    """The finding's first quote, unless its explanation says it already (the guard's
+    verdict line is both)."""
+    if not finding.evidence:
+        return ""
+    quote = finding.evidence[0].text[:160]
+    return "" if quote.strip() in finding.explanation else f" Evidence: {quote}"
 
 
 class HaltRegistry:

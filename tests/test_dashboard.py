@@ -410,6 +410,27 @@ def test_a_trace_page_halts_its_conversation_and_answers_in_one_line(dashboard, 
     assert 'id="trace-halt-form"' not in untraced  # no conversation id: nothing to halt
 
 
+def test_a_halted_conversations_trace_page_says_so_and_lifts_it_in_one_line(dashboard, store):
+    """Runs after the test above halted conv-html: its trace page says who halted it and
+    why, and offers to lift the halt instead of halting it again."""
+    db, traces = store
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    page = wait_for(  # a page read is shared for half a refresh
+        lambda: (lambda text: text if 'id="trace-halted"' in text else None)(
+            httpx.get(f"{dashboard.url}/trace/{traces['html']}", headers=bearer).text
+        ),
+        timeout=10,
+        what="the trace page to show its conversation halted",
+    )
+    assert "Its conversation is halted (by kim): deletes builds" in page
+    assert 'id="trace-lift-form"' in page and 'id="trace-halt-form"' not in page
+    htmx = {**bearer, "HX-Request": "true"}
+    form = {"by": "lee", "conversation": "conv-html", "reply": "line"}
+    done = httpx.post(f"{dashboard.url}/halts/lift", data=form, headers=htmx).text
+    assert done.startswith('<p class="key">lifted the halt of conversation conv-html as lee')
+    assert HaltStore(db).in_force() == []
+
+
 def test_a_resolution_that_cannot_be_recorded_says_why_above_the_form(dashboard, store):
     db, traces = store
     htmx = {"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"}

@@ -98,7 +98,7 @@ def test_a_conversation_serve_halts_stops_the_apps_guard_until_a_person_lifts_it
                 what="the guard to refuse the conversation serve halted",
             )
             assert verdict.rule_ids == [HALT_RULE]
-            assert "halted (trace)" in verdict.summary()
+            assert "halted (trace " in verdict.summary()
             assert "scope_escalation" in verdict.summary()
             assert not _check(guard, "conv-other").blocked
 
@@ -107,6 +107,7 @@ def test_a_conversation_serve_halts_stops_the_apps_guard_until_a_person_lifts_it
             [shown] = json.loads(listed.stdout)
             assert (shown["conversation"], shown["source"]) == ("conv-serve", "trace")
             assert len(shown["trace_id"]) == 32
+            assert f"halted (trace {shown['trace_id']})" in verdict.summary()
             table = run_command("halts", "--db", db).stdout
             assert f"otel-safety, trace {shown['trace_id']}" in table, table
 
@@ -118,6 +119,8 @@ def test_a_conversation_serve_halts_stops_the_apps_guard_until_a_person_lifts_it
                 what="the guard to let the lifted conversation go on",
             )
             assert serve.stop() == 0, serve.output
+        assert "halts: any HARD_STOP halts its conversation in the store" in serve.output
+        assert "conversations halted 1, halts without conversation 0" in serve.output
     finally:
         guard.close()
 
@@ -168,4 +171,26 @@ def test_halts_are_refused_for_no_conversation_and_a_guard_follows_none_unless_a
         Guard(Directory(), approvals=str(db), halts_from=False),
     ):
         assert guard.halt_follower is None
+        guard.close()
+
+
+def test_a_guard_following_a_store_that_never_appears_says_so_once(tmp_path, monkeypatch, caplog):
+    """A typo in halts_from would turn the halts off with no sign: the follower says so once
+    the store has been missing for a while, and keeps following the path."""
+    from otel_safety.approvals import halt_follower
+
+    monkeypatch.setattr(halt_follower, "QUIET_FOR", 0.0)
+    typo = tmp_path / "agnets.duckdb"
+    guard = Guard(Directory(), halts=HaltRegistry(), halts_from=str(typo))
+    try:
+        with caplog.at_level("WARNING", logger="otel_safety.approvals.halt_follower"):
+            guard.halt_follower.sync()
+            guard.halt_follower.sync()
+        said = [r.getMessage() for r in caplog.records if "no store at" in r.getMessage()]
+        assert len(said) == 1 and str(typo) in said[0] and "halts_from" in said[0]
+        assert not typo.exists()  # never made by the follower
+        HaltStore(typo).halt("conv-1", by="kim", reason="found it")
+        guard.halt_follower.sync()
+        assert _check(guard, "conv-1").blocked
+    finally:
         guard.close()

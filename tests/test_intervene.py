@@ -439,7 +439,8 @@ def test_the_pipelines_halt_is_stored_with_its_trace_once_and_lifted_everywhere(
                 "read_file", {"path": "notes.txt"}, conversation="conv-rm", record=False
             )
             assert verdict.blocked and verdict.rule_ids == [HALT_RULE]
-            assert "halted (trace)" in verdict.summary() and "tool_guard" in verdict.summary()
+            assert f"halted (trace {first.trace_id})" in verdict.summary()
+            assert "tool_guard" in verdict.summary() and "Evidence" not in verdict.summary()
         halts.lift("conv-rm", by="kim", reason="reviewed")
         for guard in (elsewhere, here):
             guard.halt_follower.sync()

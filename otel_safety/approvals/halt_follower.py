@@ -54,8 +54,9 @@ class HaltFollower:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._errors = RateLimitedLog(logger, window=60.0, limit=1, report_suppressed=True)
-        self._last_read = time.monotonic()
+        self._started = self._last_read = time.monotonic()
         self._ever_read = False
+        self._said_missing = False
         self._thread = threading.Thread(target=self._follow, name="otel-safety-halts", daemon=True)
         _running.add(self)
         self._thread.start()
@@ -64,6 +65,17 @@ class HaltFollower:
         """Read the store once and apply what changed (the thread does this every `poll`)."""
         if not self._ever_read and not Path(self.store.path).is_file():
             self._last_read = time.monotonic()
+            with self._lock:  # the thread and a caller may both ask: said once
+                say = not self._said_missing and self._last_read - self._started >= QUIET_FOR
+                self._said_missing |= say
+            if say:  # a wrong path would turn the halts off unseen
+                logger.warning(
+                    "otel-safety: no store at %s after %.0f s: the guard follows its halts "
+                    "once it appears; is it the store `serve` or the app writes (halts_from, "
+                    "OTEL_SAFETY_DB)?",
+                    self.store.path,
+                    self._last_read - self._started,
+                )
             return  # no store yet, so nothing halted in it; never one made here
         stored = {halt.conversation: halt for halt in self.store.in_force()}
         self._last_read = time.monotonic()

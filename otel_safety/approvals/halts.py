@@ -37,8 +37,17 @@ class HaltStore(SharedStoreFile):
     def halt(self, conversation: str, *, by: str, reason: str) -> StoredHalt:
         """Halt `conversation` (again, with this reason, if it is halted already)."""
         conversation, reason = _conversation(conversation), clip_reason(reason)
+        if not reason:
+            raise ValueError("say why it is halted: the reason shows in every refused call")
         with self._transaction() as con:
             return write_halt(con, conversation, True, by, reason)
+
+    def halted(self, conversation: str) -> StoredHalt | None:
+        """The halt in force for `conversation`, or None."""
+        found = self._read(
+            f"FROM ({IN_FORCE}) WHERE halted AND conversation = ?", [_conversation(conversation)]
+        )
+        return found[0] if found else None
 
     def lift(self, conversation: str, *, by: str, reason: str | None = None) -> StoredHalt:
         """Let a halted conversation go on; `NotHalted` when no halt is in force for it."""

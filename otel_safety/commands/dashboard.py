@@ -22,9 +22,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="serve a live web dashboard over a store (needs otel-safety[dashboard])",
         description="A web page over the store, refreshed live: escalations over time, "
         "flagged traces with their evidence and span tree, the guard's decisions by requester "
-        "and tool, behaviour indicators per agent, and pending approvals to approve or deny. "
-        "It only reads the store, except to resolve alerts and decide approvals. The same "
-        "pages run inside `serve` with --dashboard.",
+        "and tool, behaviour indicators per agent, pending approvals to approve or deny, and "
+        "halted conversations. It only reads the store, except to resolve alerts, answer "
+        "approvals and halt or lift conversations. The same pages run inside `serve` with "
+        "--dashboard.",
         epilog="With a token, open the printed address with ?token=<token> once; the browser "
         "then keeps a session cookie.",
     )

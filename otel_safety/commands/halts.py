@@ -65,7 +65,16 @@ def cmd_halt(args: argparse.Namespace) -> int:
     from otel_safety.result_tables import terminal_safe
 
     require_store(args.db, _APP_STORE)
-    done = HaltStore(args.db, create=False).halt(args.conversation, by=args.by, reason=args.reason)
+    store = HaltStore(args.db, create=False)
+    before = store.halted(args.conversation)
+    done = store.halt(args.conversation, by=args.by, reason=args.reason)
+    if before is not None:
+        print(
+            f"conversation {terminal_safe(done.conversation)} was halted already (by "
+            f"{terminal_safe(before.by)}: {terminal_safe(before.reason or '')}); "
+            f"this reason replaces that one, as {terminal_safe(done.decided_by or '')}"
+        )
+        return 0
     print(
         f"halted conversation {terminal_safe(done.conversation)} as "
         f"{terminal_safe(done.decided_by or '')}: guards following {args.db} refuse its tool "

@@ -376,6 +376,7 @@ def _announce(
         lines.append(f"store: DuckLake {sidecar.engine.sinks[0].path}")  # type: ignore[attr-defined]
     else:
         lines.append(f"store: {Path(settings.db_path).resolve()}")
+        lines.append(f"halts: {_halts_line(settings.halt_on)}")
     if options.forward_endpoint:
         lines.append(f"forwarding to {options.forward_endpoint} ({options.forward_protocol})")
     else:
@@ -404,3 +405,14 @@ def _monitor_modes(sidecar: Sidecar) -> str:
     """The behaviour monitors' modes in force (their data files and OTEL_SAFETY_MONITOR_MODES)."""
     in_force = sidecar.engine.pipeline.in_force()  # from the detection processes
     return ", ".join(f"{key} {mode}" for key, mode in in_force if mode is not None)
+
+
+def _halts_line(halt_on: str) -> str:
+    """What halts a conversation in the store's `halts` table, which guards follow."""
+    if halt_on == "off":
+        return "off (OTEL_SAFETY_HALT_ON=off): no verdict halts a conversation"
+    which = "any HARD_STOP" if halt_on == "hard_stop" else "an active monitor's HARD_STOP"
+    return (
+        f"{which} halts its conversation in the store (OTEL_SAFETY_HALT_ON={halt_on}); "
+        "guards given the store follow them"
+    )

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from otel_safety import queries
+from otel_safety.approvals.halt_rows import IN_FORCE, StoredHalt, select_halts
 from otel_safety.exporters.duckdb import StoreError, open_store
 from otel_safety.report.data import store_totals, timeline
 from otel_safety.report.svg import stacked_bars
@@ -114,6 +115,7 @@ class TraceDetail:
     open_detectors: list[str] = field(default_factory=list)
     resolved: bool = False
     spans_total: int = 0  # the trace's spans; `tree` shows at most TREE_ROWS and the flagged
+    halt: StoredHalt | None = None  # the halt in force on the trace's conversation
 
     @property
     def latest_resolution(self) -> dict[str, Any] | None:
@@ -174,7 +176,9 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
             trace[0][key] = _json_list(trace[0][key])
     fired = [f for f in findings if f["detected"]]
     open_detectors, resolved = open_alerts(fired, history)
+    conversation = trace[0]["conversation_id"] if trace else None
     return TraceDetail(
+        halt=_halt_in_force(con, conversation) if conversation else None,
         trace_id=trace_id,
         trace=trace[0] if trace else None,
         findings=fired,
@@ -185,6 +189,18 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
         open_detectors=open_detectors,
         resolved=resolved,
     )
+
+
+def _halt_in_force(con: duckdb.DuckDBPyConnection, conversation: str) -> StoredHalt | None:
+    """The conversation's halt, if one is in force (a store no halt was ever set in has no
+    halts table)."""
+    tables = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if "halts" not in tables:
+        return None
+    found = select_halts(
+        con, f"FROM ({IN_FORCE}) WHERE halted AND conversation = ?", [conversation]
+    )
+    return found[0] if found else None
 
 
 def open_alerts(

@@ -488,8 +488,13 @@ def _halt_hit(halt: Halt) -> RuleHit:
         threat="halted_conversation",
         risk=100,
         matched=", ".join(halt.detectors) or halt.conversation,
-        reason=f"the conversation is halted ({halt.source}): {halt.reason}",
+        reason=f"the conversation is halted ({_halted_by(halt)}): {halt.reason}",
     )
+
+
+def _halted_by(halt: Halt) -> str:
+    """What halted it: "operator", "turn", or the pipeline with the trace it judged."""
+    return f"trace {halt.trace_id}" if halt.source == "trace" and halt.trace_id else halt.source
 
 
 def _role(identity: Identity) -> str:

@@ -93,6 +93,8 @@ HELP = {
     "log_records_forward_failed": "log records given up on for the next hop",
     "log_secrets_redacted": "secrets masked in the log records forwarded (redact_secrets)",
     "approval_requests": "requests to the /approvals endpoint, by HTTP status",
+    "conversations_halted": "traces whose verdict halted their conversation (recorded in the "
+    "store unless it was halted there already)",
 }
 
 
@@ -122,6 +124,7 @@ class FlagCounter(ImmediateSink):
         self.metrics.add("spans_flagged", flagged)
         for evaluation in evaluations:
             self.metrics.add("traces_judged", level=evaluation.level.name)
+        self.metrics.add("conversations_halted", sum(e.halt is not None for e in evaluations))
 
 
 class ProblemLog(RateLimitedLog):

@@ -99,9 +99,17 @@ class Sidecar:
         self.spool: Spool | None = None
         self.forward_spool: Spool | None = None
         owed: Owed | None = None
+        self._halt_sink: HaltSink | None = None
         if settings.store:
             if not options.lake:  # first: the store records the halts its verdicts set
-                sinks.append(HaltSink(on=settings.halt_on, in_process=False))
+                halting = self._halt_sink = HaltSink(on=settings.halt_on, in_process=False)
+                sinks.append(halting)
+                self.metrics.own.observe_counter(
+                    "halts_without_conversation",
+                    "traces whose verdict would halt their conversation but that name none "
+                    "(gen_ai.conversation.id)",
+                    lambda: halting.stats["halts_without_conversation"],
+                )
             store_sink = self._store_sink = self._store()
             sinks.append(store_sink)
             self.spool = self._spool_or_nothing_left(options.spool, "spool", sinks)
@@ -421,6 +429,11 @@ class Sidecar:
             # traces the store gave up on (it could not be written for too long) or refused
             "traces_store_dropped": getattr(self._store_sink, "dropped", 0),
             "traces_store_rejected": getattr(self._store_sink, "rejected", 0),
+            # traces whose verdict halted their conversation, and those that name none
+            "conversations_halted": self.metrics.total("conversations_halted"),
+            "halts_without_conversation": (
+                self._halt_sink.stats["halts_without_conversation"] if self._halt_sink else 0
+            ),
         }
 
     def summary(self) -> str:
