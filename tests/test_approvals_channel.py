@@ -283,13 +283,18 @@ def test_serve_answers_approvals_over_http_behind_its_token(tmp_path):
         assert status == 200 and one["status"] == "approved"
         status, recent = _http("GET", f"{base}?recent=5", "s3cret-token")
         assert status == 200 and [a["id"] for a in recent] == ["safety-1"]
+        status, withdrawn = _http("POST", f"{base}/safety-1/withdraw", "s3cret-token", b"")
+        assert status == 200 and withdrawn["status"] == "withdrawn"
+        assert withdrawn["note"] == "withdrawn: it was approved by carol"
+        status, body = _http("POST", f"{base}/safety-1/withdraw", "s3cret-token", b"")
+        assert status == 409 and "only an approval or a denial" in body["error"]
         metrics = urllib.request.Request(
             f"{serve.http_url}/metrics", headers={"Authorization": "Bearer s3cret-token"}
         )
         with urllib.request.urlopen(metrics, timeout=10) as response:
             text = response.read().decode()
         assert 'approval_requests_total{outcome="200"}' in text
-        assert 'approval_requests_total{outcome="409"} 1' in text
+        assert 'approval_requests_total{outcome="409"} 2' in text
     assert serve.returncode == 0
 
 
@@ -357,3 +362,37 @@ def test_a_store_path_no_approval_can_be_kept_at_is_refused_when_the_guard_is_bu
     """It used to be found only at the first call that needed a person."""
     with pytest.raises(StoreError, match=message):
         Guard(Directory(), approvals=where(tmp_path))
+
+
+@pytest.mark.process
+def test_an_answer_withdrawn_from_the_cli_is_asked_again_even_by_the_guard_that_reused_it(
+    tmp_path,
+):
+    """Approved by mistake: `otel-safety withdraw` takes the answer back, and the next similar
+    call, in the same guard that reused the answer a moment ago, waits for a person again."""
+    path = tmp_path / "app.duckdb"
+    guard = _guard(path, reuse_within=600, timeout=30)
+    call = GuardCall(guard)
+    (pending,) = _pending(path)
+    ApprovalStore(path).decide(pending.id, True, by="bob")
+    assert call.result().approval == "approved"
+    reused = guard.check_tool_call("bash", WARNED, "alice", record=False, pace=False)
+    assert (reused.approval, reused.approval_id) == ("approved", pending.id)
+
+    withdrawn = run_command(
+        "withdraw", pending.id, "--by", "carol", "--note", "too broad", "--db", str(path)
+    )
+    assert withdrawn.returncode == 0, withdrawn.stderr
+    assert f"withdrew the answer to {pending.id} as carol" in withdrawn.stdout
+    [stored] = [a for a in ApprovalStore(path).recent() if a.id == pending.id]
+    assert stored.status == "withdrawn" and stored.decided_by == "carol"
+    assert stored.note == "too broad; withdrawn: it was approved by bob"
+
+    again = GuardCall(guard)
+    (asked,) = _pending(path)  # a new question, not the withdrawn answer
+    assert asked.id != pending.id
+    ApprovalStore(path).decide(asked.id, False, by="carol")
+    assert again.result().approval == "denied"
+
+    twice = run_command("withdraw", pending.id, "--db", str(path))
+    assert twice.returncode == 1 and "only an approval or a denial" in twice.stderr

@@ -31,6 +31,7 @@ from test_queries_kit import agent_run, kit_store  # noqa: F401  (the fixture)
 
 from otel_safety import queries
 from otel_safety.approvals.halts import HaltStore
+from otel_safety.approvals.store import ApprovalStore
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
 from otel_safety.exporters.duckdb import DuckDBStore, open_store
@@ -682,6 +683,17 @@ def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, bro
             headers={"Authorization": f"Bearer {TOKEN}", "HX-Request": "true"},
         )
         assert again.status_code == 200 and f"{first} was already approved by lee" in again.text
+        assert ApprovalStore(db).get(second).note is None  # an empty note is no note
+        # Denied by mistake: withdrawn, so the guard asks about such a call again.
+        click(browser, f'#decided-table tr[data-approval="{second}"] button.withdraw')
+        wait(browser).until(lambda d: "withdrawn" in " ".join(texts(d, answered)))
+        asked_again = _ask_in_thread(guard, "chmod 777 deploy.sh", results)
+        wait(browser, 60).until(lambda d: any("deploy.sh" in t for t in texts(d, pending)))
+        [third] = attrs(browser, pending, "data-approval")
+        assert third != second
+        click(browser, f'tr[data-approval="{third}"] button.approve')
+        asked_again.join(30)
+        assert results["chmod 777 deploy.sh"].approval == "approved"
     finally:
         guard.close()
     with open_store(db, wait=20) as con:
@@ -691,7 +703,7 @@ def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, bro
         ).fetchall()
     assert answers == [
         (first, "approved", "lee", "build script only"),
-        (second, "denied", "lee", None),  # an empty note is no note
+        (second, "withdrawn", "lee", "withdrawn: it was denied by lee"),  # no note typed
     ]
 
 

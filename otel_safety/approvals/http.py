@@ -4,6 +4,7 @@
     GET  /approvals/{id}            one request
     POST /approvals/{id}/approve    body (optional): {"by": "...", "note": "..."}
     POST /approvals/{id}/deny
+    POST /approvals/{id}/withdraw   take an answer back: similar calls are asked about again
 
 Errors answer {"error": "..."} with 400 (bad body), 404 (unknown id), 409 (already
 answered or expired) or 503 (the store is held elsewhere for too long: retry).
@@ -50,12 +51,13 @@ def answer(
             if approval is None:
                 return _error(HTTPStatus.NOT_FOUND, f"no approval {parts[0]!r} in this store")
             return HTTPStatus.OK, approval.model_dump(mode="json")
-        if method == "POST" and len(parts) == 2 and parts[1] in ("approve", "deny"):
+        if method == "POST" and len(parts) == 2 and parts[1] in ("approve", "deny", "withdraw"):
             fields = _fields(body)
-            by = fields.get("by") or f"http {peer}"
-            decided = store.decide(
-                parts[0], parts[1] == "approve", by=by, note=fields.get("note") or None
-            )
+            by, note = fields.get("by") or f"http {peer}", fields.get("note") or None
+            if parts[1] == "withdraw":
+                decided = store.withdraw(parts[0], by=by, note=note)
+            else:
+                decided = store.decide(parts[0], parts[1] == "approve", by=by, note=note)
             return HTTPStatus.OK, decided.model_dump(mode="json")
     except _BadRequest as exc:
         return _error(HTTPStatus.BAD_REQUEST, str(exc))
@@ -69,7 +71,7 @@ def answer(
     return _error(
         HTTPStatus.NOT_FOUND if method == allowed else HTTPStatus.METHOD_NOT_ALLOWED,
         f"{method} {path} is not an approvals route: GET /approvals, GET /approvals/ID, "
-        "POST /approvals/ID/approve, POST /approvals/ID/deny",
+        "POST /approvals/ID/approve, POST /approvals/ID/deny, POST /approvals/ID/withdraw",
     )
 
 

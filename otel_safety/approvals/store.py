@@ -40,7 +40,8 @@ __all__ = [
 ]
 
 ID_PREFIX = "safety-"
-STATUSES = ("pending", "approved", "denied", "expired")
+# withdrawn: an answer taken back, so that similar calls are asked about again
+STATUSES = ("pending", "approved", "denied", "expired", "withdrawn")
 _ID = re.compile(r"safety-[1-9][0-9]*")
 _COLUMNS = (
     "id, status, created_at, expires_at, requester, tool, category, risk, summary, reasons, "
@@ -336,6 +337,36 @@ class ApprovalStore(SharedStoreFile):
             raise AlreadyDecided(_why_closed(approval))
         _wake(self._key, id)
         return approval
+
+    def withdraw(self, id: str, by: str, note: str | None = None) -> Approval:
+        """Take back an answer (given by mistake, or no longer meant): the guard asks about
+        the next similar call again instead of reusing it. The calls it already let through
+        or blocked stay as they were. Who withdrew it, and the answer it was, are kept in
+        `decided_by` and `note`."""
+        id = id.strip()
+        if not by or not by.strip():
+            raise ValueError("say who withdraws the answer (by), for the audit trail")
+        with self._transaction() as con:
+            self._expire(con)
+            found = self._select(con, "WHERE id = ?", [id])
+            if not found:
+                raise UnknownApproval(
+                    f"no approval {id} in {self.path}; `otel-safety approvals --recent 20 "
+                    f"--db {self.path}` lists the latest"
+                )
+            approval = found[0]
+            if approval.status not in ("approved", "denied"):
+                raise AlreadyDecided(
+                    f"{id} is {approval.status}: only an approval or a denial can be withdrawn"
+                    + ("; answer it with `otel-safety approve|deny`" if approval.pending else "")
+                )
+            was = f"withdrawn: it was {approval.status} by {approval.decided_by or 'someone'}"
+            con.execute(
+                "UPDATE approvals SET status = 'withdrawn', decided_by = ?, decided_at = ?, "
+                "note = ? WHERE id = ?",
+                [by.strip(), _naive(_now()), f"{note}; {was}" if note else was, id],
+            )
+            return self._select(con, "WHERE id = ?", [id])[0]
 
     # -- for the guard's channel -------------------------------------------------------------
     def similar(

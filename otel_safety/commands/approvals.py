@@ -1,4 +1,5 @@
-"""`otel-safety approvals` (list the guard's approval requests), `approve ID`, `deny ID`."""
+"""`otel-safety approvals` (list the guard's approval requests), `approve ID`, `deny ID`,
+`withdraw ID` (take an answer back)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ DB_ENV = env_name("db_path")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register `approvals`, `approve` and `deny` on the `otel-safety` parser."""
+    """Register `approvals`, `approve`, `deny` and `withdraw` on the `otel-safety` parser."""
     db_help = f"store file the guard writes (default ${DB_ENV} if set, else {DEFAULT_DB})"
     listing = sub.add_parser(
         "approvals",
@@ -52,6 +53,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         )
         add_db(answer, help=db_help)
         answer.set_defaults(handler=cmd_decide, approved=approved)
+    withdraw = sub.add_parser(
+        "withdraw",
+        help="take back an approval or a denial: similar calls are asked about again",
+        description="Withdraw the answer to approval request ID (like safety-3; `otel-safety "
+        "approvals --recent 20` lists the latest): it is no longer reused, so the guard asks "
+        "a person about the next similar call again. Calls it already decided stay decided.",
+    )
+    withdraw.add_argument("id", metavar="ID", help="the request's id, like safety-3")
+    withdraw.add_argument("--note", help="why, for the audit trail")
+    withdraw.add_argument(
+        "--by", default=os_user(), help="who withdraws it (default: the OS user, %(default)s)"
+    )
+    add_db(withdraw, help=db_help)
+    withdraw.set_defaults(handler=cmd_withdraw)
 
 
 _APP_STORE = "; give the store the application writes with --db (or OTEL_SAFETY_DB)"
@@ -108,6 +123,20 @@ def cmd_decide(args: argparse.Namespace) -> int:
     print(
         f"{approval.status} {approval.id} as {terminal_safe(approval.decided_by or '')}: "
         f"{terminal_safe(approval.summary)}"
+    )
+    return 0
+
+
+def cmd_withdraw(args: argparse.Namespace) -> int:
+    from otel_safety.approvals.store import ApprovalStore
+    from otel_safety.result_tables import terminal_safe
+
+    require_store(args.db, _APP_STORE)
+    approval = ApprovalStore(args.db, create=False).withdraw(args.id, by=args.by, note=args.note)
+    print(
+        f"withdrew the answer to {approval.id} as {terminal_safe(approval.decided_by or '')} "
+        f"({terminal_safe(approval.note or '')}): the guard asks about the next similar call "
+        "again"
     )
     return 0
 

@@ -36,7 +36,7 @@ def add_commands(subparsers: Any) -> None:
         epilog="Endpoints: OTLP/gRPC TraceService/Export and LogsService/Export on "
         "--grpc-port; POST /v1/traces and POST /v1/logs (application/x-protobuf or "
         "application/json, gzip allowed), GET /health and GET "
-        "/metrics (Prometheus), GET /approvals and POST /approvals/ID/approve|deny (the "
+        "/metrics (Prometheus), GET /approvals and POST /approvals/ID/approve|deny|withdraw (the "
         "guard's approval requests, behind the bearer token) on --http-port. SIGTERM or "
         "Ctrl-C stops taking requests, finishes those in progress, judges every buffered "
         "trace and flushes store and forwarder before exiting.",

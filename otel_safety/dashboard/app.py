@@ -345,23 +345,27 @@ class _Pages:
         if refused is not None:
             return refused
         decision = request.path_params["decision"]
-        if decision not in ("approve", "deny"):
-            return _html("message.html", 404, message="approve or deny")
+        if decision not in ("approve", "deny", "withdraw"):
+            return _html("message.html", 404, message="approve, deny or withdraw")
         form = await _form(request)
         if form is None:
             return await self.approvals(request, message=TOO_LARGE)
         by = form.get("by", "").strip()
         if not by:
             return await self.approvals(request, message="say who decides: fill in 'acting as'")
+        approval_id, note = request.path_params["approval_id"], form.get("note") or None
         try:
-            await self._act(
-                approvals.decide,
-                self.approvals_db,
-                request.path_params["approval_id"],
-                decision == "approve",
-                by,
-                form.get("note") or None,
-            )
+            if decision == "withdraw":
+                await self._act(approvals.withdraw, self.approvals_db, approval_id, by, note)
+            else:
+                await self._act(
+                    approvals.decide,
+                    self.approvals_db,
+                    approval_id,
+                    decision == "approve",
+                    by,
+                    note,
+                )
         except approvals.ApprovalError as exc:  # decided elsewhere, expired, unknown
             return await self.approvals(request, message=str(exc))
         except StoreError as exc:
@@ -383,9 +387,10 @@ td.blocked{color:#b91c1c;font-weight:700}
 .verdict-ALLOW{background:#dcfce7;color:#166534}
 .status{font-weight:600;font-size:12px;padding:1px 8px;border-radius:10px;color:#fff}
 .status-pending{background:#b45309}.status-approved{background:#15803d}
-.status-denied{background:#b91c1c}.status-expired{background:#6b7280}
+.status-denied{background:#b91c1c}.status-expired,.status-withdrawn{background:#6b7280}
 button{font:inherit;font-weight:600;border:0;border-radius:6px;padding:4px 12px;cursor:pointer;
 color:#fff}button.approve{background:#15803d}button.deny{background:#b91c1c}
+button.withdraw{background:#4b5563}
 #pending-table td.actions{white-space:normal}#pending-table button{margin:2px 0}
 .approval-note{width:100%;box-sizing:border-box;margin-top:2px;font:inherit}
 td.actions,td.nowrap,#flagged-table td:nth-child(2),#audit-table td:first-child{white-space:nowrap}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from otel_safety.approvals.store import Approval, ApprovalError, ApprovalStore
 
-__all__ = ["ApprovalError", "decide", "panel"]
+__all__ = ["ApprovalError", "decide", "panel", "withdraw"]
 LOCK_WAIT = 5.0
 
 
@@ -33,3 +33,9 @@ def decide(
 ) -> Approval:
     """Answer one approval; ApprovalError (unknown, already answered, expired) says why not."""
     return _store(db_path).decide(approval_id, approved, by=by, note=note)
+
+
+def withdraw(db_path: str | Path, approval_id: str, by: str, note: str | None) -> Approval:
+    """Take an answer back, so that similar calls are asked about again; ApprovalError says
+    why not (unknown, pending, expired)."""
+    return _store(db_path).withdraw(approval_id, by=by, note=note)

@@ -5,7 +5,9 @@ request waits in the store and is answered from the CLI, `serve`'s HTTP endpoint
 dashboard) or through the user's callable (a chat prompt, a ticket, a pager), which runs on
 its own thread. Either way an unanswered request expires after `timeout` seconds and counts
 as denied. Answers are cached per requester and similar request (same tool, category and
-normalised arguments) for `ttl` seconds, so a person is not asked the same thing twice.
+normalised arguments) for `ttl` seconds, so a person is not asked the same thing twice: a
+callable's answers here, the channel's in the store, where an answer withdrawn
+(`otel-safety withdraw`) is no longer reused.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ class ApprovalGate:
             answer = self.channel.ask(verdict, request)
         else:
             answer = self._call_approver(verdict)
-        if answer.status in ("approved", "denied"):
-            with self._lock:
+        if answer.status in ("approved", "denied") and self.channel is None:
+            with self._lock:  # the channel reuses answers through the store
                 self._cache[key] = (now, answer)
                 self._cache.move_to_end(key)
                 while len(self._cache) > self.max_cached:
