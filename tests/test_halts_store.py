@@ -32,6 +32,17 @@ def _check(guard: Guard, conversation: str):
     )
 
 
+def _refused_soon(guard: Guard, conversation: str, timeout: float):
+    """The guard's verdict once it refuses the conversation's calls for its halt."""
+    verdict = wait_for(
+        lambda: (lambda v: v if v.blocked else None)(_check(guard, conversation)),
+        timeout=timeout,
+        what=f"the guard to refuse the halted conversation {conversation}",
+    )
+    assert verdict.rule_ids == [HALT_RULE]
+    return verdict
+
+
 @pytest.mark.process
 def test_a_halt_from_the_cli_stops_the_conversation_in_a_following_guard_until_lifted(tmp_path):
     db = _store(tmp_path)
@@ -44,12 +55,7 @@ def test_a_halt_from_the_cli_stops_the_conversation_in_a_following_guard_until_l
         )
         assert halted.returncode == 0, halted.stderr
         assert "halted conversation conv-7 as kim" in halted.stdout
-        verdict = wait_for(
-            lambda: (lambda v: v if v.blocked else None)(_check(guard, "conv-7")),
-            timeout=15,
-            what="the guard to refuse the halted conversation",
-        )
-        assert verdict.rule_ids == [HALT_RULE]
+        verdict = _refused_soon(guard, "conv-7", timeout=15)
         assert "refunds in a loop (halted by kim)" in verdict.summary()
         assert not _check(guard, "conv-8").blocked  # only that conversation
 
@@ -92,12 +98,7 @@ def test_a_conversation_serve_halts_stops_the_apps_guard_until_a_person_lifts_it
         with ServeProcess("--db", db, "--decision-wait", "2", env=halting) as serve:
             exporter = OTLPSpanExporter(endpoint=f"http://{serve.grpc_target}", insecure=True)
             run_agent(exporter, conversation="conv-serve")
-            verdict = wait_for(
-                lambda: (lambda v: v if v.blocked else None)(_check(guard, "conv-serve")),
-                timeout=30,
-                what="the guard to refuse the conversation serve halted",
-            )
-            assert verdict.rule_ids == [HALT_RULE]
+            verdict = _refused_soon(guard, "conv-serve", timeout=30)
             assert "halted (trace " in verdict.summary()
             assert "scope_escalation" in verdict.summary()
             assert not _check(guard, "conv-other").blocked

@@ -309,13 +309,7 @@ def test_a_version_8_store_gets_the_audit_columns_of_who_answered_an_approval(tm
     _as_written_by(path, 8, "audit.approval_id", "audit.approval_by")
     DuckDBStore(path).shutdown()
     with duckdb.connect(str(path), read_only=True) as con:
-        columns = {
-            row[0]
-            for row in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'audit'"
-            ).fetchall()
-        }
-    assert {"approval_id", "approval_by"} <= columns
+        assert {"approval_id", "approval_by"} <= _columns(con, "audit").keys()
 
 
 def test_a_version_9_stores_halts_gain_their_source_and_are_read_as_a_persons(
@@ -341,13 +335,7 @@ def test_a_version_9_stores_halts_gain_their_source_and_are_read_as_a_persons(
     assert read.by == "kim"
     DuckDBStore(path).shutdown()
     with duckdb.connect(str(path), read_only=True) as con:
-        columns = {
-            row[0]
-            for row in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'halts'"
-            ).fetchall()
-        }
-    assert {"source", "trace_id"} <= columns
+        assert {"source", "trace_id"} <= _columns(con, "halts").keys()
 
 
 def _readable_now(path) -> bool:

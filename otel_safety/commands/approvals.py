@@ -46,12 +46,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             "the answer is recorded with who gave it and reused for the same requester and "
             "a similar call until OTEL_SAFETY_APPROVAL_TTL runs out.",
         )
-        answer.add_argument("id", metavar="ID", help="the request's id, like safety-3")
-        answer.add_argument("--note", help="why, for the audit trail")
-        answer.add_argument(
-            "--by", default=os_user(), help="who answers (default: the OS user, %(default)s)"
-        )
-        add_db(answer, help=db_help)
+        _id_note_by_db(answer, "who answers", db_help)
         answer.set_defaults(handler=cmd_decide, approved=approved)
     withdraw = sub.add_parser(
         "withdraw",
@@ -60,13 +55,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "approvals --recent 20` lists the latest): it is no longer reused, so the guard asks "
         "a person about the next similar call again. Calls it already decided stay decided.",
     )
-    withdraw.add_argument("id", metavar="ID", help="the request's id, like safety-3")
-    withdraw.add_argument("--note", help="why, for the audit trail")
-    withdraw.add_argument(
-        "--by", default=os_user(), help="who withdraws it (default: the OS user, %(default)s)"
-    )
-    add_db(withdraw, help=db_help)
+    _id_note_by_db(withdraw, "who withdraws it", db_help)
     withdraw.set_defaults(handler=cmd_withdraw)
+
+
+def _id_note_by_db(parser: argparse.ArgumentParser, who: str, db_help: str) -> None:
+    parser.add_argument("id", metavar="ID", help="the request's id, like safety-3")
+    parser.add_argument("--note", help="why, for the audit trail")
+    parser.add_argument(
+        "--by", default=os_user(), help=f"{who} (default: the OS user, %(default)s)"
+    )
+    add_db(parser, help=db_help)
 
 
 _APP_STORE = "; give the store the application writes with --db (or OTEL_SAFETY_DB)"

@@ -39,6 +39,7 @@ COMMANDS = {
     "approvals": "approvals",
     "approve": "approvals",
     "deny": "approvals",
+    "withdraw": "approvals",
     "halt": "halts",
     "unhalt": "halts",
     "halts": "halts",
