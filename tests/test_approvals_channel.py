@@ -366,10 +366,14 @@ def test_a_store_path_no_approval_can_be_kept_at_is_refused_when_the_guard_is_bu
 
 @pytest.mark.process
 def test_an_answer_withdrawn_from_the_cli_is_asked_again_even_by_the_guard_that_reused_it(
-    tmp_path,
+    tmp_path, monkeypatch
 ):
     """Approved by mistake: `otel-safety withdraw` takes the answer back, and the next similar
-    call, in the same guard that reused the answer a moment ago, waits for a person again."""
+    call, in the same guard that reused the answer a moment ago, waits for a person again
+    once the guard's memory of the answer is due for a recheck of the store."""
+    from otel_safety.guard import approval
+
+    monkeypatch.setattr(approval, "CHANNEL_RECHECK", 0.3)
     path = tmp_path / "app.duckdb"
     guard = _guard(path, reuse_within=600, timeout=30)
     call = GuardCall(guard)
@@ -388,6 +392,7 @@ def test_an_answer_withdrawn_from_the_cli_is_asked_again_even_by_the_guard_that_
     assert stored.status == "withdrawn" and stored.decided_by == "carol"
     assert stored.note == "too broad; withdrawn: it was approved by bob"
 
+    time.sleep(0.4)  # past the recheck
     again = GuardCall(guard)
     (asked,) = _pending(path)  # a new question, not the withdrawn answer
     assert asked.id != pending.id

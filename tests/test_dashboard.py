@@ -631,7 +631,10 @@ def _ask_in_thread(guard: Guard, command: str, results: dict[str, Any]) -> threa
 
 
 @pytest.mark.browser
-def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, browser):
+def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, browser, monkeypatch):
+    from otel_safety.guard import approval
+
+    monkeypatch.setattr(approval, "CHANNEL_RECHECK", 0.3)  # a withdrawal reaches it at once
     db, _ = store
     guard = Guard(Directory(), approvals=str(db), approval_timeout=120)
     results: dict[str, Any] = {}
@@ -687,6 +690,7 @@ def test_approve_and_deny_reach_the_guard_waiting_for_them(dashboard, store, bro
         # Denied by mistake: withdrawn, so the guard asks about such a call again.
         click(browser, f'#decided-table tr[data-approval="{second}"] button.withdraw')
         wait(browser).until(lambda d: "withdrawn" in " ".join(texts(d, answered)))
+        time.sleep(0.4)  # past the guard's recheck of its answers
         asked_again = _ask_in_thread(guard, "chmod 777 deploy.sh", results)
         wait(browser, 60).until(lambda d: any("deploy.sh" in t for t in texts(d, pending)))
         [third] = attrs(browser, pending, "data-approval")

@@ -5,9 +5,11 @@ request waits in the store and is answered from the CLI, `serve`'s HTTP endpoint
 dashboard) or through the user's callable (a chat prompt, a ticket, a pager), which runs on
 its own thread. Either way an unanswered request expires after `timeout` seconds and counts
 as denied. Answers are cached per requester and similar request (same tool, category and
-normalised arguments) for `ttl` seconds, so a person is not asked the same thing twice: a
-callable's answers here, the channel's in the store, where an answer withdrawn
-(`otel-safety withdraw`) is no longer reused.
+normalised arguments) for `ttl` seconds, so a person is not asked the same thing twice. A
+channel's answers are reused through the store, where an answer withdrawn (`otel-safety
+withdraw`) is no longer reused; the gate keeps them in memory for `CHANNEL_RECHECK` seconds
+only, so that a repeated call costs a dict lookup, not a store read (about 25 ms), and a
+withdrawal reaches it within those seconds.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 Approver = Callable[[Verdict], bool]
 
+CHANNEL_RECHECK = 5.0  # seconds a channel's answer is reused from memory before the store
 MAX_WAITING_APPROVALS = 64  # approver calls left hanging before it is no longer asked
 # What an approver may answer to approve besides True; anything else denies.
 _YES = frozenset({"approved", "approve", "allow", "allowed", "yes", "y", "true"})
@@ -81,16 +84,17 @@ class ApprovalGate:
         request = request or ApprovalRequest()
         key = (verdict.requester or "", verdict.tool, verdict.category, request.fingerprint)
         now = self._clock()
+        held_for = self.ttl if self.channel is None else min(self.ttl, CHANNEL_RECHECK)
         with self._lock:
             cached = self._cache.get(key)
-            if cached is not None and now - cached[0] <= self.ttl:
+            if cached is not None and now - cached[0] <= held_for:
                 return cached[1]
         if self.channel is not None:
             answer = self.channel.ask(verdict, request)
         else:
             answer = self._call_approver(verdict)
-        if answer.status in ("approved", "denied") and self.channel is None:
-            with self._lock:  # the channel reuses answers through the store
+        if answer.status in ("approved", "denied"):
+            with self._lock:
                 self._cache[key] = (now, answer)
                 self._cache.move_to_end(key)
                 while len(self._cache) > self.max_cached:
