@@ -8,8 +8,8 @@ as denied. Answers are cached per requester and similar request (same tool, cate
 normalised arguments) for `ttl` seconds, so a person is not asked the same thing twice. A
 channel's answers are reused through the store, where an answer withdrawn (`otel-safety
 withdraw`) is no longer reused; the gate keeps them in memory for `CHANNEL_RECHECK` seconds
-only, so that a repeated call costs a dict lookup, not a store read (about 25 ms), and a
-withdrawal reaches it within those seconds.
+only, so that a repeated call costs a dict lookup, not a store read, and a withdrawal
+reaches it within those seconds.
 """
 
 from __future__ import annotations
