@@ -114,6 +114,12 @@ SUPERSET_CASES = [
     (r"\n[^\S\n]*- ", "intro\n\u00a0\u00a0- item"),
     (r"note for (?:[^\W_]+ ){0,2}?bot:", "note for the caf\u00e9 bot: hi"),
     (r"#[^\D]+", "#\u0663\u0664"),
+    # Outside negated classes the shorthands are widened to every character beyond ASCII.
+    (r"caf\w+ au", "caf\u00e9 au lait"),
+    (r"[\w.]+@example", "jos\u00e9.n\u00fa\u00f1ez@example"),
+    (r"total:\s\d+", "total:\u00a0\u0663\u0664"),
+    (r"[\s\d]+x", "\u2003\u0663x"),
+    (r"a[^\W\d]b", "a\u00e9b"),
 ]
 
 
@@ -154,6 +160,15 @@ def test_long_counted_repetitions_are_relaxed_to_open_ones_that_keep_their_least
     assert relax(r"a{3,500}b") == "a{3,}b"
     assert relax(r"a{44}b") == "a{16,}b"  # every match still holds a run of sixteen
     assert relax(r"a{2,5}b") == "a{2,5}b"
+
+
+def test_shorthands_are_widened_beyond_ascii_only_where_a_match_may_take_more():
+    """RE2 compiles Unicode tables slowly (most of a family's compile, paid by every judging
+    process): a shorthand that may match more is exact on ASCII and takes anything beyond
+    it; one inside a negated class keeps its exact tables, or the class would leave out more."""
+    for source in (r"\w+ing", r"[\w.-]+@", r"\d\s", r"[^\S\n]"):
+        assert r"\p{" not in relax(source), source
+    assert relax(r"a[^\w\s]b").startswith(r"a[^\p{L}\p{M}\p{N}\p{Pc}")
 
 
 def test_relaxed_family_rejects_texts_without_any_match():

@@ -57,6 +57,16 @@ _UNICODE_ITEMS = {
     "d": r"\p{Nd}",
     "s": r"\t\n\x0b\f\r\x{1c}-\x{20}\x{85}\x{a0}\p{Z}",
 }
+# The same shorthands where a match may take more (outside a class, or in one that is not
+# negated): exact on ASCII, and every character beyond it. RE2 compiles such a class to a
+# few byte ranges, where the Unicode tables cost it most of the time a family takes to
+# compile (and a family is compiled by every judging process on its first search); the
+# family only rules out fewer texts that are not ASCII.
+_WIDE_ITEMS = {
+    "w": r"0-9A-Z_a-z\x{80}-\x{10FFFF}",
+    "d": r"0-9\x{80}-\x{10FFFF}",
+    "s": r"\t\n\x0b\f\r\x{1c}-\x{20}\x{80}-\x{10FFFF}",
+}
 _ANY_TEXT = r"(?s:.*)"
 _RE2_FLAGS = frozenset("imsU")
 _SCOPED_LINES = regex.compile(r"\(\?[a-zA-Z]*m")
@@ -173,8 +183,8 @@ class _Relaxer:
         char = token.char
         if char in _ZERO_WIDTH:
             return
-        if char in _UNICODE_ITEMS:
-            self._emit(f"[{_UNICODE_ITEMS[char]}]")
+        if char in _WIDE_ITEMS:
+            self._emit(f"[{_WIDE_ITEMS[char]}]")
         elif char.isdigit() and char != "0":
             self._emit(_ANY_TEXT)  # a backreference can be any text
         else:
@@ -192,14 +202,14 @@ class _Relaxer:
                 (i.char for i in token.items if i.kind == ITEM_ESCAPE and i.char in "WDS"), None
             )
             if upper is not None:
-                self._emit(f"[{_UNICODE_ITEMS[upper.lower()]}]")
+                self._emit(f"[{_WIDE_ITEMS[upper.lower()]}]")
                 return
         parts = ["[^" if token.argument else "["]
         for item in token.items:
             if item.kind == ITEM_ESCAPE:
                 escaped = item.char
-                if escaped in _UNICODE_ITEMS:
-                    parts.append(_UNICODE_ITEMS[escaped])
+                if escaped in _UNICODE_ITEMS:  # negated, only the exact class leaves out no more
+                    parts.append((_UNICODE_ITEMS if token.argument else _WIDE_ITEMS)[escaped])
                 elif escaped == "b":
                     parts.append(r"\x08")
                 elif escaped in "AZzGB" or (escaped.isdigit() and escaped != "0"):
