@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import duckdb
 import httpx
@@ -48,6 +51,37 @@ def test_json_stays_json_and_plain_numbers_stay():
 
 def test_the_maintained_pattern_set_is_in_use():
     assert len(pattern_set()) > len(_BUILTIN) + 20  # detect-secrets' plugins are loaded
+
+
+@pytest.mark.process
+def test_a_later_process_reads_detect_secrets_patterns_from_the_cache_not_its_plugins(tmp_path):
+    """Importing detect-secrets' plugins (and `requests`) cost every process start more than
+    masking's own patterns: once read, they are kept in the pattern cache under the
+    library's version, and a later process masks alike without importing them."""
+    script = (
+        "import json, sys\n"
+        "from otel_safety.analysis.secrets import mask, pattern_set\n"
+        "masked = mask('stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc now')\n"
+        "print(json.dumps({'patterns': [[p.pattern, int(p.flags)] for p in pattern_set()],"
+        " 'masked': masked, 'imported': 'detect_secrets' in sys.modules}))\n"
+    )
+    env = {**os.environ, "OTEL_SAFETY_PATTERN_CACHE": str(tmp_path / "cache")}
+    first, second = (
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", script],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=120,
+            ).stdout
+        )
+        for _ in range(2)
+    )
+    assert first["imported"] and not second["imported"]
+    assert second["patterns"] == first["patterns"]
+    assert second["masked"] == first["masked"] == ["stripe [REDACTED] now", 1]  # detect-secrets'
 
 
 def test_evidence_never_quotes_a_secret():

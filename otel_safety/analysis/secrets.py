@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import inspect
 import logging
 import pkgutil
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 
 import regex
 
-from otel_safety.analysis import linear
+from otel_safety.analysis import linear, pattern_cache
 from otel_safety.analysis.pattern_set import PatternSet
 
 __all__ = ["mask", "masked_at", "pattern_set", "secret_spans"]
@@ -66,11 +67,31 @@ def pattern_set() -> tuple[regex.Pattern, ...]:
 
 
 def _maintained() -> Iterator[regex.Pattern]:
+    for plugin, source, flags in _maintained_sources():
+        try:
+            yield linear.compile(source, flags)
+        except regex.error:
+            logger.debug("secret pattern of %s not usable: %s", plugin, source)
+
+
+def _maintained_sources() -> tuple[tuple[str, str, int], ...]:
+    """detect-secrets' patterns as (plugin, source, flags), kept in the pattern cache under
+    its version: reading them means importing every plugin (and `requests`, which they
+    import), which cost a process's start more than compiling the patterns themselves."""
+    try:
+        version = importlib.metadata.version("detect-secrets")
+    except importlib.metadata.PackageNotFoundError:
+        return _read_maintained()  # importable without metadata, or not there at all
+    return pattern_cache.remembered("detect-secrets", version, _read_maintained, (__name__,))
+
+
+def _read_maintained() -> tuple[tuple[str, str, int], ...]:
     try:
         from detect_secrets import plugins
         from detect_secrets.plugins.base import RegexBasedDetector
     except ImportError:
-        return
+        return ()
+    found = []
     for info in pkgutil.iter_modules(plugins.__path__):
         module = importlib.import_module(f"{plugins.__name__}.{info.name}")
         for name, cls in inspect.getmembers(module, inspect.isclass):
@@ -80,11 +101,10 @@ def _maintained() -> Iterator[regex.Pattern]:
                 and cls.__module__ == module.__name__
                 and name not in _NOT_SECRETS
             ):
-                for pattern in cls().denylist:
-                    try:
-                        yield linear.compile(pattern.pattern, _flags(pattern))
-                    except regex.error:
-                        logger.debug("secret pattern of %s not usable: %s", name, pattern)
+                found += [
+                    (name, pattern.pattern, int(_flags(pattern))) for pattern in cls().denylist
+                ]
+    return tuple(found)
 
 
 def _flags(pattern: re.Pattern) -> int:
