@@ -161,6 +161,7 @@ def _write_digests() -> None:
 
     with tempfile.TemporaryDirectory() as empty:
         os.environ["OTEL_SAFETY_DATA_DIR"] = empty
+        os.environ["OTEL_SAFETY_PATTERN_CACHE"] = "off"  # every compile recorded, as in the test
         patterns = packaged_patterns(Path(empty))
     digests = {_key(s, f): digest(s, f) for s, f in sorted(patterns)}
     DIGESTS.parent.mkdir(exist_ok=True)
