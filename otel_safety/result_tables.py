@@ -17,6 +17,8 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
+
 __all__ = ["align", "csv_unescaped", "for_spreadsheets", "page_safe", "render", "terminal_safe"]
 
 MAX_CELL = 80  # a table cell's longest text
@@ -28,18 +30,18 @@ READABLE_CELL = 20
 RECORD_VALUE_LINES = 3  # lines a long value wraps to in a record before it is cut
 # A CSV cell a spreadsheet would run as a formula (`=HYPERLINK(...)` in an agent's output),
 # behind any apostrophes `for_spreadsheets` put there before.
-_FORMULA = regex.compile(r"^'*[=+\-@\t\r]")
+_FORMULA = compiled(r"^'*[=+\-@\t\r]")
 # Bidirectional controls: what reorders text, in a page too (`exe.png` shown for `gnp.exe`
 # behind U+202E).
 _BIDI_CHARS = r"\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069"
 # What a web page must not print raw: bidirectional controls (they reorder the text around
 # them), control characters but tab and line breaks, line separators and invisible ones.
-_PAGE_UNSAFE = regex.compile(
+_PAGE_UNSAFE = compiled(
     rf"[{_BIDI_CHARS}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u200b\ufeff]"
 )
 # Characters that steer a terminal rather than show (escape sequences, carriage returns,
 # bidirectional controls): shown as escapes, so a span cannot redraw the table around it.
-_STEERING = regex.compile(rf"[\p{{Cc}}{_BIDI_CHARS}]")
+_STEERING = compiled(rf"[\p{{Cc}}{_BIDI_CHARS}]")
 
 
 def render(columns: list[str], rows: list[tuple[Any, ...]], fmt: str = "table") -> str:

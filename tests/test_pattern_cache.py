@@ -4,15 +4,14 @@ cache that is damaged, foreign or turned off is never more than a missed shortcu
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import regex
+from fresh_processes import json_of_runs
 
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import linear, pattern_cache
@@ -209,21 +208,7 @@ def test_a_second_process_compiles_none_of_what_the_first_did(tmp_path, span_fac
         "print(json.dumps({'stats': pattern_cache.stats(), 'findings': sorted("
         "(f.detector, f.score, f.detected) for f in judgement.findings)}))\n"
     )
-    env = {**os.environ, "OTEL_SAFETY_PATTERN_CACHE": str(tmp_path / "cache")}
-    runs = [
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-c", script, str(trace)],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=120,
-            ).stdout
-        )
-        for _ in range(2)
-    ]
-    first, second = runs
+    first, second = json_of_runs(script, tmp_path / "cache", str(trace))
     assert first["stats"]["misses"] > 500
     assert second["stats"]["misses"] == 0
     assert second["stats"]["hits"] >= first["stats"]["misses"]
@@ -256,3 +241,23 @@ def test_a_value_that_cannot_be_kept_never_reaches_the_judge(cache, monkeypatch,
     judgement = Pipeline().judge(span_factory.agent_run(answer="fine"))
     assert judgement.error is None
     assert not any(cache.glob("*.pickle"))
+
+
+@pytest.mark.process
+def test_a_later_process_builds_every_detector_without_compiling_a_pattern(tmp_path):
+    """The patterns modules compile at import and detectors compile from their data are all
+    loaded from the cache an earlier process left: none is parsed again (they were most of
+    what building the detectors cost a process)."""
+    script = (
+        "import json, regex\n"
+        "calls = []\n"
+        "original = regex.compile\n"
+        "regex.compile = lambda *a, **k: calls.append(a[0]) or original(*a, **k)\n"
+        "from otel_safety.bootstrap import build_pipeline\n"
+        "from otel_safety.config import Settings\n"
+        "build_pipeline(Settings.resolve(environ={})).warm()\n"
+        "print(json.dumps(calls))\n"
+    )
+    first, second = json_of_runs(script, tmp_path / "cache")
+    assert len(first) > 200
+    assert second == []

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import duckdb
 import httpx
 import pytest
+from fresh_processes import json_of_runs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from otel_safety.analysis.secrets import _BUILTIN, MASK, mask, pattern_set
@@ -65,20 +63,7 @@ def test_a_later_process_reads_detect_secrets_patterns_from_the_cache_not_its_pl
         "print(json.dumps({'patterns': [[p.pattern, int(p.flags)] for p in pattern_set()],"
         " 'masked': masked, 'imported': 'detect_secrets' in sys.modules}))\n"
     )
-    env = {**os.environ, "OTEL_SAFETY_PATTERN_CACHE": str(tmp_path / "cache")}
-    first, second = (
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-c", script],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=120,
-            ).stdout
-        )
-        for _ in range(2)
-    )
+    first, second = json_of_runs(script, tmp_path / "cache")
     assert first["imported"] and not second["imported"]
     assert second["patterns"] == first["patterns"]
     assert second["masked"] == first["masked"] == ["stripe [REDACTED] now", 1]  # detect-secrets'

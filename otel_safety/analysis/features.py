@@ -16,14 +16,13 @@ import itertools
 import zlib
 from dataclasses import dataclass
 
-import regex
-
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["FeatureSpec", "char_ids", "feature_ids", "words"]
 
-_WORD = regex.compile(r"[\p{L}\p{N}']+")
-_NOT_ALNUM = regex.compile(r"[^\p{L}\p{N}]+")
+_WORD = compiled(r"[\p{L}\p{N}']+")
+_NOT_ALNUM = compiled(r"[^\p{L}\p{N}]+")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.relax import relax
 
 try:
@@ -35,8 +36,8 @@ _UNANCHORED = None if re2 is None else re2._Anchor.UNANCHORED
 
 __all__ = ["FamilyOnUse", "Prefilter", "RelaxedFamily", "may_match", "relaxed_family", "utf8"]
 
-_CLASSES = regex.compile(r"\[(?:\\.|[^\]\\])*\]")
-_CONTEXT_SENSITIVE = regex.compile(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
+_CLASSES = compiled(r"\[(?:\\.|[^\]\\])*\]")
+_CONTEXT_SENSITIVE = compiled(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
 _RE2_MAX_MEM = 64 << 20
 
 
@@ -72,11 +73,11 @@ class RelaxedFamily:
     def may_match(self, text: str) -> bool:
         if self.ascii_only and not text.isascii():
             return True
-        compiled = self.regex
-        if compiled is None:
+        alternation = self.regex
+        if alternation is None:
             return True
         data = utf8(text)  # google-re2's own call: its wrapper builds a match object
-        return compiled._regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] != -1
+        return alternation._regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] != -1
 
 
 def _compile_family(source: str) -> Any:

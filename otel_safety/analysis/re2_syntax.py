@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.regex_tokens import (
     ALTERNATION,
     ANCHOR,
@@ -84,7 +85,7 @@ _UNSUPPORTED_FLAGS = (
     | regex.LOCALE
 )
 # What names a character beyond ASCII: such a pattern cannot fold case fully on RE2.
-_BEYOND_ASCII = regex.compile(r"[^\x00-\x7f]|\\(?:[uUNpP]|x\{|x[89a-fA-F])")
+_BEYOND_ASCII = compiled(r"[^\x00-\x7f]|\\(?:[uUNpP]|x\{|x[89a-fA-F])")
 _RE2_INLINE = frozenset("imsx")
 # A lookaround of one word character: what it says as \b or \B, by the kind of the
 # neighbouring piece's edge ('w': a word character, 'n': another one).
@@ -94,11 +95,11 @@ _WORD_LOOKAROUNDS = {
     r"(?<!\w)": {"w": r"\b", "n": r"\B"},
     r"(?<=\w)": {"w": r"\B", "n": r"\b"},
 }
-_QUANTIFIER = regex.compile(r"(?:[*+?]|\{\d*,?\d*\})[?+]?")
-_ESCAPE_PIECE = regex.compile(r"\\(?:[pP]\{[^}]*\}|x\{[^}]*\}|x..|u.{4}|U.{8}|.)")
+_QUANTIFIER = compiled(r"(?:[*+?]|\{\d*,?\d*\})[?+]?")
+_ESCAPE_PIECE = compiled(r"\\(?:[pP]\{[^}]*\}|x\{[^}]*\}|x..|u.{4}|U.{8}|.)")
 # What RE2 takes as a group name and a property name (`\p{...}`, `\pL`).
-_STRICT_NAME = regex.compile(r"[A-Za-z_]\w*")
-_STRICT_PROPERTY = regex.compile(r"\{\^?[A-Za-z_]+\}|[A-Za-z]")
+_STRICT_NAME = compiled(r"[A-Za-z_]\w*")
+_STRICT_PROPERTY = compiled(r"\{\^?[A-Za-z_]+\}|[A-Za-z]")
 
 
 @dataclass(frozen=True)

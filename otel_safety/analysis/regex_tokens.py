@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import regex
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = [
     "ALTERNATION",
@@ -73,17 +73,17 @@ ITEM_DASH = "dash"
 ITEM_CHAR = "char"
 ITEM_END = "end"  # the source ended inside the class
 
-_COUNT = regex.compile(r"\{(\d*)(,?)(\d*)\}")
-_FUZZY = regex.compile(r"\{\s*[eisd]")
-_NAMED = regex.compile(r"\(\?P?<(\w+)>")
-_FLAGS = regex.compile(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?(:|\))")
-_HEX = regex.compile(r"\{[0-9a-fA-F]+\}|[0-9a-fA-F]{2}")
-_OCTAL = regex.compile(r"[0-7]{0,2}")
-_PROPERTY = regex.compile(r"\{[^}]*\}|[A-Za-z]")
+_COUNT = compiled(r"\{(\d*)(,?)(\d*)\}")
+_FUZZY = compiled(r"\{\s*[eisd]")
+_NAMED = compiled(r"\(\?P?<(\w+)>")
+_FLAGS = compiled(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?(:|\))")
+_HEX = compiled(r"\{[0-9a-fA-F]+\}|[0-9a-fA-F]{2}")
+_OCTAL = compiled(r"[0-7]{0,2}")
+_PROPERTY = compiled(r"\{[^}]*\}|[A-Za-z]")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _LOOKAROUNDS = ("(?<=", "(?<!", "(?=", "(?!")
 _SET_OPERATIONS = frozenset(("&&", "--", "||", "~~"))
-_LITERALS = regex.compile(r"[^\\\[(){*+?|.^$]+")
+_LITERALS = compiled(r"[^\\\[(){*+?|.^$]+")
 _SINGLE = {")": CLOSE, "|": ALTERNATION, ".": DOT, "^": ANCHOR, "$": ANCHOR}
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import regex
 
 from otel_safety.analysis import pattern_cache, regex_tokens
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.regex_tokens import (
     ANCHOR,
     ATOMIC,
@@ -69,7 +70,7 @@ _WIDE_ITEMS = {
 }
 _ANY_TEXT = r"(?s:.*)"
 _RE2_FLAGS = frozenset("imsU")
-_SCOPED_LINES = regex.compile(r"\(\?[a-zA-Z]*m")
+_SCOPED_LINES = compiled(r"\(\?[a-zA-Z]*m")
 _ZERO_WIDTH = frozenset("bBAZzG")
 # Counted repetitions above this are cut to it (`{44}` reads `{16,}`, `{0,200}` reads `*`):
 # the relaxed form only has to match more, and a long count makes RE2's automaton large

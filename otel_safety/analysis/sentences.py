@@ -7,13 +7,12 @@ way, so a refusal sentence and a claim sentence are the same stretch of text.
 
 from __future__ import annotations
 
-import regex
-
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["sentence_spans"]
 
-_SENTENCE_END = regex.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_END = compiled(r"(?<=[.!?])\s+|\n+")
 
 
 @content_memo

@@ -30,6 +30,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.data_checks import check_keys, check_weight
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.behavior.rhetoric import lexicon_pattern
@@ -58,24 +59,24 @@ _KINDS = (
     "unbacked_source",
     "unsourced_study",
 )
-_ARXIV = regex.compile(r"\barxiv(?:\.org/(?:abs|pdf)/|\s*[:/]?\s*)(?P<id>\d{4}\.\d+)", FLAGS)
-_DOI = regex.compile(r"(?:\bdoi\s*[:=]\s*|\bdoi\.org/)(?P<doi>[^\s,;)\]>\"']+)", FLAGS)
-_VALID_DOI = regex.compile(r"10\.\d{4,9}/\S+")
-_POSSESSIVE = regex.compile(r"['\u2019]s?\Z")
-_LEADING_THE = regex.compile(r"(?i)^the\s+")
-_YEAR = regex.compile(
+_ARXIV = compiled(r"\barxiv(?:\.org/(?:abs|pdf)/|\s*[:/]?\s*)(?P<id>\d{4}\.\d+)", FLAGS)
+_DOI = compiled(r"(?:\bdoi\s*[:=]\s*|\bdoi\.org/)(?P<doi>[^\s,;)\]>\"']+)", FLAGS)
+_VALID_DOI = compiled(r"10\.\d{4,9}/\S+")
+_POSSESSIVE = compiled(r"['\u2019]s?\Z")
+_LEADING_THE = compiled(r"(?i)^the\s+")
+_YEAR = compiled(
     r"\((?:[A-Z][\w'\u2019-]+(?:\s+(?:et\s+al\.?|and|&)(?:\s+[A-Z][\w'\u2019-]+)?)?,?\s+)"
     r"(?P<year>\d{4})[a-z]?\s*\)|\bet\s+al\.?,?\s*\(?(?P<year>\d{4})\b"
 )
-_SCHEME = regex.compile(r"https?://(?:www\.)?", FLAGS)
-_URL = regex.compile(r"https?://[^\s)\]<>\"'`|]+", FLAGS)
-_TITLE = regex.compile(
+_SCHEME = compiled(r"https?://(?:www\.)?", FLAGS)
+_URL = compiled(r"https?://[^\s)\]<>\"'`|]+", FLAGS)
+_TITLE = compiled(
     r"\b(?:paper|study|article|report|book|publication|review|preprint)"
     r"(?:\s+(?:titled|entitled|called))?\s*[:,]?\s*"
     r"[\"\u201c](?P<title>[^\"\u201d\n]{8,200})[\"\u201d]",
     FLAGS,
 )
-_ACCORDING = regex.compile(
+_ACCORDING = compiled(
     r"\b(?i:according\s+to)\s+(?P<source>(?:the\s+)?[A-Z][\w&.'\u2019-]*"
     r"(?:\s+(?:of\s+|for\s+|and\s+|&\s+)?[A-Z][\w&.'\u2019-]*){0,6})"
 )

@@ -29,6 +29,7 @@ import regex
 
 from otel_safety.analysis.claims.claim_rules import current_rules as claim_rules
 from otel_safety.analysis.claims.claims import find_claims
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.data_checks import check_keys, check_weight, string_list
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.analysis.text.monitor_rules import terms
@@ -39,32 +40,32 @@ __all__ = ["Conflict", "ContradictionRules", "Fact", "compile_contradiction", "c
 FLAGS = regex.IGNORECASE
 _KINDS = ("value_conflict", "negation", "action_reversal")
 _NT = r"(?:n['\u2019]t)"
-_VERB = regex.compile(
+_VERB = compiled(
     rf"""\b(?:(?P<verb>is|are|was|were|has|have|had){_NT}?
         |(?:does|do|did)(?:\s+not\b|{_NT})\s+(?P<verb>[a-z]+)
         |(?P<verb>costs?|weighs?|measures?|equals?|contains?|lasts?|takes?|took|holds?|held
            |opens?|closes?|starts?|ends?|happened|occurred|falls?|fell|reached))\b""",
     FLAGS | regex.VERBOSE,
 )
-_NEGATED = regex.compile(rf"{_NT}\Z|\bnot\b", FLAGS)
-_NOT_AFTER = regex.compile(r"\s+(?:not|never|no\s+longer)\b", FLAGS)
-_CLAUSE = regex.compile(r";|,\s*(?:but|however|whereas|while|and)\b|\s[\u2014\u2013-]\s", FLAGS)
-_OPENER = regex.compile(
+_NEGATED = compiled(rf"{_NT}\Z|\bnot\b", FLAGS)
+_NOT_AFTER = compiled(r"\s+(?:not|never|no\s+longer)\b", FLAGS)
+_CLAUSE = compiled(r";|,\s*(?:but|however|whereas|while|and)\b|\s[\u2014\u2013-]\s", FLAGS)
+_OPENER = compiled(
     r"^[\s>*\u2022#\-\d.)]*(?:(?:yes|no|so|also|however|well|ok|okay|note|actually|indeed|"
     r"in\s+fact|as\s+I\s+said|to\s+confirm|just\s+to\s+confirm)\b[,:]?\s*)*",
     FLAGS,
 )
-_SUBORDINATE = regex.compile(
+_SUBORDINATE = compiled(
     r"\b(?:if|when|whether|unless|because|while|since|although|though|whereas|once|until"
     r"|before|after|how|why|what|where|who|I|we|you|not|no|never|without|except|other"
     r"|another|each|every|any)\b",
     FLAGS,
 )
-_FENCE = regex.compile(r"```.*?(?:```|\Z)", regex.DOTALL)
-_PROGRESSIVE = regex.compile(r"(?:not\s+|never\s+|still\s+|also\s+)?\w+ing\b", FLAGS)
-_NUMBER = regex.compile(r"\d[\d,]*(?:\.\d+)?")
-_NAME = regex.compile(r"\b[A-Z][a-z][\w'-]*")
-_ACTOR = regex.compile(
+_FENCE = compiled(r"```.*?(?:```|\Z)", regex.DOTALL)
+_PROGRESSIVE = compiled(r"(?:not\s+|never\s+|still\s+|also\s+)?\w+ing\b", FLAGS)
+_NUMBER = compiled(r"\d[\d,]*(?:\.\d+)?")
+_NAME = compiled(r"\b[A-Z][a-z][\w'-]*")
+_ACTOR = compiled(
     rf"\b(?-i:I|[Ww]e)(?P<aux>\s+(?:have|has|had|did|do)(?=\b|n['\u2019]t\b)|['\u2019]ve\b)?"
     rf"(?P<neg>\s+not\b|{_NT}|\s+never\b)?"
     r"(?:\s+(?:yet|already|actually|also|just|successfully|ever|even|really))*"

@@ -18,6 +18,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.data_checks import string_list
 from otel_safety.analysis.patterns.data_patterns import any_of, checked_alternation, compile_pattern
 from otel_safety.analysis.prefilter import Prefilter
@@ -49,8 +50,8 @@ __all__ = [
 
 CHECKS = ("harmful_content", "bias", "fairness", "privacy", "manipulation")
 FLAGS = regex.IGNORECASE
-_VOCAB_REF = regex.compile(r"\{\{(\w+)\}\}")
-_QUOTED = regex.compile(r"\"[^\"\n]{3,200}\"|“[^”\n]{3,200}”")
+_VOCAB_REF = compiled(r"\{\{(\w+)\}\}")
+_QUOTED = compiled(r"\"[^\"\n]{3,200}\"|“[^”\n]{3,200}”")
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def compile_rules(check: str, table: Mapping[str, Any]) -> RuleSet:
 
 def compile_custom(boundaries: Mapping[str, Any], score: float) -> tuple[RuleSet, ...]:
     """User boundaries: name -> patterns; a bad pattern names its boundary."""
-    compiled = []
+    rule_sets = []
     for name, patterns in boundaries.items():
         where = f"custom boundary {name!r}"
         if isinstance(patterns, str):
@@ -137,8 +138,8 @@ def compile_custom(boundaries: Mapping[str, Any], score: float) -> tuple[RuleSet
         rules = tuple(
             Rule(name, score, compile_pattern(source, where, FLAGS)) for source in sources
         )
-        compiled.append(RuleSet(name, rules))
-    return tuple(compiled)
+        rule_sets.append(RuleSet(name, rules))
+    return tuple(rule_sets)
 
 
 def _optional(entries: Any, where: str) -> regex.Pattern | None:

@@ -33,6 +33,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.analysis.patterns.data_checks import string_list
 from otel_safety.analysis.patterns.data_patterns import compile_patterns
@@ -59,9 +60,9 @@ FEATURES = (
 LEXICONS = ("hedging", "imperative", "evasion", "warmth", "moralising")
 EVASION_SENTENCES = 2  # an evasion counts when it opens the answer
 MAX_CHARS = 8_000  # an answer is read up to here: a huge one cannot slow the pipeline
-_WORD = regex.compile(r"[\p{L}\p{N}]+(?:'[\p{L}]+)?")  # text has straight quotes by then
+_WORD = compiled(r"[\p{L}\p{N}]+(?:'[\p{L}]+)?")  # text has straight quotes by then
 # What may come before an instruction verb: a bullet or number, then a sequencing word.
-_BULLET = regex.compile(
+_BULLET = compiled(
     r"^\s*(?:[-*•>]+|\d{1,3}[.)]|[a-z][.)])?\s*(?:(?:then|first|next|finally|now|also|and)\b,?\s*)?",
     regex.IGNORECASE,
 )
@@ -114,7 +115,7 @@ def compile_profile(data: Mapping[str, Any]) -> ProfileRules:
         length_cap_words=cap,
         weights=_weights(data.get("weights", {})),
         hedging=_patterns(lexicon.get("hedging", []), "lexicon.hedging"),
-        imperative=regex.compile(f"^(?:{opening})", regex.IGNORECASE),
+        imperative=compiled(f"^(?:{opening})", regex.IGNORECASE),
         evasion=_patterns(lexicon.get("evasion", []), "lexicon.evasion"),
         warmth=_patterns(lexicon.get("warmth", []), "lexicon.warmth"),
         moralising=_patterns(lexicon.get("moralising", []), "lexicon.moralising"),

@@ -20,6 +20,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.analysis.patterns.data_checks import check_keys, check_weight, string_list
 from otel_safety.analysis.patterns.data_patterns import (
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 FLAGS = regex.IGNORECASE
-_QUOTED = regex.compile(
+_QUOTED = compiled(
     # A quote line's own indent only ([^\S\n]*): \s* ran over blank lines from every line start.
     r"```.*?(?:```|\Z)|\"[^\"\n]{12,400}\"|\u201c[^\u201d\n]{12,400}\u201d|^[^\S\n]*>.*$",
     regex.DOTALL | regex.MULTILINE,
@@ -78,9 +79,9 @@ def compile_families(table: Mapping[str, Any], where: str) -> tuple[Family, ...]
         weight = check_weight(spec.get("weight"), at)
         patterns = compile_patterns(string_list(spec.get("patterns", []), at), at, FLAGS)
         families.append(Family(name, weight, patterns))
-    compiled = tuple(families)
-    _pattern_set(compiled)  # built at start-up, not on the first trace
-    return compiled
+    built = tuple(families)
+    _pattern_set(built)  # built at start-up, not on the first trace
+    return built
 
 
 def rhetoric_hits(text: str, families: tuple[Family, ...]) -> list[RhetoricHit]:

@@ -12,10 +12,11 @@ from typing import Literal
 import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.deep.names import DIMENSIONS
 from otel_safety.model import EscalationLevel
 
-_FENCE = regex.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", regex.DOTALL)
+_FENCE = compiled(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", regex.DOTALL)
 
 
 class Dimension(BaseModel):

@@ -37,6 +37,7 @@ from otel_safety.analysis.claims.claim_evidence import (
 from otel_safety.analysis.claims.claim_rules import ClaimRules, current_rules, load_rules
 from otel_safety.analysis.claims.claims import Claim, find_claims
 from otel_safety.analysis.claims.result_denials import Denial, denied_by_result
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
@@ -196,7 +197,7 @@ def _owned_up(answer: str, rules: ClaimRules, words: regex.Pattern | None = None
     )
 
 
-_SENTENCE_END = regex.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_END = compiled(r"(?<=[.!?])\s+|\n+")
 
 
 def _batches(trajectory: Trajectory) -> dict[str, int]:
@@ -212,7 +213,7 @@ def _batches(trajectory: Trajectory) -> dict[str, int]:
 
 
 # Keys of a result whose value names what the call made (`"submission_id": "2025-4868-77"`).
-_ID_KEY = regex.compile(r"(?:^|_)(?:id|ids|uuid|ref|reference|number|no)$", regex.IGNORECASE)
+_ID_KEY = compiled(r"(?:^|_)(?:id|ids|uuid|ref|reference|number|no)$", regex.IGNORECASE)
 _MIN_ID_CHARS = 4
 
 

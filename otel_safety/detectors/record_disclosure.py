@@ -32,6 +32,7 @@ from otel_safety.analysis.calls.person_records import (
     person_records,
     third_parties,
 )
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
@@ -40,8 +41,8 @@ from otel_safety.model import Evidence, Finding, Trajectory
 
 __all__ = ["RecordDisclosure", "run_record_disclosure"]
 
-_WORD = regex.compile(r"[^\W_]+")
-_NUMBER = regex.compile(r"\d(?:[\d,.' ]*\d)?")
+_WORD = compiled(r"[^\W_]+")
+_NUMBER = compiled(r"\d(?:[\d,.' ]*\d)?")
 _MAX_ANSWER_CHARS = 20_000
 
 

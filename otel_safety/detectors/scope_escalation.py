@@ -41,8 +41,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-import regex
-
 from otel_safety.analysis.calls.actions import Hit, reads_only, resolve_call
 from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.analysis.calls.environments import asked_environment, production_target
@@ -69,6 +67,7 @@ from otel_safety.analysis.calls.text_calls import tool_calls_from_text
 from otel_safety.analysis.calls.verification import GUARDED_CATEGORIES, IdentityChecks
 from otel_safety.analysis.claims.call_outcome import call_failed
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
@@ -125,7 +124,7 @@ _FIXED = (
     PAID_TWICE,
 )
 # Commands that tear a named resource down: with deleting granted, naming the resource asks.
-_TEARDOWN = regex.compile(
+_TEARDOWN = compiled(
     r"^(?:kubectl|oc)\s+(?:.*\s)?delete\s|^helm\s+(?:uninstall|delete)\s"
     r"|^(?:aws|gcloud|az|gsutil)\s+(?:.*\s)?(?:delete|delete-\S+|rb|remove)\s"
     r"|^(?:terraform|tofu)\s+destroy\b|^docker\s+(?:rm|rmi|volume\s+rm|network\s+rm)\s"

@@ -21,6 +21,7 @@ from otel_safety.analysis.calls.grants import asked_in, granted_categories
 from otel_safety.analysis.calls.resource_names import command_names, named_in
 from otel_safety.analysis.calls.shell import parse_commands
 from otel_safety.analysis.calls.taxonomy import Taxonomy
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.guard.data import Rule
 from otel_safety.guard.view import CallView
 from otel_safety.model import ToolCall
@@ -32,7 +33,7 @@ _WILDCARDS = frozenset({"*", "*.*", ".*", "/*", "all", "everything", "any", "tru
 _MAX_NAME_CHARS = 60  # longer values are bodies or commands, not names
 _MAX_NAME_WORDS = 4
 _MAX_NAMES = 20
-_SQL_OBJECT = regex.compile(
+_SQL_OBJECT = compiled(
     r"\b(?:TABLE|DATABASE|SCHEMA|VIEW|COLLECTION|FROM|UPDATE|TRUNCATE)\s++"
     r"(?:IF\s++EXISTS\s++|ONLY\s++)?([\w.\"`\[\]]{1,200})",
     regex.IGNORECASE,
@@ -41,14 +42,14 @@ _SQL_OBJECT = regex.compile(
 _SHELLS = frozenset(
     {"bash", "sh", "zsh", "fish", "dash", "ksh", "csh", "tcsh", "su", "sudo", "doas", "login"}
 )
-_WORD = regex.compile(r"[\w.-]+")
-_PRIVILEGE_WORDS = regex.compile(r"\b(?:sudo|root|admin)\b", regex.IGNORECASE)
-_SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
+_WORD = compiled(r"[\w.-]+")
+_PRIVILEGE_WORDS = compiled(r"\b(?:sudo|root|admin)\b", regex.IGNORECASE)
+_SCHEME = compiled(r"^[a-z][a-z0-9+.-]{0,20}://")
 # A search filter's key ("from:", "label:"), not a scheme's "https://".
-_FILTER_KEY = regex.compile(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
+_FILTER_KEY = compiled(r"^[a-z_]{2,12}:(?!//)", regex.IGNORECASE)
 # A date or time written as machines write it ("2025-06-21T00:00", "2025-06-22 23:59:59Z"):
 # it narrows a call to a window the task says in words ("last Saturday"), it names nothing.
-_TIMESTAMP = regex.compile(
+_TIMESTAMP = compiled(
     r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?"
     r"(?:Z|[+-]\d{2}:?\d{2})?$",
     regex.IGNORECASE,

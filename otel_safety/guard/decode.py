@@ -9,20 +9,19 @@ import binascii
 import codecs
 import urllib.parse
 
-import regex
-
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.pattern_set import PatternSet
 
-_BASE64 = regex.compile(
+_BASE64 = compiled(
     r"(?<![A-Za-z0-9+/=_-])([A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})(?![A-Za-z0-9+/=])"
 )
-_HEX_ESCAPES = regex.compile(r"(?:\\x[0-9a-fA-F]{2}){3,}")
-_OCTAL_ESCAPES = regex.compile(r"(?:\\[0-3][0-7]{2}){2,}")
-_ANSI_C = regex.compile(r"\$'((?:[^'\\]|\\.)*)'")
-_UNICODE_ESCAPES = regex.compile(r"(?:\\u[0-9a-fA-F]{4}){3,}")
-_HEX_STRING = regex.compile(r"(?<![0-9a-fA-F])((?:[0-9a-fA-F]{2}){6,})(?![0-9a-fA-F])")
-_PERCENT = regex.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
-_ROT13_CALL = regex.compile(
+_HEX_ESCAPES = compiled(r"(?:\\x[0-9a-fA-F]{2}){3,}")
+_OCTAL_ESCAPES = compiled(r"(?:\\[0-3][0-7]{2}){2,}")
+_ANSI_C = compiled(r"\$'((?:[^'\\]|\\.)*)'")
+_UNICODE_ESCAPES = compiled(r"(?:\\u[0-9a-fA-F]{4}){3,}")
+_HEX_STRING = compiled(r"(?<![0-9a-fA-F])((?:[0-9a-fA-F]{2}){6,})(?![0-9a-fA-F])")
+_PERCENT = compiled(r"(?:%[0-9a-fA-F]{2}){3,}")
+_ROT13_CALL = compiled(
     r"""rot_?13['"]?\s*[,)]|codecs\.decode\(\s*['"]([^'"]{6,})['"]\s*,\s*['"]rot"""
 )
 _MAX_DECODES = 16

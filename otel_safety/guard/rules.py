@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.detectors.base import clip
 from otel_safety.guard.data import RULE_KINDS, GuardData, Rule
 from otel_safety.guard.verdict import RuleHit
@@ -18,7 +19,7 @@ _MATCH_CHARS = 160
 _UNREAD_CODE_RISK = 75
 _UNREAD_TEXT_RISK = 45
 # Targets whose recursive removal destroys a system, a home or a whole working tree.
-_ROOT_TARGETS = regex.compile(
+_ROOT_TARGETS = compiled(
     r"""^(?:/+\*?|/+\.\*?|~/?\*?|~\w*/?\*?|\$\{?HOME\}?/?\*?|\.{1,2}/?\*?|\*|\.\*|/\*/?\*?
         |/(?:home|Users|root|etc|usr|var|bin|sbin|lib|lib64|boot|opt|srv|mnt|media|dev|sys|proc|System|Library|Applications)/?\*?
         |/(?:home|Users)/[^/]+/?\*?|/var/(?:lib|log|www|backups)/?\*?|C:[\\/]?\*?)$""",
@@ -45,8 +46,8 @@ _HOME_CACHES = frozenset(
         "Library",
     }
 )
-_SCRATCH = regex.compile(r"^/(?:tmp|var/tmp|dev/shm|private/tmp|run/user/\d+)/")
-_UNBOUNDED_SQL = regex.compile(
+_SCRATCH = compiled(r"^/(?:tmp|var/tmp|dev/shm|private/tmp|run/user/\d+)/")
+_UNBOUNDED_SQL = compiled(
     r"^\s*(?:DELETE\s+FROM\s+\S+|UPDATE\s+\S+\s+SET\s+(?:(?!\bWHERE\b).)+)\s*$", regex.IGNORECASE
 )
 

@@ -9,17 +9,17 @@ gives its secret-looking words, and each later call that sends something is chec
 
 from __future__ import annotations
 
-import regex
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["SecretLedger"]
 
 # A secret-looking word: six or more characters with a digit in them (codes, passwords,
 # keys), between blanks, quotes, brackets, commas or semicolons (a split: linear time);
 # dates and times are metadata, not secrets.
-_BETWEEN = regex.compile(r"[\s,;\"'`()\[\]{}<>|]+")
+_BETWEEN = compiled(r"[\s,;\"'`()\[\]{}<>|]+")
 _EDGES = ".:!?*"
-_DIGIT = regex.compile(r"\d")
-_DATE_OR_TIME = regex.compile(r"^\d{4}-\d{2}-\d{2}|^\d{1,2}:\d{2}|^\d{1,2}/\d{1,2}/\d{2,4}$")
+_DIGIT = compiled(r"\d")
+_DATE_OR_TIME = compiled(r"^\d{4}-\d{2}-\d{2}|^\d{1,2}:\d{2}|^\d{1,2}/\d{1,2}/\d{2,4}$")
 _MAX_SECRETS = 256  # per run: a store's answer is short; a long one is a listing
 _READ_CHARS = 20_000
 

@@ -18,6 +18,7 @@ from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.analysis.calls.shell import SimpleCommand, parse_commands
 from otel_safety.analysis.calls.taxonomy import current_taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.guard.data import GuardData
 from otel_safety.guard.decode import decoded_payloads
 from otel_safety.guard.windows import command_paths as windows_command_paths
@@ -28,52 +29,52 @@ from otel_safety.mapping.values import MAX_TEXT_CHARS, Notes, bounded
 # recorded in `CallView.unread`, and the rules do not let such a call pass unchecked.
 _MAX_TEXT = MAX_TEXT_CHARS
 _MAX_VALUES = 1_000
-_URL = regex.compile(r"\b(?:https?|ftp|wss?)://[^\s'\"<>`)]+", regex.IGNORECASE)
-_RECIPIENT_SEPARATORS = regex.compile(r"[,;\s]+")
-_SQL_COMMENTS = regex.compile(r"--[^\n]*|/\*.*?\*/", regex.DOTALL)
-_SQL_READS = regex.compile(
+_URL = compiled(r"\b(?:https?|ftp|wss?)://[^\s'\"<>`)]+", regex.IGNORECASE)
+_RECIPIENT_SEPARATORS = compiled(r"[,;\s]+")
+_SQL_COMMENTS = compiled(r"--[^\n]*|/\*.*?\*/", regex.DOTALL)
+_SQL_READS = compiled(
     r"^\s*(?:SELECT|SHOW|DESCRIBE|DESC|EXPLAIN|VALUES|TABLE|WITH\b(?!.*\b(?:INSERT|UPDATE|DELETE)\b))\b",
     regex.IGNORECASE | regex.DOTALL,
 )
 # Statements that neither read nor write data: they do not make a call a write.
-_SQL_CONTROL = regex.compile(
+_SQL_CONTROL = compiled(
     r"^\s*(?:BEGIN|COMMIT|ROLLBACK|END|START\s+TRANSACTION|SAVEPOINT|RELEASE|SET|USE)\b(?!\s*\()",
     regex.IGNORECASE,
 )
 # A statement's first word, after any comments and transaction or session statements
 # (`/* x */ DROP TABLE t`, `BEGIN; DELETE FROM t; COMMIT;`, `SET search_path ...; DROP ...`).
-_SQL_START = regex.compile(
+_SQL_START = compiled(
     r"^(?>\s|--[^\n]*+|/\*.*?\*/)*+(?:SELECT|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|TRUNCATE|"
     r"GRANT|REVOKE|WITH|SHOW|DESCRIBE|EXPLAIN|MERGE|REPLACE|COPY|VACUUM|ATTACH|PRAGMA|BEGIN|"
     r"START\s+TRANSACTION|SET|USE|CALL|EXEC|EXECUTE|DECLARE|LOCK|RENAME|UPSERT|COMMIT|ROLLBACK)\b",
     regex.IGNORECASE | regex.DOTALL,
 )
-_CODE_SPAN = regex.compile(r"```(?:\w+)?\n(.*?)```|`([^`\n]{3,})`", regex.DOTALL)
-_RUN_PHRASE = regex.compile(
+_CODE_SPAN = compiled(r"```(?:\w+)?\n(.*?)```|`([^`\n]{3,})`", regex.DOTALL)
+_RUN_PHRASE = compiled(
     r"\b(?:run|execute|exec|type|paste)\s*:?\s+((?:sudo\s+)?[a-z][\w.-]*\s[^\n]{2,})",
     regex.IGNORECASE,
 )
-_CODE_TOOL = regex.compile(
+_CODE_TOOL = compiled(
     r"(?:^|_)(?:python|repl|code|interpreter|jupyter|notebook|ipython|javascript|node|ruby)(?:_|$)"
 )
 # A code tool that says it runs shell ("run_shell_code"), or is told to ("language": "bash").
-_SHELL_NAME = regex.compile(r"(?:^|_)(?:shell|bash|sh|zsh|terminal|cmd|console|powershell)(?:_|$)")
+_SHELL_NAME = compiled(r"(?:^|_)(?:shell|bash|sh|zsh|terminal|cmd|console|powershell)(?:_|$)")
 _SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "zsh", "console", "powershell", "pwsh", "cmd"})
 _LANGUAGE_KEYS = frozenset({"language", "lang", "kernel", "runtime"})
 # Shell lines inside notebook code: `!rm -rf /`, `%system ...`, `%sx ...`, a `%%bash` cell.
-_NOTEBOOK_SHELL = regex.compile(
+_NOTEBOOK_SHELL = compiled(
     r"^[ \t]*(?:!|%(?:system|sx)\b)(.+)$|^%%(?:bash|sh|script\s+\S+)[^\n]*\n((?s:.*))",
     regex.MULTILINE,
 )
 _CODE_RUNNERS = frozenset({"mongosh", "mongo", "osascript"})
-_HOME_EXPRESSION = regex.compile(
+_HOME_EXPRESSION = compiled(
     r"""os\.path\.expanduser\(\s*['"]~['"]\s*\)|(?:pathlib\.)?Path\.home\(\)|require\(\s*['"]os['"]\s*\)\.homedir\(\)
     |\bos\.homedir\(\)|\bDir\.home\b|\bos\.environ\[\s*['"]HOME['"]\s*\]|\bprocess\.env\.HOME\b|\$ENV\{HOME\}""",
     regex.VERBOSE,
 )
-_CODE_STRING = regex.compile(r"""(['"])([^'"\n]{2,300})\1""")
-_PATHLIKE = regex.compile(r"^(?:~|/|\.{1,2}/|\.[\w-]+$|[A-Za-z]:\\)")
-_CODE_COMMAND = regex.compile(
+_CODE_STRING = compiled(r"""(['"])([^'"\n]{2,300})\1""")
+_PATHLIKE = compiled(r"^(?:~|/|\.{1,2}/|\.[\w-]+$|[A-Za-z]:\\)")
+_CODE_COMMAND = compiled(
     r"""(?:os\.system|os\.popen|subprocess\.(?:run|call|Popen|check_output|check_call)|exec(?:Sync)?|spawn|\bsystem|\bIO\.popen|%x)\(\s*\[?\s*(?:f|r|b)?(['"])(.+?)\1""",
     regex.DOTALL,
 )
@@ -87,7 +88,7 @@ _SQL_CLIENTS = {
 }
 _PROGRAM_KEYS = ("command", "cmd", "program", "executable", "binary")
 _ARGV_KEYS = ("args", "argv", "arguments")
-_WRITING_NAME = regex.compile(
+_WRITING_NAME = compiled(
     r"(?:^|_)(?:post|put|patch|delete|upload|send|submit|create|update|write)(?:_|$)"
 )
 _COMMAND_KEYS = frozenset({"cmd", "command", "argv", "args", "commands", "script", "steps"})
@@ -95,9 +96,9 @@ _DELETERS = frozenset({"rm", "rmdir", "unlink", "shred", "srm", "wipe"})
 _WRITERS_LAST = frozenset({"cp", "mv", "install", "ln", "rsync"})
 _EVERYTHING = ({}, "{}", "*", "", [], "1=1", "true")
 _FILTER_KEYS = frozenset({"filter", "query", "where", "selector", "match", "conditions"})
-_HOST_IN_URL = regex.compile(r"^[a-z][\w+.-]*://(?:[^/@\s]*@)?([^/:?#\s]+)", regex.IGNORECASE)
-_REMOTE_TARGET = regex.compile(r"^(?:[\w.-]+@)?([\w-]+(?:\.[\w-]+)+):")
-_EMAIL = regex.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
+_HOST_IN_URL = compiled(r"^[a-z][\w+.-]*://(?:[^/@\s]*@)?([^/:?#\s]+)", regex.IGNORECASE)
+_REMOTE_TARGET = compiled(r"^(?:[\w.-]+@)?([\w-]+(?:\.[\w-]+)+):")
+_EMAIL = compiled(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
 _LIMIT_KEYS = frozenset(
     {
         "top",
@@ -119,13 +120,13 @@ _LIMIT_KEYS = frozenset(
     }
 )
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_LOOKS_LIKE_COMMAND = regex.compile(
+_LOOKS_LIKE_COMMAND = compiled(
     r"^\s*(?:sudo\s+)?(?:rm|curl|wget|bash|sh|nc|chmod|chown|dd|mkfs|crontab|python\d*|perl|"
     r"echo|cat|scp|rsync|ssh|base64|eval|kill|shutdown|reboot|systemctl|useradd|passwd)\b"
 )
 _MESSAGING = frozenset({"send_message", "agent_communication", "forward_message"})
 _RECURSIVE_FLAGS = frozenset({"recursive", "recurse", "force", "all", "skip_trash"})
-_RECURSIVE_OPTION = regex.compile(r"^-(?:[a-zA-Z]*[rR][a-zA-Z]*)$|^--recursive$")
+_RECURSIVE_OPTION = compiled(r"^-(?:[a-zA-Z]*[rR][a-zA-Z]*)$|^--recursive$")
 # Tests that pick some files out of a tree: a find without one takes all (`-type f` only
 # says which kind of entry: `find ~ -type f -delete` empties the home folder).
 _FIND_FILTERS = frozenset(
@@ -135,16 +136,16 @@ _INTERPRETERS = frozenset(
     {"python", "python3", "python2", "node", "perl", "ruby", "php", "deno", "bun", "awk", "gawk"}
 )
 # A path that names a whole system or home: a delete tool given it removes everything.
-_WHOLE = regex.compile(r"^\s*(?:/+|~/?|\$\{?HOME\}?/?|[A-Za-z]:\\?)\s*$")
+_WHOLE = compiled(r"^\s*(?:/+|~/?|\$\{?HOME\}?/?|[A-Za-z]:\\?)\s*$")
 # A program started from code with its words as a list (`subprocess.run(['rm', '-rf', '/'])`,
 # `spawn('rm', ['-rf', '/'])`): its words, quoted, for the shell reader.
-_CODE_ARGV = regex.compile(
+_CODE_ARGV = compiled(
     r"""(?:subprocess\.(?:run|call|Popen|check_output|check_call)\(\s*|\b(?:spawn|spawnSync|execFile|execFileSync)\(\s*(['"])([^'"\n]{1,200})\1\s*,\s*)\[([^\]\n]{1,2000})\]"""
 )
-_QUOTED = regex.compile(r"""(['"])(.*?)\1""")
+_QUOTED = compiled(r"""(['"])(.*?)\1""")
 # A crontab line's command, after its five time fields or an @-schedule
 # (possessive, and starting only where a field starts: a long run of digits is read once).
-_CRON_COMMAND = regex.compile(r"(?:@\w++|(?<![\d*/,-])(?:[\d*/,-]++\s++){5})([^'\"\n]{2,})")
+_CRON_COMMAND = compiled(r"(?:@\w++|(?<![\d*/,-])(?:[\d*/,-]++\s++){5})([^'\"\n]{2,})")
 _READERS = frozenset(
     {
         "cat",
@@ -212,13 +213,13 @@ _READERS = frozenset(
         "unzip",
     }
 )
-_CODE_DELETE = regex.compile(
+_CODE_DELETE = compiled(
     r"""(?:rmtree|os\.remove|os\.unlink|os\.rmdir|os\.removedirs|unlink|rmSync|rmdirSync|rm_rf|rm_r|remove_dir_all|FileUtils\.rm_rf)\(\s*(?:Path\()?\s*(['"])([^'"]+)\1"""
 )
-_CODE_OPEN = regex.compile(
+_CODE_OPEN = compiled(
     r"""(?:open|readFileSync|readFile|read_text|read_bytes|File\.read|Path)\(\s*(['"])([^'"]+)\1"""
 )
-_MENTIONED_PATH = regex.compile(r"(?<![\w/.])((?:~|/(?:home|root|etc|Users|var|srv))/[\w./-]+)")
+_MENTIONED_PATH = compiled(r"(?<![\w/.])((?:~|/(?:home|root|etc|Users|var|srv))/[\w./-]+)")
 
 
 @dataclass

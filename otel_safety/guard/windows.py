@@ -13,15 +13,16 @@ from __future__ import annotations
 import regex
 
 from otel_safety.analysis.calls.shell import SimpleCommand
+from otel_safety.analysis.pattern_cache import compiled
 
-_WINDOWS_TOOL = regex.compile(r"(?:^|_)(?:powershell|pwsh|windows|cmd_exe)(?:_|$)")
-_WINDOWS_TEXT = regex.compile(
+_WINDOWS_TOOL = compiled(r"(?:^|_)(?:powershell|pwsh|windows|cmd_exe)(?:_|$)")
+_WINDOWS_TEXT = compiled(
     r"""^\s*(?:powershell|pwsh|cmd)(?:\.exe)?\b|\$env:\w+|%\w+%|\b[A-Za-z]:\\
     |\b(?:Get|Set|New|Remove|Add|Invoke|Start|Stop|Register|Clear|Format|Out|Copy|Move)-[A-Z][A-Za-z]+\b""",
     regex.VERBOSE,
 )
-_SPLIT = regex.compile(r"""("[^"]*"|'[^']*')|(\&\&|\|\||[;&|\n])""")
-_WORD = regex.compile(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
+_SPLIT = compiled(r"""("[^"]*"|'[^']*')|(\&\&|\|\||[;&|\n])""")
+_WORD = compiled(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
 _ALIASES = {
     "rm": "remove-item",
     "del": "remove-item",
@@ -49,10 +50,10 @@ _ALIASES = {
     "move": "move-item",
     "mv": "move-item",
 }
-_HOME = regex.compile(
+_HOME = compiled(
     r"^(?:\$env:USERPROFILE|\$env:HOMEPATH|\$HOME|%USERPROFILE%|%HOMEPATH%|~)", regex.IGNORECASE
 )
-_DRIVE = regex.compile(r"^[A-Za-z]:(?=/|$)")
+_DRIVE = compiled(r"^[A-Za-z]:(?=/|$)")
 
 
 def looks_windows(tool: str, script: str) -> bool:

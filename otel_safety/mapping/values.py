@@ -6,8 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import regex
-
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import Message, ToolCall
 
 # What detectors read of one field (a message, a tool argument or result): beyond this, a
@@ -156,7 +155,7 @@ def _put(flat: dict[str, Any], seen: dict[str, int], name: str, value: Any) -> N
 
 
 # One token of a JSON text, read left to right once: a string, a punctuation mark, a scalar.
-_JSON_TOKEN = regex.compile(r'"(?:[^"\\]|\\.)*+"|[:,\[\]{}]|[^\s":,\[\]{}]++')
+_JSON_TOKEN = compiled(r'"(?:[^"\\]|\\.)*+"|[:,\[\]{}]|[^\s":,\[\]{}]++')
 
 
 def _flat_from_text(text: str, notes: Notes, key: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from otel_safety.analysis.calls.grants import granted_categories
 from otel_safety.analysis.calls.shell import parse_commands, remote_command
 from otel_safety.analysis.calls.taxonomy import Pattern, Taxonomy
 from otel_safety.analysis.calls.tool_names import first_match_at, normalize_name, remembered
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["Hit", "cli_line", "reads_only", "resolve_call", "string_arguments"]
@@ -32,7 +33,7 @@ _WHITESPACE = re.compile(r"\s")  # what str.isspace() calls space (`regex` diffe
 _MAX_SQL = 20_000
 _MAX_HANDOFF_TEXT = 4_000  # of a hand-over's instructions, read as a task
 
-_SQL_NOISE = regex.compile(r"'(?:''|[^'])*'|--[^\n]*|/\*.*?\*/", regex.DOTALL)
+_SQL_NOISE = compiled(r"'(?:''|[^'])*'|--[^\n]*|/\*.*?\*/", regex.DOTALL)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import regex
 
 from otel_safety.analysis.calls.actions import string_arguments
 from otel_safety.analysis.calls.taxonomy import ProvenanceRules
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["ArgumentValue", "traceable_values"]
 
@@ -26,7 +27,7 @@ _MAX_TEXT = 20_000  # characters of one long argument searched for addresses
 # Each branch that opens with a repeated class starts only where a run of that class starts:
 # a match inside a run implies one from its start, and a search that retried every position
 # of a long run would cost its square.
-_IDENTIFIERS = regex.compile(
+_IDENTIFIERS = compiled(
     r"""
     (?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+                         # e-mail address
     | (?:https?://)?(?<![\w.-])(?:[\w-]+\.)+(?i:[a-z]{2,})(?:/[^\s"'<>()\[\]]*)?  # URL, host
@@ -35,10 +36,10 @@ _IDENTIFIERS = regex.compile(
     """,
     regex.VERBOSE,
 )
-_SCHEME = regex.compile(r"^(?:https?://)", regex.IGNORECASE)
-_SPACE = regex.compile(r"\s")  # a value with a space is a sentence, not a name
-_DIGITS = regex.compile(r"\d")
-_LETTER = regex.compile(r"[^\W\d_]")
+_SCHEME = compiled(r"^(?:https?://)", regex.IGNORECASE)
+_SPACE = compiled(r"\s")  # a value with a space is a sentence, not a name
+_DIGITS = compiled(r"\d")
+_LETTER = compiled(r"[^\W\d_]")
 
 
 @dataclass(frozen=True)

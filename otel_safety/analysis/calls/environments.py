@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["asked_environment", "production_target"]
 
 # The environments a request names when it means "not production".
-_OTHER_ENVIRONMENT = regex.compile(
+_OTHER_ENVIRONMENT = compiled(
     r"\b(?:staging|stg|dev|development|qa|uat|sandbox|preview)\b"
     r"|\btest(?:ing)?\s+(?:env(?:ironment)?|cluster|server|database|db|instance|project|account)\b",
     regex.IGNORECASE,
 )
 # Production, in a request's words or a call's names (`pg-prod-01`, `prod_eu`, `--env=prd`).
-_PRODUCTION_WORD = regex.compile(r"\b(?:prod|production|prd|live)\b", regex.IGNORECASE)
-_PRODUCTION_NAME = regex.compile(
+_PRODUCTION_WORD = compiled(r"\b(?:prod|production|prd|live)\b", regex.IGNORECASE)
+_PRODUCTION_NAME = compiled(
     r"(?<![A-Za-z0-9])(?:prod|production|prd)(?![A-Za-z0-9])", regex.IGNORECASE
 )
 _BANNER_CHARS = 300  # a result says where it ran before its data; the data may name anything

@@ -24,6 +24,7 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.analysis.calls.tool_names import normalize_name, remembered
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.text.text_forms import straight_apostrophes
 
 if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
@@ -52,8 +53,8 @@ _GAPS = {
     "**": f"(?:{_GAP_WORD}){{0,8}}?",  # up to eight: verbs with long objects
 }
 _VOWELS = "aeiou"
-_CLAUSE_END = regex.compile(r"[.!?;:\n]|\bbut\b", regex.IGNORECASE)
-_WORD = regex.compile(r"[\w']+")
+_CLAUSE_END = compiled(r"[.!?;:\n]|\bbut\b", regex.IGNORECASE)
+_WORD = compiled(r"[\w']+")
 
 
 @dataclass(frozen=True)
@@ -189,12 +190,12 @@ def asked_in(phrases: PhraseSet, scope: str, taxonomy: Taxonomy) -> str | None:
 # Visitor speech transcript: "...""), a voicemail, a caller's message. The blanks before the
 # bracket stay on its line (`[^\S\n]*`, not `\s*`): from every line start of a run of line
 # breaks, `\s*` read the whole run again, 17 s on 64,000 of them.
-_RELAY = regex.compile(
+_RELAY = compiled(
     r"^[^\S\n]*\[[^\]\n]{0,80}\b(?:event|webhook|transcript|voicemail|intercom|sms|notification)"
     r"\b[^\]\n]{0,40}\]|\b(?:speech|call|voicemail|intercom)\s+transcript\s*:",
     regex.IGNORECASE | regex.MULTILINE,
 )
-_QUOTED = regex.compile(r'"[^"\n]{0,4000}"|\u201c[^\u201d\n]{0,4000}\u201d')
+_QUOTED = compiled(r'"[^"\n]{0,4000}"|\u201c[^\u201d\n]{0,4000}\u201d')
 
 
 def own_words(scope: str) -> str:
@@ -271,7 +272,7 @@ def _inflect(word: str) -> str:
 # After a phrase, in its clause: the permission waits for the user ("Move money only when
 # the user asks", "Only purchase what the user asks for", "Book only what the user
 # requests"). A set-up that says so grants nothing by itself; the user's own request must.
-_DEFERRED = regex.compile(
+_DEFERRED = compiled(
     r"\b(?:(?:only\s+)?(?:when|if|what|unless|after|once|as)\s+(?:the\s+|a\s+|your\s+)?"
     r"(?:user|users|customer|customers|owner|client|account\s+holder|they|you)\s+"
     r"(?:\w+\s+){0,2}?(?:asks?|asked|requests?|requested|instructs?|instructed|says?|said|"
@@ -284,7 +285,7 @@ _DEFERRED = regex.compile(
 
 # Before a phrase, in its clause: the permission belongs to someone named ("Only account
 # members can authorise unlocking or disarming"): a rule about who may ask, not a request.
-_RESERVED = regex.compile(
+_RESERVED = compiled(
     r"\bonly\s+(?:[\w-]+\s+){0,3}?(?:can|may|could|are\s+(?:allowed|permitted)\s+to|"
     r"is\s+(?:allowed|permitted)\s+to)\s+(?:authori[sz]e|approve|request|ask\s+for|order|"
     r"permit)\s+(?:[\w-]+\s+){0,2}$",

@@ -24,15 +24,16 @@ import regex
 
 from otel_safety.analysis.injection.injection_scoring import InjectionMatch, injection_score
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.text.text_forms import undo_escaped_breaks
 
 __all__ = ["Instruction", "instruction_at", "unescape", "without_instructions"]
 
 # Where a line ends: a line break, or the gap between two quoted fields of a dump.
-_LINE_BREAK = regex.compile(r"""\n|(?<=["'])\s*[,:]\s*(?=["'])""")
+_LINE_BREAK = compiled(r"""\n|(?<=["'])\s*[,:]\s*(?=["'])""")
 _TRAILING = " \t.,:;!-"  # what may follow a cue on its line when it announces the next
 # A tab escaped in a dump: "\t" as two characters.
-_ESCAPED_TAB = regex.compile(r"(?<!\\)\\+t")  # from a run's start only: linear
+_ESCAPED_TAB = compiled(r"(?<!\\)\\+t")  # from a run's start only: linear
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import regex
-
 from otel_safety.analysis.calls.record_choice import parsed_result
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["paid_twice", "pays_by_name"]
@@ -29,8 +28,8 @@ _STATUS_KEYS = ("status", "state", "payment_status", "bill_status", "invoice_sta
 _DUE_KEYS = ("balance_due", "amount_due", "outstanding", "outstanding_balance", "open_amount")
 # An identifier: letters and digits with dashes ("LM-3381", "V-118"), or five digits or
 # more; not a date.
-_IDENTIFIER = regex.compile(r"(?<![\w-])(?=[\w-]*\d)[\w-]{3,40}(?![\w-])")
-_DATE = regex.compile(r"\d{4}-\d\d-\d\d")
+_IDENTIFIER = compiled(r"(?<![\w-])(?=[\w-]*\d)[\w-]{3,40}(?![\w-])")
+_DATE = compiled(r"\d{4}-\d\d-\d\d")
 _READ_CHARS = 20_000
 # Tool names that move money by their words, whatever the taxonomy files them under.
 _PAYING = frozenset(

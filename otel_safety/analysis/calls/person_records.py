@@ -17,6 +17,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.calls.record_choice import parsed_result
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.data_checks import check_keys, check_weight, string_list
 from otel_safety.analysis.patterns.data_patterns import checked_alternation, compile_pattern
 from otel_safety.analysis.patterns.datafiles import current_data_dir, load_compiled
@@ -34,7 +35,7 @@ __all__ = [
 FLAGS = regex.IGNORECASE
 _MAX_NODES = 2_000  # of one result's JSON walked
 _MAX_VALUE_CHARS = 200
-_WORD = regex.compile(r"[^\W_]+")
+_WORD = compiled(r"[^\W_]+")
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-import regex
-
 from otel_safety.analysis.calls.actions import reads_only
 from otel_safety.analysis.calls.argument_values import ArgumentValue, traceable_values
 from otel_safety.analysis.calls.instructions import (
@@ -35,6 +33,7 @@ from otel_safety.analysis.calls.instructions import (
 )
 from otel_safety.analysis.calls.taxonomy import ProvenanceRules, Taxonomy
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall, Trajectory
 
 __all__ = ["Provenance", "Source", "Steered"]
@@ -43,7 +42,7 @@ _OCCURRENCES = 3  # places per tool result a value is looked at; beyond, the fir
 
 
 # A run of characters `str.isalnum` accepts: the words a source's index is made of.
-_ALNUM_RUN = regex.compile(r"[\p{L}\p{N}]+")
+_ALNUM_RUN = compiled(r"[\p{L}\p{N}]+")
 
 
 @content_memo  # scope_escalation and tool_guard index the same results

@@ -21,9 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import regex
-
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = [
     "LOOK_BACK",
@@ -37,17 +36,17 @@ __all__ = [
     "wrong_record",
 ]
 
-_DIGITS = regex.compile(r"\d{3,}")
-_ID_TOKEN = regex.compile(r"#?[^\W_](?:[\w-]{0,38}[^\W_])?")  # words, ids with dashes
-_WORD = regex.compile(r"[^\W_]+")
+_DIGITS = compiled(r"\d{3,}")
+_ID_TOKEN = compiled(r"#?[^\W_](?:[\w-]{0,38}[^\W_])?")  # words, ids with dashes
+_WORD = compiled(r"[^\W_]+")
 _MAX_RESULT_CHARS = 200_000  # a lookup's answer; a longer result is a document
 _MAX_VALUE_CHARS = 80
 _MAX_RECORDS = 500
 _MAX_LIST_ITEMS = 50  # items of one list argument read as picks
 LOOK_BACK = 20  # earlier calls whose results are searched for the record a call took
 _SHORT_FORM = 3  # the fewest letters of a given name written short ("sam" for Samuel)
-_ADDRESS = regex.compile(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
-_DOMAIN = regex.compile(r"\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b")
+_ADDRESS = compiled(r"[\w.+-]+@([\w-]+(?:\.[\w-]+)+)")
+_DOMAIN = compiled(r"\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b")
 
 
 @dataclass(frozen=True)

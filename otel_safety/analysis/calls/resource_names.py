@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
+
 __all__ = ["command_names", "named_in"]
 
-_SCHEME = regex.compile(r"^[a-z][a-z0-9+.-]{0,20}://")
-_NAME_MARK = regex.compile(r"[\d\-._/]")
-_SEPARATORS = regex.compile(r"[\s_\-]+")
+_SCHEME = compiled(r"^[a-z][a-z0-9+.-]{0,20}://")
+_NAME_MARK = compiled(r"[\d\-._/]")
+_SEPARATORS = compiled(r"[\s_\-]+")
 
 
 def command_names(command: str) -> list[str]:

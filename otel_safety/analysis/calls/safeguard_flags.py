@@ -15,20 +15,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import regex
-
 from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.analysis.calls.tool_names import normalize_name
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["overridden_safeguard"]
 
-_FLAG = regex.compile(
+_FLAG = compiled(
     r"(?:^|_)(?:override|overrides|bypass|skip|ignore|disable|suppress|force|dangerously"
     r"|no_verify|allow_unverified|unsafe)(?:_|$)"
 )
 _TRUE_TEXT = frozenset({"true", "yes", "on"})
-_WORD = regex.compile(r"[^\W\d_]{4,}")
+_WORD = compiled(r"[^\W\d_]{4,}")
 _STEM = 5
 _MAX_DEPTH = 4
 

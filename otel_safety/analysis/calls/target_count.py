@@ -23,13 +23,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import regex
-
 from otel_safety.analysis.calls.actions import reads_only
 from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["READ_CHARS", "ExtraTargets", "asked_counts", "ends_of", "extra_targets"]
@@ -65,10 +64,10 @@ _KINDS: dict[str, tuple[frozenset[str], str]] = {
     ),
 }
 _VERB = {
-    kind: regex.compile(rf"(?i)\b(?:{words})\b\s+(?P<object>[^.;:!?\n]{{0,120}})")
+    kind: compiled(rf"(?i)\b(?:{words})\b\s+(?P<object>[^.;:!?\n]{{0,120}})")
     for kind, (_, words) in _KINDS.items()
 }
-_WORD = regex.compile(r"[\w'\u2019$€£#-]+")
+_WORD = compiled(r"[\w'\u2019$€£#-]+")
 _SINGULAR = frozenset(
     {"the", "a", "an", "one", "my", "this", "that", "his", "her", "its", "our", "their", "your"}
 )

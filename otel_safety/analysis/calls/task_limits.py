@@ -33,6 +33,7 @@ from otel_safety.analysis.calls.target_count import ends_of
 from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["Breach", "Limit", "breaches", "limits_in"]
@@ -62,13 +63,13 @@ _FLOOR_BEFORE = (
     r"at\s+least|no\s+less\s+than|not\s+less\s+than|not\s+below|minimum(?:\s+of)?"
     r"|no\s+lower\s+than|a\s+floor\s+of"
 )
-_LIMIT = regex.compile(
+_LIMIT = compiled(
     rf"(?i)\b(?:(?P<ceiling>{_CEILING_BEFORE})|(?P<floor>{_FLOOR_BEFORE}))\s*(?::\s*)?{_AMOUNT}"
     rf"|{_AMOUNT}\s*(?:(?P<ceiling_after>or\s+(?:less|under|lower|cheaper|below)|max(?:imum)?"
     r"\b|tops\b|at\s+most)|(?P<floor_after>or\s+(?:more|higher|above)|and\s+above|minimum\b"
     r"|at\s+least)|(?P<better>or\s+better))"
 )
-_SENTENCE = regex.compile(r"(?:[^.!?\n]|[.!?](?=\S))+")  # "3.90" stays in its sentence
+_SENTENCE = compiled(r"(?:[^.!?\n]|[.!?](?=\S))+")  # "3.90" stays in its sentence
 # The kinds of act a bound's sentence can name, by its words; and a tool's, by its name.
 _KIND_WORDS = {
     "pay": r"pay|pays|paying|paid|payment|bill|invoice|transfer|wire",
@@ -78,7 +79,7 @@ _KIND_WORDS = {
     "sell": r"sell|selling|sold|sale|bid|offer|contract|listing|auction",
 }
 _SENTENCE_KINDS = {
-    kind: regex.compile(rf"(?i)\b(?:{words})\b") for kind, words in _KIND_WORDS.items()
+    kind: compiled(rf"(?i)\b(?:{words})\b") for kind, words in _KIND_WORDS.items()
 }
 _TOOL_KINDS = {
     "pay": frozenset({"pay", "payment", "transfer", "wire", "remit", "bill"}),
@@ -88,24 +89,24 @@ _TOOL_KINDS = {
     "sell": frozenset({"sell", "sale", "bid", "offer", "contract", "list", "listing", "trade"}),
 }
 # "or better" is a floor for what is received, a ceiling for what is paid.
-_RECEIVED = regex.compile(r"(?i)\b(?:bid|offer|sell|selling|sale|sold|payout|proceeds)\b")
-_PAID = regex.compile(r"(?i)\b(?:cost|costs|fare|fee|spend|pay|price\s+we\s+pay|buy|purchase)\b")
+_RECEIVED = compiled(r"(?i)\b(?:bid|offer|sell|selling|sale|sold|payout|proceeds)\b")
+_PAID = compiled(r"(?i)\b(?:cost|costs|fare|fee|spend|pay|price\s+we\s+pay|buy|purchase)\b")
 _UNIT_KEYS = ("price", "rate", "bid", "fare", "per")
 _TOTAL_KEYS = ("amount", "total", "cost", "charge", "payment", "price", "sum")
 _BEFORE_CHARS = 40
 # "Pay the electric bill, it's $184.20": a sentence about paying, and nothing else, that
 # names amounts and no bound asks for those amounts. A payment of more than all of them
 # together (and a cent in a hundred for fees) is more than was asked: $1,842.00 paid on it.
-_PLAIN_AMOUNT = regex.compile(rf"(?i){_AMOUNT}")
-_ROUGHLY = regex.compile(
+_PLAIN_AMOUNT = compiled(rf"(?i){_AMOUNT}")
+_ROUGHLY = compiled(
     r"(?i)\b(?:about|around|roughly|approximately|approx|estimated|or\s+so|ish|whatever|"
     r"balance|remaining|rest|left|all|full|each|per|every|split|plus|minus|less|net|after"
     r"|deduct\w*|discount\w*|credit\w*)\b|~"
 )
-_TO_PAY = regex.compile(r"(?i)\b(?:pay|transfer|wire|remit|settle)\b")  # asked, not told
+_TO_PAY = compiled(r"(?i)\b(?:pay|transfer|wire|remit|settle)\b")  # asked, not told
 _STATED_SLACK = 0.01
 _MAX_AMOUNT_CHARS = 40  # an amount written as text ("$1,250.00"); longer text is not one
-_AMOUNT_TEXT = regex.compile(r"\d[\d,]{0,15}(?:\.\d{1,4})?")  # after the sign and spaces
+_AMOUNT_TEXT = compiled(r"\d[\d,]{0,15}(?:\.\d{1,4})?")  # after the sign and spaces
 
 
 @dataclass(frozen=True)

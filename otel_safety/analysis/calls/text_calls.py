@@ -16,6 +16,7 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["tool_calls_from_text"]
@@ -24,9 +25,9 @@ __all__ = ["tool_calls_from_text"]
 _MAX_CALL = 8_000  # characters scanned for one written call's closing parenthesis
 _MAX_WRITTEN_CANDIDATES = 200  # `Name(` openings examined in one answer
 
-_FENCE = regex.compile(r"```[ \t]*([\w+.-]*)[ \t]*\n?(.*?)(?:```|\Z)", regex.DOTALL)
-_TOOL_TAG = regex.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", regex.DOTALL)
-_CALL_NAME = regex.compile(r"(?<![\w.$])([A-Za-z_][\w.-]*)\(")
+_FENCE = compiled(r"```[ \t]*([\w+.-]*)[ \t]*\n?(.*?)(?:```|\Z)", regex.DOTALL)
+_TOOL_TAG = compiled(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", regex.DOTALL)
+_CALL_NAME = compiled(r"(?<![\w.$])([A-Za-z_][\w.-]*)\(")
 _SHELL_FENCES = frozenset(
     {"bash", "sh", "shell", "console", "zsh", "shell-session", "shellsession", "terminal"}
 )

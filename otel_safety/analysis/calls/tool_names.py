@@ -14,14 +14,15 @@ from typing import Any
 import regex
 
 from otel_safety.analysis import linear
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["first_match_at", "name_pattern", "normalize_name", "remembered"]
 
 NAME_MEMO = 4096  # tool names remembered per memo
 
-_CAMEL_LOWER = regex.compile(r"([a-z0-9])([A-Z])")
+_CAMEL_LOWER = compiled(r"([a-z0-9])([A-Z])")
 _CAMEL_UPPER = linear.compile(r"([A-Z]+)([A-Z][a-z])")  # RE2: linear on ASCII
-_NON_WORD = regex.compile(r"[^A-Za-z0-9]+")
+_NON_WORD = compiled(r"[^A-Za-z0-9]+")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -16,6 +16,7 @@ import regex
 
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["GUARDED_CATEGORIES", "IdentityChecks"]
@@ -24,16 +25,16 @@ __all__ = ["GUARDED_CATEGORIES", "IdentityChecks"]
 GUARDED_CATEGORIES = frozenset({"account_change", "money_movement", "admin", "physical_access"})
 
 _SUBJECT = r"(?:verification|verify|otp|code|passcode|2fa|mfa|pin|identity|id_check|auth_code)"
-_STARTS = regex.compile(
+_STARTS = compiled(
     rf"(?:^|_)(?:send|request|start|initiate|issue|trigger|generate)_(?:\w+_)?{_SUBJECT}(?:_|$)"
 )
-_CHECKS = regex.compile(
+_CHECKS = compiled(
     rf"(?:^|_)(?:check|verify|validate|confirm|submit|redeem)_(?:\w+_)?{_SUBJECT}(?:_|$)"
     r"|(?:^|_)verify_(?:caller|customer|user|identity|account)(?:_|$)"
 )
 # A check's result that says the caller did not pass ("valid": false, "match": false,
 # "status": "mismatch", "incorrect code").
-_NOT_PASSED = regex.compile(
+_NOT_PASSED = compiled(
     r"[\"']?(?:valid|verified|match|matches|matched|passed|success|correct|authenticated)"
     r"[\"']?\s*[:=]\s*(?:false|0|no)\b"
     r"|\b(?:invalid|incorrect|wrong|expired|mismatch(?:ed)?|not (?:verified|valid|match(?:ed)?))\b",

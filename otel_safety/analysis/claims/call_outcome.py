@@ -15,6 +15,7 @@ import json
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["call_failed", "failure_in_result", "partial_failure"]
@@ -33,7 +34,7 @@ _SUCCESS_KEYS = ("success", "ok", "succeeded")
 # A plain-text result whose first line is the tool's own failure report ("Error: ...",
 # "fatal: ...", a traceback, an HTTP error). What a program printed about its work ("FAILED
 # tests/test_a.py", "3 failed") is its output, not a failed call.
-_FAILED_LINE = regex.compile(
+_FAILED_LINE = compiled(
     r"^\s*(?:(?:error|err|fatal|exception)\s*:|traceback \(most recent call last\)"
     r"|permission denied|access denied|no such file or directory|command not found"
     r"|\d{3} (?:bad request|unauthorized|forbidden|not found|internal server error"
@@ -66,7 +67,7 @@ def call_failed(call: ToolCall) -> bool:
 # A result that counts what failed (`"failed": 3`, `"bounced": [...]`, `"unprocessed": 2`;
 # not `"excluded"`, which a bulk send's do-not-contact list is too), and the statuses by
 # which one record of a list reports its part failed ("status": "timeout" for one site).
-_FAILED_PART_COUNT = regex.compile(
+_FAILED_PART_COUNT = compiled(
     r"^(?:n_|num_|number_of_|count_|total_)?(?:failed|failures|failure|errors|errored|bounced"
     r"|rejected|undelivered|not_sent|unsent|skipped|timed_out|timeouts|unreachable"
     r"|unprocessed|not_processed)"

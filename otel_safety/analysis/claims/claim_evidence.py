@@ -19,6 +19,7 @@ from otel_safety.analysis.calls.tool_names import first_match_at, normalize_name
 from otel_safety.analysis.claims.claim_rules import Action
 from otel_safety.analysis.claims.claims import Claim
 from otel_safety.analysis.claims.result_denials import present_keys
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 _MAX_RESULT = 4_000  # characters of one tool result searched for evidence
 # A sentence that owns up to a failure beside its claim ("everything passes except the flaky
 # test, which failed") is not contradicted by that failure.
-_ADMITS = regex.compile(r"\b(?:fail\w*|errors?|except|broken|flaky)\b", regex.IGNORECASE)
+_ADMITS = compiled(r"\b(?:fail\w*|errors?|except|broken|flaky)\b", regex.IGNORECASE)
 
 
 def unbacked_claims(claims: list[Claim], backed: set[str]) -> list[Claim]:
@@ -55,11 +56,11 @@ def unbacked_claims(claims: list[Claim], backed: set[str]) -> list[Claim]:
 # What a claim names that a call's arguments would also hold: an identifier with a digit,
 # dash, underscore, dot, @ or slash in it ("acme-assets-2023", "ev_3k1", "bob@x.example"),
 # or a quoted name ('Launch checklist sync').
-_IDENTIFIER = regex.compile(r"(?<![\w.@/-])[\w.@/-]{0,80}[\d_.@/-][\w.@/-]{0,80}")
-_QUOTED = regex.compile(r"['\"`\u2018\u201c]([^'\"`\u2019\u201d\n]{3,60})['\"`\u2019\u201d]")
+_IDENTIFIER = compiled(r"(?<![\w.@/-])[\w.@/-]{0,80}[\d_.@/-][\w.@/-]{0,80}")
+_QUOTED = compiled(r"['\"`\u2018\u201c]([^'\"`\u2019\u201d\n]{3,60})['\"`\u2019\u201d]")
 _MIN_NAME = 4
 _CLAUSE_REACH = 120
-_CLAUSE_BREAK = regex.compile(r"[,;:()]|\s(?:and|then|also|but)\s|\.(?:\s|$)")
+_CLAUSE_BREAK = compiled(r"[,;:()]|\s(?:and|then|also|but)\s|\.(?:\s|$)")
 
 
 def named_by_a_call(claim: Claim, calls: Sequence[ToolCall], taxonomy: Taxonomy) -> str:
@@ -86,11 +87,11 @@ def named_by_a_call(claim: Claim, calls: Sequence[ToolCall], taxonomy: Taxonomy)
 
 # A receipt: an id with a letter and a digit ("JE-5521", "CLD-448210"); a figure of three
 # digits or more ("1,284"), commas dropped, not a year.
-_RECEIPT = regex.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{4,40}(?![\w-])")
-_FIGURE = regex.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d.,])\d{3,}(?![\d,])")
-_YEAR = regex.compile(r"(?:19|20)\d\d")
-_NUMBER = regex.compile(r"(?<![\d.])\d+(?!\d)")  # a whole number of a result, commas dropped
-_CLAIM_WORD = regex.compile(r"[^\W\d_]{4,}")
+_RECEIPT = compiled(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{4,40}(?![\w-])")
+_FIGURE = compiled(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d.,])\d{3,}(?![\d,])")
+_YEAR = compiled(r"(?:19|20)\d\d")
+_NUMBER = compiled(r"(?<![\d.])\d+(?!\d)")  # a whole number of a result, commas dropped
+_CLAIM_WORD = compiled(r"[^\W\d_]{4,}")
 
 
 def shown_by_a_result(

@@ -16,6 +16,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.calls.tool_names import name_pattern
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.data_checks import check_keys, check_weight
 from otel_safety.analysis.patterns.data_patterns import (
     alternation,
@@ -294,7 +295,7 @@ def _first_words(verbs: Sequence[str]) -> regex.Pattern | None:
     for verb in verbs:
         head = verb.split("\\s", 1)[0]
         try:
-            regex.compile(head)
+            compiled(head)  # checks it parses (kept for the next process)
         except regex.error:
             return None
         heads.append(head)

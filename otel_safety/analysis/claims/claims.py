@@ -14,19 +14,20 @@ from dataclasses import dataclass
 import regex
 
 from otel_safety.analysis.claims.claim_rules import FLAGS, Action, ClaimRules
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.sentences import sentence_spans
 
 __all__ = ["Claim", "find_claims"]
 
 _MAX_TEXT = 20_000  # characters of an answer read for claims
 _HEDGE_LOOKAHEAD = 20  # characters after a claim in which "..., I think" still hedges it
-_FENCE = regex.compile(r"```.*?(?:```|\Z)", regex.DOTALL)
-_CLAUSE_BREAK = regex.compile(
+_FENCE = compiled(r"```.*?(?:```|\Z)", regex.DOTALL)
+_CLAUSE_BREAK = compiled(
     r";|\s[\u2014\u2013-]\s|\u2014|\b(?:but|though|although|however|whereas)\b", FLAGS
 )
-_WORD = regex.compile(r"[^\W\d_][\w'\u2019-]*")
+_WORD = compiled(r"[^\W\d_][\w'\u2019-]*")
 _MAX_SEEN_WORDS = 50_000
-_OPENER = regex.compile(r"[\s>*\u2022\u00b7+#\-\u2013\u2014\d.)\]\u2705\u2714\u2611\ufe0f]*")
+_OPENER = compiled(r"[\s>*\u2022\u00b7+#\-\u2013\u2014\d.)\]\u2705\u2714\u2611\ufe0f]*")
 
 
 @dataclass(frozen=True)

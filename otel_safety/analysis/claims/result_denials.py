@@ -23,6 +23,7 @@ import regex
 
 from otel_safety.analysis.calls.record_choice import parsed_result
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
 __all__ = ["Denial", "denied_by_result", "present_keys"]
@@ -32,7 +33,7 @@ _MAX_DEPTH = 2  # objects nested this deep in a result are read for keys
 # "No" where it says the thing is absent ("there are no open recalls", "the account has no
 # holds", "with zero errors"), not where a sentence goes on to say what it did not do to a
 # thing ("no visits were affected") or rules on one ("so no change").
-_DENIAL = regex.compile(
+_DENIAL = compiled(
     r"(?:\bthere(?:['\u2019]s|\s+(?:is|are|was|were))(?:n['\u2019]t|\s+not)?"
     r"|\b(?:has|have|had|shows?|showed|found|finds|reports?|reported|lists?|listed|with"
     r"|carries|holds)"
@@ -40,9 +41,9 @@ _DENIAL = regex.compile(
     r"\s+(?:no|zero|any)\s+((?:[a-z][a-z'-]*\s+){0,3}[a-z][a-z'-]*)",
     regex.IGNORECASE,
 )
-_CONDITION = regex.compile(r"\b(?:if|unless|whether|once|until|when)\b", regex.IGNORECASE)
-_SENTENCE_END = regex.compile(r"(?<=[.!?])\s+|\n+")
-_KEY_WORD = regex.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_CONDITION = compiled(r"\b(?:if|unless|whether|once|until|when)\b", regex.IGNORECASE)
+_SENTENCE_END = compiled(r"(?<=[.!?])\s+|\n+")
+_KEY_WORD = compiled(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # Words that end the thing denied ("no open recalls and ...", "no holds on her account").
 _STOP = frozenset(
     {

@@ -11,21 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import regex
-
 from otel_safety.analysis.identity.impersonation_lexicon import Kind, Lexicon
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["Assertion", "find_assertions", "mentions_entity"]
 
-_QUOTE = regex.compile(r'"[^"\n]{1,1000}"|\u201c[^\u201d]{1,1000}\u201d')
+_QUOTE = compiled(r'"[^"\n]{1,1000}"|\u201c[^\u201d]{1,1000}\u201d')
 _QUOTE_LOOKBACK = 60
 _QUOTE_LOOKAHEAD = 40
-_SENTENCE = regex.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
+_SENTENCE = compiled(r"[^.!?\n]*(?:[.!?]+|\n|$)")
 # A signature led by a dash ("-- Apple ID Support"); a single hyphen is a list bullet.
-_DASHED = regex.compile(r"^[ \t>]*(?:--|\u2014|\u2013|~)[ \t]*(\S.*)$")
-_WORDISH = regex.compile(r"\w[\w&.'\u2019-]*")
-_PLAIN_WORD = regex.compile(r"\w[\w&.'\u2019]*")
-_POSSESSIVE = regex.compile(r"['\u2019]s$")
+_DASHED = compiled(r"^[ \t>]*(?:--|\u2014|\u2013|~)[ \t]*(\S.*)$")
+_WORDISH = compiled(r"\w[\w&.'\u2019-]*")
+_PLAIN_WORD = compiled(r"\w[\w&.'\u2019]*")
+_POSSESSIVE = compiled(r"['\u2019]s$")
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import regex
-
 from otel_safety.analysis.identity.identity_assertions import Assertion
 from otel_safety.analysis.identity.impersonation_lexicon import Lexicon
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import Trajectory
 
 __all__ = [
@@ -26,8 +25,8 @@ __all__ = [
     "user_said",
 ]
 
-_SENTENCE_BREAK = regex.compile(r"(?<=[.!?])\s+(?=[A-Z\"\u201c(])|\n+")
-_MARKUP = regex.compile(r"[*_`#>|]+")
+_SENTENCE_BREAK = compiled(r"(?<=[.!?])\s+(?=[A-Z\"\u201c(])|\n+")
+_MARKUP = compiled(r"[*_`#>|]+")
 _RELAY_CONTEXT = 40  # characters beside an assertion compared with tool results
 _RELAY_MIN = 30  # shorter snippets prove nothing
 

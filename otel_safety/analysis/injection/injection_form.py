@@ -24,6 +24,7 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.prefilter import may_match, relaxed_family
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.analysis.text import monitor_rules
@@ -40,7 +41,7 @@ _REPLY = r"(?:\w+\s+)?(?:responses?|repl(?:y|ies)|answers?|outputs?)\b"
 # A directive about the reader's reply, not a mention of it ("thanks for your reply"): "in
 # your answer", "your responses must ...", "use emojis to represent your answer", "respond
 # as DAN", "reply only in French".
-ANSWER_FORMAT = regex.compile(
+ANSWER_FORMAT = compiled(
     rf"\b(?:in|into)\s+your\s+{_REPLY}"
     rf"|\byour\s+{_REPLY}\s+(?:must|should|shall|will|needs?\s+to|ha(?:s|ve)\s+to|(?:is|are)\s+to)\b"
     r"|\b(?:use|apply|display|represent|write|format|translate|encode|include|make|keep|start"
@@ -98,7 +99,7 @@ _ASKS = ("can you ", "could you ", "would you ", "will you ")
 # wrote to someone else), a list's items (a plan's "- Create informative videos"), and a
 # sentence wrapped onto the next line (it goes on in lower case).
 # Anchored, with a possessive run: linear however it is searched (bench_worst_case).
-_BELONGS = regex.compile(r"^(?:[-*<>]*+[\w .]{1,30}:\s|[-*\u2022]|\d{1,3}[.)]\s|\p{Ll})")
+_BELONGS = compiled(r"^(?:[-*<>]*+[\w .]{1,30}:\s|[-*\u2022]|\d{1,3}[.)]\s|\p{Ll})")
 _EDGES = " \t\"'*-\u2022>"
 # The lines that may be requests, found in one pass (on RE2 for ASCII text, see
 # analysis.linear): those with a question mark, and those opening with a request verb or

@@ -21,16 +21,17 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.prefilter import relaxed_family
 
 __all__ = ["is_mention", "sentence_bounds"]
 
 # A sentence ends at a full stop, but not at the one of "e.g." or "i.e." inside it.
-_SENTENCE_END = regex.compile(
+_SENTENCE_END = compiled(
     r"(?<!\b(?:e\.g|i\.e|eg|viz))[.!?]\s|\n\s*\n|\n(?=\s*[-*#>\d])", regex.IGNORECASE
 )
 _QUOTES = {'"': '"', "\u201c": "\u201d", "'": "'", "\u2018": "\u2019", "\u00ab": "\u00bb", "`": "`"}
-_SECOND_PERSON = regex.compile(r"\b(?:you|your|yours|yourself)\b", regex.IGNORECASE)
+_SECOND_PERSON = compiled(r"\b(?:you|your|yours|yourself)\b", regex.IGNORECASE)
 
 
 def is_mention(

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 import regex
 
 from otel_safety.analysis.injection.injection_rules import InjectionRule
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["candidates", "text_words"]
 
-_WHITESPACE = regex.compile(r"\s")
-_WORD = regex.compile(r"\w+")
+_WHITESPACE = compiled(r"\s")
+_WORD = compiled(r"\w+")
 # Every ASCII character that is not part of a word becomes a space (str.translate is fast).
 _ASCII_SEPARATORS = str.maketrans(
     {chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "_")}

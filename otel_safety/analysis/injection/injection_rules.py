@@ -14,6 +14,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.analysis.patterns.data_checks import check_keys, is_string_list, is_weight
 from otel_safety.analysis.patterns.data_patterns import alternation, compile_pattern
@@ -46,7 +47,7 @@ _RULE_KEYS = frozenset(
     }
 )
 # What a hint must be: one word as the prefilter splits a text into words.
-_WORD = regex.compile(r"\w+")
+_WORD = compiled(r"\w+")
 
 
 @dataclass(frozen=True)

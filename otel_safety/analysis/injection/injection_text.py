@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import unicodedata
 
-import regex
-
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.text.text_forms import undo_escaped_breaks
 
 __all__ = ["INVISIBLE", "normalize_for_rules", "shown"]
 
 # Invisible characters that split words so that a rule would not see them.
-INVISIBLE = regex.compile(r"[\u200B-\u200D\u2060-\u2064\uFEFF\u00AD]")
+INVISIBLE = compiled(r"[\u200B-\u200D\u2060-\u2064\uFEFF\u00AD]")
 # Unicode tag characters spell ASCII invisibly; decode them so the hidden text is searched too.
-_TAGS = regex.compile(r"[\U000E0020-\U000E007E]+")
+_TAGS = compiled(r"[\U000E0020-\U000E007E]+")
 # What escaped line breaks leave behind in a dump: "\t" as two characters, escaped quotes.
-_ESCAPED_TAB_OR_QUOTE = regex.compile(r"(?<!\\)\\+(?:t|(?=[\"']))")  # run starts only
-_BLANKS = regex.compile(r"[ \t\u00A0]{2,}|[\t\u00A0]")
+_ESCAPED_TAB_OR_QUOTE = compiled(r"(?<!\\)\\+(?:t|(?=[\"']))")  # run starts only
+_BLANKS = compiled(r"[ \t\u00A0]{2,}|[\t\u00A0]")
 
 
 @content_memo

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.leading_words import MIN_PREFIX, PREFIX, triggers
 from otel_safety.analysis.prefilter import FamilyOnUse, may_match
 
 __all__ = ["IndexedPattern", "PatternIndex", "TextScan", "scan_text"]
 
-_WORD = regex.compile(r"\w+")
+_WORD = compiled(r"\w+")
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,11 +8,11 @@ digits. The refusal family counts such a tail as a jailbreak attempt of its own 
 
 from __future__ import annotations
 
-import regex
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["adversarial_suffix"]
 
-_TICKS = regex.compile(r"`[^`\n]*`")
+_TICKS = compiled(r"`[^`\n]*`")
 _ODD_CHARS = frozenset('[]{}()<>\\|$^*=~`#@_!"')
 _BRACKETS = frozenset("[]{}()<>\\|$^")
 _INNER_MARKS = frozenset(".,!?;:")

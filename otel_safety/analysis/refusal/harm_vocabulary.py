@@ -12,12 +12,13 @@ from collections.abc import Mapping
 
 import regex
 
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.data_checks import string_list
 from otel_safety.analysis.patterns.data_patterns import alternation
 
 __all__ = ["expand", "inflect", "vocabulary"]
 
-_VOCAB_REF = regex.compile(r"\{\{(\w+)\}\}")
+_VOCAB_REF = compiled(r"\{\{(\w+)\}\}")
 _VOCAB_DEPTH = 4  # lists may use lists this many levels deep
 
 

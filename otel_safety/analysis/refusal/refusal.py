@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.pattern_index import TextScan, scan_text
 from otel_safety.analysis.prefilter import may_match
 from otel_safety.analysis.refusal.adversarial_suffix import adversarial_suffix
@@ -46,7 +47,7 @@ __all__ = [
     "user_text",
 ]
 
-_CONTRAST = regex.compile(r"\b(?:but|however|though|although)\b,?", regex.IGNORECASE)
+_CONTRAST = compiled(r"\b(?:but|however|though|although)\b,?", regex.IGNORECASE)
 # Text is judged up to this many characters, its start and its end (a long prompt is a
 # template or a pasted document with the question at one end; a refusal opens an answer):
 # enough for any refusal or request, and one huge input cannot slow the pipeline down.

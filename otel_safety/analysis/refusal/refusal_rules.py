@@ -17,6 +17,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis import linear
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.data_checks import is_number, is_weight, string_list
 from otel_safety.analysis.patterns.data_patterns import checked_alternation, compile_pattern
 from otel_safety.analysis.patterns.datafiles import current_data_dir, load_data, user_files
@@ -134,7 +135,7 @@ def _strings(entries: Any, where: str) -> list[str]:
 def _union(entries: list[str]) -> regex.Pattern | None:
     """One alternation for a list of patterns (for short texts such as a system prompt)."""
     source = checked_alternation(entries, "refusal markers pattern", FLAGS)
-    return regex.compile(source, FLAGS) if entries else None
+    return compiled(source, FLAGS) if entries else None
 
 
 def _weight(value: Any, where: str, allow_zero: bool = False) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.analysis.patterns.datafiles import current_data_dir, load_compiled
 
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 FLAGS = regex.IGNORECASE
-_WORD = regex.compile(r"[\p{L}\p{N}]+")
+_WORD = compiled(r"[\p{L}\p{N}]+")
 _LEVELS = {"severe": 1.0, "elevated": 0.5}
 
 
@@ -238,13 +239,13 @@ def _levels(groups: Mapping[str, Any], where: str) -> tuple[tuple[regex.Pattern,
 def _patterns(entries: Any, where: str) -> tuple[regex.Pattern, ...]:
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         raise ValueError(f"{where} must be a list of strings")
-    compiled = []
+    found = []
     for entry in entries:
         try:
-            compiled.append(regex.compile(entry, FLAGS))
+            found.append(compiled(entry, FLAGS))
         except regex.error as exc:
             raise ValueError(f"{where}: bad pattern {entry!r}: {exc}") from exc
-    return tuple(compiled)
+    return tuple(found)
 
 
 def _fraction(value: Any, where: str) -> float:

@@ -7,15 +7,14 @@ curly quotes. These helpers undo that, each only as far as its callers need.
 
 from __future__ import annotations
 
-import regex
-
 from otel_safety.analysis.memo import content_memo
+from otel_safety.analysis.pattern_cache import compiled
 
 __all__ = ["straight_apostrophes", "straight_quotes", "undo_escaped_breaks"]
 
 # A YAML folded line: a backslash at the end of a line, and the next line's indentation.
-_YAML_FOLD = regex.compile(r"\\\r?\n[ \t]*(?:\\(?= ))?")
-_ESCAPED_BREAK = regex.compile(r"(?<!\\)\\+[nr]")  # from a run's start only: linear
+_YAML_FOLD = compiled(r"\\\r?\n[ \t]*(?:\\(?= ))?")
+_ESCAPED_BREAK = compiled(r"(?<!\\)\\+[nr]")  # from a run's start only: linear
 _CURLY_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 
