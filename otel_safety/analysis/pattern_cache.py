@@ -39,7 +39,7 @@ import regex
 
 from otel_safety.config import from_environment
 
-__all__ = ["cache_file", "compiled", "remembered", "save", "save_if_due", "stats"]
+__all__ = ["cache_file", "compiled", "remembered", "save", "save_if_due", "stats", "unsaved"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +137,13 @@ def stats() -> dict[str, int]:
     """Hits, misses and saves in this process (for benchmarks and tests)."""
     with _lock:
         return dict(_counts)
+
+
+def unsaved() -> int:
+    """Entries made here that are not in the file yet (a save that could not write leaves
+    them)."""
+    with _lock:
+        return len(_new)
 
 
 def _get(key: Hashable) -> Any:

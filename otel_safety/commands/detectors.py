@@ -1,4 +1,5 @@
-"""`otel-safety detectors [--check]`: the registered detectors, or each built as configured."""
+"""`otel-safety detectors [--check | --compile]`: the registered detectors, each built as
+configured, or their patterns compiled into the pattern cache ahead of time."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import sys
 
 from otel_safety import detectors as detector_registry
+from otel_safety.analysis.pattern_warmup import compile_into_cache
 from otel_safety.analysis.patterns.datafiles import current_data_dir, stray_data_files
 from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
@@ -21,12 +23,22 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "and its severity by score (detectors/data/severity.toml, extended by the data "
         "folder). With --check, build each one as the pipeline would (data files from "
         "OTEL_SAFETY_DATA_DIR, thresholds, calibration, monitor modes from the environment) "
-        "and show the threshold and mode in force; exit 1 naming any that cannot load.",
+        "and show the threshold and mode in force; exit 1 naming any that cannot load. "
+        "With --compile, compile every pattern of the detectors as configured into the "
+        "pattern cache (OTEL_SAFETY_PATTERN_CACHE), as a container image's build or a "
+        "host's set-up would: each process started later loads them from there instead of "
+        "compiling them at its start and on its first traces.",
     )
-    listing.add_argument(
+    chosen = listing.add_mutually_exclusive_group()
+    chosen.add_argument(
         "--check",
         action="store_true",
         help="load every detector's data and settings and report problems",
+    )
+    chosen.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile every detector pattern into the pattern cache, ahead of time",
     )
     listing.set_defaults(handler=cmd_detectors)
 
@@ -34,6 +46,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_detectors(args: argparse.Namespace) -> int:
     if args.check:
         return _check_detectors()
+    if args.compile:
+        done = compile_into_cache(
+            Settings.resolve(),
+            lambda path: print(f"compiling every detector pattern into {path} ...", flush=True),
+        )
+        print(f"compiled {done.patterns:,} detector patterns into {done.path}")
+        print("processes started from now on load them from there instead of compiling them")
+        return 0
     ladders = current_ladders()
     for key, cls in sorted(detector_registry.available().items()):
         if issubclass(cls, BehaviorMonitor):

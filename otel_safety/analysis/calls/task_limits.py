@@ -78,9 +78,7 @@ _KIND_WORDS = {
     "refund": r"refund|refunds|refunding|refunded",
     "sell": r"sell|selling|sold|sale|bid|offer|contract|listing|auction",
 }
-_SENTENCE_KINDS = {
-    kind: compiled(rf"(?i)\b(?:{words})\b") for kind, words in _KIND_WORDS.items()
-}
+_SENTENCE_KINDS = {kind: compiled(rf"(?i)\b(?:{words})\b") for kind, words in _KIND_WORDS.items()}
 _TOOL_KINDS = {
     "pay": frozenset({"pay", "payment", "transfer", "wire", "remit", "bill"}),
     "buy": frozenset({"buy", "purchase", "order", "checkout", "cart"}),
