@@ -35,7 +35,6 @@ from typing import Any
 import regex
 
 from otel_safety.analysis import pattern_cache
-from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.patterns.regex_syntax import GROUPS, LOOKAROUNDS, REPEATS, parse
 from otel_safety.analysis.re2_syntax import translate
 
@@ -354,7 +353,7 @@ class LinearPattern:
         return f"LinearPattern({self.pattern!r})"
 
 
-_GROUP_REFERENCE = compiled(r"\\([1-9])")
+_GROUP_REFERENCE = pattern_cache.compiled(r"\\([1-9])")
 
 
 def _template(template: Any) -> Callable[[Any], str] | None:
@@ -407,7 +406,7 @@ def compile_on_use(source: str, flags: int = 0, where: str = "pattern") -> Linea
 # Flags `regex` puts on every str pattern for the flags it is given (the version, Unicode;
 # version 1 folds case fully), and a global inline flag such as `(?i)` that would add more.
 _PLAIN_FLAGS = regex.IGNORECASE | regex.MULTILINE | regex.DOTALL | regex.VERSION1
-_INLINE_FLAGS = compiled(r"\(\?[a-zA-Z0-9-]*\)")
+_INLINE_FLAGS = pattern_cache.compiled(r"\(\?[a-zA-Z0-9-]*\)")
 
 
 def _flags_without_compiling(source: str, flags: int) -> int | None:

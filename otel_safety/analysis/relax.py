@@ -24,7 +24,6 @@ from __future__ import annotations
 import regex
 
 from otel_safety.analysis import pattern_cache, regex_tokens
-from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.regex_tokens import (
     ANCHOR,
     ATOMIC,
@@ -70,7 +69,7 @@ _WIDE_ITEMS = {
 }
 _ANY_TEXT = r"(?s:.*)"
 _RE2_FLAGS = frozenset("imsU")
-_SCOPED_LINES = compiled(r"\(\?[a-zA-Z]*m")
+_SCOPED_LINES = pattern_cache.compiled(r"\(\?[a-zA-Z]*m")
 _ZERO_WIDTH = frozenset("bBAZzG")
 # Counted repetitions above this are cut to it (`{44}` reads `{16,}`, `{0,200}` reads `*`):
 # the relaxed form only has to match more, and a long count makes RE2's automaton large
@@ -209,7 +208,7 @@ class _Relaxer:
         for item in token.items:
             if item.kind == ITEM_ESCAPE:
                 escaped = item.char
-                if escaped in _UNICODE_ITEMS:  # negated, only the exact class leaves out no more
+                if escaped in _UNICODE_ITEMS:  # negated: the exact one, or it would leave out more
                     parts.append((_UNICODE_ITEMS if token.argument else _WIDE_ITEMS)[escaped])
                 elif escaped == "b":
                     parts.append(r"\x08")

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 import regex
 
 from otel_safety.analysis import linear, pattern_cache
-from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.pattern_set import PatternSet
 
 __all__ = ["mask", "masked_at", "pattern_set", "secret_spans"]
@@ -45,7 +44,7 @@ _BUILTIN = [
     r"(?P<secret>-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|$))",
     r"://[^:/?#\[\]@\s\"']+:(?P<secret>[^/?#\[\]@\s\"']+)@",
 ]
-_CARD = compiled(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+_CARD = pattern_cache.compiled(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
 # Where a card number can be: a run of 13 or more digits, spaces and hyphens. Its lookarounds
 # keep `_CARD` off RE2; RE2 finds the runs, and `_CARD` searches only them.
 _CARD_RUN = None if linear.re2 is None else linear.re2.compile(rb"[0-9 \-]{13,}")
