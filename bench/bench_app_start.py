@@ -83,7 +83,7 @@ def filled_cache(folder: Path) -> Path:
     return cache
 
 
-def measure(row: str, folder: Path, number: int) -> dict[str, float]:
+def measure(row: str, folder: Path, number: int, cache: Path) -> dict[str, float]:
     script = _MEASURE.format(setup=textwrap.dedent(ROWS[row][1]))
     store = folder / f"{row}-{number}.duckdb"
     done = subprocess.run(
@@ -93,7 +93,7 @@ def measure(row: str, folder: Path, number: int) -> dict[str, float]:
         check=True,
         timeout=300,
         # OTEL_EXPORTER_OTLP_ENDPOINT would add an exporter
-        env=child_environment({"OTEL_SAFETY_PATTERN_CACHE": str(folder / "patterns")}),
+        env=child_environment({"OTEL_SAFETY_PATTERN_CACHE": str(cache)}),
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -105,10 +105,11 @@ def main() -> None:
     args = parser.parse_args()
     runs: dict[str, list[dict[str, float]]] = {row: [] for row in ROWS}
     with tempfile.TemporaryDirectory() as folder:
-        cache_bytes = sum(f.stat().st_size for f in filled_cache(Path(folder)).iterdir())
+        cache = filled_cache(Path(folder))
+        cache_bytes = sum(f.stat().st_size for f in cache.iterdir())
         for number in range(args.rounds):
             for row in ROWS:
-                runs[row].append(measure(row, Path(folder), number))
+                runs[row].append(measure(row, Path(folder), number, cache))
     median = {
         row: {key: statistics.median(r[key] for r in results) for key in results[0]}
         for row, results in runs.items()

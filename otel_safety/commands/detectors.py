@@ -7,12 +7,12 @@ import argparse
 import sys
 
 from otel_safety import detectors as detector_registry
-from otel_safety.analysis.pattern_warmup import compile_into_cache
 from otel_safety.analysis.patterns.datafiles import current_data_dir, stray_data_files
 from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
 from otel_safety.detectors.severity import Ladder, current_ladders
+from otel_safety.pattern_warmup import compile_into_cache
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -15,26 +15,25 @@ from pathlib import Path
 from otel_safety.analysis import linear, pattern_cache
 from otel_safety.analysis.relax import relax
 from otel_safety.analysis.secrets import mask
+from otel_safety.bootstrap import build_pipeline
 from otel_safety.config import Settings, env_name
 
-__all__ = ["Compiled", "compile_into_cache"]
+__all__ = ["WarmedCache", "compile_into_cache"]
 
 
 @dataclass(frozen=True)
-class Compiled:
+class WarmedCache:
     patterns: int  # detector patterns compiled, with their prefilters' relaxed forms
     path: Path  # the cache file they are in
 
 
 def compile_into_cache(
     settings: Settings, starting: Callable[[Path], None] = lambda path: None
-) -> Compiled:
+) -> WarmedCache:
     """Build every detector as `settings` configure them, compile each pattern that waits
     for its first search and work out the relaxed forms its prefilter reads, then write the
     cache (`starting` is told which file first: this takes seconds). ValueError when the
     cache is off; OSError when its file cannot be written."""
-    from otel_safety.bootstrap import build_pipeline  # the pipeline imports this layer
-
     path = pattern_cache.cache_file()
     if path is None:
         raise ValueError(
@@ -55,4 +54,4 @@ def compile_into_cache(
             f"could not write {path}: make its folder writable, or set "
             f"{env_name('pattern_cache')} to one that is"
         )
-    return Compiled(len(waiting), path)
+    return WarmedCache(len(waiting), path)
