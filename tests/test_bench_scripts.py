@@ -165,8 +165,9 @@ def test_the_app_start_bench_sets_up_without_the_callers_exporter_settings(
 
     monkeypatch.setattr(module.subprocess, "run", run)
     with pytest.raises(_Started):
-        module.measure("process", tmp_path, 0)
+        module.measure("process", tmp_path, 0, tmp_path / "patterns")
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in started["env"]
+    assert started["env"]["OTEL_SAFETY_PATTERN_CACHE"] == str(tmp_path / "patterns")
     assert "OTEL_SAFETY_DETECTORS" not in started["env"]
     assert started["env"]["PATH"] == "/usr/bin"
 
