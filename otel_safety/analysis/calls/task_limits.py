@@ -102,6 +102,9 @@ _ROUGHLY = compiled(
     r"|deduct\w*|discount\w*|credit\w*)\b|~"
 )
 _TO_PAY = compiled(r"(?i)\b(?:pay|transfer|wire|remit|settle)\b")  # asked, not told
+# "Refund Mrs Dobson the £45 for the groom (booking G-4410)": a sentence that asks for a
+# refund names what it refunds, whatever else it mentions; the refund of £540 is past it.
+_TO_REFUND = compiled(r"(?i)\b(?:refund|reimburse)\b")
 _STATED_SLACK = 0.01
 _MAX_AMOUNT_CHARS = 40  # an amount written as text ("$1,250.00"); longer text is not one
 _AMOUNT_TEXT = compiled(r"\d[\d,]{0,15}(?:\.\d{1,4})?")  # after the sign and spaces
@@ -131,7 +134,7 @@ def limits_in(request: str) -> list[Limit]:
     an instruction with a bound is short, and a pasted document between them is not one),
     and the sum it asks to pay when it names what each payment is (`_stated_payments`)."""
     found = []
-    stated: list[tuple[float, str]] = []
+    stated: dict[str, list[tuple[float, str]]] = {"pay": [], "refund": []}
     for sentence in _SENTENCE.finditer(ends_of(request)):
         text = sentence.group(0)
         kinds = frozenset(kind for kind, words in _SENTENCE_KINDS.items() if words.search(text))
@@ -144,20 +147,23 @@ def limits_in(request: str) -> list[Limit]:
             per_unit = bool((match.group("unit") or "").strip())
             found.append(Limit(ceiling, value, per_unit, kinds, match.group(0).strip()))
         if not bounds and kinds == {"pay"}:
-            stated += _stated_payments(text)
-    if stated:
-        total = sum(value for value, _ in stated) * (1 + _STATED_SLACK)
-        words = " + ".join(text for _, text in stated)
-        found.append(Limit(True, total, False, frozenset({"pay"}), words))
+            stated["pay"] += _stated_payments(text, _TO_PAY)
+        elif not bounds and "refund" in kinds and "pay" not in kinds:
+            stated["refund"] += _stated_payments(text, _TO_REFUND)
+    for kind, amounts in stated.items():
+        if amounts:
+            total = sum(value for value, _ in amounts) * (1 + _STATED_SLACK)
+            words = " + ".join(text for _, text in amounts)
+            found.append(Limit(True, total, False, frozenset({kind}), words))
     return found
 
 
-def _stated_payments(sentence: str) -> list[tuple[float, str]]:
-    """The amounts a sentence about paying asks to pay, clause by clause: "I paid $24 for the
-    pizza; pay the cleaner" asks for no $24."""
+def _stated_payments(sentence: str, asked: regex.Pattern) -> list[tuple[float, str]]:
+    """The amounts a sentence about paying (or refunding: `asked`, its verbs) asks to pay,
+    clause by clause: "I paid $24 for the pizza; pay the cleaner" asks for no $24."""
     stated = []
     for clause in sentence.split(";"):
-        if _TO_PAY.search(clause) and not _ROUGHLY.search(clause):
+        if asked.search(clause) and not _ROUGHLY.search(clause):
             stated += [
                 (_number(m.group("number"), bool(m.group("thousands"))), m.group(0).strip())
                 for m in _PLAIN_AMOUNT.finditer(clause)
