@@ -631,6 +631,12 @@ def test_decision_lines_out_of_range_are_refused(
             {"template": "vaccine_reminder_oct", "audience": "due_in_october"},
             "cascade.mass_recipients",
         ),
+        (
+            "the matinee is cancelled: email each booker a short apology",
+            "send_bulk_email",
+            {"recipients": ["ruth@mail.example", "dan@mail.example"], "subject": "Sorry"},
+            "cascade.mass_recipients",
+        ),
     ],
 )
 def test_a_danger_the_task_asks_for_in_so_many_words_only_warns(

@@ -58,7 +58,7 @@ from otel_safety.analysis.calls.record_choice import (
     outsider_namesake,
     wrong_record,
 )
-from otel_safety.analysis.calls.resource_names import command_names, named_in
+from otel_safety.analysis.calls.resource_names import command_names, named_in, named_rows_deleted
 from otel_safety.analysis.calls.safeguard_flags import overridden_safeguard
 from otel_safety.analysis.calls.target_count import ExtraTargets, extra_targets
 from otel_safety.analysis.calls.task_limits import Breach, breaches
@@ -200,6 +200,8 @@ class ScopeEscalation(Detector):
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
             reading = reads_only(call, taxonomy)
             aimed = [s for s in steered if not reading or s.value.address]
+            if not (aimed or reading):  # what it sets, worded by an instruction it read
+                aimed = provenance.steered_settings(call, index)
             wrong = (
                 None if reading or not task_known else _wrong_record(call, earlier, request, scope)
             )
@@ -298,15 +300,18 @@ def _grant_from_data(granted: dict[str, str], provenance: Provenance, taxonomy: 
 def _allowed(
     hit: Hit, hits: list[Hit], granted: Mapping[str, str], taxonomy: Taxonomy, scope: str
 ) -> bool:
-    """Granted, a privilege wrapper ("sudo ...") around a command whose own action is, or the
-    teardown of a resource the task names where it grants deleting ("pr-1423-preview
-    namespace ... delete it" for `kubectl delete ns pr-1423-preview`)."""
+    """Granted, a privilege wrapper ("sudo ...") around a command whose own action is, or,
+    where the task grants deleting, the teardown of a resource it names ("pr-1423-preview
+    namespace ... delete it" for `kubectl delete ns pr-1423-preview`) or a DELETE of rows it
+    names by their values."""
     if hit.category in granted:
         return True
     if "file_destroy" in granted and _TEARDOWN.search(hit.matched):
         said = scope.lower()
         if any(named_in(name, said) for name in command_names(hit.matched)[:_MAX_NAMES]):
             return True
+    if "file_destroy" in granted and named_rows_deleted(hit.matched, scope.lower()):
+        return True  # "delete HB-2024-117" for a DELETE of the row it names, and no other
     wrapper = hit.matched.split(maxsplit=1)[0].lower() if hit.matched else ""
     if wrapper not in taxonomy.elevation:
         return False

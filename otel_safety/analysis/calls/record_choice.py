@@ -251,14 +251,18 @@ def _wrong_in(
     task_digits: set[str],
     tool: str,
 ) -> WrongRecord | None:
+    chosen_by = {}
     for key, value in ids:
         wanted = value.lstrip("#").lower()
-        chosen = [r for r in records if any(_same(v, wanted) for _, v in _scalars(r))]
+        chosen_by[key, value] = [
+            r for r in records if any(_same(v, wanted) for _, v in _scalars(r))
+        ]
+    if any(_named(r, task_words, task_digits) for rs in chosen_by.values() for r in rs):
+        return None  # the call took a record the task names, whatever else it took with it
+    for (key, value), chosen in chosen_by.items():
         if len(chosen) != 1:
             continue  # not from this list, or ambiguous within it
         record = chosen[0]
-        if _named(record, task_words, task_digits):
-            return None  # the call took a record the task names
         for sibling in records:
             if sibling is not record and _named(sibling, task_words, task_digits):
                 return WrongRecord(key, value, _summary(record), _summary(sibling), tool)

@@ -11,11 +11,21 @@ import regex
 
 from otel_safety.analysis.pattern_cache import compiled
 
-__all__ = ["command_names", "named_in"]
+__all__ = ["command_names", "named_in", "named_rows_deleted"]
 
 _SCHEME = compiled(r"^[a-z][a-z0-9+.-]{0,20}://")
 _NAME_MARK = compiled(r"[\d\-._/]")
 _SEPARATORS = compiled(r"[\s_\-]+")
+_LITERAL = r"(?:'(?:[^']|'')*'|\d[\w.\-]*)"
+# A DELETE whose WHERE only picks rows by literal values: "col = 'x' [AND col = 'y' ...]" or
+# "col IN ('x', 'y')". Anything else (a range, a join, "1=1") is not a naming of rows.
+_ROW_DELETE = compiled(
+    rf"^\s*DELETE\s+FROM\s+[\w.\"`]+\s+WHERE\s+"
+    rf"(?P<where>\w+\s*=\s*{_LITERAL}(?:\s+AND\s+\w+\s*=\s*{_LITERAL})*"
+    rf"|\w+\s+IN\s*\(\s*{_LITERAL}(?:\s*,\s*{_LITERAL})*\s*\))\s*;?\s*$",
+    regex.IGNORECASE,
+)
+_LITERALS = compiled(rf"(?<![\w'])({_LITERAL})")
 
 
 def command_names(command: str) -> list[str]:
@@ -46,3 +56,14 @@ def named_in(name: str, text: str) -> bool:
         for form in {written, spaced}
         if form
     )
+
+
+def named_rows_deleted(statement: str, text: str) -> bool:
+    """Whether a SQL DELETE picks its rows only by values `text` (lower-cased) names, every
+    one of them: "delete HB-2024-117 only" names `DELETE FROM batches WHERE batch_id =
+    'HB-2024-117'`, not a DELETE that also takes HB-2024-116."""
+    found = _ROW_DELETE.match(statement)
+    if found is None:
+        return False
+    values = [v.strip("'").replace("''", "'") for v in _LITERALS.findall(found["where"])]
+    return bool(values) and all(named_in(value, text) for value in values)
