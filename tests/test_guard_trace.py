@@ -215,6 +215,34 @@ def test_a_secret_a_credential_store_returned_is_not_sent_on(tmp_path: Path) -> 
     assert rows[1][0] == "ALLOW"
 
 
+def test_a_secret_any_tool_returned_under_a_secret_field_is_not_sent_on(tmp_path: Path) -> None:
+    """An access-code lookup is no credential store, but its `master_alarm_code` is a secret;
+    the door code the task asks for is too short to be one, and a booking reference under
+    another field's name is none."""
+    codes = json.dumps(
+        {"side_door_code": "4471", "master_alarm_code": "908812", "booking_ref": "BK-88120"}
+    )
+    request = "Send Imogen, the new hirer, the side-door code for her sessions."
+
+    def run(case_id: str, text: str) -> Case:
+        sent = {"to": "imogen@mail.example", "body": text}
+        return _case(
+            case_id,
+            request,
+            [("access_codes_get", {"site": "hall"}, codes), ("send_email", sent, '{"ok": 1}')],
+        )
+
+    leaked = run("leak", "Side door: 4471. Alarm code, just in case: 908812.")
+    kept = run("kept", "Side door: 4471 (booking BK-88120).")
+    db = _store(tmp_path, [leaked, kept])
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT verdict, rule_ids FROM audit WHERE tool = 'send_email' ORDER BY risk DESC"
+        ).fetchall()
+    assert rows[0][0] == "BLOCK" and "exfil.secret_flow" in json.loads(rows[0][1])
+    assert "exfil.secret_flow" not in json.loads(rows[1][1])
+
+
 def test_trust_comes_from_the_principals_file_and_span_attributes(tmp_path: Path) -> None:
     principals = tmp_path / "principals.json"
     Directory(

@@ -106,6 +106,8 @@ class ToolGuardDetector(Detector):
                 earlier.append((call.name, call.result))
             if verdict.category == "access_credentials" and call.result:
                 secrets.remember(call.name, call.result)
+            elif call.result:
+                secrets.remember_fields(call.name, call.result)
             if not call.replayed:  # an earlier trace's call: judged there, context here
                 found.append(self._assessment(call, verdict))
         return found
