@@ -76,9 +76,9 @@ class SecretLedger:
                 stack.extend((name, item) for item in value[:_MAX_FIELDS])
             elif isinstance(value, str | int) and not isinstance(value, bool):
                 secret = str(value).strip()
-                if len(secret) >= _MIN_SECRET and _SECRET_FIELD.search(name):
-                    if secret not in self._task:
-                        self._secrets.setdefault(secret, tool)
+                named = len(secret) >= _MIN_SECRET and _SECRET_FIELD.search(name)
+                if named and secret not in self._task:
+                    self._secrets.setdefault(secret, tool)
 
     def carried_by(self, arguments: str) -> str | None:
         """The tool that read a secret `arguments` carry (never the secret itself), or None."""
