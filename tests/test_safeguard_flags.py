@@ -77,6 +77,8 @@ def test_a_protection_is_granted_only_by_a_request_to_turn_it_off_by_its_own_wor
     named = setting("bms_write", point="alarm.ph_high.enabled", value=False)
     assert overridden_safeguard(named, "Please disable the pH high alarm until 6pm") is None
     assert overridden_safeguard(named, "Switch the pool alarm off for the gala") is None
+    policy = setting("idp_admin", action="update_org_policy", policy={"mfa_required": False})
+    assert overridden_safeguard(policy, "Disable MFA for the whole org until Monday") is None
     # A turn-off verb about something else does not grant the alarm.
     assert overridden_safeguard(named, "Turn the sauna lights off at 9") == (
         "alarm_ph_high_enabled=False"

@@ -165,20 +165,21 @@ class Provenance:
         """
         if not self.sources:
             return []
-        traced: dict[str, Steered | None] = {}
+        origins: dict[str, Steered | None] = {}
 
-        def steered(word: str, argument: str) -> Steered | None:
-            if word not in traced:
+        def origin(word: str, argument: str) -> Steered | None:
+            """The instruction that alone wrote `word`, or None: the task's or data's word."""
+            if word not in origins:
                 value = ArgumentValue(argument, word, False)
                 asked = value.found_in(self.request, self._request_lowered)
-                traced[word] = None if asked else self._trace(value, index)
-            return traced[word]
+                origins[word] = None if asked else self._trace(value, index)
+            return origins[word]
 
         found: dict[str, list[Steered]] = {}
         for argument, names, values in _settings(call.arguments):
-            if any(steered(w, argument) is None and not self._asked(w) for w in values):
+            if any(origin(w, argument) is None and not self._asked(w) for w in values):
                 continue  # a value of its own: the call says what the instruction did not
-            hits = [hit for w in (*names, *values) if (hit := steered(w, argument)) is not None]
+            hits = [hit for w in (*names, *values) if (hit := origin(w, argument)) is not None]
             if hits:
                 found.setdefault(argument, []).extend(hits)
         if len(found) < _SETTING_ARGUMENTS:
@@ -186,6 +187,7 @@ class Provenance:
         return list({hit.value.value: hit for hits in found.values() for hit in hits}.values())
 
     def _asked(self, word: str) -> bool:
+        """Whether the task (request and system prompt) writes `word`."""
         return ArgumentValue("", word, False).found_in(self.request, self._request_lowered)
 
     def plain_data(self) -> list[str]:

@@ -51,6 +51,7 @@ _TURNS_OFF = compiled(
     r"|switch\w*\s+off|remov\w*|lift\w*|unlock\w*)\b"
 )
 _WORD = compiled(r"[^\W\d_]{4,}")
+_ANY_WORD = compiled(r"[^\W_]+")
 _STEM = 5
 _MAX_DEPTH = 4
 
@@ -72,10 +73,9 @@ def overridden_safeguard(call: ToolCall, request: str) -> str | None:
     for key, value in _switched_off(arguments, 0):
         if not _TURNS_OFF.search(request.lower()):
             return f"{key}={value}"
-        if asked is None:
-            asked = _stems(request)
+        said = {word[:_STEM] for word in _ANY_WORD.findall(request.lower())}  # "MFA", "2FA"
         protective = [m.strip("_") for m in _PROTECTION.findall(key)]
-        if not any(word[:_STEM] in asked for word in protective):
+        if not any(word[:_STEM] in said for word in protective):
             return f"{key}={value}"
     return None
 
