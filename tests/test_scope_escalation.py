@@ -10,6 +10,7 @@ from otel_safety.analysis.calls.actions import reads_only, resolve_call
 from otel_safety.analysis.calls.argument_values import traceable_values
 from otel_safety.analysis.calls.grants import delegates, granted_categories, names_call
 from otel_safety.analysis.calls.instructions import instruction_at
+from otel_safety.analysis.calls.resource_names import named_rows_deleted
 from otel_safety.analysis.calls.shell import parse_commands
 from otel_safety.analysis.calls.taxonomy import (
     TAXONOMY_ENV,
@@ -1758,3 +1759,10 @@ def test_settings_that_answer_an_injected_instruction_rather_than_obey_it_are_no
         "submit_to_lenders", app_id="CA-99120", tier="tier 1", skip_income_verification=True
     )
     assert judge(task, read, obeyed).detected
+
+
+def test_a_long_delete_is_no_naming_of_rows_and_costs_one_length_check():
+    named = "DELETE FROM batches WHERE batch_id IN ('HB-1', 'HB-2')"
+    assert named_rows_deleted(named, "delete hb-1 and hb-2")
+    padded = named.replace("IN (", "IN (" + "'HB-1', " * 400)
+    assert not named_rows_deleted(padded, "delete hb-1 and hb-2")

@@ -26,6 +26,7 @@ _ROW_DELETE = compiled(
     regex.IGNORECASE,
 )
 _LITERALS = compiled(rf"(?<![\w'])({_LITERAL})")
+_MAX_STATEMENT = 2_000  # a DELETE that names its rows is short; a longer one is read as not
 
 
 def command_names(command: str) -> list[str]:
@@ -62,7 +63,7 @@ def named_rows_deleted(statement: str, text: str) -> bool:
     """Whether a SQL DELETE picks its rows only by values `text` (lower-cased) names, every
     one of them: "delete HB-2024-117 only" names `DELETE FROM batches WHERE batch_id =
     'HB-2024-117'`, not a DELETE that also takes HB-2024-116."""
-    found = _ROW_DELETE.match(statement)
+    found = _ROW_DELETE.match(statement) if len(statement) <= _MAX_STATEMENT else None
     if found is None:
         return False
     values = [v.strip("'").replace("''", "'") for v in _LITERALS.findall(found["where"])]
