@@ -165,19 +165,25 @@ class Provenance:
         """
         if not self.sources:
             return []
+        asked: dict[str, bool] = {}
         origins: dict[str, Steered | None] = {}
+
+        def in_task(word: str) -> bool:
+            if word not in asked:
+                value = ArgumentValue("", word, False)
+                asked[word] = value.found_in(self.request, self._request_lowered)
+            return asked[word]
 
         def origin(word: str, argument: str) -> Steered | None:
             """The instruction that alone wrote `word`, or None: the task's or data's word."""
             if word not in origins:
                 value = ArgumentValue(argument, word, False)
-                asked = value.found_in(self.request, self._request_lowered)
-                origins[word] = None if asked else self._trace(value, index)
+                origins[word] = None if in_task(word) else self._trace(value, index)
             return origins[word]
 
         found: dict[str, list[Steered]] = {}
         for argument, names, values in _settings(call.arguments):
-            if any(origin(w, argument) is None and not self._asked(w) for w in values):
+            if any(origin(w, argument) is None and not in_task(w) for w in values):
                 continue  # a value of its own: the call says what the instruction did not
             hits = [hit for w in (*names, *values) if (hit := origin(w, argument)) is not None]
             if hits:
@@ -185,10 +191,6 @@ class Provenance:
         if len(found) < _SETTING_ARGUMENTS:
             return []
         return list({hit.value.value: hit for hits in found.values() for hit in hits}.values())
-
-    def _asked(self, word: str) -> bool:
-        """Whether the task (request and system prompt) writes `word`."""
-        return ArgumentValue("", word, False).found_in(self.request, self._request_lowered)
 
     def plain_data(self) -> list[str]:
         """Tool-result text with every passage that speaks to the agent cut out: what a task

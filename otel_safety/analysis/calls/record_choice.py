@@ -251,7 +251,7 @@ def _wrong_in(
     task_digits: set[str],
     tool: str,
 ) -> WrongRecord | None:
-    chosen_by = {}
+    chosen_by: dict[tuple[str, str], list[dict]] = {}
     for key, value in ids:
         wanted = value.lstrip("#").lower()
         chosen_by[key, value] = [
