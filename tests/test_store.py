@@ -618,3 +618,30 @@ def test_a_reader_of_a_newer_store_is_told_to_upgrade(tmp_path):
         con.execute("UPDATE otel_safety_meta SET value = '999' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 999, newer than this otel-safety"):
         open_store(path)
+
+
+def test_the_values_a_write_binds_do_not_grow_with_its_traces(tmp_path, span_factory, monkeypatch):
+    """Lists of trace ids travel as one JSON text each: DuckDB binds a list value by value,
+    trying to import pandas for each (a search of the whole import path when it is absent)."""
+    import builtins
+
+    pipeline = Pipeline(detectors=[KeywordDetector()])
+    tries: list[str] = []
+    real_import = builtins.__import__
+
+    def counting(name, *args, **kwargs):
+        tries.append(name)
+        return real_import(name, *args, **kwargs)
+
+    def attempts_writing(traces: int) -> int:
+        evaluations = [pipeline.evaluate(span_factory.agent_run()) for _ in range(traces)]
+        store = DuckDBStore(tmp_path / f"{traces}.duckdb")
+        tries.clear()
+        with monkeypatch.context() as patched:
+            patched.setattr(builtins, "__import__", counting)
+            store.write(evaluations)
+            store.force_flush()
+        store.shutdown()
+        return tries.count("pandas")
+
+    assert attempts_writing(40) == attempts_writing(2)

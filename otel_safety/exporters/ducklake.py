@@ -32,6 +32,7 @@ import duckdb
 from otel_safety.deep.names import DETECTOR as DEEP_DETECTOR
 from otel_safety.exporters.batching import BatchingSink
 from otel_safety.exporters.duckdb import StoreError, insert_rows, rollback, rows_by_table
+from otel_safety.exporters.list_params import json_lists, unnested
 from otel_safety.exporters.schema import (
     FINDINGS,
     SCHEMA_VERSION,
@@ -340,11 +341,13 @@ class DuckLakeStore(BatchingSink):
         again = [row for row in rows if row["trace_id"] in self._written]
         if not again:
             return
-        keys = ", ".join(f"unnest($k{i}) AS k{i}" for i in range(len(table.key)))
+        keys = ", ".join(f"{unnested(f'k{i}')} AS k{i}" for i in range(len(table.key)))
         match = " AND ".join(
             f"{table.name}.{column} = keys.k{i}" for i, column in enumerate(table.key)
         )
-        params = {f"k{i}": [row[column] for row in again] for i, column in enumerate(table.key)}
+        params = json_lists(
+            {f"k{i}": [row[column] for row in again] for i, column in enumerate(table.key)}
+        )
         con.execute(f"DELETE FROM {table.name} USING (SELECT {keys}) AS keys WHERE {match}", params)
 
 
@@ -357,12 +360,16 @@ def _forget_findings_judged_again(
     if not spans:
         return
     con.execute(
-        "DELETE FROM findings USING (SELECT unnest($traces) AS trace_id, unnest($spans) AS "
-        "span_id) AS judged WHERE findings.trace_id = judged.trace_id AND findings.span_id = "
-        "judged.span_id AND findings.detector <> $deep",
+        f"DELETE FROM findings USING (SELECT {unnested('traces')} AS trace_id, "
+        f"{unnested('spans')} AS span_id) AS judged WHERE findings.trace_id = judged.trace_id "
+        "AND findings.span_id = judged.span_id AND findings.detector <> $deep",
         {
-            "traces": [row["trace_id"] for row in spans],
-            "spans": [row["span_id"] for row in spans],
+            **json_lists(
+                {
+                    "traces": [row["trace_id"] for row in spans],
+                    "spans": [row["span_id"] for row in spans],
+                }
+            ),
             "deep": DEEP_DETECTOR,
         },
     )

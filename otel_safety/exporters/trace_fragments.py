@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
+from otel_safety.exporters.list_params import json_lists, unnested
+
 if TYPE_CHECKING:
     from otel_safety.pipeline import TraceEvaluation
 
@@ -85,12 +87,15 @@ def _held_rows(con: duckdb.DuckDBPyConnection, parts: list[dict[str, Any]]) -> d
         return {}
     found = con.execute(
         "SELECT t.trace_id, arg_min(t.root_span_id, t.evaluated_at) FROM traces AS t "
-        "JOIN (SELECT unnest($trace) AS trace_id, unnest($root) AS root_span_id) AS f "
-        "ON t.trace_id = f.trace_id AND t.root_span_id <> f.root_span_id GROUP BY t.trace_id",
-        {
-            "trace": [row["trace_id"] for row in parts],
-            "root": [row["root_span_id"] for row in parts],
-        },
+        f"JOIN (SELECT {unnested('trace')} AS trace_id, {unnested('root')} AS root_span_id) "
+        "AS f ON t.trace_id = f.trace_id AND t.root_span_id <> f.root_span_id "
+        "GROUP BY t.trace_id",
+        json_lists(
+            {
+                "trace": [row["trace_id"] for row in parts],
+                "root": [row["root_span_id"] for row in parts],
+            }
+        ),
     ).fetchall()
     return dict(found)
 
@@ -106,9 +111,9 @@ def _stored_before(
     found = con.execute(
         "SELECT t.trace_id, t.root_span_id, t.escalation_rank, t.escalation_level, "
         "t.escalation_by_policy, t.detectors_fired, w.root_span_id FROM traces AS t "
-        "JOIN (SELECT unnest($trace) AS trace_id, unnest($root) AS root_span_id) AS w "
-        "ON t.trace_id = w.trace_id AND t.root_span_id <> w.root_span_id WHERE t.fragment",
-        {"trace": list(roots), "root": list(roots.values())},
+        f"JOIN (SELECT {unnested('trace')} AS trace_id, {unnested('root')} AS root_span_id) "
+        "AS w ON t.trace_id = w.trace_id AND t.root_span_id <> w.root_span_id WHERE t.fragment",
+        json_lists({"trace": roots, "root": roots.values()}),
     ).fetchall()
     keys = ("trace_id", "root_span_id", "escalation_rank", "escalation_level")
     return [
@@ -123,19 +128,22 @@ def _stored_before(
 
 
 def _fold(con: duckdb.DuckDBPyConnection, folded: list[dict[str, Any]]) -> None:
-    params = {
-        "trace": [row["trace_id"] for row in folded],
-        "root": [row["held_root"] for row in folded],
-        "own_root": [row["root_span_id"] for row in folded],
-        "rank": [row["escalation_rank"] for row in folded],
-        "level": [row["escalation_level"] for row in folded],
-        "policy": [bool(row["escalation_by_policy"]) for row in folded],
-        "fired": [orjson.dumps(_names(row)).decode() for row in folded],
-    }
+    params = json_lists(
+        {
+            "trace": [row["trace_id"] for row in folded],
+            "root": [row["held_root"] for row in folded],
+            "own_root": [row["root_span_id"] for row in folded],
+            "rank": [row["escalation_rank"] for row in folded],
+            "level": [row["escalation_level"] for row in folded],
+            "policy": [bool(row["escalation_by_policy"]) for row in folded],
+            "fired": [orjson.dumps(_names(row)).decode() for row in folded],
+        }
+    )
     parts = (
-        "SELECT unnest($trace) AS trace_id, unnest($root) AS root_span_id, "
-        "unnest($own_root) AS own_root, unnest($rank) AS rank, unnest($level) AS level, "
-        "unnest($policy) AS policy, unnest($fired) AS fired"
+        f"SELECT {unnested('trace')} AS trace_id, {unnested('root')} AS root_span_id, "
+        f"{unnested('own_root')} AS own_root, {unnested('rank', 'INTEGER')} AS rank, "
+        f"{unnested('level')} AS level, {unnested('policy', 'BOOLEAN')} AS policy, "
+        f"{unnested('fired')} AS fired"
     )
     con.execute(
         f"""
