@@ -561,8 +561,14 @@ def _span_by_span(
         try:
             spans.extend(_decode_json(request, problems, surrogate_free=surrogate_free)[1])
         except OtlpDecodeError as exc:
-            _report(problems, f"{where} dropped: {_field_path(str(exc))}")
+            reason = _ONE_SPAN_PATH.sub("", _field_path(str(exc)), count=1)
+            _report(problems, f"{where} dropped: {reason}")
     return len({block for block, _, _ in parts}), spans
+
+
+# The place of a field in the one-span request a span is decoded in (always the first span of
+# the first block): `where` names the span's place in the file, the field's own name is kept.
+_ONE_SPAN_PATH = re.compile(r"^resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.")
 
 
 # protobuf's place of the error in the one-span request it was given (always spans[0]): the
@@ -914,8 +920,22 @@ def _hex_to_base64(value: str, where: str) -> str:
     try:
         raw = bytes.fromhex(value)
     except ValueError:
-        raise OtlpDecodeError(f"{where}: not a hex id: {value[:40]!r}") from None
+        raise OtlpDecodeError(
+            f"{where}: not a hex id: {value[:40]!r}{_base64_hint(value)}"
+        ) from None
     return base64.b64encode(raw).decode("ascii")
+
+
+def _base64_hint(value: str) -> str:
+    """What to do about an id written in base64, as protobuf's `MessageToDict` writes ids:
+    OTLP/JSON wants them in hex."""
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return ""
+    if len(raw) not in (8, 16):
+        return ""
+    return f" (base64 for {raw.hex()}: OTLP/JSON writes trace and span ids in hex)"
 
 
 def _base64_to_hex(value: str, where: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import threading
@@ -395,6 +396,33 @@ def test_a_list_of_the_wrong_type_is_named_briefly_and_the_blocks_beside_it_kept
     assert "scopeSpans[0].spans dropped: expected a list, got an object of 2000 keys" in batch.error
     assert "resourceSpans[0].scopeSpans[1].spans[1] dropped" in batch.error
     assert "spans[0]" not in batch.error.split("spans[1] dropped", 1)[1]
+
+
+def test_a_bad_id_is_named_at_its_own_span_and_a_base64_one_says_ids_are_hex(
+    tmp_path: Path,
+) -> None:
+    """The span with the bad id is named by its place in the file, the field by its name
+    (not the spans[0] of the one-span request it was decoded as); an id in base64, as
+    protobuf's MessageToDict writes it, is told apart with what OTLP/JSON wants instead."""
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    in_base64 = base64.b64encode(bytes.fromhex("00f067aa0ba902b7")).decode()
+
+    def span(span_id: str, name: str) -> dict:
+        return {"traceId": trace_id, "spanId": span_id, "name": name}
+
+    spans = [span("00f067aa0ba902b1", "good"), span("zzzz", "bad"), span(in_base64, "b64")]
+    path = tmp_path / "traces.jsonl"
+    path.write_text(_jsonl({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    [batch] = list(read_otlp_json(path))
+    assert _names(batch) == ["good"]
+    assert "resourceSpans[0].scopeSpans[0].spans[1] dropped: spanId: not a hex id: 'zzzz'" in (
+        batch.error or ""
+    )
+    assert (
+        "resourceSpans[0].scopeSpans[0].spans[2] dropped: spanId: not a hex id: "
+        f"{in_base64!r} (base64 for 00f067aa0ba902b7: OTLP/JSON writes trace and span ids "
+        "in hex)"
+    ) in (batch.error or "")
 
 
 def test_pretty_printed_single_document(tmp_path: Path) -> None:
