@@ -1092,6 +1092,27 @@ def test_guard_check_reads_the_principals_variable(tmp_path: Path, monkeypatch, 
     assert out.startswith("BLOCK") and "requester sam (non_owner, trust 1)" in out
 
 
+def test_guard_check_says_how_to_read_the_file_principals_add_wrote_here(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """`principals add` writes ./principals.json; `guard check` reads only --file or the
+    variable, so it points at the file rather than leave trust silently unchecked."""
+    from otel_safety.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OTEL_SAFETY_PRINCIPALS", raising=False)
+    check = ["guard", "check", "run_shell", '{"command": "ls"}', "--requester", "kim"]
+    assert main(check) == 0
+    assert "principals.json" not in capsys.readouterr().out
+    assert main(["principals", "add", "kim", "--uid", "slack:U9", "--trust", "1"]) == 0
+    capsys.readouterr()
+    assert main(check) == 0
+    assert (
+        "(no principals file: trust not checked; principals.json here is read with --file "
+        "principals.json or OTEL_SAFETY_PRINCIPALS)"
+    ) in capsys.readouterr().out
+
+
 def test_principals_edits_reach_the_file_the_guard_reads(tmp_path: Path, monkeypatch) -> None:
     """`principals add` wrote ./principals.json whatever OTEL_SAFETY_PRINCIPALS said, replaced
     a symlinked file (a mounted ConfigMap) with a copy, and left a 0600 file behind."""

@@ -217,7 +217,10 @@ def cmd_guard_check(args: argparse.Namespace) -> int:
     else:
         print(f"{verdict.decision.value}  risk {verdict.risk}  category {verdict.category}")
         if verdict.requester and verdict.trust is None:
-            print(f"requester {verdict.requester} (no principals file: trust not checked)")
+            print(
+                f"requester {verdict.requester} (no principals file: trust not checked"
+                f"{_unused_default_file()})"
+            )
         elif verdict.requester or verdict.trust is not None:
             who = (verdict.requester or "").strip() or "(blank)"
             print(f"requester {who} ({verdict.requester_role}, trust {verdict.trust})")
@@ -317,6 +320,16 @@ def _edit(args: argparse.Namespace) -> int:
     print(f"{'changed' if current else 'added'} {args.id} in {args.principals}")
     _say_if_unread(args.principals)
     return 0
+
+
+def _unused_default_file() -> str:
+    """A hint when `principals add` wrote its default file here but nothing names it: the
+    guard reads only --file or $OTEL_SAFETY_PRINCIPALS, never a file by its place."""
+    if not Path(DEFAULT_PRINCIPALS).is_file():
+        return ""
+    return (
+        f"; {DEFAULT_PRINCIPALS} here is read with --file {DEFAULT_PRINCIPALS} or {PRINCIPALS_ENV}"
+    )
 
 
 def _say_if_unread(path: str | Path) -> None:
