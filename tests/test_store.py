@@ -241,6 +241,24 @@ def test_a_data_file_given_as_the_store_is_refused_and_left_as_it_was(tmp_path, 
     assert data.read_bytes() == before
 
 
+def test_a_folder_or_a_file_in_the_path_is_named_for_what_it_is(tmp_path):
+    """A folder given as the store, or a file where the store's folder must be, is said in
+    those words, not in DuckDB's ("Could not read from file ...: Is a directory")."""
+    with pytest.raises(StoreError) as folder:
+        DuckDBStore(tmp_path)
+    assert f"it is a folder; name a file, e.g. {tmp_path / 'otel-safety.duckdb'}" in str(
+        folder.value
+    )
+    with pytest.raises(StoreError, match="it is a folder"):
+        open_store(tmp_path)
+    app = tmp_path / "app.py"
+    app.write_text("print('hi')\n")
+    with pytest.raises(StoreError) as blocked:
+        DuckDBStore(app / "x.duckdb")
+    assert f"{app} is a file, not a folder" in str(blocked.value)
+    assert app.read_text() == "print('hi')\n"
+
+
 def test_an_unwritable_store_keeps_at_most_max_pending_traces(tmp_path, span_factory, caplog):
     """Bounded memory: while the file cannot be written, the oldest traces give way."""
     path = tmp_path / "held.duckdb"

@@ -102,9 +102,14 @@ class DuckDBStore(BatchingSink):
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:  # a file where a folder must be, or no permission
+                blocking = next((p for p in (folder, *folder.parents) if p.is_file()), None)
+                why = (
+                    f"{blocking} is a file, not a folder"
+                    if blocking is not None
+                    else exc.strerror or str(exc)
+                )
                 raise StoreError(
-                    f"cannot open DuckDB store {self.path}: cannot make its folder {folder}: "
-                    f"{exc.strerror or exc}"
+                    f"cannot open DuckDB store {self.path}: cannot make its folder {folder}: {why}"
                 ) from exc
         self._con: duckdb.DuckDBPyConnection | None = None
         self._deep_pending: list[DeepResult] = []
@@ -474,14 +479,19 @@ def refuse_other_files(path: str | Path) -> None:
         return
     try:
         duckdb_file = looks_like_duckdb(path)
-    except (FileNotFoundError, IsADirectoryError):
-        return  # made by DuckDB, or refused by it with its own message
+    except FileNotFoundError:
+        return  # made by DuckDB
+    except IsADirectoryError:
+        raise StoreError(
+            f"cannot open DuckDB store {path}: it is a folder; name a file, e.g. "
+            f"{Path(path) / 'otel-safety.duckdb'}"
+        ) from None
     except OSError as exc:
         raise StoreError(f"cannot open DuckDB store {path}: {exc}") from exc
     if duckdb_file is False:
         raise StoreError(
             f"cannot open DuckDB store {path}: the file exists and is not a DuckDB database "
-            "(a trace file or other data?); give --db a new file or a store, e.g. "
+            "(a trace file or other data?); name a new file or a store instead, e.g. "
             "otel-safety.duckdb"
         )
 
@@ -494,6 +504,7 @@ def open_store(
     10, or longer than the writers here are told to keep the file (OTEL_SAFETY_STORE_KEEP_OPEN)."""
     if wait is None:
         wait = max(10.0, _keep_open_here() + 5.0)
+    refuse_other_files(path)  # a folder, a trace file: said as what they are
     if not Path(path).is_file():
         raise StoreError(
             f"no store at {path}"
