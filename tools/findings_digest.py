@@ -4,8 +4,8 @@ A change meant to leave detection alone (a module moved, a loop made faster) is 
 judging the same cases before and after and comparing what each detector said: whether it
 fired, its score, its level and its explanation. Span ids are random per run, so they are
 left out. `digest` writes one JSON line per case; `compare` says how many cases differ per
-dataset and shows the first few. A blind agent-run set (`datasets.NEVER_READ`) is only
-counted: its rows are not shown.
+dataset and shows the first few. A blind agent-run set (`datasets.NEVER_READ`), or a blind
+synthetic one (`datasets.NEVER_READ_SYNTHETIC`), is only counted: its rows are not shown.
 
 Run (the `otel_safety` Python imports is the one judged: the installed one, or a checkout put
 first with PYTHONPATH=/path/to/checkout):
@@ -68,7 +68,10 @@ def compare(before: list[dict], after: list[dict], show: int = 5) -> tuple[Count
     for old, new in zip(before, after, strict=True):
         if old == new:
             continue
-        blind = old.get("set") in datasets.NEVER_READ
+        blind = (
+            old.get("set") in datasets.NEVER_READ
+            or old["dataset"] in datasets.NEVER_READ_SYNTHETIC
+        )
         differing[old.get("set") or old["dataset"]] += 1
         if blind or len(shown) >= show:
             continue

@@ -231,9 +231,12 @@ def direct_injection(root: Path) -> Iterator[Case]:
 
 
 def synthetic(folder: Path = SYNTHETIC_DIR) -> Iterator[Case]:
-    """Our own labelled rows, one file per detector key; always reported apart."""
+    """Our own labelled rows, one file per detector key (`<key>.jsonl`) or several
+    (`<key>.<part>.jsonl`, each its own dataset `synthetic_<key>_<part>`, so a set kept
+    blind is reported apart from one that was read); always reported apart."""
     for path in sorted(folder.glob("*.jsonl")):
-        detector = path.stem
+        detector, _, part = path.stem.partition(".")
+        dataset = f"synthetic_{detector}" + (f"_{part}" if part else "")
         for row in _jsonl(path):
             events = row.get("tool_events")
             messages: list[dict[str, Any]] = [_user(row.get("input", ""))]
@@ -248,7 +251,7 @@ def synthetic(folder: Path = SYNTHETIC_DIR) -> Iterator[Case]:
             messages.append(_assistant(row.get("output", "")))
             yield Case(
                 case_id=f"synthetic:{detector}:{row['id']}",
-                dataset=f"synthetic_{detector}",
+                dataset=dataset,
                 source="synthetic",
                 system=row.get("system", ""),
                 messages=messages,
@@ -261,6 +264,10 @@ def synthetic(folder: Path = SYNTHETIC_DIR) -> Iterator[Case]:
 # The sets whose rows nobody has read, so no rule was written from them: their lines (and
 # their pooled line) are the out-of-sample measure of the rules (see the sets' README).
 NEVER_READ = frozenset({"set3", "set5", "set7", "set9", "set11", "set12", "set14"})
+# Our synthetic sets kept blind the same way (by dataset): the second refusal battery, written
+# by a hand that read no rule, measures what the first one's reading taught (see the README
+# in `synthetic/`).
+NEVER_READ_SYNTHETIC = frozenset({"synthetic_over_refusal_b"})
 
 
 def agent_runs(folder: Path = AGENT_RUNS_DIR) -> Iterator[Case]:
