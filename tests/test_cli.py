@@ -48,6 +48,36 @@ def _write_run(path: Path, bad_line: str | None = None) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def test_the_sample_traces_example_writes_runs_ingest_judges(tmp_path):
+    """The README's way to try `ingest` without a file of one's own: three runs, the first
+    two (a delete not asked for, an instruction planted in a page and followed) stopped,
+    the third not."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "write_sample_traces.py"
+    traces = tmp_path / "traces.jsonl"
+    written = subprocess.run(
+        [sys.executable, str(example), str(traces)], capture_output=True, text=True, timeout=120
+    )
+    assert written.returncode == 0, written.stderr
+    db = tmp_path / "try.duckdb"
+    done = run_cli("ingest", str(traces), "--db", str(db), "--quiet")
+    assert done.returncode == 0, done.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        levels = con.execute(
+            "SELECT t.escalation_level, s.name FROM traces t JOIN spans s "
+            "ON s.trace_id = t.trace_id AND s.span_id = t.root_span_id ORDER BY t.trace_start"
+        ).fetchall()
+        stopped = {
+            tool
+            for (tool,) in con.execute(
+                "SELECT DISTINCT s.tool_name FROM findings f "
+                "JOIN spans s USING (trace_id, span_id) WHERE f.detected "
+                "AND f.escalation_level IN ('HARD_STOP', 'HUMAN_REVIEW')"
+            ).fetchall()
+        }
+    assert sorted(level for level, _ in levels) == ["HARD_STOP", "HARD_STOP", "NONE"]
+    assert stopped == {"run_shell", "send_email"}
+
+
 def test_ingest_flags_a_destructive_call_under_a_summarize_task(tmp_path):
     trace_file = tmp_path / "traces.jsonl"
     _write_run(trace_file)
