@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import regex
+
 from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.pattern_cache import compiled
@@ -70,18 +72,22 @@ def overridden_safeguard(call: ToolCall, request: str) -> str | None:
             asked = _stems(request)
         if not any(word[:_STEM] in asked for word in _WORD.findall(key.replace("_", " "))):
             return f"{key}={value}"
-    for key, value in _switched_off(arguments, 0):
-        if not _TURNS_OFF.search(request.lower()):
-            return f"{key}={value}"
-        said = {word[:_STEM] for word in _ANY_WORD.findall(request.lower())}  # "MFA", "2FA"
+    switched = list(_switched_off(arguments, 0))
+    if not switched:
+        return None
+    if not _TURNS_OFF.search(request.lower()):
+        key, value = switched[0]
+        return f"{key}={value}"
+    said = _stems(request, _ANY_WORD)  # short words too: "MFA", "2FA"
+    for key, value in switched:
         protective = [m.strip("_") for m in _PROTECTION.findall(key)]
         if not any(word[:_STEM] in said for word in protective):
             return f"{key}={value}"
     return None
 
 
-def _stems(request: str) -> set[str]:
-    return {word[:_STEM] for word in _WORD.findall(request.lower())}
+def _stems(request: str, words: regex.Pattern = _WORD) -> set[str]:
+    return {word[:_STEM] for word in words.findall(request.lower())}
 
 
 def _switched_off(value: dict[str, Any], depth: int) -> Iterator[tuple[str, Any]]:
