@@ -97,9 +97,12 @@ _ASKS = ("can you ", "could you ", "would you ", "will you ")
 # Lines that belong to the text around them, not planted loose: a record's "key: value"
 # fields (a chat message's body, a calendar entry's description: what someone in the data
 # wrote to someone else), a list's items (a plan's "- Create informative videos"), and a
-# sentence wrapped onto the next line (it goes on in lower case).
+# sentence wrapped onto the next line (it goes on in lower case), and a chat log's lines
+# ("[10:31] j.moss: ...", "[lunaCodes] can we add ...": a speaker or a time in brackets).
 # Anchored, with a possessive run: linear however it is searched (bench_worst_case).
-_BELONGS = compiled(r"^(?:[-*<>]*+[\w .]{1,30}:\s|[-*\u2022]|\d{1,3}[.)]\s|\p{Ll})")
+_BELONGS = compiled(
+    r"^(?:[-*<>]*+[\w .]{1,30}:\s|[-*\u2022]|\d{1,3}[.)]\s|\p{Ll}|\[[^\]\n]{1,40}\]\s)"
+)
 _EDGES = " \t\"'*-\u2022>"
 # The lines that may be requests, found in one pass (on RE2 for ASCII text, see
 # analysis.linear): those with a question mark, and those opening with a request verb or
