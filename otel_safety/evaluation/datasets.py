@@ -267,7 +267,14 @@ NEVER_READ = frozenset({"set3", "set5", "set7", "set9", "set11", "set12", "set14
 # Our synthetic sets kept blind the same way (by dataset): the second battery of each pair,
 # written by a hand that read no rule, measures what reading the first one taught (see the
 # README in `synthetic/`).
-NEVER_READ_SYNTHETIC = frozenset({"synthetic_over_refusal_b", "synthetic_injection_b"})
+NEVER_READ_SYNTHETIC = frozenset(
+    {
+        "synthetic_over_refusal_b",
+        "synthetic_injection_b",
+        "synthetic_over_refusal_d",
+        "synthetic_injection_d",
+    }
+)
 
 
 def agent_runs(folder: Path = AGENT_RUNS_DIR) -> Iterator[Case]:
