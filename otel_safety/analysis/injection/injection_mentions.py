@@ -43,7 +43,7 @@ def is_mention(
 ) -> bool:
     """Quoted as a literal (`"<|im_start|>"` in a tokenizer's docs), or discussed in prose:
     a cue about attacks anywhere in its sentence, or one that introduces an example
-    ("such as", "e.g.") before it."""
+    ("such as", "e.g.") before it; or quoted, with such a cue in the prose just before."""
     if _wrapped(text, start, end):
         return True
     if cues is None and examples is None:
@@ -51,7 +51,10 @@ def is_mention(
     left, right = sentence_bounds(text, start, end)
     before, after = text[left:start], text[end:right]
     if not (_cued(cues, before) or _cued(cues, after) or _cued(examples, before)):
-        return False
+        # A quotation set apart after the prose that introduces it ("A classic example of
+        # prompt injection in a web page:" and the attack quoted on its own line).
+        lead_in = text[max(0, left - _LEAD_IN) : left]
+        return _quoted(before, after) and (_cued(cues, lead_in) or _cued(examples, lead_in))
     if _quoted(before, after):
         return True
     if _opens_clause(text, start):
@@ -69,6 +72,8 @@ def _opens_clause(text: str, start: int) -> bool:
     return not head or head[-1] in _CLAUSE_BREAKS
 
 
+# How far back the prose introducing a quotation is read for a cue: a sentence or two.
+_LEAD_IN = 300
 _CLAUSE_BREAKS = frozenset(".!?:;,\n-\u2013\u2014*>()[]")
 _INLINE_ABBREVIATIONS = ("e.g.", "e.g.,", "i.e.", "i.e.,", "eg.", "viz.")
 
