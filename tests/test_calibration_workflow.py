@@ -147,7 +147,7 @@ def test_a_threshold_on_scores_a_packaged_judge_was_trained_on_does_not_pass(cal
     """`eval` stores the packaged judges' scores, fitted on those very rows: a threshold
     chosen there passed the gate and made the detectors worse out of sample."""
     _, document, _ = calibrated
-    for key in ("jailbreak_compliance", "under_refusal", "injection"):
+    for key in ("jailbreak_compliance", "under_refusal", "over_refusal", "injection"):
         entry = document["detectors"].get(key)
         if entry is not None and entry["real"] is not None:
             assert not entry["calibrated"]
@@ -156,7 +156,7 @@ def test_a_threshold_on_scores_a_packaged_judge_was_trained_on_does_not_pass(cal
     assert not any(
         TRAINED_ON in reason
         for key, entry in document["detectors"].items()
-        if key not in ("jailbreak_compliance", "under_refusal", "injection")
+        if key not in ("jailbreak_compliance", "under_refusal", "over_refusal", "injection")
         for reason in entry["reasons"]
     )
 
