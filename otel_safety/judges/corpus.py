@@ -1,4 +1,5 @@
-"""Labelled examples for each learned judge, read from the external data folder.
+"""Labelled examples for each learned judge, read from the external data folder (and, for
+the refusal judge, from the refusal batteries of ours that were read; never the blind ones).
 
 Every example carries the group it was produced in (one model's answers, one dataset's
 requests) and its dataset, so figures can be computed on groups a judge never saw. Rows
