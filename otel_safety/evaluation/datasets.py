@@ -273,6 +273,7 @@ NEVER_READ_SYNTHETIC = frozenset(
         "synthetic_injection_b",
         "synthetic_over_refusal_d",
         "synthetic_injection_d",
+        "synthetic_injection_f",
     }
 )
 
