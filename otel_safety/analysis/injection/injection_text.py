@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from otel_safety.analysis.injection.injection_disguises import undo_disguises
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.text.text_forms import undo_escaped_breaks
@@ -29,7 +30,8 @@ _BLANKS = compiled(r"[ \t\u00A0]{2,}|[\t\u00A0]")
 @content_memo
 def normalize_for_rules(text: str) -> str:
     """The text a rule sees: escapes undone, compatibility forms folded, invisibles dropped,
-    runs of spaces and tabs made one space (line breaks are kept for line-anchored rules)."""
+    spaced, dotted, leet and look-alike words written plainly, runs of spaces and tabs made one
+    space (line breaks are kept for line-anchored rules)."""
     if "\\" in text:
         text = undo_escaped_breaks(text)
         if "\\t" in text or '\\"' in text or "\\'" in text:
@@ -38,7 +40,7 @@ def normalize_for_rules(text: str) -> str:
         text = _TAGS.sub(lambda m: "".join(chr(ord(c) - 0xE0000) for c in m.group()), text)
         text = INVISIBLE.sub("", text)
         text = unicodedata.normalize("NFKC", text)
-    return _BLANKS.sub(" ", text)
+    return _BLANKS.sub(" ", undo_disguises(text))
 
 
 def shown(text: str) -> str:
