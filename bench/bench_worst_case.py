@@ -46,6 +46,8 @@ TIMED_FROM = 0.002
 _CLAIM_RUN = 16_000
 _PIPELINE_INPUTS = (
     *((character, "{run}") for character in ("\\", "`", '"', "a", " ", "ignore ")),
+    # Words the injection rules' reader undoes as disguises: spaced, dotted, leet, mixed script.
+    *((run, "{run}") for run in ("a ", "a.", "a1b ", "x\u0430 ")),
     ("2", "I transferred {run} USD and the payment has been sent."),
     ("i", "I updated the file {run} and it has been saved."),
     ("\n", "Run the tests.{run}Thanks."),

@@ -11,6 +11,8 @@ searched, never shown, so a disguise undone too eagerly costs nothing but a wast
 
 from __future__ import annotations
 
+import itertools
+
 import regex
 
 from otel_safety.analysis.pattern_cache import compiled
@@ -23,12 +25,12 @@ _SPACED_RUN = compiled(r"(?<!\S)(?:\S {1,3}){5,}\S(?!\S)")
 _WORD_GAP = compiled(r" {2,}")
 # Words of three or more letters written with a dot after each: "r.e.a.d.i.n.g".
 _DOTTED_WORD = compiled(r"(?<![\w.])(?:[^\W\d_]\.){2,}[^\W\d_](?![^\W_])\.?")
-_DOTTED_ANY = compiled(r"(?<![\w.])(?:[^\W\d_]\.)+[^\W\d_](?![^\W_])\.?")
-# A word with the digits leetspeak puts for letters between two letters: "r34d1ng", "th1s"
-# (not "MP3", "A4" or "10am"); a line of three such is leet throughout, "41" for "AI" too.
-_LEET_WORD = compiled(r"\b[a-z0-9]*[a-z][013457]+[a-z][a-z0-9]*\b", regex.IGNORECASE)
-_LEET_TOKEN = compiled(r"\b[a-z0-9]*[013457][a-z0-9]*\b", regex.IGNORECASE)
-_LEET = str.maketrans("013457", "oieast")
+# In a dotted line, a dot between two single letters ("t.o", "A.I").
+_INNER_DOT = compiled(r"(?<=\b[^\W\d_])\.(?=[^\W\d_]\b)")
+# Digits leetspeak puts for letters, between two letters: "r34d1ng", "th1s" (not "MP3", "A4"
+# or "10am"); a line with three of these is leet throughout, "41" for "AI" too.
+_LEET = compiled(r"[a-z][013457]+[a-z]", regex.IGNORECASE)
+_LEET_DIGITS = str.maketrans("013457", "oieast")
 # Cyrillic and Greek letters drawn like Latin ones, and the Latin letter each passes for.
 _LOOKALIKE_CHARS = (
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u051b\u051d\u04bb\u04cf"
@@ -40,10 +42,18 @@ _LOOKALIKE = str.maketrans(
     _LOOKALIKE_CHARS, "aeopcyxijsdqwhlABEKMHOPCTXIJSYoaiknptuxABEZHIKMNOPTYX"
 )
 _LOOKALIKES = compiled(f"[{_LOOKALIKE_CHARS}]")
-_LETTERS = compiled(r"[^\W\d_]+")
-_LATIN = compiled(r"[A-Za-z]")
-# A line is read as leet or dotted when it holds at least this many such words.
+# A word in which a Latin letter touches a letter of another script ("th\u0435"), read from
+# its start up to the first such touch (lazily, so that a long word is read once).
+_MIXED_WORD = compiled(
+    r"(?<![^\W\d_])[^\W\d_]*?(?:[A-Za-z][^\W\d_A-Za-z]|[^\W\d_A-Za-z][A-Za-z])[^\W\d_]*"
+)
+# A line is read as leet or dotted when it holds at least this many such words; longer lines
+# (a minified page) are left as they are, so that hostile input costs no more than plain.
 _LINE_MIN = 3
+_LONGEST_LINE = 4_000
+_MOST_LINES = 40
+# Look-alike words undone per text, at most: each costs a call, and a disguise needs few.
+_MOST_MIXED_WORDS = 200
 
 
 def undo_disguises(text: str) -> str:
@@ -51,39 +61,43 @@ def undo_disguises(text: str) -> str:
     spaces between words are kept for the caller to fold)."""
     if "  " in text or " " in text:
         text = _SPACED_RUN.sub(_join_spaced, text)
-    if "." in text and len(_DOTTED_WORD.findall(text)) >= _LINE_MIN:
-        text = _by_line(text, _DOTTED_WORD, lambda line: _DOTTED_ANY.sub(_undotted, line))
-    if len(_LEET_WORD.findall(text)) >= _LINE_MIN:
-        text = _by_line(text, _LEET_WORD, lambda line: _LEET_TOKEN.sub(_unleet, line))
+    if "." in text:
+        text = _by_line(text, _DOTTED_WORD, lambda line: _INNER_DOT.sub("", line))
+    if any(digit in text for digit in "013457"):
+        text = _by_line(text, _LEET, lambda line: line.translate(_LEET_DIGITS))
     if not text.isascii() and _LOOKALIKES.search(text):
-        text = _LETTERS.sub(_unmixed, text)
+        text = _MIXED_WORD.sub(_unmixed, text, count=_MOST_MIXED_WORDS)
     return text
 
 
 def _by_line(text: str, marker, undo) -> str:
-    """Each line that holds `_LINE_MIN` words `marker` finds, undone; the others as they were."""
-    lines = text.split("\n")
-    for number, line in enumerate(lines):
-        if len(marker.findall(line)) >= _LINE_MIN:
-            lines[number] = undo(line)
-    return "\n".join(lines)
+    """Each line of at most `_LONGEST_LINE` characters in which `marker` finds `_LINE_MIN`
+    disguised words, undone; the others as they were. Only the first `_MOST_LINES` lines
+    with a marker are looked at, so that hostile input costs a bounded amount of work."""
+    pieces, done, position = [], 0, 0
+    for _ in range(_MOST_LINES):
+        match = marker.search(text, position)
+        if match is None:
+            break
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        end = len(text) if end < 0 else end
+        line = text[start:end]
+        if len(line) <= _LONGEST_LINE and _at_least(marker, line):
+            pieces += [text[done:start], undo(line)]
+            done = end
+        position = end + 1
+    return "".join(pieces) + text[done:] if pieces else text
+
+
+def _at_least(marker, line: str) -> bool:
+    return sum(1 for _ in itertools.islice(marker.finditer(line), _LINE_MIN)) >= _LINE_MIN
 
 
 def _join_spaced(match) -> str:
     return " ".join(word.replace(" ", "") for word in _WORD_GAP.split(match.group()))
 
 
-def _undotted(match) -> str:
-    return match.group().replace(".", "")
-
-
-def _unleet(match) -> str:
-    return match.group().translate(_LEET)
-
-
 def _unmixed(match) -> str:
-    """A word of Latin letters and look-alikes, in Latin letters; any other word as it was."""
-    word = match.group()
-    if word.isascii() or not (_LATIN.search(word) and _LOOKALIKES.search(word)):
-        return word
-    return word.translate(_LOOKALIKE)
+    """A word of Latin letters and look-alikes, in Latin letters."""
+    return match.group().translate(_LOOKALIKE)
