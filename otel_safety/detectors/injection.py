@@ -42,6 +42,7 @@ from otel_safety.analysis.injection.injection_rules import (
     load_rules,
 )
 from otel_safety.analysis.injection.injection_scoring import InjectionMatch, Source, injection_score
+from otel_safety.analysis.injection.injection_subject import about_model_instructions
 from otel_safety.analysis.injection.injection_text import normalize_for_rules, shown
 from otel_safety.analysis.sentences import sentence_spans
 from otel_safety.analysis.trace import TraceAnalysis
@@ -147,17 +148,24 @@ def _places(trajectory: Trajectory) -> list[_Place]:
         add(_Place("input", message.content, message.span_id))
     if not users and trajectory.scope.user_request:
         add(_Place("input", trajectory.scope.user_request, trajectory.scope.span_id))
+    # What the user sent the agent to read may be a model's instructions or attacks on one
+    # (a prompt template, an article on jailbreaks): then tools return material, not orders.
+    read: Source = (
+        "material"
+        if any(about_model_instructions(p.text) for p in places if p.source == "input")
+        else "data"
+    )
     calls = {call.id: call for call in trajectory.tool_calls if call.id}
     for call in trajectory.tool_calls:
         if call.result:
             text = _without_echo(call.result, call)
-            add(_Place("data", text, call.span_id, call.name), call.result)
+            add(_Place(read, text, call.span_id, call.name), call.result)
     for message in trajectory.messages:
         if message.role in ("tool", "function") and message.content:
             call = calls.get(message.tool_call_id or "")
             name = message.name or (call.name if call else None)
             text = message.content if call is None else _without_echo(message.content, call)
-            add(_Place("data", text, message.span_id, name), message.content)
+            add(_Place(read, text, message.span_id, name), message.content)
     return places
 
 
@@ -240,6 +248,8 @@ def _explain(
     inputs = sum(1 for p in places if p.source == "input")
     results = len(places) - inputs
     checked = f"{inputs} user input(s) and {results} tool result(s) checked"
+    if any(p.source == "material" for p in places):
+        checked += " (the task is about a model's instructions: attack strings read as mentions)"
     firing = [(score, evidence, place) for score, evidence, place in found if score >= threshold]
     if not firing:
         if found:

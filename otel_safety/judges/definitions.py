@@ -82,7 +82,7 @@ def passages(text: str, size: int) -> list[str]:
 def injection_rules(text: str, source: str) -> tuple[float, list[InjectionMatch]]:
     """The injection rules' score and matches for one text, worked out once (the
     detector and the judge both read them)."""
-    return injection_score(text, "input" if source == "input" else "data")
+    return injection_score(text, source if source in ("input", "material") else "data")
 
 
 def injection_fields(passage: str, source: str) -> dict[str, str]:

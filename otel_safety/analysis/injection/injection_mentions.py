@@ -24,7 +24,7 @@ import regex
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.prefilter import relaxed_family
 
-__all__ = ["is_mention", "sentence_bounds"]
+__all__ = ["is_mention", "is_quoted", "sentence_bounds"]
 
 # A sentence ends at a full stop, but not at the one of "e.g." or "i.e." inside it.
 _SENTENCE_END = compiled(
@@ -60,6 +60,14 @@ def is_mention(
     if _opens_clause(text, start):
         return False  # shown bare as a clause of its own, it is an instruction to its reader
     return not (_SECOND_PERSON.search(before) or _SECOND_PERSON.search(after))
+
+
+def is_quoted(text: str, start: int, end: int) -> bool:
+    """The match is quoted: exactly a quotation, or inside quotes opened shortly before it."""
+    if _wrapped(text, start, end):
+        return True
+    left, right = sentence_bounds(text, start, end)
+    return _quoted(text[left:start], text[end:right])
 
 
 def _opens_clause(text: str, start: int) -> bool:

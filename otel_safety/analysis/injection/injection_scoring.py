@@ -14,7 +14,11 @@ from typing import Literal
 import regex
 
 from otel_safety.analysis.injection.injection_form import OFF_TOPIC_WEIGHT, off_topic_request
-from otel_safety.analysis.injection.injection_mentions import is_mention, sentence_bounds
+from otel_safety.analysis.injection.injection_mentions import (
+    is_mention,
+    is_quoted,
+    sentence_bounds,
+)
 from otel_safety.analysis.injection.injection_prefilter import candidates, text_words
 from otel_safety.analysis.injection.injection_rules import (
     InjectionRule,
@@ -25,8 +29,10 @@ from otel_safety.analysis.injection.injection_text import normalize_for_rules
 
 __all__ = ["InjectionMatch", "Source", "injection_score"]
 
-# Where a text came from: the user ("input"), or a tool, retriever or document ("data").
-Source = Literal["input", "data"]
+# Where a text came from: the user ("input"), or a tool, retriever or document ("data"), or
+# such a text in a run whose task makes a model's instructions the subject ("material": see
+# `injection_subject`), where attack strings are what the user sent the agent to read.
+Source = Literal["input", "data", "material"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,9 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     """Score one piece of text in [0, 1] and list the rules behind the score, strongest first.
 
     `source="data"` (a tool result, retrieved document, web page) applies every rule;
-    `source="input"` (the user's own message) skips the rules that only make sense in data.
+    `source="input"` (the user's own message) skips the rules that only make sense in data;
+    `source="material"` applies every rule but counts each match as a mention, unless it
+    hails the reader unquoted.
     Each rule counts once however often it matches; distinct rules combine as independent
     evidence, so the score is `1 - prod(1 - weight)`.
     """
@@ -65,7 +73,7 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     shown = rules.rule_set.candidates(normal)  # the text rules that can match at all
     best: dict[str, InjectionMatch] = {}
     for number, rule in enumerate(rules.rules):
-        if rule.scope == "data" and source != "data":
+        if rule.scope == "data" and source == "input":
             continue
         if not rule.raw and number not in shown:
             continue
@@ -79,7 +87,7 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
             found_all = candidates(rule, normal, lowered)
         subject = text if rule.raw else normal
         for found in found_all:
-            match = _judge(rule, found, subject, rules)
+            match = _judge(rule, found, subject, rules, source == "material")
             current = best.get(rule.id)
             if current is None or match.weight > current.weight:
                 best[rule.id] = match
@@ -106,13 +114,16 @@ def _off_topic(request: str, subject: str) -> InjectionMatch:
 
 
 def _judge(
-    rule: InjectionRule, found: regex.Match, subject: str, rules: InjectionRules
+    rule: InjectionRule, found: regex.Match, subject: str, rules: InjectionRules, material: bool
 ) -> InjectionMatch:
-    """A match, discounted when it is quoted in prose that talks about attacks."""
+    """A match, discounted when it is quoted in prose that talks about attacks, or when the
+    text is material the user asked about and the match does not speak to its reader."""
     start, end = found.span()
     mention = not rule.raw and is_mention(
         subject, start, end, rules.mention_cues, rules.example_cues
     )
+    if material and not mention:
+        mention = rule.category != "addressed_to_model" or is_quoted(subject, start, end)
     weight = rule.weight * rules.mention_factor if mention else rule.weight
     left, right = sentence_bounds(subject, start, end, reach=100)
     return InjectionMatch(
