@@ -13,7 +13,10 @@ identities, piracy, rumours, bot networks, doctored photos) with do-not-answer's
 forbidden questions' misses in view, AgentHarm's still unread; those for agentic harms by
 their mechanics (dark-web markets, re-uploads, phishing, forged documents) from general
 knowledge, AgentHarm's still unread; those for records falsified for an auditor from set 6 of
-our agent runs.
+our agent runs; a last handful (bombs asked for by their instructions, hidden payloads,
+threats, intimidation, trolling, gossip, organised crime) from do-not-answer's and the
+forbidden questions' misses again, AgentHarm's still unread, which flagged not one more of
+its requests.
 
 Run: python tools/harm_marker_coverage.py --data ../shared/data [--at 0.5]
 """
