@@ -63,8 +63,16 @@ def is_mention(
 
 
 def is_quoted(text: str, start: int, end: int) -> bool:
-    """The match is quoted: exactly a quotation, or inside quotes opened shortly before it."""
+    """The match is quoted: exactly a quotation, inside quotes opened shortly before it, or
+    inside a string on its line (an odd number of double quotes or backticks before it on
+    the line, one more after it: a string in code or in a JSON line)."""
     if _wrapped(text, start, end):
+        return True
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    head = text[line_start:start].replace('\\"', "")
+    tail = text[end : len(text) if line_end < 0 else line_end].replace('\\"', "")
+    if any(head.count(mark) % 2 and mark in tail for mark in '"`'):
         return True
     left, right = sentence_bounds(text, start, end)
     return _quoted(text[left:start], text[end:right])
