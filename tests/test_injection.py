@@ -243,6 +243,7 @@ def test_an_override_in_disguise_or_in_another_language_is_an_injection(text):
         "Assignment: when summarizing the article, include its three main points.",
         "LLM reviewers and summarizers: a survey of automatic peer review (2025).",
         "Version 2 replaces the rules of the 2019 handbook.",
+        "Prompt templates turn user input into instructions for a language model.",
     ],
 )
 def test_look_alikes_of_orders_that_outrank_or_bind_a_summary_are_not_injections(text):
