@@ -12,6 +12,7 @@ searched, never shown, so a disguise undone too eagerly costs nothing but a wast
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import regex
 
@@ -59,7 +60,7 @@ _MOST_MIXED_WORDS = 200
 def undo_disguises(text: str) -> str:
     """`text` with spaced, dotted, leet and look-alike words written plainly (runs of
     spaces between words are kept for the caller to fold)."""
-    if "  " in text or " " in text:
+    if " " in text:
         text = _SPACED_RUN.sub(_join_spaced, text)
     if "." in text:
         text = _by_line(text, _DOTTED_WORD, lambda line: _INNER_DOT.sub("", line))
@@ -70,7 +71,7 @@ def undo_disguises(text: str) -> str:
     return text
 
 
-def _by_line(text: str, marker, undo) -> str:
+def _by_line(text: str, marker: regex.Pattern, undo: Callable[[str], str]) -> str:
     """Each line of at most `_LONGEST_LINE` characters in which `marker` finds `_LINE_MIN`
     disguised words, undone; the others as they were. Only the first `_MOST_LINES` lines
     with a marker are looked at, so that hostile input costs a bounded amount of work."""
@@ -90,14 +91,14 @@ def _by_line(text: str, marker, undo) -> str:
     return "".join(pieces) + text[done:] if pieces else text
 
 
-def _at_least(marker, line: str) -> bool:
+def _at_least(marker: regex.Pattern, line: str) -> bool:
     return sum(1 for _ in itertools.islice(marker.finditer(line), _LINE_MIN)) >= _LINE_MIN
 
 
-def _join_spaced(match) -> str:
+def _join_spaced(match: regex.Match) -> str:
     return " ".join(word.replace(" ", "") for word in _WORD_GAP.split(match.group()))
 
 
-def _unmixed(match) -> str:
+def _unmixed(match: regex.Match) -> str:
     """A word of Latin letters and look-alikes, in Latin letters."""
     return match.group().translate(_LOOKALIKE)
