@@ -5,8 +5,9 @@ A I"), dotted ("a.s.s.i.s.t.a.n.t.s"), in leetspeak ("1gn0r3 4ll pr3v10us 1nstru
 with look-alike letters of another script ("Instructions" typed with a Cyrillic I and o). Each
 is undone only where it is plainly a disguise: a run of single letters, a line of several
 dotted or leet words, a word that mixes Latin letters with look-alikes. Ordinary text
-("e.g.", "h264", "10am", a Russian sentence) is left as it was. The result is only ever
-searched, never shown, so a disguise undone too eagerly costs nothing but a wasted search.
+("e.g.", "h264", "10am", a Russian sentence) is left as it was. A disguise undone too
+eagerly costs a wasted search and no more: a rule still needs its whole phrase. What a match
+quotes as evidence is the text as undone, so a reviewer reads the words the disguise hid.
 """
 
 from __future__ import annotations

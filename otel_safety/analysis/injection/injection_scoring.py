@@ -59,7 +59,7 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     `source="data"` (a tool result, retrieved document, web page) applies every rule;
     `source="input"` (the user's own message) skips the rules that only make sense in data;
     `source="material"` applies every rule but counts each match as a mention, unless it
-    hails the reader unquoted.
+    hails the reader unquoted or hides in invisible characters.
     Each rule counts once however often it matches; distinct rules combine as independent
     evidence, so the score is `1 - prod(1 - weight)`.
     """
@@ -122,7 +122,8 @@ def _judge(
     mention = not rule.raw and is_mention(
         subject, start, end, rules.mention_cues, rules.example_cues
     )
-    if material and not mention:
+    if material and not mention and not rule.raw:
+        # Characters hidden on purpose are no string a user sends an agent to read about.
         mention = rule.category != "addressed_to_model" or is_quoted(subject, start, end)
     weight = rule.weight * rules.mention_factor if mention else rule.weight
     left, right = sentence_bounds(subject, start, end, reach=100)
