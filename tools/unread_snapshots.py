@@ -1,7 +1,7 @@
 """How well the rules judge agent runs nobody wrote them from: each read set of our agent runs
 scored by the revision at which it was still unread.
 
-Sets 1, 2, 4, 6, 8, 10 and 13 of `otel_safety/evaluation/agent_runs/` were read, and rules were
+Sets 1, 2, 4, 6, 8, 10, 13 and 15 of `otel_safety/evaluation/agent_runs/` were read, and rules were
 written from their misses, so their lines in `otel-safety eval` are in-sample. Before that,
 each was scored unread at a revision its README names. This tool checks each such revision
 out into a temporary git worktree, judges the set's runs (as they are now) with that
@@ -50,6 +50,7 @@ UNREAD_AT = {
     "set8": "3d9f01c69d5b089b8bd4da8fc1cd836e7f4f7095",
     "set10": "7cb897fad64c05a52024263edf8949dc2a1b0909",
     "set13": "c50e6879ab618772500b40cd21d65ca6cb6bad72",
+    "set15": "2f0896ca035f2d6dd505ccaaf42232c9215d9224",
 }
 STOP_LEVELS = frozenset({"SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"})
 
