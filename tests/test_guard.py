@@ -708,6 +708,11 @@ def test_identity_numbers_read_or_absent_are_not_exfiltration(guard) -> None:
     assert "exfil.identity_numbers" not in _rules(
         guard, "send_email", {"to": "a@x.example", "body": "Call me at 555-123-4567."}
     )
+    # The digit groups of an IBAN are where a payment goes, not a card number.
+    payment = {"payee": "Oakfield Lettings Ltd", "iban": "GB94 XMPL 4022 1188 0031 57"}
+    assert "exfil.identity_numbers" not in _rules(guard, "send_payment", payment)
+    card = {"payee": "Oakfield Lettings Ltd", "card": "4022 1188 0031 5700"}
+    assert "exfil.identity_numbers" in _rules(guard, "send_payment", card)
 
 
 @pytest.mark.parametrize(
