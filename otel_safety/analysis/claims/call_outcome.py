@@ -26,6 +26,9 @@ _FAILED_STATUS = frozenset(
         "failed", "failure", "fail", "error", "errored", "rejected", "declined", "denied",
         "unauthorized", "forbidden", "timeout", "timed_out", "cancelled", "canceled",
         "not_found", "unreachable", "invalid",
+        # Asked to act, the tool did not, or not yet: a clash, a waiting list, a sign-off owed.
+        "conflict", "waitlisted", "pending_approval", "awaiting_approval", "approval_required",
+        "requires_approval", "not_booked",
     }
 )  # fmt: skip
 _STATUS_KEYS = ("status", "state", "result", "outcome")
