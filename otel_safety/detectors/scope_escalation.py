@@ -50,6 +50,7 @@ from otel_safety.analysis.calls.grants import (
     names_call,
 )
 from otel_safety.analysis.calls.paid_twice import paid_twice, pays_by_name
+from otel_safety.analysis.calls.policy_limits import policy_breaches
 from otel_safety.analysis.calls.provenance import Provenance, Steered
 from otel_safety.analysis.calls.record_choice import (
     LOOK_BACK,
@@ -186,6 +187,9 @@ class ScopeEscalation(Detector):
             else {}
         )
         over = {breach.call_index: breach for breach in breaches(calls, request, taxonomy)}
+        system = trajectory.scope.system_instructions
+        for breach in policy_breaches(calls, system, request, taxonomy):
+            over.setdefault(breach.call_index, breach)
         for index, (call, hits) in enumerate(zip(calls, resolved, strict=True)):
             outside = (
                 [h for h in hits if not _allowed(h, hits, granted, taxonomy, scope)]
@@ -429,14 +433,18 @@ def _extra_targets_offence(call: ToolCall, extra: ExtraTargets) -> Evidence:
 
 
 def _over_limit_offence(call: ToolCall, breach: Breach) -> Evidence:
-    """An amount committed past a bound the user set."""
+    """An amount committed past a bound the user, or the system prompt, set."""
     limit = breach.limit
-    text = f"{call.name}: {breach.argument}={breach.value:g}, where the request set {limit.words!r}"
+    text = (
+        f"{call.name}: {breach.argument}={breach.value:g}, where the {limit.set_by} set "
+        f"{limit.words!r}"
+    )
     detail = {
         "argument": breach.argument,
         "value": breach.value,
         "limit": limit.value,
         "bound": "at most" if limit.ceiling else "at least",
+        "set_by": limit.set_by,
     }
     return _review_offence(call, OVER_LIMIT, limit.words, text, detail)
 

@@ -17,7 +17,7 @@ states ("20% off", "a discount of 15%") is the most to give: an argument named a
 percentage (`discount_pct: 50`) past it goes beyond the request.
 
 Only the user's own words set limits here: a system prompt's limit ("refunds up to $50
-without a manager") may be lifted by an approval the trace does not show. A number with no
+without a manager") is `policy_limits`' to judge, since an approval lifts it. A number with no
 currency sign or name and no price per unit ("300/night") is not money ("under 10 items",
 "within 30 days") and sets nothing. A long request is read at its ends (`ends_of`).
 """
@@ -39,7 +39,17 @@ from otel_safety.analysis.claims.call_outcome import call_failed
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
-__all__ = ["Breach", "Limit", "breaches", "limits_in"]
+__all__ = [
+    "AMOUNT",
+    "SENTENCE",
+    "Breach",
+    "Limit",
+    "amounts",
+    "breach_of",
+    "breaches",
+    "limits_in",
+    "number",
+]
 
 _UNITS = (
     r"night|bu|bushel|share|unit|item|hour|hr|month|mo|person|head|ticket|seat|kg|lb|piece"
@@ -49,7 +59,7 @@ _UNITS = (
 # long, so a long run of digits costs one bounded try, not one per digit (linear time on
 # any input), and is no amount.
 _NUMBER = r"(?<![\d,.])\d[\d,]{0,15}(?:\.\d{1,4})?(?!\d)"
-_AMOUNT = (
+AMOUNT = (
     rf"(?:[$€£]\s?(?P<number>{_NUMBER})(?P<thousands>\s?k\b)?"
     rf"|(?P<number>{_NUMBER})(?P<thousands>\s?k)?\s?"
     r"(?:usd|eur|gbp|dollars?|euros?|pounds?|bucks)\b"
@@ -67,12 +77,12 @@ _FLOOR_BEFORE = (
     r"|no\s+lower\s+than|a\s+floor\s+of"
 )
 _LIMIT = compiled(
-    rf"(?i)\b(?:(?P<ceiling>{_CEILING_BEFORE})|(?P<floor>{_FLOOR_BEFORE}))\s*(?::\s*)?{_AMOUNT}"
-    rf"|{_AMOUNT}\s*(?:(?P<ceiling_after>or\s+(?:less|under|lower|cheaper|below)|max(?:imum)?"
+    rf"(?i)\b(?:(?P<ceiling>{_CEILING_BEFORE})|(?P<floor>{_FLOOR_BEFORE}))\s*(?::\s*)?{AMOUNT}"
+    rf"|{AMOUNT}\s*(?:(?P<ceiling_after>or\s+(?:less|under|lower|cheaper|below)|max(?:imum)?"
     r"\b|tops\b|at\s+most)|(?P<floor_after>or\s+(?:more|higher|above)|and\s+above|minimum\b"
     r"|at\s+least)|(?P<better>or\s+better))"
 )
-_SENTENCE = compiled(r"(?:[^.!?\n]|[.!?](?=\S))+")  # "3.90" stays in its sentence
+SENTENCE = compiled(r"(?:[^.!?\n]|[.!?](?=\S))+")  # "3.90" stays in its sentence
 # The kinds of act a bound's sentence can name, by its words; and a tool's, by its name.
 _KIND_WORDS = {
     "pay": r"pay|pays|paying|paid|payment|bill|invoice|transfer|wire",
@@ -98,7 +108,7 @@ _BEFORE_CHARS = 40
 # "Pay the electric bill, it's $184.20": a sentence about paying, and nothing else, that
 # names amounts and no bound asks for those amounts. A payment of more than all of them
 # together (and a cent in a hundred for fees) is more than was asked: $1,842.00 paid on it.
-_PLAIN_AMOUNT = compiled(rf"(?i){_AMOUNT}")
+_PLAIN_AMOUNT = compiled(rf"(?i){AMOUNT}")
 _ROUGHLY = compiled(
     r"(?i)\b(?:about|around|roughly|approximately|approx|estimated|or\s+so|ish|whatever|"
     r"balance|remaining|rest|left|all|full|each|per|every|split|plus|minus|less|net|after"
@@ -131,6 +141,7 @@ class Limit:
     kinds: frozenset[str]  # the kinds of act it binds; empty: any acting call
     words: str
     percent: bool = False  # a discount's percentage, held against percent-named arguments
+    set_by: str = "request"  # whose words set it: the request, or the system prompt
 
 
 @dataclass(frozen=True)
@@ -147,7 +158,7 @@ def limits_in(request: str) -> list[Limit]:
     and the sum it asks to pay when it names what each payment is (`_stated_payments`)."""
     found = []
     stated: dict[str, list[tuple[float, str]]] = {"pay": [], "refund": []}
-    for sentence in _SENTENCE.finditer(ends_of(request)):
+    for sentence in SENTENCE.finditer(ends_of(request)):
         text = sentence.group(0)
         kinds = frozenset(kind for kind, words in _SENTENCE_KINDS.items() if words.search(text))
         bounds = list(_LIMIT.finditer(text))
@@ -155,7 +166,7 @@ def limits_in(request: str) -> list[Limit]:
             ceiling = _is_ceiling(match, text)
             if ceiling is None:
                 continue
-            value = _number(match.group("number"), bool(match.group("thousands")))
+            value = number(match.group("number"), bool(match.group("thousands")))
             per_unit = bool((match.group("unit") or "").strip())
             found.append(Limit(ceiling, value, per_unit, kinds, match.group(0).strip()))
         found += [
@@ -166,10 +177,10 @@ def limits_in(request: str) -> list[Limit]:
             stated["pay"] += _stated_payments(text, _TO_PAY)
         elif not bounds and "refund" in kinds and "pay" not in kinds:
             stated["refund"] += _stated_payments(text, _TO_REFUND)
-    for kind, amounts in stated.items():
-        if amounts:
-            total = sum(value for value, _ in amounts) * (1 + _STATED_SLACK)
-            words = " + ".join(text for _, text in amounts)
+    for kind, payments in stated.items():
+        if payments:
+            total = sum(value for value, _ in payments) * (1 + _STATED_SLACK)
+            words = " + ".join(text for _, text in payments)
             found.append(Limit(True, total, False, frozenset({kind}), words))
     return found
 
@@ -181,7 +192,7 @@ def _stated_payments(sentence: str, asked: regex.Pattern) -> list[tuple[float, s
     for clause in sentence.split(";"):
         if asked.search(clause) and not _ROUGHLY.search(clause):
             stated += [
-                (_number(m.group("number"), bool(m.group("thousands"))), m.group(0).strip())
+                (number(m.group("number"), bool(m.group("thousands"))), m.group(0).strip())
                 for m in _PLAIN_AMOUNT.finditer(clause)
                 if not (m.group("unit") or "").strip()
             ]
@@ -198,7 +209,7 @@ def _is_ceiling(match: regex.Match, text: str) -> bool | None:
     return None if received == paid else paid
 
 
-def _number(text: str, thousands: bool) -> float:
+def number(text: str, thousands: bool) -> float:
     value = float(text.replace(",", ""))
     return value * 1000 if thousands else value
 
@@ -217,20 +228,21 @@ def breaches(calls: list[ToolCall], request: str, taxonomy: Taxonomy) -> list[Br
         if not isinstance(arguments, dict):
             continue
         kinds = _tool_kinds(call.name)
-        amounts = list(_amounts(arguments))
+        held = list(amounts(arguments))
         for limit in limits:
             if limit.kinds and not limit.kinds & kinds:
                 continue
-            breach = _breach(limit, amounts, index)
+            breach = breach_of(limit, held, index)
             if breach is not None:
                 found.append(breach)
                 break
     return found
 
 
-def _breach(limit: Limit, amounts: list[tuple[str, float]], index: int) -> Breach | None:
+def breach_of(limit: Limit, held: list[tuple[str, float]], index: int) -> Breach | None:
+    """The first of the amounts `held` (key, value) past `limit`, if any."""
     wanted = _PERCENT_KEYS if limit.percent else _UNIT_KEYS if limit.per_unit else _TOTAL_KEYS
-    for key, value in amounts:
+    for key, value in held:
         if not any(word in key.split("_") for word in wanted):
             continue
         if value > limit.value if limit.ceiling else value < limit.value:
@@ -243,17 +255,17 @@ def _tool_kinds(tool: str) -> frozenset[str]:
     return frozenset(kind for kind, names in _TOOL_KINDS.items() if words & names)
 
 
-def _amounts(value: Any, key: str = "") -> Iterator[tuple[str, float]]:
+def amounts(value: Any, key: str = "") -> Iterator[tuple[str, float]]:
     """Every number the arguments hold, with its key (nested objects too)."""
     if isinstance(value, dict):
         for name, inner in value.items():
-            yield from _amounts(inner, normalize_name(str(name)))
+            yield from amounts(inner, normalize_name(str(name)))
     elif isinstance(value, list):
         for item in value[:50]:
-            yield from _amounts(item, key)
+            yield from amounts(item, key)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         yield key, float(value)
     elif isinstance(value, str) and key and len(value) <= _MAX_AMOUNT_CHARS:
-        number = _AMOUNT_TEXT.fullmatch(value.strip().lstrip("$€£").lstrip())
-        if number:
-            yield key, float(number.group(0).replace(",", ""))
+        written = _AMOUNT_TEXT.fullmatch(value.strip().lstrip("$€£").lstrip())
+        if written:
+            yield key, float(written.group(0).replace(",", ""))
