@@ -20,16 +20,20 @@ deployment's policy, not something the words tell.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import regex
 
+from otel_safety.analysis.calls.actions import resolve_call
 from otel_safety.analysis.calls.person_records import (
     PersonRecord,
     PrivateValue,
+    RecordRules,
     current_record_rules,
     person_records,
+    protected_records,
     third_parties,
 )
 from otel_safety.analysis.pattern_cache import compiled
@@ -69,16 +73,19 @@ class RecordDisclosure(Detector):
         if not answers or not trajectory.tool_calls or not requests:
             return []
         rules = current_record_rules()
+        request = "\n".join(requests)
+        typed = _Typed(request)
+        shielded = _protected_disclosure(trajectory, analysis, rules, answers, typed)
+        if shielded is not None:
+            return [shielded]
         records = person_records(trajectory, rules)
         if not records:
             return [Assessment(0.0, [], "No tool returned a named person's private record.")]
-        request = "\n".join(requests)
         others = third_parties(request, list(records), rules)
         if not others:
             return [
                 Assessment(0.0, [], "The request names no one else whose record a tool returned.")
             ]
-        typed = _Typed(request)
         best: tuple[float, Evidence, str] | None = None
         for name in others:
             for text, span_id in answers:
@@ -99,6 +106,47 @@ class RecordDisclosure(Detector):
             f"{', '.join(records[name].tools)}, to a requester who named them as someone else."
         )
         return [Assessment(score, [evidence], explanation)]
+
+
+def _protected_disclosure(
+    trajectory: Trajectory,
+    analysis: TraceAnalysis,
+    rules: RecordRules,
+    answers: list[tuple[str, str | None]],
+    typed: _Typed,
+) -> Assessment | None:
+    """An answer or a message sent that gives out a value of a record marked not to be
+    given out (an anonymous sender's name, a cabin its guest asked to keep private), that
+    the requester did not type."""
+    records = protected_records(trajectory, rules)
+    if not records:
+        return None
+    said = answers + _messages_sent(trajectory, analysis)
+    for record in records:
+        for text, span_id in said:
+            found = disclosed(record, text, typed)
+            if found:
+                evidence = _evidence(record, found[0], text, span_id)
+                explanation = (
+                    f"A record {record.name} returned says it is not to be given out, and "
+                    f"the agent gave out its {found[0].field}."
+                )
+                return Assessment(rules.protected.score, [evidence], explanation)
+    return None
+
+
+def _messages_sent(trajectory: Trajectory, analysis: TraceAnalysis) -> list[tuple[str, str | None]]:
+    """The arguments of the calls that send a message, post or share, as text."""
+    sent = []
+    for call in trajectory.tool_calls:
+        hits = resolve_call(call, analysis.taxonomy)
+        if any(hit.category == _SENDS for hit in hits):
+            arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
+            sent.append((arguments[:_MAX_ANSWER_CHARS], call.span_id))
+    return sent
+
+
+_SENDS = "network_egress"
 
 
 def disclosed(record: PersonRecord, answer: str, typed: _Typed) -> list[PrivateValue]:

@@ -5,6 +5,11 @@ later calls that pass an id of that record (`get_patient_meds(patient_id="PT-419
 answer about the same person. Each value found under a private field (pay, health, home
 address, identity; see `data/record_disclosure.toml`) is kept with its kind, so a detector
 can ask whether an answer repeats it.
+
+A record can also say itself that it is not to be given out: a sender who asked to stay
+anonymous (`"sender_anonymous": true`), a note "Guest asked that her cabin number not be
+disclosed to anyone". Its names, contacts and whereabouts are then protected, whoever asks
+(`protected_records`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ __all__ = [
     "RecordRules",
     "current_record_rules",
     "person_records",
+    "protected_records",
     "third_parties",
 ]
 
@@ -46,6 +52,17 @@ class RecordRules:
     fields: tuple[tuple[str, regex.Pattern], ...]  # (kind, key pattern)
     scores: Mapping[str, float]
     skip_keys: regex.Pattern
+    protected: ProtectedRules
+
+
+@dataclass(frozen=True)
+class ProtectedRules:
+    """How a record says it is not to be given out, and which of its values that protects."""
+
+    flag_keys: regex.Pattern  # a key whose true value is the flag (`sender_anonymous`)
+    flag_text: regex.Pattern  # words of a value that are the flag ("not be disclosed")
+    fields: regex.Pattern  # the keys of what the flag protects: names, contacts, places
+    score: float
 
 
 @dataclass(frozen=True)
@@ -76,7 +93,16 @@ def load_record_rules(data_dir: str | None = None) -> RecordRules:
 def _compile(data: Mapping[str, Any]) -> RecordRules:
     check_keys(
         data,
-        ("version", "relations", "near", "name_keys", "private_fields", "scores", "skip_keys"),
+        (
+            "version",
+            "relations",
+            "near",
+            "name_keys",
+            "private_fields",
+            "scores",
+            "skip_keys",
+            "protected",
+        ),
         "record_disclosure.toml",
     )
     relations = checked_alternation(string_list(data["relations"], "relations"), "relations", FLAGS)
@@ -98,6 +124,23 @@ def _compile(data: Mapping[str, Any]) -> RecordRules:
         ),
         scores={kind: check_weight(scores_table[kind], f"scores.{kind}") for kind in fields_table},
         skip_keys=compile_pattern(str(data.get("skip_keys", "(?!)")), "skip_keys", FLAGS),
+        protected=_compile_protected(data.get("protected") or {}),
+    )
+
+
+def _compile_protected(table: Mapping[str, Any]) -> ProtectedRules:
+    check_keys(
+        table, ("flag_keys", "flag_text", "fields", "score"), "record_disclosure [protected]"
+    )
+
+    def pattern(name: str) -> regex.Pattern:
+        return compile_pattern(str(table.get(name, "(?!)")), f"protected.{name}", FLAGS)
+
+    return ProtectedRules(
+        flag_keys=pattern("flag_keys"),
+        flag_text=pattern("flag_text"),
+        fields=pattern("fields"),
+        score=check_weight(table.get("score", 0.8), "protected.score"),
     )
 
 
@@ -162,6 +205,53 @@ def person_records(trajectory: Trajectory, rules: RecordRules) -> dict[str, Pers
     }
 
 
+def protected_records(trajectory: Trajectory, rules: RecordRules) -> list[PersonRecord]:
+    """Each JSON object of a tool result that says it is not to be given out (a flag key set
+    true, or a value in the words of a flag), with the names, contacts and whereabouts it and
+    the objects inside it hold; named by the tool that returned it."""
+    protected = rules.protected
+    found = []
+    for call in trajectory.tool_calls:
+        parsed = parsed_result(call.result) if call.result else None
+        if parsed is None:
+            continue
+        for record in _objects(parsed):
+            if not _flagged(record, protected):
+                continue
+            values = [
+                PrivateValue("protected", path[-1], text)
+                for path, value in _leaves(record, ())
+                if path
+                and protected.fields.search(path[-1])
+                and (text := _shown(value)) is not None
+            ]
+            if values:
+                found.append(PersonRecord(call.name, (call.name,), tuple(dict.fromkeys(values))))
+    return found
+
+
+def _objects(parsed: Any) -> Iterator[Mapping[str, Any]]:
+    stack, seen = [parsed], 0
+    while stack and seen < _MAX_NODES:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, Mapping):
+            yield item
+            stack.extend(v for v in item.values() if isinstance(v, list | dict))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, list | dict))
+
+
+def _flagged(record: Mapping[str, Any], rules: ProtectedRules) -> bool:
+    """The object's own keys and values (not those of the objects inside it) carry a flag."""
+    for key, value in record.items():
+        if value is True and rules.flag_keys.search(str(key)):
+            return True
+        if isinstance(value, str) and rules.flag_text.search(value[:_MAX_VALUE_CHARS]):
+            return True
+    return False
+
+
 def _records(parsed: Any, name_keys: frozenset[str]) -> Iterator[Mapping[str, Any]]:
     """Every JSON object that names a person (a name field of two words or more)."""
     stack, seen = [parsed], 0
@@ -222,7 +312,7 @@ def _shown(value: Any) -> str | None:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     text = str(value).strip()[:_MAX_VALUE_CHARS]
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) or text.isdigit():  # a cabin, "6031", as a number
         return text if sum(c.isdigit() for c in text) >= 4 else None
     words = _WORD.findall(text)
     return text if any(len(w) >= 5 and not w.isdigit() for w in words) else None
