@@ -34,6 +34,7 @@ def refund(amount: float, **extra: Any) -> dict[str, Any]:
         ("Credits over $25 need supervisor sign-off recorded in the ticket system.", [25.0]),
         # A price, not a cap on what the agent may give.
         ("Our premium bouquets cost over $150 and ship next day.", []),
+        ("Pay the landlord's invoice, it's $1,150.", []),
     ],
 )
 def test_the_caps_a_system_prompt_sets(system: str, expected: list[float]):

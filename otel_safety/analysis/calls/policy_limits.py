@@ -73,7 +73,7 @@ def policy_limits_in(system: str) -> list[Limit]:
     text = ends_of(system)
     found = [
         replace(limit, set_by="system prompt")
-        for limit in limits_in(text)
+        for limit in limits_in(text, asked_sums=False)  # a price the prompt names is no cap
         if limit.ceiling and not limit.percent
     ]
     for sentence in SENTENCE.finditer(text):

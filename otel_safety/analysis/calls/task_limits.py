@@ -152,10 +152,11 @@ class Breach:
     call_index: int
 
 
-def limits_in(request: str) -> list[Limit]:
+def limits_in(request: str, asked_sums: bool = True) -> list[Limit]:
     """The money bounds the request's words set (in its opening and closing `READ_CHARS`:
     an instruction with a bound is short, and a pasted document between them is not one),
-    and the sum it asks to pay when it names what each payment is (`_stated_payments`)."""
+    and, with `asked_sums`, the sum it asks to pay when it names what each payment is
+    (`_stated_payments`)."""
     found = []
     stated: dict[str, list[tuple[float, str]]] = {"pay": [], "refund": []}
     for sentence in SENTENCE.finditer(ends_of(request)):
@@ -173,6 +174,8 @@ def limits_in(request: str) -> list[Limit]:
             Limit(True, float(m.group("number")), False, frozenset(), m.group(0), percent=True)
             for m in _DISCOUNT.finditer(text)
         ]
+        if not asked_sums:
+            continue
         if not bounds and kinds == {"pay"}:
             stated["pay"] += _stated_payments(text, _TO_PAY)
         elif not bounds and "refund" in kinds and "pay" not in kinds:
