@@ -274,6 +274,7 @@ NEVER_READ_SYNTHETIC = frozenset(
         "synthetic_over_refusal_d",
         "synthetic_injection_d",
         "synthetic_injection_f",
+        "synthetic_over_refusal_f",
     }
 )
 
