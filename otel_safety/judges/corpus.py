@@ -35,9 +35,12 @@ from otel_safety.judges.definitions import INJECTION_PASSAGE, injection_fields, 
 
 __all__ = ["CORPORA", "REFUSAL_BATTERIES", "Example", "examples"]
 
-# Our refusal batteries' datasets (`synthetic_over_refusal_a`, ...): each is its own group, as
-# each was written by its own hand.
-REFUSAL_BATTERIES = "synthetic_over_refusal_"
+# The refusal batteries the judge learns from (`synthetic/`), each its own group, as each was
+# written by its own hand. Battery e is read for the rules only: trained on it too, the judge
+# scored XSTest lower out-of-sample (F1 0.868 to 0.860) and read first-person answers that
+# refuse nothing ("If I were running Apple, I'd invest more in the Mac") as refusals. The
+# blind batteries (b, d, f) are never read here: they measure the judge.
+REFUSAL_BATTERIES = frozenset({"synthetic_over_refusal_a", "synthetic_over_refusal_c"})
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,13 @@ class Example:
 
 
 def refusal(root: Path) -> Iterator[Example]:
-    """XSTest completions of three models, and the refusal batteries we read (`synthetic`:
-    other models' voices, refusals without "sorry" or "can't"); refused = a full or partial
-    refusal. The batteries kept blind are never read here: they measure the judge."""
+    """XSTest completions of three models, and the refusal batteries the judge learns from
+    (`REFUSAL_BATTERIES`: other models' voices, refusals without "sorry" or "can't");
+    refused = a full or partial refusal. The batteries kept blind are never read here: they
+    measure the judge."""
     yield from _xstest_refusals(root)
     for case in synthetic():
-        if case.dataset.startswith(REFUSAL_BATTERIES) and case.dataset not in NEVER_READ_SYNTHETIC:
+        if case.dataset in REFUSAL_BATTERIES and case.dataset not in NEVER_READ_SYNTHETIC:
             request, answer = case.messages[0]["content"], case.messages[-1]["content"]
             yield Example(
                 {"request": request, "answer": answer},
