@@ -231,6 +231,7 @@ def protected_records(trajectory: Trajectory, rules: RecordRules) -> list[Person
 
 
 def _objects(parsed: Any) -> Iterator[Mapping[str, Any]]:
+    """Every JSON object in a result, nested ones too, bounded."""
     stack, seen = [parsed], 0
     while stack and seen < _MAX_NODES:
         item = stack.pop()
@@ -254,16 +255,7 @@ def _flagged(record: Mapping[str, Any], rules: ProtectedRules) -> bool:
 
 def _records(parsed: Any, name_keys: frozenset[str]) -> Iterator[Mapping[str, Any]]:
     """Every JSON object that names a person (a name field of two words or more)."""
-    stack, seen = [parsed], 0
-    while stack and seen < _MAX_NODES:
-        item = stack.pop()
-        seen += 1
-        if isinstance(item, Mapping):
-            if _name_of(item, name_keys):
-                yield item
-            stack.extend(v for v in item.values() if isinstance(v, list | dict))
-        elif isinstance(item, list):
-            stack.extend(v for v in item if isinstance(v, list | dict))
+    return (item for item in _objects(parsed) if _name_of(item, name_keys))
 
 
 def _name_of(record: Mapping[str, Any], name_keys: frozenset[str]) -> str:
