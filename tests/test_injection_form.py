@@ -79,6 +79,9 @@ _INVOICE = (
         "What movies are playing in theaters this weekend?",
         "Write a script to rename all files in a directory by appending the current date.",
         "Can you recommend a good book for a relaxing weekend read",
+        # Verbs that open everyday requests (evaluation/requests/everyday.jsonl).
+        "Recommend three podcasts about the history of jazz for my commute.",
+        "Help me plan a vegetarian dinner party menu for eight people.",
     ],
 )
 def test_a_request_about_nothing_else_in_the_text_is_seen(line):

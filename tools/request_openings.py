@@ -4,7 +4,10 @@ The injection judge's off-topic request feature (`otel_safety/analysis/injection
 recognises a request by its opening verb. Its verbs are the imperatives this prints with a
 count of at least five, read from the data folder's request sets other than BIPIA (the one
 the feature is measured on): XSTest, JailbreakBench behaviours, AgentHarm, do-not-answer,
-HarmBench and the forbidden questions, and AgentDojo's user tasks.
+HarmBench and the forbidden questions, and AgentDojo's user tasks; and from our own 600
+everyday requests (`otel_safety/evaluation/requests/everyday.jsonl`: writing, coding,
+cooking, travel, scheduling, sentiment and tagging, trivia, role-play ..., written by a hand
+that read no rule), since the sets above ask mostly for harm or for an agent's errands.
 
 Run: python tools/request_openings.py --data ../shared/data [--least 5]
 """
@@ -21,6 +24,8 @@ from pathlib import Path
 from otel_safety.analysis.injection.injection_form import REQUEST_VERBS
 from otel_safety.judges.corpus import harmful_request
 
+EVERYDAY = Path(__file__).resolve().parents[1] / "otel_safety/evaluation/requests/everyday.jsonl"
+
 
 def requests(root: Path) -> list[str]:
     """Every distinct request of the sets above."""
@@ -33,6 +38,8 @@ def requests(root: Path) -> list[str]:
                     content = message.get("content")
                     if message.get("role") == "user" and isinstance(content, str):
                         texts.append(content)
+    with EVERYDAY.open(encoding="utf-8") as handle:
+        texts += [json.loads(line)["request"] for line in handle if line.strip()]
     return list(dict.fromkeys(texts))
 
 

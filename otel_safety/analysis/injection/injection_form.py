@@ -58,11 +58,13 @@ _ANSWER_FORMAT_RELAXED = relaxed_family([ANSWER_FORMAT])
 
 # The imperative verbs that open at least five of the requests people write to assistants
 # in the data folder's request sets outside BIPIA (XSTest, JailbreakBench behaviours,
-# AgentHarm, do-not-answer, HarmBench, forbidden questions, AgentDojo's user tasks):
+# AgentHarm, do-not-answer, HarmBench, forbidden questions, AgentDojo's user tasks) and our
+# everyday requests (`evaluation/requests/everyday.jsonl`):
 # `python tools/request_openings.py --data ../shared/data` counts them. Questions need no
 # list: they end with a question mark, or open with "can you" and its kin.
 REQUEST_VERBS = frozenset(
     [
+        "add",
         "ask",
         "check",
         "create",
@@ -76,19 +78,23 @@ REQUEST_VERBS = frozenset(
         "find",
         "generate",
         "give",
+        "help",
         "identify",
         "list",
         "locate",
         "look",
+        "make",
         "order",
         "perform",
         "post",
         "provide",
+        "recommend",
         "research",
         "search",
         "send",
         "spread",
         "tell",
+        "turn",
         "use",
         "write",
     ]
