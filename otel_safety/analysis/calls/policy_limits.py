@@ -77,14 +77,14 @@ def policy_limits_in(system: str) -> list[Limit]:
         if limit.ceiling and not limit.percent
     ]
     for sentence in SENTENCE.finditer(text):
-        words = sentence.group(0)
-        if not _NEEDS_SIGN_OFF.search(words):
+        said = sentence.group(0)
+        if not _NEEDS_SIGN_OFF.search(said):
             continue
-        for match in _PAST.finditer(words):
+        for match in _PAST.finditer(said):
             value = number(match.group("number"), bool(match.group("thousands")))
             per_unit = bool((match.group("unit") or "").strip())
-            words = match.group(0).strip()
-            found.append(Limit(True, value, per_unit, frozenset(), words, set_by="system prompt"))
+            cap = match.group(0).strip()
+            found.append(Limit(True, value, per_unit, frozenset(), cap, set_by="system prompt"))
     return found
 
 
