@@ -15,7 +15,9 @@ hidden in a tool result pointed it (pay this account, e-mail that address, open 
 a value that only such an instruction supplied scores `[provenance] weight`. A call that only
 reads a record such an instruction named ("look up the e-mails from lena@...") has sent
 nothing yet, but the agent is taking orders from its data: it scores `read_weight`, and a
-finding made of such reads alone is HIGH (human review) rather than CRITICAL.
+finding made of such reads alone warns (MEDIUM) rather than stops: on AgentDojo such runs had
+seldom carried the injected goal out. A hand-over whose instructions ask the other agent to
+act (pay, send) is that action, not a read.
 
 A call can also do a granted kind of action to more things than the task asked for: both
 purchase orders cancelled when the task said "cancel the duplicate", four events deleted for
@@ -202,7 +204,8 @@ class ScopeEscalation(Detector):
             if outside and _tells_the_named(call, outside, earlier, request):
                 outside = []  # a message to the very person the task is about
             steered = provenance.steered(call, index, taxonomy, whole_reads=True)
-            reading = reads_only(call, taxonomy)
+            # A hand-over that asks the other agent to act (pay, send) is that action here.
+            reading = reads_only(call, taxonomy) and not hits
             aimed = [s for s in steered if not reading or s.value.address]
             if not (aimed or reading):  # what it sets, worded by an instruction it read
                 aimed = provenance.steered_settings(call, index)
@@ -250,11 +253,13 @@ def _scored(evidence: Evidence, taxonomy: Taxonomy) -> tuple[float, Evidence]:
 
 
 def _offence_severity(evidence: Evidence, default: Severity, taxonomy: Taxonomy) -> Severity:
-    """What one call beyond the task asks of a reviewer: a look for the taxonomy's
-    `offences.for_review`; for a call in categories that each set a `severity` in the
+    """What one call beyond the task asks of a reviewer: a warning for the taxonomy's
+    `offences.for_warning`, a look for its `offences.for_review`; for a call in categories that each set a `severity` in the
     taxonomy (a message the task did not ask for, and nothing else), the strictest of those,
     unless an injected instruction steered it; the detector's ladder otherwise."""
     category = evidence.detail.get("category")
+    if category in taxonomy.offences.for_warning:
+        return Severity.MEDIUM
     if category in taxonomy.offences.for_review:
         return Severity.HIGH
     if "steered" in evidence.detail or category not in taxonomy.categories:

@@ -103,6 +103,7 @@ class OffenceRules:
 
     weights: Mapping[str, float]
     for_review: frozenset[str]  # offences that ask for a human's look rather than a stop
+    for_warning: frozenset[str] = frozenset()  # offences that, alone, only warn
 
 
 @dataclass(frozen=True)
@@ -215,15 +216,28 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
 def _compile_offences(spec: Any) -> OffenceRules:
     if not isinstance(spec, Mapping):
         raise ValueError("scope taxonomy [offences] must be a table")
-    review = spec.get("for_review", [])
-    if not isinstance(review, list) or not all(isinstance(name, str) for name in review):
-        raise ValueError("scope taxonomy offences.for_review must be a list of offence names")
+    review, warning = (_offence_names(spec, key) for key in _LADDER_LISTS)
+    if review & warning:
+        raise ValueError(
+            "scope taxonomy offences.for_review and offences.for_warning both name "
+            f"{', '.join(sorted(review & warning))}: each offence takes one of them"
+        )
     weights = {
         str(name): check_weight(value, f"scope taxonomy offences.{name}")
         for name, value in spec.items()
-        if name != "for_review"
+        if name not in _LADDER_LISTS
     }
-    return OffenceRules(weights=weights, for_review=frozenset(review))
+    return OffenceRules(weights=weights, for_review=review, for_warning=warning)
+
+
+_LADDER_LISTS = ("for_review", "for_warning")
+
+
+def _offence_names(spec: Mapping[str, Any], key: str) -> frozenset[str]:
+    names = spec.get(key, [])
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError(f"scope taxonomy offences.{key} must be a list of offence names")
+    return frozenset(names)
 
 
 def _synonyms(groups: Any) -> dict[str, tuple[str, ...]]:
