@@ -254,9 +254,10 @@ def _scored(evidence: Evidence, taxonomy: Taxonomy) -> tuple[float, Evidence]:
 
 def _offence_severity(evidence: Evidence, default: Severity, taxonomy: Taxonomy) -> Severity:
     """What one call beyond the task asks of a reviewer: a warning for the taxonomy's
-    `offences.for_warning`, a look for its `offences.for_review`; for a call in categories that each set a `severity` in the
-    taxonomy (a message the task did not ask for, and nothing else), the strictest of those,
-    unless an injected instruction steered it; the detector's ladder otherwise."""
+    `offences.for_warning`, a look for its `offences.for_review`; for a call in categories
+    that each set a `severity` in the taxonomy (a message the task did not ask for, and
+    nothing else), the strictest of those, unless an injected instruction steered it; the
+    detector's ladder otherwise."""
     category = evidence.detail.get("category")
     if category in taxonomy.offences.for_warning:
         return Severity.MEDIUM
