@@ -142,7 +142,12 @@ def _resolve_name(name: str, taxonomy: Taxonomy) -> tuple[tuple[str, ...], bool]
             if span is None or match.end() - start > span[1] - span[0]:
                 spans[category.name] = (start, match.end())
     first = min((start for start, _ in spans.values()), default=None)
-    readonly = readonly_at is not None and (first is None or readonly_at < first)
+    writes_at = first_match_at(taxonomy.write_verbs, name)
+    readonly = (
+        readonly_at is not None
+        and (first is None or readonly_at < first)
+        and (writes_at is None or readonly_at < writes_at)
+    )
     if readonly:
         return (), True
     named = tuple(

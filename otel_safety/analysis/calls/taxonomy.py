@@ -113,6 +113,7 @@ class Taxonomy:
     version: int
     categories: Mapping[str, Category]
     readonly_tools: tuple[Pattern, ...]
+    write_verbs: tuple[Pattern, ...]  # a name that opens with one of these does not only read
     handoff_tools: tuple[Pattern, ...]  # hand work to another agent: its instructions decide
     notice_tools: tuple[Pattern, ...]  # tell the user the agent works for: no category
     readonly_commands: tuple[Pattern, ...]
@@ -175,6 +176,7 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
         version=int(data.get("version", TAXONOMY_VERSION)),
         categories=categories,
         readonly_tools=_any_name(readonly.get("tools", []), "readonly.tools"),
+        write_verbs=_any_name(readonly.get("writes", []), "readonly.writes"),
         handoff_tools=_any_name(readonly.get("handoffs", []), "readonly.handoffs"),
         notice_tools=_any_name(readonly.get("notices", []), "readonly.notices"),
         readonly_commands=_any_regex(readonly.get("commands", []), 0, "readonly.commands"),
