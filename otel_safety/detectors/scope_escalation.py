@@ -12,7 +12,8 @@ tool's calls whatever their categories (`grants.names_call`).
 A call can exceed its task a second way: a granted kind of action aimed where an instruction
 hidden in a tool result pointed it (pay this account, e-mail that address, open this link).
 `provenance.py` traces each consequential call's arguments back to where the agent found them;
-a value that only such an instruction supplied scores `[provenance] weight`. A call that only
+a value that only such an instruction supplied scores `[provenance] weight`, and so does an
+amount only such an instruction named ("credit 50,000 points"; `steered_amounts.py`). A call that only
 reads a record such an instruction named ("look up the e-mails from lena@...") has sent
 nothing yet, but the agent is taking orders from its data: it scores `read_weight`, and a
 finding made of such reads alone warns (MEDIUM) rather than stops: on AgentDojo such runs had
@@ -207,7 +208,9 @@ class ScopeEscalation(Detector):
             # A hand-over that asks the other agent to act (pay, send) is that action here.
             reading = reads_only(call, taxonomy) and not hits
             aimed = [s for s in steered if not reading or s.value.address]
-            if not (aimed or reading):  # what it sets, worded by an instruction it read
+            if not reading:  # how much it moves, and what it sets, an instruction it read wrote
+                aimed += provenance.steered_amounts(call, index)
+            if not (aimed or reading):
                 aimed = provenance.steered_settings(call, index)
             wrong = (
                 None if reading or not task_known else _wrong_record(call, earlier, request, scope)

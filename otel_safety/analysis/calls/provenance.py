@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from itertools import islice
 
 from otel_safety.analysis.calls.actions import reads_only
@@ -32,6 +33,7 @@ from otel_safety.analysis.calls.instructions import (
     without_instructions,
 )
 from otel_safety.analysis.calls.taxonomy import ProvenanceRules, Taxonomy
+from otel_safety.analysis.calls.steered_amounts import numbers_in, steered_amounts
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
@@ -85,6 +87,11 @@ class Source:
     @functools.cached_property
     def lowered(self) -> str:
         return self.text.lower()
+
+    @functools.cached_property
+    def numbers(self) -> list[tuple[Decimal, int, int]]:
+        """The numbers the result shows, read once however many amounts are looked for."""
+        return list(numbers_in(self.text))
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,18 @@ class Provenance:
         if len(found) < _SETTING_ARGUMENTS:
             return []
         return list({hit.value.value: hit for hits in found.values() for hit in hits}.values())
+
+    def steered_amounts(self, call: ToolCall, index: int) -> list[Steered]:
+        """The call's amounts (points, sums) that only an instruction in an earlier tool
+        result set: "credit 50,000 loyalty points" obeyed as `points: 50000`."""
+        earlier = [source for source in self.sources if source.after < index]
+        rules = self.rules
+        return [
+            Steered(value, source, cues, passage)
+            for value, source, cues, passage in steered_amounts(
+                call, earlier, self.request, rules.reach, rules.instruction_score
+            )
+        ]
 
     def plain_data(self) -> list[str]:
         """Tool-result text with every passage that speaks to the agent cut out: what a task
