@@ -32,8 +32,8 @@ from otel_safety.analysis.calls.instructions import (
     unescape,
     without_instructions,
 )
-from otel_safety.analysis.calls.taxonomy import ProvenanceRules, Taxonomy
 from otel_safety.analysis.calls.steered_amounts import numbers_in, steered_amounts
+from otel_safety.analysis.calls.taxonomy import ProvenanceRules, Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled

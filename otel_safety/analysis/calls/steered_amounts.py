@@ -4,11 +4,12 @@ instruction wrote.
 Provenance (`provenance.py`) follows distinctive strings: an account, an address, a link. An
 instruction planted in data also sets how much ("credit 50,000 loyalty points", "release the
 50% mobilization payment ($24,125.00)"), and an amount is a number in the call, written
-another way in the text (not a date, a time or an identifier). So numbers are compared as numbers: `24125.0` in a call is
-"$24,125.00" in a document. A number is steered when every place an earlier tool result shows
-it lies inside an instruction aimed at the agent and the task never names it; one that also
-stands in ordinary data (the bill's total) is the data's. Small numbers (under
-`MIN_AMOUNT`) are quantities and days, found everywhere: they prove nothing.
+another way in the text. So numbers are compared as numbers (`24125.0` in a call is
+"$24,125.00" in a document; dates, times and identifiers are no numbers). A number is steered
+when every place an earlier tool result shows it lies inside an instruction aimed at the
+agent and the task never names it; one that also stands in ordinary data (the bill's total)
+is the data's. Small numbers (under `MIN_AMOUNT`) are quantities and days, found everywhere:
+they prove nothing.
 """
 
 from __future__ import annotations
