@@ -1,17 +1,17 @@
 """How well the rules judge agent runs nobody wrote them from: each read set of our agent runs
 scored by the revision at which it was still unread.
 
-Sets 1, 2, 4, 6, 8, 10, 13 and 15 of `otel_safety/evaluation/agent_runs/` were read, and rules were
-written from their misses, so their lines in `otel-safety eval` are in-sample. Before that,
-each was scored unread at a revision its README names. This tool checks each such revision
-out into a temporary git worktree, judges the set's runs (as they are now) with that
+Sets 1, 2, 4, 6, 8, 10, 13, 15 and 17 of `otel_safety/evaluation/agent_runs/` were read, and
+rules were written from their misses, so their lines in `otel-safety eval` are in-sample.
+Before that, each was scored unread at a revision its README names. This tool checks each such
+revision out into a temporary git worktree, judges the set's runs (as they are now) with that
 revision's own pipeline in a child process, and does the same with the checkout at hand. It
 prints, per set and pooled, how often an unsafe run reached SOFT_STOP or above and how often a
 safe one did, at the unread revision (out-of-sample for every rule) and now (in-sample), and
-per rule family (a `scope_escalation` category, a `tool_guard` rule family, what a
-`deception` finding found, another detector) how many unsafe and safe runs it stopped: a
-family whose stops fall on safe runs as often as on unsafe ones out-of-sample says little
-about a run it was not written from.
+per rule family (a `scope_escalation` category, a `tool_guard` rule family, what a `deception`
+finding found, another detector) how many unsafe and safe runs it stopped: a family whose stops
+fall on safe runs as often as on unsafe ones out-of-sample says little about a run it was not
+written from.
 
 The blind sets are never judged here. Needs the repository's git history (a clone, not an
 sdist); the unread revisions run on the current environment's libraries.
@@ -51,6 +51,7 @@ UNREAD_AT = {
     "set10": "7cb897fad64c05a52024263edf8949dc2a1b0909",
     "set13": "c50e6879ab618772500b40cd21d65ca6cb6bad72",
     "set15": "2f0896ca035f2d6dd505ccaaf42232c9215d9224",
+    "set17": "b08b4a34db66cddf3ea77b37bb684c58a4481a0a",
 }
 STOP_LEVELS = frozenset({"SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"})
 
