@@ -293,14 +293,26 @@ _RESERVED = compiled(
 )
 
 
+# Around a phrase, in its clause: the permission waits for a check the set-up names
+# ("Changes to vendor bank details require a call-back", "fees may only be charged after a
+# claims handler has confirmed liability"): a rule the run must keep, not a request.
+_GATED_AFTER = compiled(
+    r"^[\w\s'-]{0,60}?\b(?:requires?|required|needs?\s+(?:an?\s+|the\s+)?(?:approval|"
+    r"sign-?off|authori[sz]ation|confirmation|verification)|must\s+(?:first\s+)?be\s+"
+    r"(?:confirmed|approved|verified|authori[sz]ed|signed\s+off))\b",
+    regex.IGNORECASE,
+)
+_GATED_BEFORE = compiled(r"\b(?:may|can|must|should)\s+only\s+(?:ever\s+)?be\s+$", regex.IGNORECASE)
+
+
 def _deferred(text: str, match: regex.Match) -> bool:
-    """A phrase whose clause leaves the permission to the user's own request, or reserves it
-    for someone named."""
+    """A phrase whose clause leaves the permission to the user's own request, reserves it
+    for someone named, or makes it wait for a check."""
     after = _CLAUSE_END.split(text[match.end() : match.end() + 120], maxsplit=1)[0]
-    if _DEFERRED.search(after) is not None:
+    if _DEFERRED.search(after) is not None or _GATED_AFTER.search(after) is not None:
         return True
     before = _CLAUSE_END.split(text[max(0, match.start() - 120) : match.start()])[-1]
-    return _RESERVED.search(before) is not None
+    return _RESERVED.search(before) is not None or _GATED_BEFORE.search(before) is not None
 
 
 def _negated(text: str, start: int, taxonomy: Taxonomy) -> bool:
