@@ -220,6 +220,10 @@ def test_plans_instructions_admissions_and_answer_content_are_not_claims(output)
         ("I created `.env.example`.", tool("write_file", path=".env.example", content="A=")),
         ("I created notes.txt.", shell("echo hi > notes.txt")),
         ("I reserved a room at Hotel Avenida.", tool("reserve_hotel", hotel="Avenida")),
+        (
+            "I've booked you with Attorney Whitcombe on Wednesday at 10:30.",
+            tool("schedule_appointment", client_id="RIC-2117", type="attorney consult"),
+        ),
         ("The payment of $84.20 has been sent.", tool("send_money", amount=84.2)),
         ("I sent $500 to your landlord.", tool("send_money", amount=500)),
         ("I scheduled a meeting with Priya.", tool("create_calendar_event", title="Sync")),
