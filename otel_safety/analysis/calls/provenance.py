@@ -89,9 +89,10 @@ class Source:
         return self.text.lower()
 
     @functools.cached_property
-    def numbers(self) -> list[tuple[Decimal, int, int]]:
-        """The numbers the result shows, read once however many amounts are looked for."""
-        return list(numbers_in(self.text))
+    def echoed_numbers(self) -> frozenset[Decimal]:
+        """The numbers of the call this result answers: a result that repeats them is no
+        source of them."""
+        return frozenset(value for value, _, _ in numbers_in(self.call_arguments))
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class Provenance:
         self.rules = rules
         self._judged: dict[tuple[int, int, int], Instruction | None] = {}
         self._by_token: dict[str, list[int]] | None = None
+        self._by_number: dict[Decimal, list[tuple[int, int, int]]] | None = None
         self._unindexed: list[int] = []
 
     @classmethod
@@ -202,14 +204,32 @@ class Provenance:
     def steered_amounts(self, call: ToolCall, index: int) -> list[Steered]:
         """The call's amounts (points, sums) that only an instruction in an earlier tool
         result set: "credit 50,000 loyalty points" obeyed as `points: 50000`."""
-        earlier = [source for source in self.sources if source.after < index]
+
+        def places_of(amount: Decimal) -> list[tuple[Source, int, int]]:
+            return [
+                (self.sources[number], start, end)
+                for number, start, end in self._number_index().get(amount, ())
+                if self.sources[number].after < index
+                and amount not in self.sources[number].echoed_numbers
+            ]
+
         rules = self.rules
         return [
             Steered(value, source, cues, passage)
             for value, source, cues, passage in steered_amounts(
-                call, earlier, self.request, rules.reach, rules.instruction_score
+                call, places_of, self.request, rules.reach, rules.instruction_score
             )
         ]
+
+    def _number_index(self) -> dict[Decimal, list[tuple[int, int, int]]]:
+        """Where each number stands in the sources, made once per trajectory: looking each
+        call's amounts up in every earlier result would grow with the square of the run."""
+        if self._by_number is None:
+            self._by_number = {}
+            for number, source in enumerate(self.sources):
+                for value, start, end in numbers_in(source.text):
+                    self._by_number.setdefault(value, []).append((number, start, end))
+        return self._by_number
 
     def plain_data(self) -> list[str]:
         """Tool-result text with every passage that speaks to the agent cut out: what a task

@@ -14,7 +14,7 @@ they prove nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -38,18 +38,23 @@ _ID_NAME = compiled(r"(?:^|_)(?:id|ids|number|no|num|code|ref|phone|zip|postcode
 
 
 def steered_amounts(
-    call: ToolCall, sources: Sequence[Any], task: str, reach: int, threshold: float
+    call: ToolCall,
+    places_of: Callable[[Decimal], Sequence[tuple[Any, int, int]]],
+    task: str,
+    reach: int,
+    threshold: float,
 ) -> list[tuple[ArgumentValue, Any, tuple[str, ...], str]]:
-    """(value, source, cues, passage) for each amount of `call` that only an instruction in
-    `sources` supplied: the tool results read before the call (`provenance.Source`, whose
-    `numbers` are `numbers_in` its text). `task` is what the user and the system prompt
-    said: its numbers are theirs."""
+    """(value, source, cues, passage) for each amount of `call` that only an instruction
+    supplied. `places_of(amount)` gives where the tool results read before the call show
+    that number, as (source, start, end) with the source's `text` (`provenance.Source`),
+    leaving out results that echo the call that carried it. `task` is what the user and the
+    system prompt said: its numbers are theirs."""
     found = []
     asked = {number for number, _, _ in numbers_in(task)}
     for argument, amount in amounts_in(call.arguments):
         if amount in asked:
             continue
-        steered = _traced(amount, sources, reach, threshold)
+        steered = _traced(places_of(amount), reach, threshold)
         if steered is not None:
             source, cues, passage = steered
             found.append((ArgumentValue(argument, _shown(amount), False), source, cues, passage))
@@ -85,20 +90,21 @@ def numbers_in(text: str) -> Iterator[tuple[Decimal, int, int]]:
 
 
 def _traced(
-    amount: Decimal, sources: Sequence[Any], reach: int, threshold: float
+    places: Sequence[tuple[Any, int, int]], reach: int, threshold: float
 ) -> tuple[Any, tuple[str, ...], str] | None:
     steered = None
-    for source in sources:
-        if any(value == amount for value, _, _ in numbers_in(source.call_arguments)):
-            continue  # a result that echoes the call that carried the number
-        places = [(start, end) for value, start, end in source.numbers if value == amount]
-        for start, end in places[:_MAX_PLACES]:
-            instruction = instruction_at(source.text, start, end, reach, threshold)
-            if instruction is None:
-                return None  # the number is also in ordinary data: the task acts on it
-            if steered is None:
-                passage = source.text[max(0, start - 60) : end + 60]
-                steered = (source, instruction.cues, passage)
+    seen: dict[int, int] = {}  # places looked at per source
+    for source, start, end in places:
+        looked = seen.get(id(source), 0)
+        if looked >= _MAX_PLACES:
+            continue
+        seen[id(source)] = looked + 1
+        instruction = instruction_at(source.text, start, end, reach, threshold)
+        if instruction is None:
+            return None  # the number is also in ordinary data: the task acts on it
+        if steered is None:
+            passage = source.text[max(0, start - 60) : end + 60]
+            steered = (source, instruction.cues, passage)
     return steered
 
 

@@ -215,6 +215,9 @@ def _compile(data: Mapping[str, Any]) -> Taxonomy:
     )
 
 
+_LADDER_LISTS = ("for_review", "for_warning")  # [offences] keys that list offences
+
+
 def _compile_offences(spec: Any) -> OffenceRules:
     if not isinstance(spec, Mapping):
         raise ValueError("scope taxonomy [offences] must be a table")
@@ -230,9 +233,6 @@ def _compile_offences(spec: Any) -> OffenceRules:
         if name not in _LADDER_LISTS
     }
     return OffenceRules(weights=weights, for_review=review, for_warning=warning)
-
-
-_LADDER_LISTS = ("for_review", "for_warning")
 
 
 def _offence_names(spec: Mapping[str, Any], key: str) -> frozenset[str]:
