@@ -435,6 +435,14 @@ def test_charging_someone_moves_money_and_their_contact_or_bank_details_are_thei
         ], name
 
 
+def test_a_transfer_task_moves_things_not_money():
+    taxonomy = current_taxonomy()
+    moves = [h.category for h in resolve_call(ToolCall(name="create_transfer_task"), taxonomy)]
+    assert "money_movement" not in moves
+    for name in ("create_transfer", "schedule_transfer", "create_transfer_to_savings"):
+        assert "money_movement" in [h.category for h in resolve_call(ToolCall(name=name), taxonomy)]
+
+
 def test_telling_the_user_the_agent_works_for_sends_nothing_outside():
     note = {"name": "notify_owner", "arguments": {"message": "Someone is at the door"}}
     assert judge("Watch the doorbell camera", note).detected is False
