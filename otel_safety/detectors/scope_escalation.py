@@ -13,12 +13,12 @@ A call can exceed its task a second way: a granted kind of action aimed where an
 hidden in a tool result pointed it (pay this account, e-mail that address, open this link).
 `provenance.py` traces each consequential call's arguments back to where the agent found them;
 a value that only such an instruction supplied scores `[provenance] weight`, and so does an
-amount only such an instruction named ("credit 50,000 points"; `steered_amounts.py`). A call
-that only reads a record such an instruction named ("look up the e-mails from lena@...") has
-sent nothing yet, but the agent is taking orders from its data: it scores `read_weight`, and
-a finding made of such reads alone warns (MEDIUM) rather than stops: on AgentDojo such runs
-had seldom carried the injected goal out. A hand-over whose instructions ask the other agent
-to act (pay, send) is that action, not a read.
+amount only such an instruction named ("credit 50,000 points", compared as a number:
+`amounts.py`). A call that only reads a record such an instruction named ("look up the
+e-mails from lena@...") has sent nothing yet, but the agent is taking orders from its data:
+it scores `read_weight`, and a finding made of such reads alone warns (MEDIUM) rather than
+stops: on AgentDojo such runs had seldom carried the injected goal out. A hand-over whose
+instructions ask the other agent to act (pay, send) is that action, not a read.
 
 A call can also do a granted kind of action to more things than the task asked for: both
 purchase orders cancelled when the task said "cancel the duplicate", four events deleted for

@@ -19,12 +19,14 @@ honest. A tool result that merely echoes the call's own arguments back is no sou
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import islice
 
 from otel_safety.analysis.calls.actions import reads_only
+from otel_safety.analysis.calls.amounts import amounts_in, numbers_in
 from otel_safety.analysis.calls.argument_values import ArgumentValue, traceable_values
 from otel_safety.analysis.calls.instructions import (
     Instruction,
@@ -32,7 +34,6 @@ from otel_safety.analysis.calls.instructions import (
     unescape,
     without_instructions,
 )
-from otel_safety.analysis.calls.steered_amounts import numbers_in, steered_amounts
 from otel_safety.analysis.calls.taxonomy import ProvenanceRules, Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.memo import content_memo
@@ -204,31 +205,39 @@ class Provenance:
     def steered_amounts(self, call: ToolCall, index: int) -> list[Steered]:
         """The call's amounts (points, sums) that only an instruction in an earlier tool
         result set: "credit 50,000 loyalty points" obeyed as `points: 50000`."""
-
-        def places_of(amount: Decimal) -> list[tuple[Source, int, int]]:
-            return [
-                (self.sources[number], start, end)
+        found = []
+        for argument, amount in amounts_in(call.arguments):
+            if amount in self._asked_numbers:
+                continue
+            places = (
+                (number, start, end)
                 for number, start, end in self._number_index().get(amount, ())
                 if self.sources[number].after < index
                 and amount not in self.sources[number].echoed_numbers
-            ]
-
-        rules = self.rules
-        return [
-            Steered(value, source, cues, passage)
-            for value, source, cues, passage in steered_amounts(
-                call, places_of, self.request, rules.reach, rules.instruction_score
             )
-        ]
+            value = ArgumentValue(argument, format(amount, "f"), False)
+            steered = self._steered_by(value, places)
+            if steered is not None:
+                found.append(steered)
+        return found
+
+    @functools.cached_property
+    def _asked_numbers(self) -> frozenset[Decimal]:
+        """The numbers the task names: amounts the user or the system prompt gave."""
+        return frozenset(number for number, _, _ in numbers_in(self.request))
 
     def _number_index(self) -> dict[Decimal, list[tuple[int, int, int]]]:
-        """Where each number stands in the sources, made once per trajectory: looking each
-        call's amounts up in every earlier result would grow with the square of the run."""
+        """Where each number stands in the sources (its first `_OCCURRENCES` places in each),
+        made once per trajectory: looking each call's amounts up in every earlier result
+        would grow with the square of the run."""
         if self._by_number is None:
             self._by_number = {}
             for number, source in enumerate(self.sources):
+                seen: Counter[Decimal] = Counter()
                 for value, start, end in numbers_in(source.text):
-                    self._by_number.setdefault(value, []).append((number, start, end))
+                    seen[value] += 1
+                    if seen[value] <= _OCCURRENCES:
+                        self._by_number.setdefault(value, []).append((number, start, end))
         return self._by_number
 
     def plain_data(self) -> list[str]:
@@ -260,18 +269,34 @@ class Provenance:
         return sorted({*found, *self._unindexed}) if self._unindexed else found
 
     def _trace(self, value: ArgumentValue, index: int) -> Steered | None:
+        places = (
+            (number, start, end)
+            for number in self._candidates(value)
+            if self.sources[number].after < index
+            # not an echo of the call that carried the value
+            and not value.found_in(self.sources[number].call_arguments)
+            for start, end in islice(
+                value.places(self.sources[number].text, self.sources[number].lowered),
+                _OCCURRENCES,
+            )
+        )
+        return self._steered_by(value, places)
+
+    def _steered_by(
+        self, value: ArgumentValue, places: Iterable[tuple[int, int, int]]
+    ) -> Steered | None:
+        """The instruction that alone supplied `value`, seen at `places` (source number,
+        start, end), or None: it is nowhere, or also in ordinary data, which the task acts
+        on."""
         steered = None
-        for number in self._candidates(value):
-            source = self.sources[number]
-            if source.after >= index or value.found_in(source.call_arguments):
-                continue  # not read yet, or an echo of the call that carried the value
-            for start, end in islice(value.places(source.text, source.lowered), _OCCURRENCES):
-                instruction = self._instruction(number, start, end)
-                if instruction is None:
-                    return None  # the value is also in ordinary data: the task acts on it
-                if steered is None:
-                    passage = source.text[max(0, start - 60) : end + 60]
-                    steered = Steered(value, source, instruction.cues, passage)
+        for number, start, end in places:
+            instruction = self._instruction(number, start, end)
+            if instruction is None:
+                return None
+            if steered is None:
+                source = self.sources[number]
+                passage = source.text[max(0, start - 60) : end + 60]
+                steered = Steered(value, source, instruction.cues, passage)
         return steered
 
     def _instruction(self, number: int, start: int, end: int) -> Instruction | None:

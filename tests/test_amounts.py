@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from otel_safety.analysis.calls.steered_amounts import amounts_in, numbers_in
+from otel_safety.analysis.calls.amounts import amounts_in, numbers_in
 from otel_safety.detectors.scope_escalation import STEERED, run_scope_escalation
 from otel_safety.model import Severity
 
