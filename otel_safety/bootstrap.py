@@ -31,6 +31,7 @@ from otel_safety.engine import ExporterSink, SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink
 from otel_safety.exporters.otlp_spans import otlp_endpoint_from_env, otlp_span_exporter
+from otel_safety.exporters.worker_store import WorkerStore
 from otel_safety.halts import HaltRegistry, HaltSink
 from otel_safety.log_processor import SafetyLogRecordProcessor
 from otel_safety.logs_setup import LoggerProviderCloser, own_logger_provider
@@ -136,6 +137,7 @@ def create_processor(
         # A policy object lives in this process: judge here then.
         detection=settings.detection if policy_object is None else "thread",
         workers=1 if settings.workers is None else settings.workers,  # the app's cores
+        store_in_worker=settings.store,
     )
     if settings.store:  # made once the settings have all passed: a bad one leaves no file
         try:
@@ -145,6 +147,9 @@ def create_processor(
         except BaseException:
             engine.shutdown(timeout_millis=5_000)  # its thread and detection process too
             raise
+        pipeline = engine.pipeline
+        if isinstance(pipeline, ProcessPipeline) and pipeline.asks_store:
+            store = WorkerStore(pipeline, store)  # written by the detection process
         engine.sinks.insert(1, store)  # after the halt, before the other sinks
     if logger_provider is not None:
         logger_provider.add_log_record_processor(SafetyLogRecordProcessor(engine))
@@ -166,6 +171,7 @@ def build_engine(
     workers: int = 1,
     overlap: bool = False,
     deep_select: Callable[[TraceEvaluation], str | None] | None = None,
+    store_in_worker: bool = False,
 ) -> SafetyEngine:
     """Pipeline and engine from settings: shared by the processor, `ingest` and the sidecar.
 
@@ -173,6 +179,9 @@ def build_engine(
     `detection_pool`), the pipeline built there from the same settings; the other arguments
     are as for `build_pipeline`, and `overlap` as for `SafetyEngine`. With `settings.deep`
     the engine gets the deep analysis tier; `deep_select` then replaces its choice of traces.
+    `store_in_worker`: one worker process opens the settings' store too, to write it for a
+    `WorkerStore` sink (not with several workers or a deep tier, which writes this
+    process's store).
     """
     if workers == 0:
         detection = "thread"  # judged here: a data file that fails to compile fails now
@@ -189,7 +198,9 @@ def build_engine(
     if detection == "process" and workers > 1:
         pipeline = WorkerPool(settings, pipeline, workers)
     elif detection == "process":
-        pipeline = ProcessPipeline(settings, fallback=pipeline)
+        pipeline = ProcessPipeline(
+            settings, fallback=pipeline, writes_store=store_in_worker and deep is None
+        )
     engine = SafetyEngine(
         pipeline,
         sinks,

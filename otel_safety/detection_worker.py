@@ -5,6 +5,12 @@ as plain tuples) to a child Python process and gets back each trace's `Judgement
 annotates the spans and hands them to the sinks. The child runs the same `Pipeline`, built
 from the same settings, with the conversation state of every monitor.
 
+When the app writes a DuckDB store, the child writes it too (`writes_store`): the engine's
+`WorkerStore` sink sends each batch of annotated traces back to the child, which writes them
+through its own `DuckDBStore` and says, in each later answer, up to which batch they are in
+the file; the app keeps every batch until then and writes them itself if the child is lost.
+Writing the store was most of the CPU judging in a child still left in the app's process.
+
 The child is a plain `python -m otel_safety.detection_child` (never the application's own
 entry point, which `multiprocessing` would import again). It reads length-prefixed pickles
 on stdin and answers on stdout; it exits when its stdin closes, so it dies with the
@@ -14,6 +20,7 @@ own thread from then on: the data is never lost, only the isolation.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -22,8 +29,10 @@ import struct
 import subprocess
 import sys
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -43,9 +52,18 @@ from otel_safety.pipeline import (
     finish,
 )
 
+if TYPE_CHECKING:
+    from otel_safety.exporters.duckdb import DuckDBStore
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["ProcessPipeline", "span_from_wire", "span_to_wire"]
+__all__ = [
+    "ProcessPipeline",
+    "evaluation_from_wire",
+    "evaluation_to_wire",
+    "span_from_wire",
+    "span_to_wire",
+]
 
 START_TIMEOUT = 120.0  # seconds for the child to import and compile its detectors
 BATCH_TIMEOUT = 120.0  # seconds for one batch before the child is taken for stalled
@@ -120,6 +138,17 @@ def span_from_wire(wire: Wire) -> ReadableSpan:
     )
 
 
+def evaluation_to_wire(evaluation: TraceEvaluation) -> dict[str, Any]:
+    """An annotated trace as the store needs it, its spans as plain tuples."""
+    fields = {item.name: getattr(evaluation, item.name) for item in dataclasses.fields(evaluation)}
+    fields["spans"] = [span_to_wire(span) for span in evaluation.spans]
+    return fields
+
+
+def evaluation_from_wire(fields: dict[str, Any]) -> TraceEvaluation:
+    return TraceEvaluation(**{**fields, "spans": [span_from_wire(w) for w in fields["spans"]]})
+
+
 # -- framing ------------------------------------------------------------------------------
 
 
@@ -150,11 +179,16 @@ _PARENTS_CHILDREN: list[subprocess.Popen[bytes]] = []
 class ProcessPipeline:
     """A `Pipeline` stand-in for the engine: judging happens in a child process."""
 
-    def __init__(self, settings: Settings, fallback: Pipeline) -> None:
+    def __init__(self, settings: Settings, fallback: Pipeline, writes_store: bool = False) -> None:
         """`fallback`: the same pipeline in this process (lazy: it compiles nothing unless
-        the child cannot judge)."""
+        the child cannot judge). `writes_store`: the child opens the settings' DuckDB store
+        and writes what `send_store` hands it (`exporters/worker_store.py`)."""
         self._settings = settings
         self._local = fallback
+        self._asks_store = writes_store
+        self._store_error: str | None = None  # why the child could not open the store
+        self._store_sent = 0  # the number of the last batch sent to the child's store
+        self.store_written = 0  # ... and of the last one the child says is in the file
         self._child: subprocess.Popen[bytes] | None = None
         self._ready = False  # the child said its detectors are built
         self._failed = False
@@ -168,6 +202,58 @@ class ProcessPipeline:
         """True once judging has fallen back to this process."""
         return self._failed
 
+    @property
+    def asks_store(self) -> bool:
+        """The child is asked to open the store (it may not manage: `writes_store`)."""
+        return self._asks_store
+
+    @property
+    def writes_store(self) -> bool:
+        """The child is judging and has the store open: batches for the store go to it."""
+        usable = self._ready and not self._failed and not self._closed and self._child is not None
+        return self._asks_store and usable and self._store_error is None
+
+    @property
+    def store_error(self) -> str | None:
+        return self._store_error
+
+    def send_store(self, evaluations: Sequence[TraceEvaluation]) -> int | None:
+        """Hand annotated traces to the child's store; the batch's number (`store_written`
+        reaches it once they are in the file), or None when the child cannot take them."""
+        with self._lock:
+            child = self._child
+            if not self.writes_store or child is None or child.stdin is None:
+                return None
+            try:
+                wires = [evaluation_to_wire(evaluation) for evaluation in evaluations]
+                _send(child.stdin, ("store", self._store_sent + 1, wires))
+            except Exception as exc:
+                self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
+                return None
+            self._store_sent += 1
+            return self._store_sent
+
+    def flush_store(self, timeout_millis: int) -> bool | None:
+        """Have the child write everything it holds; whether it did within the time, or
+        None when the child cannot be asked."""
+        with self._lock:
+            child = self._child
+            if not self.writes_store or child is None or child.stdin is None:
+                return None
+            stdout = child.stdout
+            assert stdout is not None
+            try:
+                _send(child.stdin, ("flush", timeout_millis))
+                answer = _with_timeout(lambda: _receive(stdout), timeout_millis / 1000 + 5)
+                kind, flushed, written = answer
+                if kind != "flushed":
+                    raise ValueError(f"answered {kind!r} to a flush")
+            except Exception as exc:
+                self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
+                return None
+            self.store_written = written
+            return bool(flushed)
+
     def after_fork(self) -> None:
         """In a forked copy of the application: the child process and its pipes are the
         parent's (kept from the collector, whose closing them could flush the parent's
@@ -177,6 +263,7 @@ class ProcessPipeline:
         self._child = None
         self._ready = False
         self._lock = threading.Lock()
+        self._store_sent = self.store_written = 0
         self._local.after_fork()
 
     @property
@@ -287,7 +374,7 @@ class ProcessPipeline:
         assert child is not None and child.stdin is not None
         try:
             # Log events travel inside the judging copies of their spans, as span events.
-            _send(child.stdin, [_trace_to_wire(trace) for trace in traces])
+            _send(child.stdin, ("judge", [_trace_to_wire(trace) for trace in traces]))
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
             return False
@@ -303,10 +390,12 @@ class ProcessPipeline:
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
             return None
-        if not isinstance(answer, list) or len(answer) != count:
+        judged = isinstance(answer, tuple) and isinstance(answer[0], list)
+        if not judged or len(answer[0]) != count:
             self._give_up(f"the detection process answered {type(answer).__name__}")
             return None
-        return answer
+        judgements, self.store_written = answer
+        return judgements
 
     def _ensure_child(self) -> bool:
         """A running child whose detectors are built, or False (judging falls back here)."""
@@ -334,6 +423,13 @@ class ProcessPipeline:
             return False
         self._ready = True
         self._in_force = list(ready[1])
+        self._store_error = ready[2]
+        if self._asks_store and self._store_error is not None:
+            logger.warning(
+                "otel-safety: the detection process cannot write the store (%s); the "
+                "application's process writes it",
+                self._store_error,
+            )
         return True
 
     def _start_child(self) -> bool:
@@ -352,7 +448,10 @@ class ProcessPipeline:
                 env={**os.environ, env_name("detection"): "thread", **key_for_children()},
             )
             assert self._child.stdin is not None
-            _send(self._child.stdin, (self._settings, self._build_error is not None))
+            _send(
+                self._child.stdin,
+                (self._settings, self._build_error is not None, self._asks_store),
+            )
         except Exception as exc:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
@@ -426,6 +525,66 @@ def tune_collector() -> None:
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 
+class _ChildStore:
+    """The store as the child writes it: which of the batches the app sent are in the file.
+
+    The `DuckDBStore` writes what it holds all at once, oldest first, at most once a second
+    (and on a tick, which a thread of its own gives it while no batch comes); a batch is done
+    once every trace up to its last is written, or dropped by the store's bound."""
+
+    TICK = 1.0  # seconds between two ticks
+    LAST_WRITE_MILLIS = 10_000  # how long the last write may wait for the file
+
+    def __init__(self, store: DuckDBStore) -> None:
+        self.store = store
+        self._ends: deque[tuple[int, int]] = deque()  # (batch number, traces up to its end)
+        self._received = 0
+        self._written = 0
+        self.done = 0  # the last batch in the file
+        store.on_written.append(self._count)
+        threading.Thread(target=self._tick, name="otel-safety-store-tick", daemon=True).start()
+
+    def write(self, number: int, wires: list[dict[str, Any]]) -> None:
+        evaluations = [evaluation_from_wire(fields) for fields in wires]
+        self._received += len(evaluations)
+        self._ends.append((number, self._received))
+        self.store.write(evaluations)
+
+    def written(self) -> int:
+        settled = self._written + self.store.dropped
+        while self._ends and self._ends[0][1] <= settled:
+            self.done = self._ends.popleft()[0]
+        return self.done
+
+    def close(self) -> None:
+        """The app closed the pipe: write what is held, then let go of the file. After a
+        clean shutdown nothing is held; if the app died, this saves what it had sent. (An
+        app shutting down waits for this only briefly: what is still held, it writes.)"""
+        self.store.force_flush(self.LAST_WRITE_MILLIS)
+
+    def _count(self, evaluations: Sequence[TraceEvaluation]) -> None:
+        self._written += len(evaluations)
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            try:
+                self.store.tick()
+            except Exception:
+                logger.exception("otel-safety: the detection process's store failed on tick")
+
+
+def _open_store(settings: Settings) -> tuple[_ChildStore | None, str | None]:
+    """The settings' store, opened here; or why not (the app then writes it itself)."""
+    from otel_safety.exporters.duckdb import DuckDBStore
+
+    try:
+        store = DuckDBStore(settings.db_path, keep_open=settings.store_keep_open)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return _ChildStore(store), None
+
+
 def main() -> None:
     """Read settings, build the pipeline, then judge batches until stdin closes."""
     from otel_safety.bootstrap import build_pipeline, detector_left_out
@@ -433,11 +592,12 @@ def main() -> None:
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stray prints must not corrupt the answers
     try:
-        settings, lenient = _receive(source)
+        settings, lenient, writes_store = _receive(source)
         pipeline = build_pipeline(
             settings, on_detector_error=detector_left_out if lenient else None
         )
         pipeline.warm()
+        store, store_error = _open_store(settings) if writes_store else (None, None)
         tune_collector()
     except EOFError:
         return
@@ -445,16 +605,25 @@ def main() -> None:
         _send(sink, f"{type(exc).__name__}: {exc}")
         return
     try:
-        _send(sink, ("ready", pipeline.in_force()))
+        _send(sink, ("ready", pipeline.in_force(), store_error))
         while True:
             try:
-                batch = _receive(source)
+                message = _receive(source)
             except EOFError:
+                if store is not None:
+                    store.close()
                 return
-            judged = [
-                pipeline.judge([span_from_wire(w) for w in spans], reason)
-                for spans, reason in batch
-            ]
-            _send(sink, judged)
+            kind = message[0]
+            if kind == "judge":
+                judged = [
+                    pipeline.judge([span_from_wire(w) for w in spans], reason)
+                    for spans, reason in message[1]
+                ]
+                _send(sink, (judged, store.written() if store is not None else 0))
+            elif kind == "store" and store is not None:
+                store.write(message[1], message[2])
+            elif kind == "flush":
+                flushed = store.store.force_flush(message[1]) if store is not None else True
+                _send(sink, ("flushed", flushed, store.written() if store is not None else 0))
     except BrokenPipeError:  # the app is gone (it exited without closing us): so are we,
         return  # quietly: a traceback here lands on the user's terminal after their app

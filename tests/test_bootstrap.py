@@ -123,7 +123,7 @@ def test_without_otlp_variables_only_the_store_is_written(tmp_path, monkeypatch)
         monkeypatch.delenv(name, raising=False)
     processor = otel_safety.create_processor(str(tmp_path / "s.duckdb"))
     # the halt sink sends nothing out: it hands active HARD_STOPs to this process's guard
-    assert [type(s).__name__ for s in processor.engine.sinks] == ["HaltSink", "DuckDBStore"]
+    assert [type(s).__name__ for s in processor.engine.sinks] == ["HaltSink", "WorkerStore"]
     processor.shutdown()
     with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
         otel_safety.create_processor(str(tmp_path / "t.duckdb"), otlp=True)

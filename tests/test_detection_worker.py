@@ -23,7 +23,7 @@ from otel_safety.detection_worker import (
     span_to_wire,
     tune_collector,
 )
-from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.worker_store import WorkerStore
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import SeverityPolicy
 
@@ -109,8 +109,10 @@ def test_traces_are_judged_in_a_child_process_and_stored(in_process):
     found = flagged(exporter)
     assert ("rm -rf /", "tool_guard") in found
     assert not any(command == "ls docs" for command, _ in found)
-    store = next(sink for sink in engine.sinks if isinstance(sink, DuckDBStore))
+    store = next(sink for sink in engine.sinks if isinstance(sink, WorkerStore))
+    assert engine.pipeline.store_written > 0  # the child wrote the store ...
     provider.shutdown()
+    assert store.written_here == 0  # ... and this process did not
     with duckdb.connect(store.path, read_only=True) as connection:
         fired = connection.execute("SELECT DISTINCT detector FROM findings WHERE detected")
         assert ("tool_guard",) in fired.fetchall()

@@ -1,0 +1,147 @@
+"""The store written by the detection process: real child, real DuckDB file, a real kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_safety import create_processor
+from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.worker_store import WorkerStore
+from tests.test_detection_worker import agent_run
+
+
+def stored_commands(path) -> list[str]:
+    with duckdb.connect(str(path), read_only=True) as connection:
+        rows = connection.execute(
+            "SELECT attributes->>'$.\"gen_ai.tool.call.arguments\"' FROM spans "
+            "WHERE tool_name = 'run_shell'"
+        ).fetchall()
+    return sorted(row[0] for row in rows)
+
+
+@pytest.mark.process
+def test_batches_the_killed_child_had_not_written_are_written_by_the_app(tmp_path):
+    """The child cannot write while a reader holds the file; killed then, it took its
+    batches with it, and the app, which kept them, writes them once the file is free."""
+    path = tmp_path / "store.duckdb"
+    processor = create_processor(str(path), otlp=False, detection="process")
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    engine = processor.engine
+    store = next(sink for sink in engine.sinks if isinstance(sink, WorkerStore))
+    try:
+        agent_run(provider, "echo first")
+        assert provider.force_flush(120_000)  # the child is up and wrote the first run
+        assert engine.pipeline.writes_store and store.written_here == 0
+        reader = duckdb.connect(str(path), read_only=True)  # holds the file: no writer
+        try:
+            commands = [f"echo {number}" for number in range(20)]
+            for number, command in enumerate(commands):
+                agent_run(provider, command, conversation=f"c{number}")
+            assert not provider.force_flush(3_000)  # judged, not written: the file is held
+            assert engine.stats["traces_evaluated"] == 1 + len(commands)
+            child = engine.pipeline._child
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            reader.close()
+        assert provider.force_flush(120_000)
+        assert store.written_here == len(commands)  # all but the first, written here
+    finally:
+        provider.shutdown()
+    expected = ['{"command": "echo first"}', *(f'{{"command": "{c}"}}' for c in commands)]
+    assert stored_commands(path) == sorted(expected)
+
+
+@pytest.mark.process
+def test_the_child_writes_nothing_twice_and_the_app_nothing_at_all(tmp_path):
+    path = tmp_path / "store.duckdb"
+    processor = create_processor(str(path), otlp=False, detection="process")
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    store = next(sink for sink in processor.engine.sinks if isinstance(sink, WorkerStore))
+    for number in range(30):
+        agent_run(provider, f"echo {number}", conversation=f"c{number}")
+    assert provider.force_flush(120_000)
+    provider.shutdown()
+    assert store.written_here == 0
+    assert stored_commands(path) == sorted(f'{{"command": "echo {n}"}}' for n in range(30))
+
+
+@pytest.mark.process
+def test_the_app_writes_its_store_when_several_workers_or_its_thread_judge(tmp_path):
+    """One file has one writer at a time: several detection processes would take turns
+    at it, so with several the store stays in the app, as it does judging on a thread."""
+    for number, options in enumerate(({"workers": 2}, {"detection": "thread"})):
+        processor = create_processor(
+            str(tmp_path / f"s{number}.duckdb"), otlp=False, detectors=[], **options
+        )
+        try:
+            kinds = {type(sink) for sink in processor.engine.sinks}
+            assert DuckDBStore in kinds and WorkerStore not in kinds
+        finally:
+            processor.shutdown()
+
+
+APP_KILLED_AFTER_SENDING = """
+import os, signal, sys, time
+from opentelemetry.sdk.trace import TracerProvider
+from otel_safety import create_processor
+from otel_safety.exporters.worker_store import WorkerStore
+from tests.test_detection_worker import agent_run
+
+processor = create_processor(sys.argv[1], otlp=False, detection="process")
+provider = TracerProvider()
+provider.add_span_processor(processor)
+store = next(s for s in processor.engine.sinks if isinstance(s, WorkerStore))
+
+
+def sent(count):
+    deadline = time.monotonic() + 120
+    while store.sent < count and time.monotonic() < deadline:  # handed to the worker
+        time.sleep(0.01)
+
+
+agent_run(provider, "echo 12", conversation="first")
+sent(1)  # the worker's first write is at once; those in the next second wait for a tick
+for number in range(12):
+    agent_run(provider, f"echo {number}", conversation=f"c{number}")
+sent(13)
+print(store.sent, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no flush, no shutdown, no exit handler
+"""
+
+
+@pytest.mark.process
+def test_what_an_app_killed_had_handed_to_the_worker_is_still_written(tmp_path):
+    """The worker outlives the app by one last write: traces judged before a SIGKILL are in
+    the file, where a store written in the app's process lost all it held."""
+    path = tmp_path / "store.duckdb"
+    app = subprocess.run(
+        [sys.executable, "-c", APP_KILLED_AFTER_SENDING, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert app.returncode == -signal.SIGKILL, app.stderr
+    assert app.stdout.strip() == "13"
+    deadline = time.monotonic() + 60
+    while True:  # the worker writes once it reads the end of its input, then exits
+        try:
+            commands = stored_commands(path)
+        except duckdb.IOException:  # still held by the worker
+            commands = []
+        if len(commands) == 13 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert commands == sorted(f'{{"command": "echo {n}"}}' for n in range(13))
