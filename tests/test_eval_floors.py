@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from otel_safety.evaluation import datasets
-from otel_safety.evaluation.runner import run_eval
+from otel_safety.evaluation.runner import ALL_EXTERNAL, GOAL_POOLS, run_eval
 
 SAMPLE_PER_DATASET = 300
 
@@ -75,5 +75,17 @@ def test_f1_stays_above_its_floor(sample_report, detector, dataset):
 
 
 def test_every_detector_has_a_floor(sample_report):
-    measured = {(r.detector, r.dataset) for r in sample_report.rows if r.dataset != "all external"}
+    pools = {ALL_EXTERNAL, *(name for name, _ in GOAL_POOLS.values())}
+    measured = {(r.detector, r.dataset) for r in sample_report.rows if r.dataset not in pools}
     assert measured == set(FLOORS)
+
+
+@pytest.mark.parametrize("detector", sorted(GOAL_POOLS))
+def test_a_goal_pool_adds_up_its_datasets_and_no_other(sample_report, detector):
+    name, members = GOAL_POOLS[detector]
+    pool = sample_report.row(detector, name)
+    parts = [sample_report.row(detector, dataset) for dataset in sorted(members)]
+    assert pool is not None and all(part is not None for part in parts)
+    for field in ("tp", "fp", "fn", "tn"):
+        assert getattr(pool.counts, field) == sum(getattr(p.counts, field) for p in parts)
+    assert pool.counts.rows < sample_report.row(detector, ALL_EXTERNAL).counts.rows

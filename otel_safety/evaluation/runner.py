@@ -44,6 +44,15 @@ from otel_safety.result_tables import align
 from otel_safety.sink_base import ImmediateSink
 
 ALL_EXTERNAL = "all external"
+# Pools of external sets that one of the issue's goals names, reported beside "all external":
+# the injection goal is about text the agent read in tool results and retrieved content, which
+# the user-typed jailbreak prompts of `direct_injection` are not.
+GOAL_POOLS: dict[str, tuple[str, frozenset[str]]] = {
+    "injection": (
+        "tool results and retrieved content",
+        frozenset({"agentdojo", "agentdojo_attacks", "bipia"}),
+    ),
+}
 
 
 @dataclass
@@ -425,6 +434,9 @@ def _rows(
             labelled[(detector, case.dataset, case.source)].append(row)
             if case.source == "external":
                 labelled[(detector, ALL_EXTERNAL, "external")].append(row)
+                pool, members = GOAL_POOLS.get(detector, ("", frozenset()))
+                if case.dataset in members:
+                    labelled[(detector, pool, "external")].append(row)
     return [
         Row(detector, dataset, source, *measured(rows, resamples, seed))
         for (detector, dataset, source), rows in sorted(labelled.items(), key=_order)
@@ -445,10 +457,12 @@ def _unlabelled(
     return {key: (fired, rows) for key, (fired, rows) in tally.items()}
 
 
-def _order(item: tuple[tuple[str, str, str], Any]) -> tuple[str, int, str]:
+def _order(item: tuple[tuple[str, str, str], Any]) -> tuple[str, float, str]:
+    """A detector's datasets, then its goal's pool, then all external, then the rest."""
     detector, dataset, source = item[0]
-    rank = {"external": 0, "synthetic": 2}.get(source, 1) + (dataset == ALL_EXTERNAL)
-    return detector, rank, dataset
+    pooled = dataset == GOAL_POOLS.get(detector, ("",))[0]
+    rank = {"external": 0, "synthetic": 2}.get(source, 1) + 0.5 * pooled
+    return detector, rank + (dataset == ALL_EXTERNAL), dataset
 
 
 def _in_sample(row: Row) -> str:
