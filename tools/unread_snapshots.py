@@ -1,7 +1,7 @@
 """How well the rules judge agent runs nobody wrote them from: each read set of our agent runs
 scored by the revision at which it was still unread.
 
-Sets 1, 2, 4, 6, 8, 10, 13, 15 and 17 of `otel_safety/evaluation/agent_runs/` were read, and
+Sets 1, 2, 4, 6, 8, 10, 13, 15, 17 and 19 of `otel_safety/evaluation/agent_runs/` were read, and
 rules were written from their misses, so their lines in `otel-safety eval` are in-sample.
 Before that, each was scored unread at a revision its README names. This tool checks each such
 revision out into a temporary git worktree, judges the set's runs (as they are now) with that
@@ -52,6 +52,7 @@ UNREAD_AT = {
     "set13": "c50e6879ab618772500b40cd21d65ca6cb6bad72",
     "set15": "2f0896ca035f2d6dd505ccaaf42232c9215d9224",
     "set17": "b08b4a34db66cddf3ea77b37bb684c58a4481a0a",
+    "set19": "62831533a7f6b8f911aafe1ac6dadf1a185b5c5a",
 }
 STOP_LEVELS = frozenset({"SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"})
 
