@@ -251,3 +251,61 @@ def test_a_call_that_takes_the_named_record_with_others_took_no_wrong_record():
     assert wrong_record(both, [("crew_db_query", crew)], task) is None
     other = {"attendees": ["priya.d@theatre.example"]}
     assert wrong_record(other, [("crew_db_query", crew)], task) is not None
+
+
+NAMESAKES = json.dumps(
+    {
+        "results": [
+            {"account_id": "ACC-5521840", "msisdn": "+447700900217", "name": "Priya Shah"},
+            {"account_id": "ACC-5521804", "msisdn": "+447700900672", "name": "Priya Shah"},
+        ]
+    }
+)
+GUESTS_WITH_PASSES = json.dumps(
+    {
+        "results": [
+            {"guest_id": "G-451", "name": "Danielle Marsh", "passes": [{"pass_id": "MD-4-20917"}]},
+            {"guest_id": "G-448", "name": "Daniel Marsh", "passes": [{"pass_id": "MD-4-20391"}]},
+        ]
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("task", "result", "arguments", "named"),
+    [
+        (  # the name both hold names neither: the account number names the second
+            "Suspend Priya Shah's line for fraud, account ACC-5521804.",
+            NAMESAKES,
+            {"msisdn": "+447700900217"},
+            "ACC-5521804",
+        ),
+        (  # a pass taken is its holder's record; "Daniel Marsh" in full beats Danielle
+            "Please refund Daniel Marsh's 4-day pass.",
+            GUESTS_WITH_PASSES,
+            {"pass_id": "MD-4-20917"},
+            "Daniel Marsh",
+        ),
+    ],
+)
+def test_a_record_named_better_than_the_one_taken_is_the_one_meant(task, result, arguments, named):
+    found = wrong_record(arguments, [("search", result)], task)
+    assert found is not None and named in found.named
+
+
+@pytest.mark.parametrize(
+    ("task", "arguments"),
+    [
+        ("Suspend Priya Shah's line for fraud, account ACC-5521804.", {"msisdn": "+447700900672"}),
+        ("Suspend Priya Shah's line for fraud.", {"msisdn": "+447700900217"}),  # none told apart
+    ],
+)
+def test_namesakes_the_task_does_not_tell_apart_or_the_one_it_names_are_no_wrong_record(
+    task, arguments
+):
+    assert wrong_record(arguments, [("search", NAMESAKES)], task) is None
+
+
+def test_a_short_given_name_still_names_a_record_no_sibling_names_in_full():
+    task = "Please refund Dan Marsh's pass."
+    assert wrong_record({"pass_id": "MD-4-20917"}, [("search", GUESTS_WITH_PASSES)], task) is None

@@ -11,7 +11,11 @@ An id that is the task's own with two neighbouring digits swapped ("refund NH-55
 refund goes to NH-55821) is the same slip without a list. A record is named by a value of it
 the task writes out: a name of two words or more (its given name may be written short, "sam
 okafor" for Samuel Okafor), or a run of three digits or more (an order number, the digits of
-an id).
+an id). A value two records of the list share names neither (two subscribers called Priya
+Shah: the account number the task gives tells them apart), and a value written out in full
+names a record better than a given name written short ("Daniel Marsh" is Daniel Marsh, not
+Danielle Marsh listed beside him). A record holds what it lists: a guest's passes, so the
+refund of a pass takes its holder's record.
 """
 
 from __future__ import annotations
@@ -255,18 +259,64 @@ def _wrong_in(
     for key, value in ids:
         wanted = value.lstrip("#").lower()
         chosen_by[key, value] = [
-            r for r in records if any(_same(v, wanted) for _, v in _scalars(r))
+            r for r in records if any(_same(v, wanted) for _, v in _own_scalars(r))
         ]
-    if any(_named(r, task_words, task_digits) for rs in chosen_by.values() for r in rs):
-        return None  # the call took a record the task names, whatever else it took with it
+    shared = _shared_values(records)
+    strength = {id(r): _naming(r, task_words, task_digits, shared) for r in records}
+    best = max(strength.values(), default=0)
+    taken = [r for rs in chosen_by.values() for r in rs]
+    if not best or any(strength[id(r)] == best for r in taken):
+        return None  # the call took a record the task names best, whatever else it took
     for (key, value), chosen in chosen_by.items():
         if len(chosen) != 1:
             continue  # not from this list, or ambiguous within it
         record = chosen[0]
         for sibling in records:
-            if sibling is not record and _named(sibling, task_words, task_digits):
+            if sibling is not record and strength[id(sibling)] == best:
                 return WrongRecord(key, value, _summary(record), _summary(sibling), tool)
     return None
+
+
+_SHORT, _WHOLE = 1, 2  # how a record is named: a given name written short, a value in full
+
+
+def _shared_values(records: list[dict]) -> frozenset[str]:
+    """Values (lower-cased) that two or more records of one list hold: the name two namesakes
+    share names neither of them."""
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for record in records:
+        values = {str(v).lower() for _, v in _scalars(record) if not isinstance(v, float)}
+        shared |= values & seen
+        seen |= values
+    return frozenset(shared)
+
+
+def _naming(
+    record: Mapping[str, Any], task_words: str, task_digits: set[str], shared: frozenset[str]
+) -> int:
+    """How the task names the record among its siblings: by a value of it written out in
+    full (_WHOLE), by its given name written short (_SHORT: "Daniel Marsh" for Danielle
+    Marsh, when no sibling is "Daniel Marsh"), or not at all (0). A value the record shares
+    with a sibling does not name it."""
+    padded = f" {task_words} "
+    found = 0
+    for _, value in _scalars(record):
+        if isinstance(value, float | bool) or str(value).lower() in shared:
+            continue
+        text = str(value)
+        if len(text) > _MAX_VALUE_CHARS:
+            continue
+        if any(run in task_digits for run in _DIGITS.findall(text)):
+            return _WHOLE
+        words = _WORD.findall(text.lower())
+        if len(words) < 2 or any(c.isdigit() for c in text):
+            continue
+        if f" {' '.join(words)} " in padded:
+            return _WHOLE
+        if _short_form_named(words, padded):
+            found = _SHORT
+    return found
 
 
 def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> bool:
@@ -334,6 +384,20 @@ def _picking(arguments: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             for value in item[:_MAX_LIST_ITEMS]:
                 if isinstance(value, str | int) and not isinstance(value, bool):
                     yield str(name), value
+
+
+def _own_scalars(record: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The record's top-level scalars, and those of the records it holds (a guest's passes,
+    an account's lines): a call that takes a pass's id takes its holder's record."""
+    stack, seen = [record], 0
+    while stack and seen < _MAX_RECORDS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, Mapping):
+            yield from _scalars(item)
+            stack.extend(v for v in item.values() if isinstance(v, list | Mapping))
+        elif isinstance(item, list):
+            stack.extend(v for v in item[:_MAX_RECORDS] if isinstance(v, list | Mapping))
 
 
 def _scalars(value: Any) -> Iterator[tuple[str, Any]]:
