@@ -114,11 +114,21 @@ def partial_failure(call: ToolCall) -> str:
 
 
 def _record_failure(record: dict, call: ToolCall) -> str:
+    """How one record of a list reports its part failed: a failed status, or, as a whole
+    result would, a success flag false or an error (`"delivered": false, "error": "Onboard
+    terminal offline"` for one of three trains)."""
     for key in _RECORD_STATUS_KEYS:
         status = record.get(key)
         if isinstance(status, str) and status.strip().lower() in _FAILED_PART_STATUS:
             failure = f'"{key}": "{status.strip().lower()}"'
             return "" if _asked_for(call, failure) else status.strip().lower()
+    for key in _SUCCESS_KEYS:
+        if record.get(key) is False:
+            return f"{key}: false"
+    for key in _ERROR_KEYS:
+        error = record.get(key)
+        if error and not isinstance(error, bool):
+            return key
     return ""
 
 
