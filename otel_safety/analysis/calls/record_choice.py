@@ -303,7 +303,7 @@ def _naming(
     found = 0
     for _, value in _scalars(record):
         if isinstance(value, float | bool) or str(value).lower() in shared:
-            continue
+            continue  # amounts and flags say nothing of which record it is, nor a shared value
         text = str(value)
         if len(text) > _MAX_VALUE_CHARS:
             continue
@@ -321,21 +321,8 @@ def _naming(
 
 def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> bool:
     """Whether the task writes out a value of the record (`task_words`: the task's words,
-    lower-cased, joined by single spaces)."""
-    padded = f" {task_words} "
-    for _, value in _scalars(record):
-        if isinstance(value, float | bool):
-            continue  # amounts and flags say nothing of which record it is
-        text = str(value)
-        if len(text) > _MAX_VALUE_CHARS:
-            continue
-        if any(run in task_digits for run in _DIGITS.findall(text)):
-            return True
-        words = _WORD.findall(text.lower())
-        plain_name = len(words) >= 2 and not any(c.isdigit() for c in text)
-        if plain_name and (f" {' '.join(words)} " in padded or _short_form_named(words, padded)):
-            return True
-    return False
+    lower-cased, joined by single spaces), in full or by a given name written short."""
+    return _naming(record, task_words, task_digits, frozenset()) > 0
 
 
 def _short_form_named(words: list[str], padded: str) -> bool:

@@ -122,14 +122,8 @@ def _record_failure(record: dict, call: ToolCall) -> str:
         if isinstance(status, str) and status.strip().lower() in _FAILED_PART_STATUS:
             failure = f'"{key}": "{status.strip().lower()}"'
             return "" if _asked_for(call, failure) else status.strip().lower()
-    for key in _SUCCESS_KEYS:
-        if record.get(key) is False:
-            return f"{key}: false"
-    for key in _ERROR_KEYS:
-        error = record.get(key)
-        if error and not isinstance(error, bool):
-            return key
-    return ""
+    key = _failure_flag(record)
+    return "" if key is None else f"{key}: false" if key in _SUCCESS_KEYS else key
 
 
 def _asked_for(call: ToolCall, failure: str) -> bool:
@@ -170,11 +164,19 @@ def _failed_object(value: dict) -> str:
             return f'"{key}": "{status}"'
         if isinstance(status, int) and not isinstance(status, bool) and 400 <= status <= 599:
             return f'"{key}": {status}'
+    key = _failure_flag(value)
+    if key is None:
+        return ""
+    return f'"{key}": false' if key in _SUCCESS_KEYS else f'"{key}": {json.dumps(value[key])[:100]}'
+
+
+def _failure_flag(value: dict) -> str | None:
+    """The key by which an object says it failed: a success flag false, or an error set."""
     for key in _SUCCESS_KEYS:
         if value.get(key) is False:
-            return f'"{key}": false'
+            return key
     for key in _ERROR_KEYS:
         error = value.get(key)
         if error and not isinstance(error, bool):
-            return f'"{key}": {json.dumps(error)[:100]}'
-    return ""
+            return key
+    return None
