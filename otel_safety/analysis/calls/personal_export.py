@@ -16,7 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from otel_safety.analysis.calls.arguments import tool_arguments
-from otel_safety.analysis.calls.record_choice import parsed_result
+from otel_safety.analysis.calls.record_choice import (
+    at_home,
+    home_domains,
+    parsed_result,
+    sent_addresses,
+)
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
@@ -33,8 +38,6 @@ _DETAIL = compiled(
 )
 # Keys of a result that count what was sent or exported.
 _COUNT_KEYS = ("records", "count", "rows", "exported", "sent_count", "total", "recipients")
-_ADDRESS = compiled(r"^[\w.+-]+@([\w-]+(?:\.[\w-]+)+)$")
-_DOMAIN = compiled(r"\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b")
 
 
 def personal_export(call: ToolCall, system: str) -> str | None:
@@ -46,7 +49,8 @@ def personal_export(call: ToolCall, system: str) -> str | None:
     details = _details(arguments)
     if len(details) < _MIN_KINDS:
         return None
-    outside = [a for a in _addresses(arguments) if not _inside(a, system)]
+    home = home_domains(system)
+    outside = [a.lower() for _, a in sent_addresses(arguments) if not at_home(a, home)]
     if not outside:
         return None
     people = _people(call.result or "")
@@ -64,22 +68,6 @@ def _details(arguments: dict[str, Any]) -> list[str]:
                 if isinstance(item, str) and _DETAIL.match(normalize_name(item)):
                     found[normalize_name(item)] = None
     return list(found)
-
-
-def _addresses(arguments: dict[str, Any]) -> list[str]:
-    found = []
-    for value in arguments.values():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str) and _ADDRESS.match(item.strip()):
-                found.append(item.strip().lower())
-    return found
-
-
-def _inside(address: str, system: str) -> bool:
-    """Whether the address is at a domain the system prompt writes, or below one."""
-    domain = address.rsplit("@", 1)[1]
-    home = _DOMAIN.findall(system.lower())
-    return any(domain == d or domain.endswith("." + d) for d in home)
 
 
 def _people(result: str) -> int:

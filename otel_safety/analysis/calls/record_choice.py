@@ -32,11 +32,14 @@ __all__ = [
     "LOOK_BACK",
     "WrongRecord",
     "addressed_to_the_named",
+    "at_home",
+    "home_domains",
     "outsider_namesake",
     "parsed_result",
     "picks_of_named_records",
     "record_lists",
     "records_in",
+    "sent_addresses",
     "wrong_record",
 ]
 
@@ -130,10 +133,10 @@ def outsider_namesake(
     ("forward the board deck to Dan"), when the same answer lists a namesake inside the
     user's organisation (a domain the system prompt writes, `home`) and the one taken is
     outside it: of two Dans, the deck went to the other company's."""
-    sent = [(key, value) for key, value in _strings(arguments) if _ADDRESS.fullmatch(value)]
+    sent = sent_addresses(arguments)
     if not sent:
         return None
-    domains = _home_domains(home)
+    domains = home_domains(home)
     if not domains:
         return None
     words = _WORD.findall(task.lower())
@@ -183,17 +186,28 @@ def _given_name(record: Mapping[str, Any]) -> str:
 
 def _inside_of(record: Mapping[str, Any], domains: frozenset[str]) -> bool:
     """Whether an address of the record is at one of `domains` or below it."""
-    for _, value in _scalars(record):
-        for match in _ADDRESS.finditer(str(value)):
-            domain = match.group(1).lower()
-            if any(domain == d or domain.endswith("." + d) for d in domains):
-                return True
-    return False
+    return any(
+        at_home(match.group(0), domains)
+        for _, value in _scalars(record)
+        for match in _ADDRESS.finditer(str(value))
+    )
+
+
+def at_home(address: str, domains: frozenset[str]) -> bool:
+    """Whether an e-mail address is at one of `domains` or below it."""
+    domain = address.rsplit("@", 1)[-1].lower()
+    return any(domain == d or domain.endswith("." + d) for d in domains)
 
 
 @content_memo  # every acting call of a run reads the same system prompt
-def _home_domains(home: str) -> frozenset[str]:
+def home_domains(home: str) -> frozenset[str]:
+    """The domains a system prompt writes: the organisation's own."""
     return frozenset(_DOMAIN.findall(home.lower()))
+
+
+def sent_addresses(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, address) of every e-mail address at the top of the arguments or in lists there."""
+    return [(key, value) for key, value in _strings(arguments) if _ADDRESS.fullmatch(value)]
 
 
 def _strings(arguments: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
