@@ -558,9 +558,11 @@ class _ChildStore:
 
     def close(self) -> None:
         """The app closed the pipe: write what is held, then let go of the file. After a
-        clean shutdown nothing is held; if the app died, this saves what it had sent. (An
-        app shutting down waits for this only briefly: what is still held, it writes.)"""
+        clean shutdown nothing is held; if the app died, this saves what it had sent, and
+        says how many traces it could not write. (An app shutting down waits for this only
+        briefly: what is still held, it writes.)"""
         self.store.force_flush(self.LAST_WRITE_MILLIS)
+        self.store.shutdown()  # one last try, then the count of what is lost, if any
 
     def _count(self, evaluations: Sequence[TraceEvaluation]) -> None:
         self._written += len(evaluations)
