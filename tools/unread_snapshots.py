@@ -53,6 +53,7 @@ UNREAD_AT = {
     "set15": "2f0896ca035f2d6dd505ccaaf42232c9215d9224",
     "set17": "b08b4a34db66cddf3ea77b37bb684c58a4481a0a",
     "set19": "62831533a7f6b8f911aafe1ac6dadf1a185b5c5a",
+    "set21": "254dd1b3d207d3285b6ebaf742f6b9cc63574557",
 }
 STOP_LEVELS = frozenset({"SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"})
 
