@@ -60,6 +60,7 @@ readme-eval: $(VENV)/.test-installed
 bench: $(VENV)/.test-installed bytecode
 	$(BIN)/python bench/bench_detection.py --data $(DATA) --format markdown
 	$(BIN)/python bench/bench_app_overhead.py --format markdown
+	$(BIN)/python bench/bench_app_overhead.py --apps 2 --rows process,same_priority --format markdown
 	$(BIN)/python bench/bench_app_start.py --format markdown
 	$(BIN)/python bench/bench_hot_path.py --format markdown
 	$(BIN)/python bench/bench_worst_case.py --format markdown

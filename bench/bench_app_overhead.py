@@ -11,7 +11,11 @@ the application's process and in its children (the detection worker):
 - the same with a queue of 4,096 spans, full within a fraction of a
   second: what the app pays once the queue is full and spans are dropped, where the default
   queue (65,536 spans) is still filling during the run. While it fills, the app's garbage
-  collector walks every span waiting in it at each full collection.
+  collector walks every span waiting in it at each full collection;
+- the worker process at the app's own priority (`detection_nice=0`): by default it runs ten
+  nice levels below. With `--apps 2` (as many app processes as cores, as a pre-fork server
+  runs them) every row runs that many apps at once and sums their spans/s: each app's worker
+  then competes with the apps for the cores, and the row shows what its lower priority buys.
 
 Each processor is measured in several rounds (`--rounds`), each against the anchor of its own
 round, and the medians are printed: one short run moves by a third on a busy VM. With
@@ -142,23 +146,26 @@ def measure(name: str, processor: SpanProcessor, seconds: float, collect: bool =
     }
 
 
-# (the row's key for --rows, its name, detection, queue_size); detection None: the anchor
-PROCESSORS: list[tuple[str, str, str | None, int | None]] = [
-    ("anchor", "BatchSpanProcessor (anchor)", None, None),
-    ("thread", "otel-safety, detection=thread", "thread", None),
-    ("process", "otel-safety, detection=process", "process", None),
+# (the row's key for --rows, its name, detection, queue_size, detection_nice); detection
+# None: the anchor; detection_nice None: the default
+PROCESSORS: list[tuple[str, str, str | None, int | None, int | None]] = [
+    ("anchor", "BatchSpanProcessor (anchor)", None, None, None),
+    ("thread", "otel-safety, detection=thread", "thread", None, None),
+    ("process", "otel-safety, detection=process", "process", None, None),
     (
         "small",
         f"otel-safety, detection=process, queue_size={SMALL_QUEUE:,}",
         "process",
         SMALL_QUEUE,
+        None,
     ),
+    ("same_priority", "otel-safety, detection=process, detection_nice=0", "process", None, 0),
 ]
 
 
 def measure_one(index: int, seconds: float, folder: str, collect: bool) -> dict:
     """One processor's row; run in a process of its own (`--one`)."""
-    _, name, detection, queue_size = PROCESSORS[index]
+    _, name, detection, queue_size, _ = PROCESSORS[index]
     if detection is None:
         return measure(name, BatchSpanProcessor(_Dropping()), seconds, collect)
     processor = create_processor(
@@ -173,31 +180,64 @@ def measure_one(index: int, seconds: float, folder: str, collect: bool) -> dict:
 
 
 def one_round(
-    seconds: float, folder: str, number: int, keys: list[str], collect: bool
+    seconds: float, folder: str, number: int, keys: list[str], collect: bool, apps: int = 1
 ) -> list[dict]:
     """The anchor, then otel-safety judging on a thread and in a worker process, each beside
-    the anchor measured in the same round. Each runs in a fresh Python process: judging on a
-    thread loads every detector into the process, and a larger heap makes every later full
-    garbage collection slower, which would be charged to the rows after it."""
+    the anchor measured in the same round. Each runs in a fresh Python process (`apps` of
+    them at once): judging on a thread loads every detector into the process, and a larger
+    heap makes every later full garbage collection slower, which would be charged to the rows
+    after it."""
     rows = []
-    for index, (key, name, _, _) in enumerate(PROCESSORS):
+    for index, (key, name, _, _, nice) in enumerate(PROCESSORS):
         if key not in keys:
             continue
         print(f"round {number + 1}: {name}...", file=sys.stderr)
-        here = Path(folder) / f"{number}-{index}"
-        here.mkdir()
-        garbage = [] if collect else ["--no-gc"]
-        done = subprocess.run(
-            [sys.executable, __file__, "--one", str(index), "--seconds", str(seconds), *garbage],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        rows.append(json.loads(done.stdout))
+        command = [sys.executable, __file__, "--one", str(index), "--seconds", str(seconds)]
+        if not collect:
+            command.append("--no-gc")
+        env = dict(os.environ)
+        if nice is not None:
+            env["OTEL_SAFETY_DETECTION_NICE"] = str(nice)
+        running = []
+        for copy in range(apps):
+            here = Path(folder) / f"{number}-{index}-{copy}"
+            here.mkdir()
+            running.append(
+                subprocess.Popen(
+                    command,
+                    cwd=here,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        outputs = [app.communicate()[0] for app in running]
+        if any(app.returncode for app in running):
+            raise SystemExit(f"a run of {name} failed; its error is above")
+        rows.append(_together([json.loads(out) for out in outputs]))
     for row in rows:
         row["app_vs_anchor"] = round(row["app_spans_per_s"] / rows[0]["app_spans_per_s"], 3)
     return rows
+
+
+def _together(apps: list[dict]) -> dict:
+    """The rows of apps run at once as one: spans summed, CPU per span averaged over every
+    span, the slowest drain."""
+    if len(apps) == 1:
+        return apps[0]
+    spans = sum(app["spans"] for app in apps)
+    row = {
+        "processor": apps[0]["processor"],
+        "app_spans_per_s": sum(app["app_spans_per_s"] for app in apps),
+        "per_second": [sum(s) for s in zip(*(app["per_second"] for app in apps), strict=False)],
+        "spans": spans,
+        "drained_s": max(app["drained_s"] for app in apps),
+    }
+    for key in ("app_process_cpu_ms_per_span", "worker_cpu_ms_per_span"):
+        row[key] = round(sum(app[key] * app["spans"] for app in apps) / spans, 3)
+    if "dropped" in apps[0]:
+        row["dropped"] = sum(app["dropped"] for app in apps)
+    return row
 
 
 def medians(rounds: list[list[dict]]) -> list[dict]:
@@ -237,6 +277,13 @@ def main() -> None:
         action="store_true",
         help="turn the app's garbage collector off during each run, to show its share",
     )
+    parser.add_argument(
+        "--apps",
+        type=int,
+        default=1,
+        help="app processes run at once for every row, their spans/s summed (default 1; "
+        "as many as cores shows the worker competing with the apps for them)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a round's one row
     args = parser.parse_args()
     if args.one is not None:
@@ -250,15 +297,17 @@ def main() -> None:
     collect = not args.no_gc
     with tempfile.TemporaryDirectory() as tmp:
         rounds = [
-            one_round(args.seconds, tmp, n, keys, collect) for n in range(max(1, args.rounds))
+            one_round(args.seconds, tmp, n, keys, collect, max(1, args.apps))
+            for n in range(max(1, args.rounds))
         ]
         rows = medians(rounds)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return
+    together = f"{args.apps} app processes at once, spans/s summed; " if args.apps > 1 else ""
     print(
-        f"Medians of {rows[0]['rounds']} rounds; vs anchor: the ratio to the anchor measured in "
-        "the same round, [lowest-highest] over the rounds.\n"
+        f"{together}Medians of {rows[0]['rounds']} rounds; vs anchor: the ratio to the anchor "
+        "measured in the same round, [lowest-highest] over the rounds.\n"
     )
     print(
         "| processor | app spans/s | vs anchor | app-process CPU per span | worker CPU per span "

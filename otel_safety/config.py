@@ -170,6 +170,14 @@ class Settings(BaseSettings):
         description="in an application, judge in a worker process (its own GIL) or on the "
         "engine's thread (OTEL_SAFETY_DETECTION)",
     )
+    detection_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="how much lower than the process that starts them detection processes "
+        "run, as nice(1) counts: on a busy machine the application's threads get the cores "
+        "first and judging waits; 0 runs them alike (OTEL_SAFETY_DETECTION_NICE)",
+    )
 
     # The model-backed deep analysis tier (otel_safety.deep): off unless asked for.
     deep: bool = Field(

@@ -20,6 +20,7 @@ own thread from then on: the data is never lost, only the isolation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import logging
@@ -525,6 +526,16 @@ def tune_collector() -> None:
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 
+def lower_priority(steps: int) -> None:
+    """Run this process `steps` nice levels below where it started: judging is background
+    work, and on a machine with fewer free cores than busy threads the application's must
+    win them. Where the system has no nice levels (Windows), judging runs alike."""
+    if steps <= 0 or not hasattr(os, "nice"):
+        return
+    with contextlib.suppress(OSError):  # a sandbox that forbids it: judge at the same priority
+        os.nice(steps)
+
+
 class _ChildStore:
     """The store as the child writes it: which of the batches the app sent are in the file.
 
@@ -595,6 +606,7 @@ def main() -> None:
     sys.stdout = sys.stderr  # stray prints must not corrupt the answers
     try:
         settings, lenient, writes_store = _receive(source)
+        lower_priority(settings.detection_nice)
         pipeline = build_pipeline(
             settings, on_detector_error=detector_left_out if lenient else None
         )

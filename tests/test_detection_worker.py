@@ -167,6 +167,35 @@ def test_starting_the_child_does_not_wait_for_its_detectors(tmp_path):
 
 
 @pytest.mark.process
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no nice levels on this system")
+@pytest.mark.parametrize("steps", [10, 0])
+def test_the_detection_process_runs_below_the_app_by_its_nice_setting(tmp_path, steps):
+    """On a machine with fewer free cores than busy threads, the app's threads must win them:
+    judging runs `detection_nice` levels below the process that started it."""
+    from otel_safety.config import Settings
+
+    settings = Settings.resolve(
+        environ={"OTEL_SAFETY_DETECTION_NICE": str(steps)}, db_path=str(tmp_path / "s.duckdb")
+    )
+    pipeline = ProcessPipeline(settings, Pipeline(detectors=[]))
+    try:
+        assert pipeline.build_error() is None  # the child is ready: it read its settings
+        child = pipeline._child
+        assert child is not None
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == min(19, ours + steps)
+    finally:
+        pipeline.close()
+
+
+def test_a_detection_nice_outside_the_systems_levels_is_refused():
+    from otel_safety.config import Settings
+
+    with pytest.raises(ConfigError, match="OTEL_SAFETY_DETECTION_NICE"):
+        Settings.resolve(environ={"OTEL_SAFETY_DETECTION_NICE": "25"})
+
+
+@pytest.mark.process
 def test_a_killed_child_falls_back_to_judging_here_without_losing_traces(in_process, caplog):
     provider, engine, exporter = in_process
     agent_run(provider, "ls")

@@ -34,6 +34,19 @@ BENCHES = [
         ["bench/bench_app_overhead.py", "--format", "markdown"],
     ),
     (
+        "python bench/bench_app_overhead.py --apps 2 --rows process,same_priority "
+        "--format markdown",
+        [
+            "bench/bench_app_overhead.py",
+            "--apps",
+            "2",
+            "--rows",
+            "process,same_priority",
+            "--format",
+            "markdown",
+        ],
+    ),
+    (
         "python bench/bench_app_start.py --format markdown",
         ["bench/bench_app_start.py", "--format", "markdown"],
     ),
