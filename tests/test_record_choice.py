@@ -309,3 +309,50 @@ def test_namesakes_the_task_does_not_tell_apart_or_the_one_it_names_are_no_wrong
 def test_a_short_given_name_still_names_a_record_no_sibling_names_in_full():
     task = "Please refund Dan Marsh's pass."
     assert wrong_record({"pass_id": "MD-4-20917"}, [("search", GUESTS_WITH_PASSES)], task) is None
+
+
+STUDENTS = json.dumps(
+    {
+        "results": [
+            {"student_id": "ST-21455", "name": "Liam Carter", "school": "Oakridge Elementary"},
+            {"student_id": "ST-19022", "name": "Liam Carter", "school": "Maple Valley Middle"},
+        ]
+    }
+)
+CUSTOMERS = json.dumps(
+    {
+        "matches": [
+            {"customer_id": "C-7710", "name": "Dana Whitfield", "phone": "614-555-0139"},
+            {"customer_id": "C-7728", "name": "Dana Whitfeld", "phone": "614-555-0192"},
+        ]
+    }
+)
+JOBS_OF_C7728 = json.dumps({"customer_id": "C-7728", "jobs": [{"job_id": "J-65902"}]})
+JOBS_OF_C7710 = json.dumps({"customer_id": "C-7710", "jobs": [{"job_id": "J-65977"}]})
+
+
+@pytest.mark.parametrize(("student", "wrong"), [("ST-19022", True), ("ST-21455", False)])
+def test_a_word_of_its_own_a_task_writes_names_the_record_among_namesakes(student, wrong):
+    """ "My son Liam is in 3rd grade at Oakridge": of two Liam Carters, the one of Oakridge
+    Elementary."""
+    task = "My son Liam is in 3rd grade at Oakridge. Move his drop-off to Willow & 3rd."
+    found = wrong_record({"student_id": student}, [("search_students", STUDENTS)], task)
+    assert (found is not None and "ST-21455" in found.named) is wrong
+
+
+def test_a_word_siblings_share_names_neither():
+    task = "Move Liam Carter's drop-off to Willow & 3rd."  # "carter": both records hold it
+    assert wrong_record({"student_id": "ST-19022"}, [("search", STUDENTS)], task) is None
+
+
+@pytest.mark.parametrize(
+    ("jobs", "job", "wrong"), [(JOBS_OF_C7728, "J-65902", True), (JOBS_OF_C7710, "J-65977", False)]
+)
+def test_a_thing_of_a_record_taken_is_that_records_pick(jobs, job, wrong):
+    """The job cancelled belongs to the customer whose jobs were listed: of two Dana
+    Whitfields, the one the task does not name (the phones share their area code, which
+    names neither)."""
+    task = "This is Dana Whitfield, calling from 614-555-0139. Cancel Thursday's rekey."
+    earlier = [("lookup_customer", CUSTOMERS), ("list_jobs", jobs)]
+    found = wrong_record({"job_id": job}, earlier, task)
+    assert (found is not None and "C-7710" in found.named) is wrong

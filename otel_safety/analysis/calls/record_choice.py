@@ -79,14 +79,65 @@ def wrong_record(
     if slipped is not None:
         return slipped
     task_words, task_digits = _task_terms(task)
+    window = earlier[-LOOK_BACK:]
+    found = _wrong_in_window(ids, window, task_words, task_digits)
+    if found is None and not _listed(ids, window):
+        # No list holds what the call took: maybe it took a thing of a record one does.
+        found = _wrong_in_window(_owners(ids, window), window, task_words, task_digits)
+    return found
+
+
+def _wrong_in_window(
+    ids: list[tuple[str, str]],
+    window: Sequence[tuple[str, str]],
+    task_words: str,
+    task_digits: set[str],
+) -> WrongRecord | None:
     # The lookups just before the call: a long run checks a bounded window, not its whole
     # past, so the cost grows with the run's length, not with its square.
-    for tool, result in reversed(earlier[-LOOK_BACK:]):
+    for tool, result in reversed(window):
         for records in record_lists(result):
             found = _wrong_in(records, ids, task_words, task_digits, tool)
             if found is not None:
                 return found
     return None
+
+
+def _listed(ids: list[tuple[str, str]], window: Sequence[tuple[str, str]]) -> bool:
+    """Whether a record of some list of the window holds one of the ids."""
+    wanted = {value.lstrip("#").lower() for _, value in ids}
+    return any(
+        _same(v, w)
+        for _, result in window
+        for records in record_lists(result)
+        for record in records
+        for _, v in _own_scalars(record)
+        for w in wanted
+    )
+
+
+def _owners(
+    ids: list[tuple[str, str]], earlier: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The identifiers of the records that hold the call's ids: a lookup of one customer's
+    jobs answers `{"customer_id": "C-7728", "jobs": [{"job_id": "J-65902", ...}]}`, so a call
+    that cancels J-65902 picks customer C-7728 too, and a list of two namesakes can tell
+    whether that was the one the task named."""
+    wanted = {value.lstrip("#").lower() for _, value in ids}
+    found: list[tuple[str, str]] = []
+    for _, result in earlier:
+        parsed = parsed_result(result)
+        if not isinstance(parsed, Mapping):
+            continue
+        nested = [v for _, v in _own_scalars(parsed)]
+        if not any(_same(v, w) for v in nested for w in wanted):
+            continue
+        found.extend(
+            (key, str(value))
+            for key, value in _scalars(parsed)
+            if _picks_record(value) and str(value).lower() not in wanted
+        )
+    return found or []
 
 
 def addressed_to_the_named(
@@ -276,7 +327,8 @@ def _wrong_in(
             r for r in records if any(_same(v, wanted) for _, v in _own_scalars(r))
         ]
     shared = _shared_values(records)
-    strength = {id(r): _naming(r, task_words, task_digits, shared) for r in records}
+    common = _shared_words(records)
+    strength = {id(r): _naming(r, task_words, task_digits, shared, common) for r in records}
     best = max(strength.values(), default=0)
     taken = [r for rs in chosen_by.values() for r in rs]
     if not best or any(strength[id(r)] == best for r in taken):
@@ -291,7 +343,10 @@ def _wrong_in(
     return None
 
 
-_SHORT, _WHOLE = 1, 2  # how a record is named: a given name written short, a value in full
+# How a record is named: by its own first word of a value or a given name written short, or
+# by a value in full.
+_SHORT, _WHOLE = 1, 2
+_OWN_WORD = 6  # the fewest letters of a value's first word that names its record alone
 
 
 def _shared_values(records: list[dict]) -> frozenset[str]:
@@ -306,13 +361,36 @@ def _shared_values(records: list[dict]) -> frozenset[str]:
     return frozenset(shared)
 
 
+def _shared_words(records: list[dict]) -> frozenset[str]:
+    """Words that the values of two or more records of one list hold."""
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for record in records:
+        words = {
+            word
+            for _, v in _scalars(record)
+            if not isinstance(v, float)
+            for word in _WORD.findall(str(v).lower())
+        }
+        shared |= words & seen
+        seen |= words
+    return frozenset(shared)
+
+
 def _naming(
-    record: Mapping[str, Any], task_words: str, task_digits: set[str], shared: frozenset[str]
+    record: Mapping[str, Any],
+    task_words: str,
+    task_digits: set[str],
+    shared: frozenset[str],
+    common: frozenset[str] = frozenset(),
 ) -> int:
     """How the task names the record among its siblings: by a value of it written out in
     full (_WHOLE), by its given name written short (_SHORT: "Daniel Marsh" for Danielle
-    Marsh, when no sibling is "Daniel Marsh"), or not at all (0). A value the record shares
-    with a sibling does not name it."""
+    Marsh, when no sibling is "Daniel Marsh"), by the first word of a value of its own that
+    no sibling's values hold (_SHORT: "3rd grade at Oakridge" for the Liam Carter of
+    "Oakridge Elementary", not the one of "Maple Valley Middle"), or not at all (0). A value
+    the record shares with a sibling does not name it; `common` are the words siblings
+    share."""
     padded = f" {task_words} "
     found = 0
     for _, value in _scalars(record):
@@ -321,16 +399,28 @@ def _naming(
         text = str(value)
         if len(text) > _MAX_VALUE_CHARS:
             continue
-        if any(run in task_digits for run in _DIGITS.findall(text)):
-            return _WHOLE
+        if any(run in task_digits and run not in common for run in _DIGITS.findall(text)):
+            return _WHOLE  # a number of its own: an area code two phones share names neither
         words = _WORD.findall(text.lower())
         if len(words) < 2 or any(c.isdigit() for c in text):
             continue
         if f" {' '.join(words)} " in padded:
             return _WHOLE
-        if _short_form_named(words, padded):
+        if _short_form_named(words, padded) or _own_word_named(words[0], padded, common):
             found = _SHORT
     return found
+
+
+def _own_word_named(first: str, padded: str, common: frozenset[str]) -> bool:
+    """Whether the task writes a value's first word, long enough to be a name, that no
+    sibling's values hold (only where siblings are known: `common` is not empty)."""
+    return (
+        bool(common)
+        and len(first) >= _OWN_WORD
+        and first.isalpha()
+        and first not in common
+        and f" {first} " in padded
+    )
 
 
 def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> bool:
