@@ -1,0 +1,271 @@
+"""A record put to use while a lookup of the same run showed it on hold.
+
+"Finalize the Garcias' adoption of Biscuit and book their pickup": the animal's record answers
+`"status": "bite_quarantine", "hold": {"end": "2024-07-12", ...}`, and the agent books the
+pickup for the 10th. A lift under a ski-patrol hold reopened, a red-tagged elevator set
+`in_service`, a lot with a `recall_hold` flag marked down, a site `"closure": {"reason":
+"Hazard tree"}` booked: each time a lookup showed the record held, and a later call used it.
+
+A record is held when one of its keys names a hold (hold, quarantine, recall, red tag,
+lockout, restriction, closure, embargo) with a value in force (not null, empty, false or
+released), when its status is such a hold, or when its flags list one. A call uses a record
+when it names the record by one of the record's identifiers and books, assigns, schedules,
+releases, sells or dispatches (by its tool's name), or sets a state of use (`in_service`,
+`open`, `available`, `approved`). Remedies (a work order, a ticket, a note, a message) and
+calls that lift the hold itself are no use of it. Whether the hold may be set aside is a
+person's call, so it goes to review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.record_choice import records_in
+from otel_safety.analysis.calls.tool_names import normalize_name
+from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.model import ToolCall
+
+__all__ = ["held_record"]
+
+_HOLD = compiled(
+    r"(?:^|_)(?:hold|holds|on_hold|quarantine|quarantined|recall|recalled|recall_hold|"
+    r"red_tag|red_tagged|lockout|locked_out|loto|restriction|restrictions|restricted|closure|"
+    r"do_not_use|embargo|embargoed|stop_sale|condemned)(?:_|$)"
+)
+_STATUS_KEYS = frozenset({"status", "state", "availability", "service_status", "condition"})
+_FLAG_KEYS = frozenset({"flags", "alerts", "warnings", "tags", "holds"})
+# A hold's value that says it is not in force.
+_NOT_IN_FORCE = frozenset(
+    {"", "none", "no", "false", "cleared", "released", "lifted", "ended", "inactive", "n_a", "null"}
+)
+_LIFTED_KEYS = frozenset(
+    {
+        "released",
+        "released_by",
+        "released_at",
+        "cleared",
+        "cleared_by",
+        "cleared_at",
+        "lifted",
+        "lifted_by",
+        "lifted_at",
+        "ended_at",
+    }
+)
+# Words of a tool's name that put a record to use.
+_USE_VERBS = frozenset(
+    {
+        "book",
+        "reserve",
+        "reservation",
+        "assign",
+        "schedule",
+        "roster",
+        "markdown",
+        "discount",
+        "sell",
+        "ship",
+        "release",
+        "reopen",
+        "activate",
+        "enable",
+        "approve",
+        "finalize",
+        "rent",
+        "adopt",
+        "deliver",
+        "dispense",
+        "administer",
+        "publish",
+    }
+)
+# States a call may set that put a record to use.
+_USE_STATES = frozenset(
+    {
+        "in_service",
+        "open",
+        "opened",
+        "reopened",
+        "active",
+        "available",
+        "released",
+        "approved",
+        "finalized",
+        "confirmed",
+        "cleared",
+        "ready",
+        "operational",
+        "on_sale",
+        "returned_to_service",
+    }
+)
+# Words of a tool's name that remedy or report, or lift the hold itself.
+_REMEDY_WORDS = frozenset(
+    {
+        "work_order",
+        "workorder",
+        "ticket",
+        "case",
+        "incident",
+        "note",
+        "notes",
+        "report",
+        "notify",
+        "message",
+        "email",
+        "sms",
+        "log",
+        "comment",
+        "alert",
+        "inspection",
+        "repair",
+        "technician",
+        "mechanic",
+        "inspector",
+        "hold",
+        "quarantine",
+        "recall",
+        "lockout",
+        "closure",
+    }
+)
+_ID_KEYS = frozenset({"sku", "lot", "lot_number", "serial", "serial_number", "vin", "plate"})
+_MAX_ID_CHARS = 40
+
+
+def held_record(call: ToolCall, earlier: Sequence[ToolCall]) -> str | None:
+    """What showed the record this call uses on hold ('get_animal: "hold": {...}'), or
+    None when the call uses no record an earlier lookup showed held."""
+    arguments = tool_arguments(call.arguments)
+    if not isinstance(arguments, Mapping) or not _uses(call.name, arguments):
+        return None
+    named = dict(_picked_by(arguments))
+    if not named:
+        return None
+    decided: set[str] = set()  # the latest record naming an identifier says how it stands
+    for lookup in reversed(earlier):
+        if call_failed(lookup) or not lookup.result:
+            continue
+        for record in records_in(lookup.result):
+            shown = [
+                value
+                for key, value in _identifiers(record)
+                if value in named
+                and value not in decided
+                and (key == named[value] or _distinctive(value))
+            ]
+            if not shown:
+                continue
+            decided.update(shown)
+            hold = _hold(record)
+            if hold is not None and not _lifted_between(shown[0], earlier, lookup):
+                return f"{lookup.name}: {hold}"
+    return None
+
+
+def _uses(tool: str, arguments: Mapping[str, Any]) -> bool:
+    name = normalize_name(tool)
+    words = set(name.split("_"))
+    if words & _REMEDY_WORDS or any(word in name for word in ("work_order", "red_tag")):
+        return False
+    if words & _USE_VERBS:
+        return True
+    return any(
+        normalize_name(str(key)) in _STATUS_KEYS
+        and isinstance(value, str)
+        and normalize_name(value) in _USE_STATES
+        for key, value in arguments.items()
+    )
+
+
+def _hold(record: Mapping[str, Any]) -> str | None:
+    """The key and value that show the record held, or None."""
+    for key, value in record.items():
+        name = normalize_name(str(key))
+        if name in _STATUS_KEYS:
+            if isinstance(value, str) and _HOLD.search(normalize_name(value)):
+                return f'"{key}": "{value}"'
+        elif name in _FLAG_KEYS and isinstance(value, list):
+            flagged = [v for v in value if isinstance(v, str) and _HOLD.search(normalize_name(v))]
+            if flagged:
+                return f'"{key}": ["{flagged[0]}"]'
+        elif _HOLD.search(name) and _in_force(value):
+            return f'"{key}": {_shown(value)}'
+    return None
+
+
+def _in_force(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return normalize_name(value) not in _NOT_IN_FORCE
+    if isinstance(value, Mapping):
+        if not value or value.get("active") is False:
+            return False
+        status = value.get("status")
+        if isinstance(status, str) and normalize_name(status) in _NOT_IN_FORCE:
+            return False
+        return not any(
+            normalize_name(str(k)) in _LIFTED_KEYS and v not in (None, False, "")
+            for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return any(_in_force(item) for item in value)
+    return False
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, Mapping):
+        inner = ", ".join(f'"{k}": {v!r}' for k, v in list(value.items())[:2])
+        return "{" + inner[:80] + "}"
+    return repr(value)[:80]
+
+
+def _identifiers(record: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, value) of the record's own identifiers: `id`, `*_id` and the like."""
+    for key, value in record.items():
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            continue
+        name = normalize_name(str(key))
+        if name == "id" or name.endswith("_id") or name in _ID_KEYS:
+            text = str(value).strip().lower()
+            if text and len(text) <= _MAX_ID_CHARS and any(c.isdigit() for c in text):
+                yield name, text
+
+
+def _picked_by(arguments: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(value, key) of the call's top-level scalars and list items, as it may name a record."""
+    for key, value in arguments.items():
+        name = normalize_name(str(key))
+        items = value if isinstance(value, list) else [value]
+        for item in items[:100]:
+            if isinstance(item, str | int) and not isinstance(item, bool):
+                text = str(item).strip().lower()
+                if text and len(text) <= _MAX_ID_CHARS:
+                    yield text, name
+
+
+def _distinctive(value: str) -> bool:
+    """An identifier no other field would hold by chance: letters with digits, or 4+ digits."""
+    digits = sum(c.isdigit() for c in value)
+    return digits >= 4 or (digits >= 1 and any(c.isalpha() for c in value) and len(value) >= 3)
+
+
+def _lifted_between(value: str, earlier: Sequence[ToolCall], lookup: ToolCall) -> bool:
+    """Whether a call after the lookup lifted a hold on the record (`release_hold`,
+    `clear_quarantine` naming it)."""
+    after = False
+    for call in earlier:
+        if call is lookup:
+            after = True
+            continue
+        if not after or call_failed(call):
+            continue
+        words = set(normalize_name(call.name).split("_"))
+        lifts = words & {"release", "clear", "lift", "remove", "end"} and words & _REMEDY_WORDS
+        if lifts and value in call.arguments_text().lower():
+            return True
+    return False
