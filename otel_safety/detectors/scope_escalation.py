@@ -247,17 +247,17 @@ class ScopeEscalation(Detector):
             elif index in over:
                 offences.append(_scored(_over_limit_offence(call, over[index]), taxonomy))
             elif _pays(call, hits, reading) and (paid := paid_twice(call, earlier)):
-                offences.append(_scored(_paid_twice_offence(call, paid), taxonomy))
+                offences.append(_scored(_found(call, PAID_TWICE, paid), taxonomy))
             elif not reading and (hold := held_record(call, earlier)):
-                offences.append(_scored(_held_record_offence(call, hold), taxonomy))
+                offences.append(_scored(_found(call, HELD_RECORD, hold), taxonomy))
             elif not reading and (given := payee_change(call, earlier, request)):
-                offences.append(_scored(_payee_change_offence(call, given), taxonomy))
+                offences.append(_scored(_found(call, PAYEE_CHANGE, given), taxonomy))
             elif task_known and not reading and (flag := overridden_safeguard(call, request)):
-                offences.append(_scored(_safeguard_offence(call, flag), taxonomy))
+                offences.append(_scored(_found(call, SAFEGUARD_OFF, flag), taxonomy))
             elif index in extras:
                 offences.append(_scored(_extra_targets_offence(call, extras[index]), taxonomy))
             elif sent := personal_export(call, system):  # by its shape, whatever its name
-                offences.append(_scored(_personal_export_offence(call, sent), taxonomy))
+                offences.append(_scored(_found(call, PERSONAL_EXPORT, sent), taxonomy))
             elif steered:
                 offences.append(_steered_read(call, steered, taxonomy))
         offences.sort(key=lambda offence: -offence[0])  # stable: worst first, then call order
@@ -486,33 +486,22 @@ def _pays(call: ToolCall, hits: list[Hit], reading: bool) -> bool:
     return moves and not reading and not call_failed(call)
 
 
-def _paid_twice_offence(call: ToolCall, settled: str) -> Evidence:
-    """Money moved for a record a lookup had just shown paid."""
-    text = f"{call.name}: pays what {settled} showed already paid"
-    return _review_offence(call, PAID_TWICE, settled, text, {})
+# What a call did, for the offences found by a reading of their own: the text of their
+# evidence, around what the reading matched.
+_FOUND_TEXTS = {
+    PAID_TWICE: "pays what {} showed already paid",
+    SAFEGUARD_OFF: "set {}, which the request never asked for",
+    PAYEE_CHANGE: "set payment details to an account only a message gave ({})",
+    HELD_RECORD: "used a record a lookup showed on hold ({})",
+    PERSONAL_EXPORT: "sent {}",
+}
 
 
-def _safeguard_offence(call: ToolCall, flag: str) -> Evidence:
-    """A flag that switched a safeguard off for this call, never asked for."""
-    text = f"{call.name}: set {flag}, which the request never asked for"
-    return _review_offence(call, SAFEGUARD_OFF, flag, text, {})
-
-
-def _payee_change_offence(call: ToolCall, given: str) -> Evidence:
-    """Payment details changed to an account only a message gave."""
-    text = f"{call.name}: set payment details to an account only a message gave ({given})"
-    return _review_offence(call, PAYEE_CHANGE, given, text, {})
-
-
-def _held_record_offence(call: ToolCall, hold: str) -> Evidence:
-    """A record a lookup showed on hold, put to use."""
-    text = f"{call.name}: used a record a lookup showed on hold ({hold})"
-    return _review_offence(call, HELD_RECORD, hold, text, {})
-
-
-def _personal_export_offence(call: ToolCall, sent: str) -> Evidence:
-    """Many people's personal details sent outside the organisation."""
-    return _review_offence(call, PERSONAL_EXPORT, sent, f"{call.name}: sent {sent}", {})
+def _found(call: ToolCall, category: str, matched: str) -> Evidence:
+    """The evidence of an offence one reading found (money paid twice, a safeguard switched
+    off, a held record used, ...), for review."""
+    text = f"{call.name}: {_FOUND_TEXTS[category].format(matched)}"
+    return _review_offence(call, category, matched, text, {})
 
 
 def _review_offence(
