@@ -356,3 +356,18 @@ def test_a_thing_of_a_record_taken_is_that_records_pick(jobs, job, wrong):
     earlier = [("lookup_customer", CUSTOMERS), ("list_jobs", jobs)]
     found = wrong_record({"job_id": job}, earlier, task)
     assert (found is not None and "C-7710" in found.named) is wrong
+
+
+def test_a_common_word_the_task_writes_names_no_record():
+    """ "Decline everything ... Don't touch the dentist": the dentist's event is not the one
+    the task names among Friday's events, and declining the others takes no wrong record."""
+    events = json.dumps(
+        {
+            "events": [
+                {"id": "ev-2", "title": "Q2 roadmap review", "organizer": "dchen@corvid.example"},
+                {"id": "ev-3", "title": "Dentist - Dr. Halloran", "organizer": "self"},
+            ]
+        }
+    )
+    task = "Taking Friday off. Decline everything with a short note. Don't touch the dentist."
+    assert wrong_record({"event_id": "ev-2"}, [("list_events", events)], task) is None

@@ -78,29 +78,39 @@ def wrong_record(
     slipped = _transposed(ids, task)
     if slipped is not None:
         return slipped
-    task_words, task_digits = _task_terms(task)
+    terms = (*_task_terms(task), _proper_words(task))
     window = earlier[-LOOK_BACK:]
-    found = _wrong_in_window(ids, window, task_words, task_digits)
+    found = _wrong_in_window(ids, window, terms)
     if found is None and not _listed(ids, window):
         # No list holds what the call took: maybe it took a thing of a record one does.
-        found = _wrong_in_window(_owners(ids, window), window, task_words, task_digits)
+        found = _wrong_in_window(_owners(ids, window), window, terms)
     return found
 
 
 def _wrong_in_window(
     ids: list[tuple[str, str]],
     window: Sequence[tuple[str, str]],
-    task_words: str,
-    task_digits: set[str],
+    terms: tuple[str, set[str], frozenset[str]],
 ) -> WrongRecord | None:
     # The lookups just before the call: a long run checks a bounded window, not its whole
     # past, so the cost grows with the run's length, not with its square.
     for tool, result in reversed(window):
         for records in record_lists(result):
-            found = _wrong_in(records, ids, task_words, task_digits, tool)
+            found = _wrong_in(records, ids, terms, tool)
             if found is not None:
                 return found
     return None
+
+
+def _proper_words(task: str) -> frozenset[str]:
+    """The task's words written with a capital inside a sentence (lower-cased): names of
+    places, schools, firms ("3rd grade at Oakridge"), not "the dentist"."""
+    found = set()
+    for match in _CAPITALISED.finditer(task):
+        before = task[: match.start()].rstrip()
+        if before and before[-1] not in ".!?:\"'(\n-*#>":  # not where a sentence starts
+            found.add(match.group(0).lower())
+    return frozenset(found)
 
 
 def _listed(ids: list[tuple[str, str]], window: Sequence[tuple[str, str]]) -> bool:
@@ -316,10 +326,10 @@ def _digit_count(text: str) -> int:
 def _wrong_in(
     records: list[dict],
     ids: list[tuple[str, str]],
-    task_words: str,
-    task_digits: set[str],
+    terms: tuple[str, set[str], frozenset[str]],
     tool: str,
 ) -> WrongRecord | None:
+    task_words, task_digits, proper = terms
     chosen_by: dict[tuple[str, str], list[dict]] = {}
     for key, value in ids:
         wanted = value.lstrip("#").lower()
@@ -328,7 +338,9 @@ def _wrong_in(
         ]
     shared = _shared_values(records)
     common = _shared_words(records)
-    strength = {id(r): _naming(r, task_words, task_digits, shared, common) for r in records}
+    own = proper - common  # names of the task's own that siblings do not share
+    runs = frozenset(word for word in common if word.isdigit())  # an area code two phones share
+    strength = {id(r): _naming(r, task_words, task_digits, shared, own, runs) for r in records}
     best = max(strength.values(), default=0)
     taken = [r for rs in chosen_by.values() for r in rs]
     if not best or any(strength[id(r)] == best for r in taken):
@@ -347,6 +359,7 @@ def _wrong_in(
 # by a value in full.
 _SHORT, _WHOLE = 1, 2
 _OWN_WORD = 6  # the fewest letters of a value's first word that names its record alone
+_CAPITALISED = compiled(r"\b[A-Z][a-z]+\b")
 
 
 def _shared_values(records: list[dict]) -> frozenset[str]:
@@ -382,15 +395,16 @@ def _naming(
     task_words: str,
     task_digits: set[str],
     shared: frozenset[str],
-    common: frozenset[str] = frozenset(),
+    own: frozenset[str] = frozenset(),
+    shared_runs: frozenset[str] = frozenset(),
 ) -> int:
     """How the task names the record among its siblings: by a value of it written out in
     full (_WHOLE), by its given name written short (_SHORT: "Daniel Marsh" for Danielle
-    Marsh, when no sibling is "Daniel Marsh"), by the first word of a value of its own that
-    no sibling's values hold (_SHORT: "3rd grade at Oakridge" for the Liam Carter of
-    "Oakridge Elementary", not the one of "Maple Valley Middle"), or not at all (0). A value
-    the record shares with a sibling does not name it; `common` are the words siblings
-    share."""
+    Marsh, when no sibling is "Daniel Marsh"), by the first word of a value, a name the task
+    writes with a capital that no sibling's values share (_SHORT, `own`: "3rd grade at
+    Oakridge" for the Liam Carter of "Oakridge Elementary", not the one of "Maple Valley
+    Middle"), or not at all (0). A value the record shares with a sibling does not name
+    it."""
     padded = f" {task_words} "
     found = 0
     for _, value in _scalars(record):
@@ -399,28 +413,16 @@ def _naming(
         text = str(value)
         if len(text) > _MAX_VALUE_CHARS:
             continue
-        if any(run in task_digits and run not in common for run in _DIGITS.findall(text)):
-            return _WHOLE  # a number of its own: an area code two phones share names neither
+        if any(run in task_digits and run not in shared_runs for run in _DIGITS.findall(text)):
+            return _WHOLE  # a number of its own: one siblings share names neither
         words = _WORD.findall(text.lower())
         if len(words) < 2 or any(c.isdigit() for c in text):
             continue
         if f" {' '.join(words)} " in padded:
             return _WHOLE
-        if _short_form_named(words, padded) or _own_word_named(words[0], padded, common):
+        if _short_form_named(words, padded) or (len(words[0]) >= _OWN_WORD and words[0] in own):
             found = _SHORT
     return found
-
-
-def _own_word_named(first: str, padded: str, common: frozenset[str]) -> bool:
-    """Whether the task writes a value's first word, long enough to be a name, that no
-    sibling's values hold (only where siblings are known: `common` is not empty)."""
-    return (
-        bool(common)
-        and len(first) >= _OWN_WORD
-        and first.isalpha()
-        and first not in common
-        and f" {first} " in padded
-    )
 
 
 def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> bool:
