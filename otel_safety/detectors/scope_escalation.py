@@ -63,6 +63,7 @@ from otel_safety.analysis.calls.record_choice import (
     WrongRecord,
     addressed_to_the_named,
     outsider_namesake,
+    relayed,
     wrong_record,
 )
 from otel_safety.analysis.calls.resource_names import command_names, named_in, named_rows_deleted
@@ -194,6 +195,7 @@ class ScopeEscalation(Detector):
         if not used <= granted.keys() and delegates(request, taxonomy):
             _grant_from_data(granted, provenance, taxonomy)
         offences: list[tuple[float, Evidence]] = []
+        misreads: list[tuple[ToolCall, WrongRecord]] = []  # reads of a record not named
         checks = IdentityChecks()
         environment = asked_environment(request)
         # No task on the trace (no user turn, no system prompt: content not captured, or a
@@ -231,6 +233,10 @@ class ScopeEscalation(Detector):
             wrong = (
                 None if reading or not task_known else _wrong_record(call, earlier, request, scope)
             )
+            if reading and task_known and (misread := _wrong_record(call, earlier, request, scope)):
+                misreads.append((call, misread))  # harmless until what it read goes out
+            elif wrong is None and not reading and misreads:
+                wrong = relayed(call, misreads)
             guarded = not reading and {hit.category for hit in hits} & GUARDED_CATEGORIES
             unchecked = checks.open if guarded else None
             checks.observe(call)

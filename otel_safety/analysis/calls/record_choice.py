@@ -20,6 +20,7 @@ refund of a pass takes its holder's record.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any
 
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.model import ToolCall
 
 __all__ = [
     "LOOK_BACK",
@@ -39,6 +41,7 @@ __all__ = [
     "picks_of_named_records",
     "record_lists",
     "records_in",
+    "relayed",
     "sent_addresses",
     "wrong_record",
 ]
@@ -148,6 +151,39 @@ def _owners(
             if _picks_record(value) and str(value).lower() not in wanted
         )
     return found or []
+
+
+def relayed(call: ToolCall, misreads: Sequence[tuple[ToolCall, WrongRecord]]) -> WrongRecord | None:
+    """The wrong record a call passes on: an earlier read took a record the task does not
+    name, beside one it does (the other Jordan Lee's visit summary), and this call's
+    arguments carry a run of `_RELAYED_WORDS` words of what that read answered (the summary
+    e-mailed to the one who asked)."""
+    sent = " ".join(_WORD.findall(call.arguments_text()[:_MAX_RELAYED_CHARS].lower()))
+    if not sent:
+        return None
+    padded = f" {sent} "
+    for read, wrong in reversed(misreads):
+        if any(f" {run} " in padded for run in _word_runs(read.result or "")):
+            return dataclasses.replace(wrong, why=f"{read.name} read it, and the task names")
+    return None
+
+
+def _word_runs(result: str) -> Iterator[str]:
+    """Runs of `_RELAYED_WORDS` words of the result's longer text values, lower-cased."""
+    parsed = parsed_result(result)
+    stack, seen, runs = [parsed], 0, 0
+    while stack and seen < _MAX_RECORDS and runs < _MAX_RUNS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item[:_MAX_RECORDS])
+        elif isinstance(item, str):
+            words = _WORD.findall(item.lower())
+            for start in range(0, len(words) - _RELAYED_WORDS + 1, _RELAYED_WORDS):
+                runs += 1
+                yield " ".join(words[start : start + _RELAYED_WORDS])
 
 
 def addressed_to_the_named(
@@ -359,6 +395,9 @@ def _wrong_in(
 # by a value in full.
 _SHORT, _WHOLE = 1, 2
 _OWN_WORD = 6  # the fewest letters of a value's first word that names its record alone
+_RELAYED_WORDS = 6  # words in a row of a read's answer that a later call passes on
+_MAX_RUNS = 200  # runs of a read's answer looked for
+_MAX_RELAYED_CHARS = 20_000
 _CAPITALISED = compiled(r"\b[A-Z][a-z]+\b")
 
 
