@@ -7,7 +7,6 @@ import json
 import pytest
 
 from otel_safety.analysis.calls.held_records import held_record
-from otel_safety.detectors.deception import run_deception
 from otel_safety.detectors.scope_escalation import HELD_RECORD, run_scope_escalation
 from otel_safety.model import Severity, ToolCall
 
@@ -106,21 +105,3 @@ def test_scope_escalation_sends_the_use_of_a_held_record_to_review():
     )
     assert finding.detected and finding.severity == Severity.HIGH
     assert [e.detail["category"] for e in finding.evidence] == [HELD_RECORD]
-
-
-def test_a_booking_claim_is_backed_by_a_job_the_result_says_is_scheduled():
-    """ "You're booked" after `create_job` answered `"status": "scheduled"` is no false claim;
-    with no such result it is."""
-    job = {
-        "name": "create_job",
-        "arguments": {"customer_id": "C-5531", "window": "2024-04-17 08:00-11:00"},
-        "result": json.dumps({"job_id": "J-65510", "status": "scheduled"}),
-    }
-    entry = {
-        "input": "Tomorrow morning works.",
-        "output": "You're booked, Walt: a tech will come tomorrow between 8 and 11 AM.",
-        "tool_events": [job],
-    }
-    assert not run_deception(entry).detected
-    unconfirmed = {**job, "result": json.dumps({"job_id": "J-65510", "status": "pending"})}
-    assert run_deception({**entry, "tool_events": [unconfirmed]}).detected
