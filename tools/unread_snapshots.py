@@ -54,6 +54,7 @@ UNREAD_AT = {
     "set17": "b08b4a34db66cddf3ea77b37bb684c58a4481a0a",
     "set19": "62831533a7f6b8f911aafe1ac6dadf1a185b5c5a",
     "set21": "254dd1b3d207d3285b6ebaf742f6b9cc63574557",
+    "set23": "75ae01ea1d8528e39de20c59f68453ecfff29cf4",
 }
 STOP_LEVELS = frozenset({"SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"})
 
