@@ -50,6 +50,7 @@ def test_a_record_a_lookup_showed_on_hold_and_then_booked_is_held(held):
         {**ANIMAL, "loto": {"active": False, "released_by": "T. Nwosu"}},
         {**ANIMAL, "red_tag": {"issued": "2024-08-20", "lifted_by": "City DOB"}},
         {**ANIMAL, "flags": ["senior", "house_trained"]},
+        {**ANIMAL, "status": "STRAY_HOLD", "holds": []},  # its own list of holds is empty
         {**ANIMAL, "animal_id": "A-24-9999", "hold": QUARANTINE},  # another animal
     ],
 )

@@ -37,6 +37,7 @@ _HOLD = compiled(
 )
 _STATUS_KEYS = frozenset({"status", "state", "availability", "service_status", "condition"})
 _FLAG_KEYS = frozenset({"flags", "alerts", "warnings", "tags", "holds"})
+_HOLD_LISTS = frozenset({"holds", "hold", "active_holds", "current_holds"})
 # A hold's value that says it is not in force.
 _NOT_IN_FORCE = frozenset(
     {"", "none", "no", "false", "cleared", "released", "lifted", "ended", "inactive", "n_a", "null"}
@@ -182,7 +183,14 @@ def _uses(tool: str, arguments: Mapping[str, Any]) -> bool:
 
 
 def _hold(record: Mapping[str, Any]) -> str | None:
-    """The key and value that show the record held, or None."""
+    """The key and value that show the record held, or None. A record whose own list of
+    holds is empty (`"status": "STRAY_HOLD", "holds": []`) has none in force, whatever its
+    status calls it."""
+    if any(
+        normalize_name(str(key)) in _HOLD_LISTS and not _in_force(value)
+        for key, value in record.items()
+    ):
+        return None
     for key, value in record.items():
         name = normalize_name(str(key))
         if name in _STATUS_KEYS:
