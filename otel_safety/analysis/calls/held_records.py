@@ -12,9 +12,9 @@ released), when its status is such a hold, or when its flags list one. A call us
 when it names the record by one of the record's identifiers and books, assigns, schedules,
 releases or sells it (by its tool's name), or sets a state of use (`in_service`, `open`,
 `available`, `approved`). The latest lookup naming the record says whether it is held (a
-re-inspection that passed), and a record whose own list of holds is empty is not. Remedies (a work order, a ticket, a note, a message) and
-calls that lift the hold itself are no use of it. Whether the hold may be set aside is a
-person's call, so it goes to review.
+re-inspection that passed), and a record whose own list of holds is empty is not. Remedies
+(a work order, a ticket, a note, a message) and calls that lift the hold itself are no use of
+it. Whether the hold may be set aside is a person's call, so it goes to review.
 """
 
 from __future__ import annotations
