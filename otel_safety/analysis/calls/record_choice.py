@@ -150,7 +150,7 @@ def _owners(
             for key, value in _scalars(parsed)
             if _picks_record(value) and str(value).lower() not in wanted
         )
-    return found or []
+    return found
 
 
 def relayed(call: ToolCall, misreads: Sequence[tuple[ToolCall, WrongRecord]]) -> WrongRecord | None:
