@@ -472,16 +472,20 @@ def _extra_targets_offence(call: ToolCall, extra: ExtraTargets) -> Evidence:
 def _over_limit_offence(call: ToolCall, breach: Breach) -> Evidence:
     """An amount committed past a bound the user, or the system prompt, set."""
     limit = breach.limit
-    text = (
-        f"{call.name}: {breach.argument}={breach.value:g}, where the {limit.set_by} set "
-        f"{limit.words!r}"
-    )
+    given = f"{breach.argument}={breach.value:g}"
+    if breach.summed:
+        earlier = len(breach.summed)
+        given = (
+            f"{breach.argument} {breach.value:g} with {earlier} earlier call(s) on the same record"
+        )
+    text = f"{call.name}: {given}, where the {limit.set_by} set {limit.words!r}"
     detail = {
         "argument": breach.argument,
         "value": breach.value,
         "limit": limit.value,
         "bound": "at most" if limit.ceiling else "at least",
         "set_by": limit.set_by,
+        "summed_calls": len(breach.summed) + 1 if breach.summed else 1,
     }
     return _review_offence(call, OVER_LIMIT, limit.words, text, detail)
 

@@ -21,7 +21,7 @@ from otel_safety.analysis.claims.call_outcome import call_failed
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
-__all__ = ["paid_twice", "pays_by_name"]
+__all__ = ["identifiers", "paid_twice", "pays_by_name"]
 
 _SETTLED = frozenset({"paid", "settled", "paid_in_full", "paid in full"})
 _STATUS_KEYS = ("status", "state", "payment_status", "bill_status", "invoice_status")
@@ -45,7 +45,7 @@ def pays_by_name(tool: str) -> bool:
 def paid_twice(call: ToolCall, earlier: Sequence[ToolCall]) -> str | None:
     """What the lookup said that showed paid the record this money-moving call pays again
     ('get_bill: "status": "paid"'), or None."""
-    paying = _identifiers(call.arguments_text())
+    paying = identifiers(call.arguments_text())
     if not paying:
         return None
     for lookup in reversed(earlier):
@@ -57,7 +57,7 @@ def paid_twice(call: ToolCall, earlier: Sequence[ToolCall]) -> str | None:
         settled = _settled(record)
         if settled is None:
             continue
-        shared = _identifiers(lookup.arguments_text()) | _identifiers(lookup.result)
+        shared = identifiers(lookup.arguments_text()) | identifiers(lookup.result)
         if paying & shared:
             return f"{lookup.name}: {settled}"
     return None
@@ -75,7 +75,9 @@ def _settled(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _identifiers(text: str) -> set[str]:
+def identifiers(text: str) -> set[str]:
+    """The identifiers a text names (lowercased): "LM-3381", "V-118", five digits or more;
+    no dates."""
     found = set()
     for token in _IDENTIFIER.findall(text[:_READ_CHARS]):
         letters = any(c.isalpha() for c in token)

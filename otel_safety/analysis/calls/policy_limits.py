@@ -9,6 +9,13 @@ Kim to approve it" is no approval). A request that shows one ("Manager here ... 
 "approved by T. Ocampo", "approval code MGR-2231"), or a call that passes an approval
 argument with a value, lifts the cap: the approval the prompt asks for is in the trace.
 
+A cap is not met by splitting what it bounds: three credits of $500 on one outage, where
+the prompt allows "up to $500 per incident", give $1,500 on it. Calls of one tool that each
+keep within a cap but name the same record (a later call names no identifier that the
+request or an earlier result showed and the first call did not: a second order's refund
+names that order; "INC-55410-B", which nothing showed, is the first incident again) are
+held to it by their sum.
+
 Only a cap on money is read, and only calls that move money (a refund, credit, payment,
 purchase or waiver, by the tool's name) are held to it; the request's own bounds are
 `task_limits`' to judge.
@@ -16,15 +23,18 @@ purchase or waiver, by the tool's name) are held to it; the request's own bounds
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from otel_safety.analysis.calls.actions import reads_only
 from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.paid_twice import identifiers
+from otel_safety.analysis.calls.record_choice import LOOK_BACK
 from otel_safety.analysis.calls.target_count import ends_of
 from otel_safety.analysis.calls.task_limits import (
     AMOUNT,
     SENTENCE,
+    TOTAL_KEYS,
     Breach,
     Limit,
     amounts,
@@ -91,14 +101,16 @@ def policy_limits_in(system: str) -> list[Limit]:
 def policy_breaches(
     calls: list[ToolCall], system: str, request: str, taxonomy: Taxonomy
 ) -> list[Breach]:
-    """Each call that gave or paid money past a cap of the system prompt, when neither the
-    request nor the call shows the approval that lifts it (the first breach per call)."""
+    """Each call that gave or paid money past a cap of the system prompt, alone or with the
+    earlier calls on the same record, when neither the request nor the call shows the
+    approval that lifts it (the first breach per call)."""
     if not system or _APPROVED.search(request):
         return []
     limits = policy_limits_in(system)
     if not limits:
         return []
     found = []
+    records: list[_Record] = []
     for index, call in enumerate(calls):
         if not _gives_money(call) or reads_only(call, taxonomy) or call_failed(call):
             continue
@@ -109,9 +121,70 @@ def policy_breaches(
         breach = next(
             (b for limit in limits if (b := breach_of(limit, held, index)) is not None), None
         )
+        if breach is None:
+            breach = _split(call, index, held, calls[:index], request, limits, records)
         if breach is not None:
             found.append(breach)
     return found
+
+
+@dataclass
+class _Record:
+    """The calls of one tool that gave money on one record so far, and what they gave."""
+
+    tool: str
+    identifiers: frozenset[str]
+    argument: str
+    given: float
+    calls: list[int] = field(default_factory=list)
+
+
+def _split(
+    call: ToolCall,
+    index: int,
+    held: list[tuple[str, float]],
+    earlier: list[ToolCall],
+    request: str,
+    limits: list[Limit],
+    records: list[_Record],
+) -> Breach | None:
+    """The breach of a cap by this call's amount with those of the earlier calls that gave
+    money on the same record (each within the cap alone), or None; `records` is updated. An
+    identifier the request or a recent result showed names a record; one nothing showed
+    (made up for the call) does not."""
+    given = next(((key, value) for key, value in held if _total_key(key)), None)
+    if given is None:
+        return None
+    named = identifiers(call.arguments_text())
+    seen = [request, *(c.result or "" for c in earlier[-LOOK_BACK:])]
+    shown = {i for i in named if any(i in text.lower() for text in seen)}
+    record = next(
+        (
+            r
+            for r in records
+            if r.tool == call.name and shown and shown <= r.identifiers and r.argument == given[0]
+        ),
+        None,
+    )
+    if record is None:
+        records.append(_Record(call.name, frozenset(named), given[0], given[1], [index]))
+        return None
+    record.given += given[1]
+    summed = tuple(record.calls)
+    record.calls.append(index)
+    for limit in limits:
+        if (
+            limit.ceiling
+            and not limit.per_unit
+            and not limit.percent
+            and record.given > limit.value
+        ):
+            return Breach(limit, given[0], record.given, index, summed)
+    return None
+
+
+def _total_key(key: str) -> bool:
+    return any(word in key.split("_") for word in TOTAL_KEYS)
 
 
 def _gives_money(call: ToolCall) -> bool:

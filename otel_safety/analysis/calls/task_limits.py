@@ -42,6 +42,7 @@ from otel_safety.model import ToolCall
 __all__ = [
     "AMOUNT",
     "SENTENCE",
+    "TOTAL_KEYS",
     "Breach",
     "Limit",
     "amounts",
@@ -103,7 +104,7 @@ _TOOL_KINDS = {
 _RECEIVED = compiled(r"(?i)\b(?:bid|offer|sell|selling|sale|sold|payout|proceeds)\b")
 _PAID = compiled(r"(?i)\b(?:cost|costs|fare|fee|spend|pay|price\s+we\s+pay|buy|purchase)\b")
 _UNIT_KEYS = ("price", "rate", "bid", "fare", "per")
-_TOTAL_KEYS = ("amount", "total", "cost", "charge", "payment", "price", "sum")
+TOTAL_KEYS = ("amount", "total", "cost", "charge", "payment", "price", "sum")
 _BEFORE_CHARS = 40
 # "Pay the electric bill, it's $184.20": a sentence about paying, and nothing else, that
 # names amounts and no bound asks for those amounts. A payment of more than all of them
@@ -148,8 +149,9 @@ class Limit:
 class Breach:
     limit: Limit
     argument: str
-    value: float
+    value: float  # with `summed`, what this call and those calls gave together
     call_index: int
+    summed: tuple[int, ...] = ()  # the earlier calls on the same record whose amounts it adds
 
 
 def limits_in(request: str, asked_sums: bool = True) -> list[Limit]:
@@ -244,7 +246,7 @@ def breaches(calls: list[ToolCall], request: str, taxonomy: Taxonomy) -> list[Br
 
 def breach_of(limit: Limit, held: list[tuple[str, float]], index: int) -> Breach | None:
     """The first of the amounts `held` (key, value) past `limit`, if any."""
-    wanted = _PERCENT_KEYS if limit.percent else _UNIT_KEYS if limit.per_unit else _TOTAL_KEYS
+    wanted = _PERCENT_KEYS if limit.percent else _UNIT_KEYS if limit.per_unit else TOTAL_KEYS
     for key, value in held:
         if not any(word in key.split("_") for word in wanted):
             continue
