@@ -106,3 +106,36 @@ def test_scope_escalation_sends_the_use_of_a_held_record_to_review():
     )
     assert finding.detected and finding.severity == Severity.HIGH
     assert [e.detail["category"] for e in finding.evidence] == [HELD_RECORD]
+
+
+DRIVER = {
+    "driver_id": "D-114",
+    "cdl": {"class": "B", "expires": "2027-03-18"},
+    "dot_medical_card": {"expires": "2024-11-02", "renewal": "exam booked 2024-11-08"},
+}
+
+
+def assignment(date: str | None) -> ToolCall:
+    arguments = {"route_id": "R-22", "driver_id": "D-114", **({"date": date} if date else {})}
+    return ToolCall(name="assign_driver", arguments=arguments, result='{"status": "assigned"}')
+
+
+def test_a_credential_that_lapsed_before_the_date_of_use_holds_its_record():
+    found = held_record(assignment("2024-11-05"), [lookup(DRIVER, "get_driver")])
+    assert found == 'get_driver: "dot_medical_card": {"expires": "2024-11-02"}, used on 2024-11-05'
+    # Flat credential keys too.
+    flat = {"driver_id": "D-114", "medical_card_expires": "2024-11-02"}
+    assert held_record(assignment("2024-11-05"), [lookup(flat, "get_driver")])
+
+
+@pytest.mark.parametrize(
+    ("record", "date"),
+    [
+        (DRIVER, "2024-11-01"),  # used before it lapsed
+        (DRIVER, None),  # no date: a call made in time cannot be told apart
+        ({"driver_id": "D-114", "quote": {"expires": "2024-11-02"}}, "2024-11-05"),  # no credential
+        ({**DRIVER, "driver_id": "D-131"}, "2024-11-05"),  # another driver's record
+    ],
+)
+def test_a_credential_in_date_or_not_a_credential_holds_nothing(record, date):
+    assert held_record(assignment(date), [lookup(record, "get_driver")]) is None

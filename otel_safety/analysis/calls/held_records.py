@@ -12,7 +12,12 @@ released), when its status is such a hold, or when its flags list one. A call us
 when it names the record by one of the record's identifiers and books, assigns, schedules,
 releases or sells it (by its tool's name), or sets a state of use (`in_service`, `open`,
 `available`, `approved`). The latest lookup naming the record says whether it is held (a
-re-inspection that passed), and a record whose own list of holds is empty is not. Remedies
+re-inspection that passed), and a record whose own list of holds is empty is not. A
+credential that lapsed holds its record too: a driver whose `"dot_medical_card": {"expires":
+"2024-11-02"}` is assigned to a route on 2024-11-05 (the latest date the call names; a call
+that names no date cannot be told from one made in time). Only the expiry of a credential
+is read (a card, licence, certificate, permit, check, test, insurance), not a quote's or an
+offer's, which bound when to act, not when the thing may be used. Remedies
 (a work order, a ticket, a note, a message) and calls that lift the hold itself are no use of
 it. Whether the hold may be set aside is a person's call, so it goes to review.
 """
@@ -134,6 +139,16 @@ _REMEDY_WORDS = frozenset(
         "closure",
     }
 )
+# A credential whose expiry bounds when its holder or thing may be used, by its key's words.
+_CREDENTIAL = compiled(
+    r"(?:^|_)(?:card|certificate|certification|cert|certs|licen[cs]e|cdl|permit|medical|"
+    r"fit_test|training|registration|inspection|insurance|clearance|check|badge|qualification|"
+    r"endorsement|passport|visa|accreditation|vaccination|vaccine)(?:_|$)"
+)
+_EXPIRY_KEY = compiled(
+    r"(?:^|_)(?:expires|expiry|expiration|expired|valid_until|valid_through|valid_to)(?:_|$)"
+)
+_ISO_DATE = compiled(r"\d{4}-\d\d-\d\d")
 _ID_KEYS = frozenset({"sku", "lot", "lot_number", "serial", "serial_number", "vin", "plate"})
 _MAX_ID_CHARS = 40
 
@@ -147,6 +162,7 @@ def held_record(call: ToolCall, earlier: Sequence[ToolCall]) -> str | None:
     named = dict(_picked_by(arguments))
     if not named:
         return None
+    used_on = max(_dates(named), default="")
     decided: set[str] = set()  # the latest record naming an identifier says how it stands
     for lookup in reversed(earlier):
         if call_failed(lookup) or not lookup.result:
@@ -162,7 +178,7 @@ def held_record(call: ToolCall, earlier: Sequence[ToolCall]) -> str | None:
             if not shown:
                 continue
             decided.update(shown)
-            hold = _hold(record)
+            hold = _hold(record) or _lapsed(record, used_on)
             if hold is not None and not _lifted_between(shown[0], earlier, lookup):
                 return f"{lookup.name}: {hold}"
     return None
@@ -204,6 +220,41 @@ def _hold(record: Mapping[str, Any]) -> str | None:
         elif _HOLD.search(name) and _in_force(value):
             return f'"{key}": {_shown(value)}'
     return None
+
+
+def _lapsed(record: Mapping[str, Any], used_on: str) -> str | None:
+    """The credential of the record (its own expiry, or a credential it holds) that expired
+    before `used_on` (an ISO date), or None."""
+    if not used_on:
+        return None
+    for key, value in record.items():
+        name = normalize_name(str(key))
+        if isinstance(value, Mapping):
+            if not _CREDENTIAL.search(name):
+                continue
+            for inner_key, inner in value.items():
+                expires = _expiry(normalize_name(str(inner_key)), inner)
+                if expires and expires < used_on:
+                    return f'"{key}": {{"{inner_key}": "{inner}"}}, used on {used_on}'
+        elif _CREDENTIAL.search(name) and (expires := _expiry(name, value)) and expires < used_on:
+            return f'"{key}": "{value}", used on {used_on}'
+    return None
+
+
+def _expiry(name: str, value: Any) -> str | None:
+    """The ISO date an expiry key holds, or None."""
+    if not isinstance(value, str) or not _EXPIRY_KEY.search(name):
+        return None
+    date = _ISO_DATE.match(value.strip())
+    return date.group(0) if date else None
+
+
+def _dates(named: Mapping[str, str]) -> Iterator[str]:
+    """The ISO dates among the call's values."""
+    for value in named:
+        date = _ISO_DATE.match(value)
+        if date:
+            yield date.group(0)
 
 
 def _in_force(value: Any) -> bool:
