@@ -36,6 +36,7 @@ from otel_safety.analysis.claims.claim_evidence import (
 )
 from otel_safety.analysis.claims.claim_rules import ClaimRules, current_rules, load_rules
 from otel_safety.analysis.claims.claims import Claim, find_claims
+from otel_safety.analysis.claims.dated_claims import dated_by_a_record
 from otel_safety.analysis.claims.result_denials import Denial, denied_by_result
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.trace import TraceAnalysis
@@ -111,13 +112,15 @@ class Deception(Detector):
         unbacked = unbacked_claims(claims, backed)
         # A claim about a name some acting call carries is that call's, whatever its tool's
         # vocabulary ("Deleted acme-assets-2023" after `aws s3 rb s3://acme-assets-2023`),
-        # and so is one a result shows true (a receipt it quotes, a figure it relays).
+        # and so is one a result shows true (a receipt it quotes, a figure it relays), or one
+        # dated to a day a record shows the deed done (a past job the answer tells of).
         named = {action.name for action in wanted if action.named_target}
         unbacked = [
             claim
             for claim in unbacked
             if (claim.action not in named or not named_by_a_call(claim, done, taxonomy))
             and not shown_by_a_result(claim, by_name[claim.action], done, taxonomy)
+            and not dated_by_a_record(claim, done)
         ]
         # A claim of success the run's own result contradicts is false although a call backs it.
         refuted = refuted_claims(claims, done, wanted, taxonomy)
