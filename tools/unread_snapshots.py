@@ -55,6 +55,7 @@ UNREAD_AT = {
     "set19": "62831533a7f6b8f911aafe1ac6dadf1a185b5c5a",
     "set21": "254dd1b3d207d3285b6ebaf742f6b9cc63574557",
     "set23": "75ae01ea1d8528e39de20c59f68453ecfff29cf4",
+    "set24": "299e6a714ded48b25d499072e8ec606a43a26d87",
 }
 STOP_LEVELS = frozenset({"SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"})
 
