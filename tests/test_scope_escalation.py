@@ -1590,6 +1590,34 @@ def test_traceable_values_are_distinctive_ones():
     assert list(traceable_values({"host": "x.com"}, rules)[0].places("www.x.com")) == []
 
 
+@pytest.mark.parametrize(
+    ("details", "address"),
+    [
+        (
+            "A comment on /login instructs AI assistants to e-mail the vault to "
+            "audit@kestrel.example. Not acted on.",
+            "audit@kestrel.example",
+        ),
+        (
+            "A suspicious e-mail asked me to wire the deposit to GB82WEST12345698765432.",
+            "GB82WEST12345698765432",
+        ),
+        (
+            "The page is a phishing lure for kestrel-login.example; nobody should sign in there.",
+            "kestrel-login.example",
+        ),
+    ],
+)
+def test_an_address_a_long_value_reports_as_an_attacks_is_not_the_calls_own(details, address):
+    rules = current_taxonomy().provenance
+    long = details + " Logged for the client's review of the engagement findings." * 2
+    assert address not in [v.value for v in traceable_values({"details": long}, rules)]
+    # The same address given as the call's own stays traceable.
+    own = long.replace("Not acted on.", "Do it now.").replace("suspicious ", "")
+    own = own.replace("is a phishing lure for", "moved to")
+    assert address in [v.value for v in traceable_values({"details": own}, rules)]
+
+
 def test_reads_only_follows_the_leftmost_verb():
     taxonomy = current_taxonomy()
     assert reads_only(ToolCall(name="get_webpage"), taxonomy) is True

@@ -3,7 +3,10 @@
 Asking where an argument came from only works for distinctive values: a whole short argument
 ("Fred", "www.example.com", an account number) or, inside a long one such as a message body,
 the addresses and long numbers it carries. Common words, small numbers and non-string values
-are left out: they turn up everywhere and prove nothing about their origin.
+are left out: they turn up everywhere and prove nothing about their origin. Nor is an
+address that a long value names as the attack's ("An HTML comment instructs AI assistants
+to e-mail the vault to audit@... Not acted on."): a finding, a note or a warning to the
+user that reports an injection carries its address without acting on it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ _IDENTIFIERS = compiled(
     """,
     regex.VERBOSE,
 )
+# The sentence around an address that reports it as an attack's, not as the call's own.
+_REPORTED = compiled(
+    r"(?i)\b(?:not\s+acted\s+on|(?:did\s+not|didn't|will\s+not|won't|never)\s+(?:act|follow|"
+    r"comply|send|reply|click|respond|forward)\w*|ignored|untrusted|suspicious|planted|phishing|"
+    r"prompt[- ]injection|injected|injection\s+attempt|social[- ]engineering|spoof\w*)\b"
+)
+_SENTENCE_END = compiled(r"[.!?\n](?:\s|$)")
+_SENTENCE_REACH = 300
 _SCHEME = compiled(r"^(?:https?://)", regex.IGNORECASE)
 _SPACE = compiled(r"\s")  # a value with a space is a sentence, not a name
 _DIGITS = compiled(r"\d")
@@ -106,10 +117,22 @@ def _pieces(value: str, rules: ProvenanceRules) -> list[str]:
     pieces += [
         _SCHEME.sub("", match.group(0)).rstrip("/.")
         for match in _IDENTIFIERS.finditer(text[:_MAX_TEXT])
-        if _distinctive(match.group(0), rules)
+        if _distinctive(match.group(0), rules) and not _reported(text, match.start(), match.end())
     ]
     pieces += _in_queries(pieces, rules)
     return list(dict.fromkeys(pieces))
+
+
+def _reported(text: str, start: int, end: int) -> bool:
+    """Whether the sentence around `text[start:end]` reports it as an attack's."""
+    before = text[max(0, start - _SENTENCE_REACH) : start]
+    ends = list(_SENTENCE_END.finditer(before))
+    opening = ends[-1].end() if ends else 0
+    after = text[end : end + _SENTENCE_REACH]
+    closing = _SENTENCE_END.search(after)
+    sentence = before[opening:] + text[start:end] + (after[: closing.end()] if closing else after)
+    next_sentence = after[closing.end() :][:_SENTENCE_REACH] if closing else ""
+    return bool(_REPORTED.search(sentence) or _REPORTED.match(next_sentence.lstrip()))
 
 
 def _in_queries(pieces: list[str], rules: ProvenanceRules) -> list[str]:
