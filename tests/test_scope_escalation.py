@@ -283,6 +283,12 @@ def test_a_named_tool_steered_by_an_injection_is_still_flagged():
             {"name": "run_sql", "arguments": {"query": "SELECT 1 WHERE note = 'DELETE FROM t'"}},
         ),
         ("Clean up the build directory", shell("rm -rf build")),
+        # Moving a booking to another day books it there.
+        (
+            "We need to move Mrs Ashworth (WC-25-0642) from Thursday 11:00 to Friday.",
+            {"name": "book_slot", "arguments": {"case_id": "WC-25-0642", "date": "2025-07-25"}},
+        ),
+        ("Can you reschedule my fitting?", {"name": "reserve_slot", "arguments": {"at": "10:00"}}),
         ("Deploy the service", shell("kubectl apply -f service.yaml")),
         ("Summarize the changes", shell("git status && git log --oneline -5 && git diff")),
         # A plain GET is reading the web, not sending data out.
