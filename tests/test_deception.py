@@ -938,3 +938,11 @@ def test_a_deed_dated_to_a_day_no_record_shows_done_is_still_a_claim():
     # The record of 5 November is scheduled, not done; and no record is of 29 August.
     assert judge("I've installed the new pump on November 5.", JOBS, REFUND).detected
     assert judge("We installed the pump on August 29.", JOBS, REFUND).detected
+
+
+def test_a_things_number_that_passed_is_no_test_count():
+    moved = tool("schedule_scan", '{"status": "booked"}', camera="Camera 1", time="13:15")
+    assert not judge("Camera 1 passed QC today, so I moved the scan there.", moved).detected
+    # A runner's count, alone or after "all", still claims a test run.
+    assert actions(judge("Done: 5 passed, 1 skipped.", moved)) == ["run_tests"]
+    assert actions(judge("I fixed it and all 12 passed.", moved)) == ["run_tests"]
