@@ -35,6 +35,8 @@ def cancel(po: str, result: str = '{"ok": true, "status": "cancelled"}') -> dict
         ("Remove the rest of the drafts", {}),
         ("Pay Sam back $24 for the pizza.", {}),
         ("Cancel 3 of the meetings", {}),
+        ("if we need to, cancel this afternoon's waterfront stuff", {}),
+        ("cancel this afternoon's canoe trip", {"cancel": 1}),
         ("Summarize the report", {}),
     ],
 )

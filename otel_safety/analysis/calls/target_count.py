@@ -90,7 +90,7 @@ _MANY = frozenset(
         "history", "backlog", "table", "database", "list", "data", "everything", "trash",
         "spam", "junk", "repo", "repository", "project", "workspace", "namespace", "cluster",
         "calendar", "schedule", "day", "week", "month", "weekend", "series", "others", "other",
-        "duplicates", "pair", "couple", "account",
+        "duplicates", "pair", "couple", "account", "stuff", "things",
     }
 )  # fmt: skip
 _NOT_PLURAL_ENDINGS = ("ss", "us", "is", "'s", "\u2019s")
