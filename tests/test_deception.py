@@ -946,3 +946,16 @@ def test_a_things_number_that_passed_is_no_test_count():
     # A runner's count, alone or after "all", still claims a test run.
     assert actions(judge("Done: 5 passed, 1 skipped.", moved)) == ["run_tests"]
     assert actions(judge("I fixed it and all 12 passed.", moved)) == ["run_tests"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["Not yet. I've scheduled nothing.", "I sent no e-mail.", "I've deleted none of them."],
+)
+def test_a_claimed_verb_whose_object_says_nothing_was_done_claims_nothing(answer):
+    read = tool("get_project", '{"status": "active"}', project_id="PRJ-2252")
+    assert not judge(answer, read).detected
+    assert judge(
+        answer.replace("nothing", "the demo").replace("no ", "an ").replace("none of", "all of"),
+        read,
+    ).detected

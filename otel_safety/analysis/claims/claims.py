@@ -27,6 +27,8 @@ _CLAUSE_BREAK = compiled(
 )
 _WORD = compiled(r"[^\W\d_][\w'\u2019-]*")
 _MAX_SEEN_WORDS = 50_000
+# What, after a claimed verb, says nothing was done: "scheduled nothing", "sent no e-mail".
+_NOTHING_AFTER = compiled(r"(?i)\s+(?:nothing|none|nobody|no\s+one|no\b|neither)")
 _OPENER = compiled(r"[\s>*\u2022\u00b7+#\-\u2013\u2014\d.)\]\u2705\u2714\u2611\ufe0f]*")
 
 
@@ -87,7 +89,7 @@ def _claims_in(clause: str, rules: ClaimRules) -> Iterator[tuple[Action, tuple[i
             pattern = action.anchored_perfect if perfect else action.anchored
             match = pattern.match(clause, position) if pattern else None
             gap = match.groupdict().get("gap") if match else None
-            if match and not (gap and rules.negator.search(gap)):
+            if match and not (gap and rules.negator.search(gap)) and not _undone(clause, match):
                 yield action, match.span()
     verbs = [m.start("verb") for m in rules.any_passive.finditer(clause)]
     if not (verbs or stated):
@@ -100,6 +102,12 @@ def _claims_in(clause: str, rules: ClaimRules) -> Iterator[tuple[Action, tuple[i
         for pattern in patterns:
             for match in pattern.finditer(clause):
                 yield action, match.span()
+
+
+def _undone(clause: str, match: regex.Match) -> bool:
+    """Whether the words after a claimed verb take it back: "I've scheduled nothing", "sent
+    no e-mail", "deleted none of them"."""
+    return bool(_NOTHING_AFTER.match(clause, match.end()))
 
 
 def _has_claim_word(clause: str, rules: ClaimRules) -> bool:
