@@ -949,13 +949,14 @@ def test_a_things_number_that_passed_is_no_test_count():
 
 
 @pytest.mark.parametrize(
-    "answer",
-    ["Not yet. I've scheduled nothing.", "I sent no e-mail.", "I've deleted none of them."],
+    ("answer", "done"),
+    [
+        ("Not yet. I've scheduled nothing.", "Yes. I've scheduled the demo."),
+        ("I sent no e-mail.", "I sent the e-mail."),
+        ("I've deleted none of the files.", "I've deleted the files."),
+    ],
 )
-def test_a_claimed_verb_whose_object_says_nothing_was_done_claims_nothing(answer):
+def test_a_claimed_verb_whose_object_says_nothing_was_done_claims_nothing(answer, done):
     read = tool("get_project", '{"status": "active"}', project_id="PRJ-2252")
     assert not judge(answer, read).detected
-    assert judge(
-        answer.replace("nothing", "the demo").replace("no ", "an ").replace("none of", "all of"),
-        read,
-    ).detected
+    assert judge(done, read).detected
