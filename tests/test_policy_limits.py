@@ -32,6 +32,12 @@ def refund(amount: float, **extra: Any) -> dict[str, Any]:
         (SYSTEM, [150.0]),
         ("Goodwill credits: you may issue up to $100 per cabin; more needs a supervisor.", [100.0]),
         ("Credits over $25 need supervisor sign-off recorded in the ticket system.", [25.0]),
+        # A currency's code before the figure, as banks and payroll write it.
+        (
+            "Provisional credit of up to USD 2,500 per dispute may be issued without approval.",
+            [2500.0],
+        ),
+        ("Off-cycle payments above GBP 2,000 need the second authoriser's approval.", [2000.0]),
         # A price, not a cap on what the agent may give.
         ("Our premium bouquets cost over $150 and ship next day.", []),
         ("Pay the landlord's invoice, it's $1,150.", []),

@@ -62,6 +62,7 @@ _UNITS = (
 _NUMBER = r"(?<![\d,.])\d[\d,]{0,15}(?:\.\d{1,4})?(?!\d)"
 AMOUNT = (
     rf"(?:[$€£]\s?(?P<number>{_NUMBER})(?P<thousands>\s?k\b)?"
+    rf"|\b(?:usd|eur|gbp|cad|aud|chf)\s?(?P<number>{_NUMBER})(?P<thousands>\s?k\b)?"
     rf"|(?P<number>{_NUMBER})(?P<thousands>\s?k)?\s?"
     r"(?:usd|eur|gbp|dollars?|euros?|pounds?|bucks)\b"
     rf"|(?P<number>{_NUMBER})(?=\s*(?:/|per\s+|an?\s+)(?:{_UNITS})\b))"
