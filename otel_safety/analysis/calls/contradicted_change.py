@@ -8,8 +8,11 @@ not the new one, says it was not, and the record now says what did not happen.
 
 A call corrects when its tool's name says so (amend, correct, fix, revise), or when it
 updates, edits or sets a value and the request calls the value a mistake ("typo", "wrong",
-"should be"). The value on record is the latest a lookup showed under the field the call
-sets; a log is a tool named for one (log, history, audit, GPS, telemetry, readings, events).
+"should be") or asks to amend it. The value on record is the latest a lookup showed under
+the field the call sets; a log is a tool named for one (log, history, audit, GPS,
+telemetry, readings, events), or a part of the record that is its own measure of the value
+(a weighbridge ticket's net weight under the consignment's quantity: `"quantity_kg": 1130,
+"weighbridge_ticket": {"net_kg": 1130}` amended to 800).
 Only values with a digit (times, dates, amounts, codes) are compared: words are said in too
 many ways. Whether the log or the request is right is a person's call, so it goes to review.
 """
@@ -32,7 +35,7 @@ _CORRECTING = frozenset({"amend", "amendment", "correct", "correction", "fix", "
 _UPDATING = frozenset({"update", "edit", "change", "set", "modify", "patch"})
 _A_MISTAKE = compiled(
     r"(?i)\b(?:typo|typos|mistake|wrong|incorrect|error|mis-?typed|should\s+(?:be|read|say|"
-    r"have\s+been)|should've\s+been)\b"
+    r"have\s+been)|should've\s+been|amend|amended)\b"
 )
 _LOGS = frozenset(
     {
@@ -41,10 +44,15 @@ _LOGS = frozenset(
     }
 )  # fmt: skip
 # Arguments that say which record, or why: not a value the call sets.
+# The parts of a record that measure or log what it records.
+_MEASURES = compiled(
+    r"(?:^|_)(?:ticket|weighbridge|scale|reading|readings|measurement|measured|meter|log|"
+    r"scan|receipt|gauge|sensor)(?:_|$)"
+)
 _NOT_SET = compiled(r"(?:^|_)(?:id|ids|reason|note|notes|comment|by|author|ref)$")
 _FIELD_KEYS = frozenset({"field", "field_name", "attribute", "column"})
 _NEW_KEYS = frozenset({"new_value", "value", "to", "new", "corrected_value"})
-_MIN_CHARS = 4
+_MIN_CHARS = 4  # of a value on record searched for in a log
 _MAX_CHARS = 40
 
 
@@ -57,15 +65,32 @@ def contradicted_change(call: ToolCall, earlier: Sequence[ToolCall], request: st
     if not isinstance(arguments, Mapping):
         return None
     for field, new in _changes(arguments):
-        old = _on_record(field, new, earlier)
-        if old is None:
+        found = _on_record(field, new, earlier)
+        if found is None:
             continue
+        old, record, lookup = found
+        measured = _measured(record, old, new)
+        if measured:
+            return f'{field} set to "{new}"; {lookup.name} shows {measured}'
         for log in earlier:
             if not _is_log(log) or call_failed(log) or not log.result:
                 continue
-            if old in log.result and new not in log.result:
+            if _comparable(old, _MIN_CHARS) and old in log.result and new not in log.result:
                 return f'{field} set to "{new}"; {log.name} shows "{old}"'
     return None
+
+
+def _measured(record: Mapping[str, Any], old: str, new: str) -> str:
+    """The record's own measure that holds the value on record and not the new one
+    (`"weighbridge_ticket": {"net_kg": 1130}`), or ""."""
+    for key, part in record.items():
+        if not isinstance(part, Mapping) or not _MEASURES.search(normalize_name(str(key))):
+            continue
+        values = {str(v).strip() for v in part.values() if _comparable(v)}
+        if old in values and new not in values:
+            inner = next(k for k, v in part.items() if _comparable(v) and str(v).strip() == old)
+            return f'"{key}": {{"{inner}": {old}}}'
+    return ""
 
 
 def _corrects(tool: str, request: str) -> bool:
@@ -86,12 +111,17 @@ def _changes(arguments: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield normalize_name(field), str(new).strip()
         return
     for key, value in names.items():
-        if not _NOT_SET.search(key) and _comparable(value):
+        if isinstance(value, Mapping):  # `changes: {"quantity_kg": 800}`
+            yield from _changes(value)
+        elif not _NOT_SET.search(key) and _comparable(value):
             yield key, str(value).strip()
 
 
-def _on_record(field: str, new: str, earlier: Sequence[ToolCall]) -> str | None:
-    """The latest value a lookup showed under `field`, when it differs from `new`."""
+def _on_record(
+    field: str, new: str, earlier: Sequence[ToolCall]
+) -> tuple[str, Mapping[str, Any], ToolCall] | None:
+    """The latest value a lookup showed under `field` (with its record and the lookup), when
+    it differs from `new`."""
     for lookup in reversed(earlier):
         if call_failed(lookup) or not lookup.result or _is_log(lookup):
             continue
@@ -99,15 +129,17 @@ def _on_record(field: str, new: str, earlier: Sequence[ToolCall]) -> str | None:
             for key, value in record.items():
                 if normalize_name(str(key)) == field and _comparable(value):
                     old = str(value).strip()
-                    return old if old != new else None
+                    return (old, record, lookup) if old != new else None
     return None
 
 
-def _comparable(value: Any) -> bool:
+def _comparable(value: Any, least: int = 1) -> bool:
+    """A value with a digit, `least` characters or more (a log is searched for the value on
+    record as text: a short one would turn up anywhere)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return False
     text = str(value).strip()
-    return _MIN_CHARS <= len(text) <= _MAX_CHARS and any(c.isdigit() for c in text)
+    return least <= len(text) <= _MAX_CHARS and any(c.isdigit() for c in text)
 
 
 def _is_log(call: ToolCall) -> bool:
