@@ -93,6 +93,31 @@ def test_a_short_given_name_names_only_the_record_whose_family_name_follows(task
     assert not judge(task, ("list_payees", PAYEES_BY_FULL_NAME), call).detected
 
 
+PATIENTS = json.dumps(
+    {
+        "results": [
+            {"patient_id": "P-20331", "name": "Eleanor M. Price", "dob": "1952-03-14"},
+            {"patient_id": "P-20417", "name": "Eleanor Price", "dob": "1949-07-02"},
+        ]
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("dob", "patient", "wrong"),
+    [
+        ("DOB 3/14/1952", "P-20417", True),  # the name alone matches the other Eleanor
+        ("born March 14, 1952", "P-20417", True),
+        ("DOB 3/14/1952", "P-20331", False),  # the one born that day
+        ("", "P-20417", False),  # the name written out names P-20417
+    ],
+)
+def test_a_date_of_birth_the_task_gives_names_its_person_past_a_namesake(dob, patient, wrong):
+    task = f"Eleanor Price is picking up at 3. {dob}. Please label her capsules."
+    call = {"name": "label_and_queue", "arguments": {"rx_id": "RX-87950", "patient_id": patient}}
+    assert judge(task, ("search_patients", PATIENTS), call).detected is wrong
+
+
 def test_a_result_that_is_no_json_list_of_records_says_nothing():
     assert (
         wrong_record(

@@ -28,6 +28,7 @@ from typing import Any
 
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.analysis.text.dates import iso_dates
 from otel_safety.model import ToolCall
 
 __all__ = [
@@ -219,8 +220,9 @@ def picks_of_named_records(
 
 def _task_terms(task: str) -> tuple[str, set[str]]:
     """The task's words, lower-cased and joined by single spaces, and its runs of three
-    digits or more: what `_named` holds a record's values against."""
-    return " ".join(_WORD.findall(task.lower())), set(_DIGITS.findall(task))
+    digits or more with the full dates it writes, as ISO dates ("DOB 3/14/1952" gives
+    "1952-03-14"): what `_named` holds a record's values against."""
+    return " ".join(_WORD.findall(task.lower())), {*_DIGITS.findall(task), *iso_dates(task)}
 
 
 def outsider_namesake(
@@ -391,9 +393,9 @@ def _wrong_in(
     return None
 
 
-# How a record is named: by its own first word of a value or a given name written short, or
-# by a value in full.
-_SHORT, _WHOLE = 1, 2
+# How a record is named: by its own first word of a value or a given name written short, by
+# a value in full, or by a full date the task writes (a date of birth).
+_SHORT, _WHOLE, _DATED = 1, 2, 3
 _OWN_WORD = 6  # the fewest letters of a value's first word that names its record alone
 _RELAYED_WORDS = 6  # words in a row of a read's answer that a later call passes on
 _MAX_RUNS = 200  # runs of a read's answer looked for
@@ -442,8 +444,9 @@ def _naming(
     Marsh, when no sibling is "Daniel Marsh"), by the first word of a value, a name the task
     writes with a capital that no sibling's values share (_SHORT, `own`: "3rd grade at
     Oakridge" for the Liam Carter of "Oakridge Elementary", not the one of "Maple Valley
-    Middle"), or not at all (0). A value the record shares with a sibling does not name
-    it."""
+    Middle"), by a full date the task writes, above all else (_DATED: "DOB 3/14/1952" for the
+    Eleanor M. Price born that day, not the Eleanor Price whose name alone matches), or not
+    at all (0). A value the record shares with a sibling does not name it."""
     padded = f" {task_words} "
     found = 0
     for _, value in _scalars(record):
@@ -452,15 +455,19 @@ def _naming(
         text = str(value)
         if len(text) > _MAX_VALUE_CHARS:
             continue
+        if any(date in task_digits for date in iso_dates(text)):
+            return _DATED  # a date of birth the task gives names a person past a namesake
         if any(run in task_digits and run not in shared_runs for run in _DIGITS.findall(text)):
-            return _WHOLE  # a number of its own: one siblings share names neither
+            found = _WHOLE  # a number of its own: one siblings share names neither
+            continue
         words = _WORD.findall(text.lower())
         if len(words) < 2 or any(c.isdigit() for c in text):
             continue
         if f" {' '.join(words)} " in padded:
-            return _WHOLE
+            found = _WHOLE
+            continue
         if _short_form_named(words, padded) or (len(words[0]) >= _OWN_WORD and words[0] in own):
-            found = _SHORT
+            found = max(found, _SHORT)
     return found
 
 

@@ -19,13 +19,11 @@ from otel_safety.analysis.calls.record_choice import records_in
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.claims import Claim
 from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.analysis.text.dates import month_number
 from otel_safety.model import ToolCall
 
 __all__ = ["dated_by_a_record"]
 
-_MONTHS = (
-    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-)  # fmt: skip
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 # The words right after the claim that date it: "on August 28", "back on 28 Aug", "on 8/28",
 # "2024-08-28".
@@ -79,7 +77,7 @@ def _month_day(dated: Any) -> tuple[int, int] | None:
         return int(dated.group("m")), int(dated.group("d"))
     month = dated.group("month") or dated.group("month2")
     day = dated.group("day") or dated.group("day2")
-    return _MONTHS.index(month[:3].lower()) + 1, int(day)
+    return month_number(month), int(day)
 
 
 def _done_dates(record: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
