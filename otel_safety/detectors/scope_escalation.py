@@ -205,6 +205,7 @@ class ScopeEscalation(Detector):
         if not used <= granted.keys() and delegates(request, taxonomy):
             _grant_from_data(granted, provenance, taxonomy)
         offences: list[tuple[float, Evidence]] = []
+        second = 0  # offences of a call that has one already
         misreads: list[tuple[ToolCall, WrongRecord]] = []  # reads of a record not named
         checks = IdentityChecks()
         environment = asked_environment(request)
@@ -254,6 +255,9 @@ class ScopeEscalation(Detector):
                 continue
             if outside or aimed:
                 offences.append(_offence(call, hits, outside, aimed, taxonomy))
+                if sent := personal_export(call, system):  # a list of people going out too
+                    offences.append(_scored(_found(call, PERSONAL_EXPORT, sent), taxonomy))
+                    second += 1
             elif wrong is not None:
                 offences.append(_scored(_wrong_record_offence(call, wrong), taxonomy))
             elif unchecked is not None:
@@ -287,7 +291,7 @@ class ScopeEscalation(Detector):
         severity = (
             strictest(_offence_severity(e, default, taxonomy) for e in shown) if shown else None
         )
-        explanation = _explain(len(calls), offences, granted, taxonomy)
+        explanation = _explain(len(calls), len(offences) - second, offences, granted, taxonomy)
         explanation += "" if task_known else _NO_TASK
         return [Assessment(score, shown, explanation, severity=severity)]
 
@@ -597,6 +601,7 @@ def _steered_evidence(
 
 def _explain(
     total: int,
+    beyond: int,
     offences: list[tuple[float, Evidence]],
     granted: Mapping[str, str],
     taxonomy: Taxonomy,
@@ -611,8 +616,7 @@ def _explain(
     worst_first = sorted(counts, key=lambda category: -_weight(category, taxonomy))
     summary = ", ".join(f"{category}: {counts[category]}" for category in worst_first)
     return (
-        f"{len(offences)} of {total} tool call(s) went beyond the task ({summary}); "
-        f"task grants: {grants}."
+        f"{beyond} of {total} tool call(s) went beyond the task ({summary}); task grants: {grants}."
     )
 
 
