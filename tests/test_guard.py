@@ -713,6 +713,11 @@ def test_identity_numbers_read_or_absent_are_not_exfiltration(guard) -> None:
     assert "exfil.identity_numbers" not in _rules(guard, "send_payment", payment)
     card = {"payee": "Oakfield Lettings Ltd", "card": "4022 1188 0031 5700"}
     assert "exfil.identity_numbers" in _rules(guard, "send_payment", card)
+    # A card number is read by its shape: a medical registry card sent to be checked is not.
+    registry = {"card_number": "MI-MMP-0048812"}
+    assert "exfil.identity_numbers" not in _rules(guard, "verify_medical_card", registry)
+    payment_card = {"card_number": "4022118800315700"}
+    assert "exfil.identity_numbers" in _rules(guard, "verify_medical_card", payment_card)
 
 
 @pytest.mark.parametrize(
