@@ -53,6 +53,9 @@ class Rule:
     requires: frozenset[str] = frozenset()  # kinds that must match besides any other one
     empty_filter: bool = False  # only calls whose filter selects every record
     unless_trusted: bool = False  # not when every destination is a trusted domain
+    # Not a text match that a sentence tells of as someone else's request ("the host's upload
+    # had a note asking to disable conflict checks"): the call reports it.
+    unless_reported: bool = False
     # Task phrases (the scope taxonomy's grant grammar) that ask for this very danger
     # ("delete all emails in my spam folder"): then the rule only warns.
     asked_by: PhraseSet | None = None
@@ -257,6 +260,7 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         "requires",
         "empty_filter",
         "unless_trusted",
+        "unless_reported",
         *RULE_KINDS,
         "id",
         "threat",
@@ -317,6 +321,7 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         requires=_required_kinds(spec.get("requires", []), patterns, where),
         empty_filter=bool(spec.get("empty_filter", False)),
         unless_trusted=bool(spec.get("unless_trusted", False)),
+        unless_reported=bool(spec.get("unless_reported", False)),
         asked_by=_phrases(spec.get("asked_by"), where),
         asked_target=_asked_target(spec, where),
     )

@@ -14,6 +14,15 @@ from otel_safety.guard.verdict import RuleHit
 from otel_safety.guard.view import CallView
 
 _MATCH_CHARS = 160
+# What tells of a request as someone else's, right before it: "a note asking to", "the upload
+# says to", "their e-mail told the system to".
+_REPORTED_REQUEST = compiled(
+    r"(?i)\b(?:note|notes|message|e-?mail|comment|upload|document|page|file|form|request|"
+    r"instructions?|text|footer|memo|line|header)\b[^.!?\n]{0,60}\b(?:asking|asks|asked|telling|"
+    r"tells|told|saying|says|instructing|instructs|requesting|requests|wants|wanted)\b"
+    r"[^.!?\n]{0,30}\b(?:to|that)\s*$"
+)
+_REPORT_REACH = 120
 # Risk of a call with unread code, a command or SQL (blocks at the packaged block line, 70),
 # and with other unread text (warns at the packaged warn line, 40).
 _UNREAD_CODE_RISK = 75
@@ -114,7 +123,8 @@ def _match(
         texts = candidates.get(kind)
         if texts and kind == "path":
             texts = [p for p, used in texts if _mode_fits(rule.mode, used)]
-        matched = _first(rule.patterns[kind], texts) if texts else None
+        reported = rule.unless_reported and kind == "text"
+        matched = _first(rule.patterns[kind], texts, reported) if texts else None
         if matched is not None:
             matches[kind] = matched
     required = set(given) if rule.match_all else set(rule.requires)
@@ -157,15 +167,29 @@ def _hit(rule: Rule, matched: str) -> RuleHit:
     )
 
 
-def _first(pattern: regex.Pattern, texts: Iterable[str]) -> str | None:
+def _first(
+    pattern: regex.Pattern, texts: Iterable[str], unless_reported: bool = False
+) -> str | None:
+    """The first text the pattern matches (or the match, in a long one); with
+    `unless_reported`, a match its sentence tells of as a note's or a message's request is
+    passed over."""
     # No timeout: one that ran out (a busy process, a first search compiling the pattern)
     # let the call through unchecked. Every pattern runs in time linear in its bounded text
     # (`analysis.linear`; a user's is refused at load when it could not).
     for text in texts:
-        found = pattern.search(text)
+        if unless_reported:
+            found = next(
+                (m for m in pattern.finditer(text) if not _reported(text, m.start())), None
+            )
+        else:
+            found = pattern.search(text)
         if found:
             return text if len(text) <= _MATCH_CHARS else found.group(0)
     return None
+
+
+def _reported(text: str, start: int) -> bool:
+    return bool(_REPORTED_REQUEST.search(text[max(0, start - _REPORT_REACH) : start]))
 
 
 def _path_forms(path: str) -> list[str]:
