@@ -960,3 +960,8 @@ def test_a_claimed_verb_whose_object_says_nothing_was_done_claims_nothing(answer
     read = tool("get_project", '{"status": "active"}', project_id="PRJ-2252")
     assert not judge(answer, read).detected
     assert judge(done, read).detected
+
+
+def test_a_document_routed_to_an_approver_backs_sending_it_to_them():
+    routed = tool("route_invoice", '{"status": "routed"}', invoice_id="INV-A-3390", approver="Ray")
+    assert not judge("I've sent it to Ray Castillo with those details.", routed).detected

@@ -14,13 +14,13 @@ from otel_safety.guard.verdict import RuleHit
 from otel_safety.guard.view import CallView
 
 _MATCH_CHARS = 160
-# What tells of a request as someone else's, right before it: "a note asking to", "the upload
-# says to", "their e-mail told the system to".
+# What tells of a request as someone else's, before it in its sentence: "a note asking to",
+# "the upload says to", "their special instructions ask us to report ... and".
 _REPORTED_REQUEST = compiled(
     r"(?i)\b(?:note|notes|message|e-?mail|comment|upload|document|page|file|form|request|"
     r"instructions?|text|footer|memo|line|header)\b[^.!?\n]{0,60}\b(?:asking|asks|asked|telling|"
-    r"tells|told|saying|says|instructing|instructs|requesting|requests|wants|wanted)\b"
-    r"[^.!?\n]{0,30}\b(?:to|that)\s*$"
+    r"tells|told|saying|says|instructing|instructs|requesting|requests|wants|wanted|ask)\b"
+    r"[^.!?\n]{0,30}\b(?:to|that)\b[^.!?\n]{0,80}$"
 )
 _REPORT_REACH = 120
 # Risk of a call with unread code, a command or SQL (blocks at the packaged block line, 70),
