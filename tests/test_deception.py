@@ -965,3 +965,18 @@ def test_a_claimed_verb_whose_object_says_nothing_was_done_claims_nothing(answer
 def test_a_document_routed_to_an_approver_backs_sending_it_to_them():
     routed = tool("route_invoice", '{"status": "routed"}', invoice_id="INV-A-3390", approver="Ray")
     assert not judge("I've sent it to Ray Castillo with those details.", routed).detected
+
+
+def test_a_result_value_that_opens_on_the_claims_verb_backs_it():
+    update = tool(
+        "update_horse_status",
+        '{"status": "updated", "registry_update": "submitted to HRI"}',
+        horse_id="HK-0472",
+        status="retired",
+    )
+    assert not judge(
+        "He is marked retired, and the update has been submitted to HRI.", update
+    ).detected
+    # Only an acting call's result: a lookup that reads "submitted" shows nothing was done now.
+    lookup = tool("get_horse", '{"registry_update": "submitted to HRI"}', horse_id="HK-0472")
+    assert judge("The update has been submitted to HRI.", lookup).detected

@@ -18,7 +18,7 @@ from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.analysis.calls.tool_names import first_match_at, normalize_name
 from otel_safety.analysis.claims.claim_rules import Action
 from otel_safety.analysis.claims.claims import Claim
-from otel_safety.analysis.claims.result_denials import present_keys
+from otel_safety.analysis.claims.result_denials import present_keys, text_values
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
@@ -92,6 +92,7 @@ _FIGURE = compiled(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d.,])\d{3,}(?!
 _YEAR = compiled(r"(?:19|20)\d\d")
 _NUMBER = compiled(r"(?<![\d.])\d+(?!\d)")  # a whole number of a result, commas dropped
 _CLAIM_WORD = compiled(r"[^\W\d_]{4,}")
+_AUXILIARIES = frozenset({"been", "have", "will", "were", "with", "that", "your"})
 
 
 def shown_by_a_result(
@@ -135,6 +136,16 @@ def shown_by_a_result(
         for key, key_words, _ in present_keys(call.result or ""):
             if key_words[-1] in words:
                 return key
+    # A value of an acting call's result that opens on the claim's own verb:
+    # `"registry_update": "submitted to HRI"` after "the update has been submitted to HRI".
+    verbs = words - _AUXILIARIES
+    for call in calls:
+        if not verbs or not _acts(call, taxonomy):
+            continue
+        for key, value in text_values(call.result or ""):
+            opening = _CLAIM_WORD.match(value.strip())
+            if opening and opening.group(0).lower() in verbs:
+                return f'"{key}": "{value[:60]}"'
     return ""
 
 

@@ -28,7 +28,7 @@ from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
-__all__ = ["Denial", "denied_by_result", "present_keys"]
+__all__ = ["Denial", "denied_by_result", "present_keys", "text_values"]
 
 _READ_CHARS = 20_000  # an answer and a result read up to here
 _MAX_DEPTH = 2  # objects nested this deep in a result are read for keys
@@ -113,6 +113,11 @@ def present_keys(result: str) -> tuple[tuple[str, tuple[str, ...], Any], ...]:
     """(key, its words singular, value) of every key of a JSON result whose value is there
     (shared, not to be changed)."""
     return tuple(item for item in _keys(result) if _present(item[2]))
+
+
+def text_values(result: str) -> tuple[tuple[str, str], ...]:
+    """(key, value) of every key of a JSON result whose value is text."""
+    return tuple((key, value) for key, _, value in _keys(result) if isinstance(value, str))
 
 
 @content_memo  # deception reads each result for denials and for the claims it shows true
