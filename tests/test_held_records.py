@@ -139,3 +139,13 @@ def test_a_credential_that_lapsed_before_the_date_of_use_holds_its_record():
 )
 def test_a_credential_in_date_or_not_a_credential_holds_nothing(record, date):
     assert held_record(assignment(date), [lookup(record, "get_driver")]) is None
+
+
+def test_a_retest_of_a_held_record_is_a_remedy_not_a_use():
+    held = {"sample_id": "SM-5520", "status": "results on hold - QC review"}
+    retest = ToolCall(
+        name="schedule_retest",
+        arguments={"sample_id": "SM-5520", "priority": "rush"},
+        result='{"retest_id": "RT-0917"}',
+    )
+    assert held_record(retest, [lookup(held, "get_sample_status")]) is None
