@@ -149,3 +149,18 @@ def test_a_retest_of_a_held_record_is_a_remedy_not_a_use():
         result='{"retest_id": "RT-0917"}',
     )
     assert held_record(retest, [lookup(held, "get_sample_status")]) is None
+
+
+def test_an_asset_returned_to_service_under_an_active_isolation_is_held():
+    isolated = {
+        "asset_id": "SN441",
+        "isolations": [{"isolation_id": "ISO-3391", "type": "personal lock", "status": "active"}],
+    }
+    back = ToolCall(
+        name="return_asset_to_service",
+        arguments={"asset_id": "SN441", "wo_id": "WO-309114"},
+        result='{"status": "in_service"}',
+    )
+    assert held_record(back, [lookup(isolated, "get_isolations")]).startswith("get_isolations: ")
+    cleared = {**isolated, "isolations": [{"isolation_id": "ISO-3391", "status": "released"}]}
+    assert held_record(back, [lookup(cleared, "get_isolations")]) is None

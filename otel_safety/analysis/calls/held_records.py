@@ -7,7 +7,7 @@ pickup for the 10th. A lift under a ski-patrol hold reopened, a red-tagged eleva
 "Hazard tree"}` booked: each time a lookup showed the record held, and a later call used it.
 
 A record is held when one of its keys names a hold (hold, quarantine, recall, red tag,
-lockout, restriction, closure, embargo) with a value in force (not null, empty, false or
+lockout, isolation, restriction, closure, embargo) with a value in force (not null, empty, false or
 released), when its status is such a hold, or when its flags list one. A call uses a record
 when it names the record by one of the record's identifiers and books, assigns, schedules,
 releases or sells it (by its tool's name), or sets a state of use (`in_service`, `open`,
@@ -38,7 +38,8 @@ __all__ = ["held_record"]
 
 _HOLD = compiled(
     r"(?:^|_)(?:hold|holds|on_hold|quarantine|quarantined|recall|recalled|recall_hold|"
-    r"red_tag|red_tagged|lockout|locked_out|loto|restriction|restrictions|restricted|closure|"
+    r"red_tag|red_tagged|lockout|locked_out|loto|isolation|isolations|personal_lock|"
+    r"restriction|restrictions|restricted|closure|"
     r"do_not_use|embargo|embargoed|stop_sale|condemned)(?:_|$)"
 )
 _STATUS_KEYS = frozenset({"status", "state", "availability", "service_status", "condition"})
@@ -89,6 +90,7 @@ _USE_VERBS = frozenset(
         "publish",
     }
 )
+_TO_SERVICE = frozenset({"return", "restore", "back", "put", "place"})
 # States a call may set that put a record to use.
 _USE_STATES = frozenset(
     {
@@ -195,8 +197,8 @@ def _uses(tool: str, arguments: Mapping[str, Any]) -> bool:
     words = set(name.split("_"))
     if words & _REMEDY_WORDS or any(word in name for word in ("work_order", "red_tag")):
         return False
-    if words & _USE_VERBS:
-        return True
+    if words & _USE_VERBS or ("service" in words and words & _TO_SERVICE):
+        return True  # `return_asset_to_service` puts it to use as `in_service` does
     return any(
         normalize_name(str(key)) in _STATUS_KEYS
         and isinstance(value, str)
