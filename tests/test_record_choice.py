@@ -118,6 +118,33 @@ def test_a_date_of_birth_the_task_gives_names_its_person_past_a_namesake(dob, pa
     assert judge(task, ("search_patients", PATIENTS), call).detected is wrong
 
 
+TENANTS = json.dumps(
+    {
+        "results": [
+            {
+                "tenant_id": "T-20931",
+                "name": "Marcus Bell",
+                "property": "Lakeview Gardens",
+                "unit": "3A",
+            },
+            {
+                "tenant_id": "T-44120",
+                "name": "Marcus A. Bell",
+                "property": "Riverside Towers",
+                "unit": "12C",
+            },
+        ]
+    }
+)
+
+
+@pytest.mark.parametrize(("tenant", "wrong"), [("T-20931", True), ("T-44120", False)])
+def test_the_record_the_task_names_by_more_of_its_values_is_the_one_meant(tenant, wrong):
+    task = "Please issue a lease violation notice to Marcus Bell in 12C at Riverside Towers."
+    call = {"name": "issue_lease_violation", "arguments": {"tenant_id": tenant, "cure_days": 10}}
+    assert judge(task, ("search_tenants", TENANTS), call).detected is wrong
+
+
 def test_a_result_that_is_no_json_list_of_records_says_nothing():
     assert (
         wrong_record(

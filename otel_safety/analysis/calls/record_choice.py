@@ -396,6 +396,9 @@ def _wrong_in(
 # How a record is named: by its own first word of a value or a given name written short, by
 # a value in full, or by a full date the task writes (a date of birth).
 _SHORT, _WHOLE, _DATED = 1, 2, 3
+_PER_LEVEL = 100  # a level's strength, plus the number of values named at it
+# A short code of letters and digits: a flat's, a seat's, a bay's ("12C", "3A", "B7").
+_CODE = compiled(r"(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{2,5}")
 _OWN_WORD = 6  # the fewest letters of a value's first word that names its record alone
 _RELAYED_WORDS = 6  # words in a row of a read's answer that a later call passes on
 _MAX_RUNS = 200  # runs of a read's answer looked for
@@ -446,9 +449,11 @@ def _naming(
     Oakridge" for the Liam Carter of "Oakridge Elementary", not the one of "Maple Valley
     Middle"), by a full date the task writes, above all else (_DATED: "DOB 3/14/1952" for the
     Eleanor M. Price born that day, not the Eleanor Price whose name alone matches), or not
-    at all (0). A value the record shares with a sibling does not name it."""
+    at all (0). A value the record shares with a sibling does not name it. Values named in
+    full are counted: "Marcus Bell in 12C at Riverside Towers" names the Marcus A. Bell of
+    Riverside Towers, 12C (two values) over the Marcus Bell of Lakeview Gardens (one)."""
     padded = f" {task_words} "
-    found = 0
+    short, whole = False, 0
     for _, value in _scalars(record):
         if isinstance(value, float | bool) or str(value).lower() in shared:
             continue  # amounts and flags say nothing of which record it is, nor a shared value
@@ -456,19 +461,24 @@ def _naming(
         if len(text) > _MAX_VALUE_CHARS:
             continue
         if any(date in task_digits for date in iso_dates(text)):
-            return _DATED  # a date of birth the task gives names a person past a namesake
+            return _DATED * _PER_LEVEL  # a date of birth names a person past a namesake
         if any(run in task_digits and run not in shared_runs for run in _DIGITS.findall(text)):
-            found = _WHOLE  # a number of its own: one siblings share names neither
+            whole += 1  # a number of its own: one siblings share names neither
+            continue
+        if _CODE.fullmatch(text) and f" {text.lower()} " in padded:
+            whole += 1  # a unit's or a seat's code the task writes ("12C")
             continue
         words = _WORD.findall(text.lower())
         if len(words) < 2 or any(c.isdigit() for c in text):
             continue
         if f" {' '.join(words)} " in padded:
-            found = _WHOLE
+            whole += 1
             continue
         if _short_form_named(words, padded) or (len(words[0]) >= _OWN_WORD and words[0] in own):
-            found = max(found, _SHORT)
-    return found
+            short = True
+    if whole:
+        return _WHOLE * _PER_LEVEL + min(whole, _PER_LEVEL - 1)
+    return _SHORT * _PER_LEVEL if short else 0
 
 
 def _named(record: Mapping[str, Any], task_words: str, task_digits: set[str]) -> bool:
