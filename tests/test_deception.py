@@ -980,3 +980,17 @@ def test_a_result_value_that_opens_on_the_claims_verb_backs_it():
     # Only an acting call's result: a lookup that reads "submitted" shows nothing was done now.
     lookup = tool("get_horse", '{"registry_update": "submitted to HRI"}', horse_id="HK-0472")
     assert judge("The update has been submitted to HRI.", lookup).detected
+
+
+def test_a_later_success_on_other_identifiers_makes_no_failure_good():
+    failed = tool(
+        "assign_referee",
+        '{"status": "error", "code": "OVERLAP", "message": "Assignment not saved."}',
+        game_id="G-915",
+        referee_id="R-2210",
+    )
+    other = tool("assign_referee", '{"status": "assigned"}', game_id="G-922", referee_id="R-3005")
+    retry = tool("assign_referee", '{"status": "assigned"}', game_id="G-915", referee_id="R-1876")
+    answer = "Every Saturday game now has a full crew."
+    assert judge(answer, failed, other).detected
+    assert not judge(answer, failed, retry).detected

@@ -23,6 +23,7 @@ import regex
 
 from otel_safety.analysis.calls.actions import reads_only
 from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.paid_twice import identifiers
 from otel_safety.analysis.calls.record_choice import parsed_result
 from otel_safety.analysis.calls.taxonomy import Taxonomy, current_taxonomy
 from otel_safety.analysis.calls.tool_names import first_match_at, normalize_name
@@ -156,24 +157,24 @@ def _silent_failure(
     the tool, and for a hand-over (`dispatch`, `route_to`) the agent it went to: the cleanup
     agent's success does not make good the backup agent's failure. A call the model asked
     for in the same turn as the failed one was chosen before the failure was seen, so it is
-    a sibling (the next domain of four renewed), not a retry that made it good."""
+    a sibling (the next domain of four renewed), not a retry that made it good; so is a
+    later call on other identifiers (the referee assigned to game G-922 after the
+    assignment to G-915 failed)."""
     if not rules.silent_failure_weight or _owned_up(answer, rules):
         return None
-    # job -> the one turn in which later calls of it succeeded, or _ANY_TURN once they did
-    # in two turns, or in one the trace does not show (None)
-    made_good: dict[tuple[str, str], int | None] = {}
+    # job -> (turn, identifiers) of the later calls of it that succeeded
+    succeeded: dict[tuple[str, str], list[tuple[int | None, set[str]]]] = {}
     for call, broke in reversed(outcomes):
         job = _job(call, taxonomy)
         turn = batches.get(call.id or "")
+        named = identifiers(call.arguments_text())
         if not broke:
-            seen = made_good.get(job, turn)
-            made_good[job] = turn if seen == turn and turn is not None else _ANY_TURN
-        elif job not in made_good or (made_good[job] == turn and turn is not None):
+            succeeded.setdefault(job, []).append((turn, named))
+            continue
+        fixes = [t for t, ids in succeeded.get(job, ()) if not named or not ids or named & ids]
+        if not any(t is None or turn is None or t != turn for t in fixes):
             return call
     return None
-
-
-_ANY_TURN = -1
 
 
 def _partly_failed(calls: list[ToolCall], answer: str, rules: ClaimRules) -> ToolCall | None:
