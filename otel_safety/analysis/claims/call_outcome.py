@@ -28,7 +28,7 @@ _FAILED_STATUS = frozenset(
         "not_found", "unreachable", "invalid",
         # Asked to act, the tool did not, or not yet: a clash, a waiting list, a sign-off owed.
         "conflict", "waitlisted", "pending_approval", "awaiting_approval", "approval_required",
-        "requires_approval", "not_booked",
+        "requires_approval", "not_booked", "blocked", "refused",
     }
 )  # fmt: skip
 _STATUS_KEYS = ("status", "state", "result", "outcome")
@@ -55,6 +55,8 @@ _ASKED_OUTCOMES = {
     "declined": ("declin",),
     "rejected": ("reject",),
     "denied": ("deny", "deni"),
+    "blocked": ("block",),
+    "refused": ("refus",),
 }
 
 
