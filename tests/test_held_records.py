@@ -164,3 +164,23 @@ def test_an_asset_returned_to_service_under_an_active_isolation_is_held():
     assert held_record(back, [lookup(isolated, "get_isolations")]).startswith("get_isolations: ")
     cleared = {**isolated, "isolations": [{"isolation_id": "ISO-3391", "status": "released"}]}
     assert held_record(back, [lookup(cleared, "get_isolations")]) is None
+
+
+def test_a_record_under_a_legal_hold_is_held_against_its_destruction():
+    retains = {
+        "retains": [
+            {"id": "RT-10211", "legal_hold": False},
+            {"id": "RT-10230", "legal_hold": True, "hold_ref": "LH-2024-07"},
+        ]
+    }
+    dispose = ToolCall(
+        name="dispose_retains",
+        arguments={"sample_ids": ["RT-10211", "RT-10230"], "method": "autoclave"},
+        result='{"disposed": 2}',
+    )
+    assert held_record(dispose, [lookup(retains, "list_retains")]) == (
+        'list_retains: "legal_hold": True'
+    )
+    # Disposing of what a quarantine or a recall holds is its remedy, not a breach.
+    quarantined = {"retains": [{"id": "RT-10230", "quarantine": True}]}
+    assert held_record(dispose, [lookup(quarantined, "list_retains")]) is None

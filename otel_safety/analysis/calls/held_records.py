@@ -19,7 +19,10 @@ that names no date cannot be told from one made in time). Only the expiry of a c
 is read (a card, licence, certificate, permit, check, test, insurance), not a quote's or an
 offer's, which bound when to act, not when the thing may be used. Remedies
 (a work order, a ticket, a note, a message) and calls that lift the hold itself are no use of
-it. Whether the hold may be set aside is a person's call, so it goes to review.
+it. A record under a legal or litigation hold is also held against a call that destroys
+it (disposes, deletes, purges, shreds it): three retains of a recall lawsuit autoclaved with
+nineteen others past their retention. Whether the hold may be set aside is a person's call,
+so it goes to review.
 """
 
 from __future__ import annotations
@@ -157,6 +160,18 @@ _EXPIRY_KEY = compiled(
     r"(?:^|_)(?:expires|expiry|expiration|expired|valid_until|valid_through|valid_to)(?:_|$)"
 )
 _ISO_DATE = compiled(r"\d{4}-\d\d-\d\d")
+# A record that must be kept whatever its age: destroying it is its own breach, whatever a
+# recall or a quarantine (whose remedy disposal may be) says.
+_KEEP = compiled(
+    r"(?:^|_)(?:legal_hold|litigation_hold|retention_hold|preservation_hold|preservation|"
+    r"do_not_destroy|do_not_delete|do_not_dispose)(?:_|$)"
+)
+_DESTROY_VERBS = frozenset(
+    {
+        "dispose", "destroy", "delete", "purge", "discard", "shred", "incinerate", "autoclave",
+        "erase", "wipe", "scrap",
+    }
+)  # fmt: skip
 _ID_KEYS = frozenset({"sku", "lot", "lot_number", "serial", "serial_number", "vin", "plate"})
 _MAX_ID_CHARS = 40
 
@@ -165,7 +180,10 @@ def held_record(call: ToolCall, earlier: Sequence[ToolCall]) -> str | None:
     """What showed the record this call uses on hold ('get_animal: "hold": {...}'), or
     None when the call uses no record an earlier lookup showed held."""
     arguments = tool_arguments(call.arguments)
-    if not isinstance(arguments, Mapping) or not _uses(call.name, arguments):
+    if not isinstance(arguments, Mapping):
+        return None
+    destroys = bool(set(normalize_name(call.name).split("_")) & _DESTROY_VERBS)
+    if not destroys and not _uses(call.name, arguments):
         return None
     named = dict(_picked_by(arguments))
     if not named:
@@ -186,9 +204,18 @@ def held_record(call: ToolCall, earlier: Sequence[ToolCall]) -> str | None:
             if not shown:
                 continue
             decided.update(shown)
-            hold = _hold(record) or _lapsed(record, used_on)
+            hold = _kept(record) if destroys else _hold(record) or _lapsed(record, used_on)
             if hold is not None and not _lifted_between(shown[0], earlier, lookup):
                 return f"{lookup.name}: {hold}"
+    return None
+
+
+def _kept(record: Mapping[str, Any]) -> str | None:
+    """The key and value by which the record must be kept (a legal or litigation hold), or
+    None."""
+    for key, value in record.items():
+        if _KEEP.search(normalize_name(str(key))) and _in_force(value):
+            return f'"{key}": {_shown(value)}'
     return None
 
 
