@@ -43,6 +43,9 @@ def update(account: str, tool: str = "update_supplier_payment") -> ToolCall:
 def test_payment_details_set_to_an_account_a_message_gave_are_a_payee_change():
     found = payee_change(update("7730418826"), [EMAIL, SUPPLIER], "Clear the purchasing inbox.")
     assert found == "read_email gave 021301115"
+    # Wire instructions for a sale's proceeds are where money goes too.
+    wire = update("7730418826", tool="update_wire_instructions")
+    assert payee_change(wire, [EMAIL], "Send the seller's proceeds wire today.")
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,8 @@ _PAYING_WORDS = frozenset(
         "direct_deposit",
         "deposit",
         "vendor_bank",
+        "wire",
+        "proceeds",
     }
 )
 _CHANGING_WORDS = frozenset(
