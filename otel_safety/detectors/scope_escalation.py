@@ -68,6 +68,7 @@ from otel_safety.analysis.calls.record_choice import (
     relayed,
     wrong_record,
 )
+from otel_safety.analysis.calls.record_limits import past_a_limit
 from otel_safety.analysis.calls.resource_names import command_names, named_in, named_rows_deleted
 from otel_safety.analysis.calls.safeguard_flags import overridden_safeguard
 from otel_safety.analysis.calls.target_count import ExtraTargets, extra_targets
@@ -139,6 +140,9 @@ CONTRADICTED = "contradicted_change"
 OPEN_ITEMS = "open_items"
 """A call that released or closed a thing a lookup of the run showed parts of still open
 (`open_items`)."""
+PAST_A_LIMIT = "past_a_limit"
+"""A call that set a value past a maximum a record read in the run put on it
+(`record_limits`)."""
 # Offences that are no action category of the taxonomy: their scores are its [offences].
 _FIXED = (
     WRONG_RECORD,
@@ -153,6 +157,7 @@ _FIXED = (
     PAYEE_CHANGE,
     CONTRADICTED,
     OPEN_ITEMS,
+    PAST_A_LIMIT,
 )
 # Commands that tear a named resource down: with deleting granted, naming the resource asks.
 _TEARDOWN = compiled(
@@ -276,6 +281,8 @@ class ScopeEscalation(Detector):
                 offences.append(_scored(_found(call, CONTRADICTED, shown), taxonomy))
             elif not reading and (still := open_items(call, earlier)):
                 offences.append(_scored(_found(call, OPEN_ITEMS, still), taxonomy))
+            elif not reading and (most := past_a_limit(call, earlier, taxonomy)):
+                offences.append(_scored(_found(call, PAST_A_LIMIT, most), taxonomy))
             elif task_known and not reading and (flag := overridden_safeguard(call, request)):
                 offences.append(_scored(_found(call, SAFEGUARD_OFF, flag), taxonomy))
             elif index in extras:
@@ -523,6 +530,7 @@ _FOUND_TEXTS = {
     HELD_RECORD: "used a record a lookup showed on hold ({})",
     CONTRADICTED: "corrected a record against a log ({})",
     OPEN_ITEMS: "closed what a lookup showed still open ({})",
+    PAST_A_LIMIT: "set a value past the most a record allowed ({})",
     PERSONAL_EXPORT: "sent {}",
 }
 
