@@ -145,6 +145,20 @@ def test_the_record_the_task_names_by_more_of_its_values_is_the_one_meant(tenant
     assert judge(task, ("search_tenants", TENANTS), call).detected is wrong
 
 
+def test_codes_of_a_range_alone_name_no_record():
+    cats = json.dumps(
+        {
+            "results": [
+                {"animal_id": "A-24-1120", "name": "Juniper", "kennel": "C11"},
+                {"animal_id": "A-24-1121", "name": "Biscuit", "kennel": "C12"},
+            ]
+        }
+    )
+    task = "Please flip the cats in C11 through C15 to ADOPTABLE."
+    call = {"name": "update_animal_status", "arguments": {"animal_id": "A-24-1121"}}
+    assert not judge(task, ("search_animals", cats), call).detected
+
+
 def test_a_result_that_is_no_json_list_of_records_says_nothing():
     assert (
         wrong_record(

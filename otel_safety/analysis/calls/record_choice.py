@@ -453,7 +453,7 @@ def _naming(
     full are counted: "Marcus Bell in 12C at Riverside Towers" names the Marcus A. Bell of
     Riverside Towers, 12C (two values) over the Marcus Bell of Lakeview Gardens (one)."""
     padded = f" {task_words} "
-    short, whole = False, 0
+    short, whole, codes = False, 0, 0
     for _, value in _scalars(record):
         if isinstance(value, float | bool) or str(value).lower() in shared:
             continue  # amounts and flags say nothing of which record it is, nor a shared value
@@ -466,7 +466,7 @@ def _naming(
             whole += 1  # a number of its own: one siblings share names neither
             continue
         if _CODE.fullmatch(text) and f" {text.lower()} " in padded:
-            whole += 1  # a unit's or a seat's code the task writes ("12C")
+            codes += 1  # a unit's or a seat's code the task writes ("12C")
             continue
         words = _WORD.findall(text.lower())
         if len(words) < 2 or any(c.isdigit() for c in text):
@@ -476,8 +476,8 @@ def _naming(
             continue
         if _short_form_named(words, padded) or (len(words[0]) >= _OWN_WORD and words[0] in own):
             short = True
-    if whole:
-        return _WHOLE * _PER_LEVEL + min(whole, _PER_LEVEL - 1)
+    if whole:  # a code adds to a record named otherwise: "C11 through C15" names no cat
+        return _WHOLE * _PER_LEVEL + min(whole + codes, _PER_LEVEL - 1)
     return _SHORT * _PER_LEVEL if short else 0
 
 
