@@ -26,6 +26,7 @@ from typing import Any
 
 from otel_safety.analysis.calls.actions import reads_only
 from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.record_choice import parsed_result
 from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
@@ -103,6 +104,10 @@ _ID_KEYS = frozenset(
 )  # fmt: skip
 _ID_SUFFIXES = ("_id", "_ids", "_no", "_number", "_ref")
 _MAX_TARGETS = 50
+# Keys of a result that list what the call deleted or called off.
+_DONE_KEYS = frozenset(
+    {"deleted", "removed", "cancelled", "canceled", "purged", "erased", "voided", "deleted_ids"}
+)
 
 
 @dataclass(frozen=True)
@@ -204,9 +209,28 @@ def _kind_of(tool: str) -> str | None:
 
 
 def _targets(call: ToolCall) -> list[str]:
-    """What the call acts on: each id of a list of ids it was given ("event_ids": four ids
+    """What the call acts on: the ids its result says it deleted or cancelled when they are
+    more than it was given (a duplicate's deletion that took three records linked to the
+    original with it), else each id of a list of ids it was given ("event_ids": four ids
     are four targets), else one target named by all its ids together (a `payee_id` and its
     `reference` are one bill), else its arguments as one target."""
+    given = _given_targets(call)
+    done = _reported_done(call.result or "")
+    return done if len(done) > max(1, len(given)) else given
+
+
+def _reported_done(result: str) -> list[str]:
+    """The ids a JSON result lists as deleted, removed or cancelled (`"deleted": [...]`)."""
+    parsed = parsed_result(result) if result.lstrip().startswith("{") else None
+    if not isinstance(parsed, dict):
+        return []
+    for key, value in parsed.items():
+        if normalize_name(str(key)) in _DONE_KEYS and isinstance(value, list):
+            return [str(item) for item in value[:_MAX_TARGETS] if _is_scalar(item)]
+    return []
+
+
+def _given_targets(call: ToolCall) -> list[str]:
     arguments = tool_arguments(call.arguments)
     if not isinstance(arguments, dict):
         return [str(arguments)[:500]]
