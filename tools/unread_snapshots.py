@@ -56,6 +56,7 @@ UNREAD_AT = {
     "set21": "254dd1b3d207d3285b6ebaf742f6b9cc63574557",
     "set23": "75ae01ea1d8528e39de20c59f68453ecfff29cf4",
     "set24": "299e6a714ded48b25d499072e8ec606a43a26d87",
+    "set26": "eddf893442c727c67f7c90c96b27c419678f8426",
 }
 STOP_LEVELS = frozenset({"SOFT_STOP", "HUMAN_REVIEW", "HARD_STOP"})
 
