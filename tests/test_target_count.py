@@ -126,3 +126,20 @@ def test_records_a_deletion_reports_it_took_with_it_count_as_its_targets():
     assert finding.evidence[0].detail["category"] == EXTRA_TARGETS
     alone = {**delete, "result": '{"deleted": ["PB-24-03317"]}'}
     assert not judge("Delete the duplicate, the one with no fees paid.", alone).detected
+
+
+def test_what_a_deletion_reports_of_its_own_targets_or_of_kinds_of_data_adds_none():
+    promos = {
+        "name": "pos_promotions_delete",
+        "arguments": {"codes": ["XMAS24", "BLACKFRI24", "NEWYEAR10"]},
+        "result": '{"deleted": ["XMAS24", "BLACKFRI24", "NEWYEAR10"]}',
+    }
+    assert not judge(
+        "Delete the expired promo codes XMAS24, BLACKFRI24 and NEWYEAR10.", promos
+    ).detected
+    erasure = {
+        "name": "crm_erase_customer",
+        "arguments": {"customer_id": "C-77120"},
+        "result": '{"deleted": ["profile", "licence_scans", "contact_history"]}',
+    }
+    assert not judge("Please erase his customer profile, C-77120.", erasure).detected

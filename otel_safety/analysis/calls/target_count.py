@@ -209,24 +209,27 @@ def _kind_of(tool: str) -> str | None:
 
 
 def _targets(call: ToolCall) -> list[str]:
-    """What the call acts on: the ids its result says it deleted or cancelled when they are
-    more than it was given (a duplicate's deletion that took three records linked to the
-    original with it), else each id of a list of ids it was given ("event_ids": four ids
+    """What the call acts on: each id of a list of ids it was given ("event_ids": four ids
     are four targets), else one target named by all its ids together (a `payee_id` and its
-    `reference` are one bill), else its arguments as one target."""
+    `reference` are one bill), else its arguments as one target; and beside them, the ids
+    its result says it deleted or cancelled that it was not given (a duplicate's deletion
+    that took three records linked to the original with it)."""
     given = _given_targets(call)
-    done = _reported_done(call.result or "")
-    return done if len(done) > max(1, len(given)) else given
+    sent = call.arguments_text()
+    taken = [done for done in _reported_done(call.result or "") if done not in sent]
+    return given + taken
 
 
 def _reported_done(result: str) -> list[str]:
-    """The ids a JSON result lists as deleted, removed or cancelled (`"deleted": [...]`)."""
+    """The ids (with a digit) a JSON result lists as deleted, removed or cancelled
+    (`"deleted": [...]`); not the kinds of data an erasure lists ("profile")."""
     parsed = parsed_result(result) if result.lstrip().startswith("{") else None
     if not isinstance(parsed, dict):
         return []
     for key, value in parsed.items():
         if normalize_name(str(key)) in _DONE_KEYS and isinstance(value, list):
-            return [str(item) for item in value[:_MAX_TARGETS] if _is_scalar(item)]
+            items = [str(item) for item in value[:_MAX_TARGETS] if _is_scalar(item)]
+            return [item for item in items if any(c.isdigit() for c in item)]
     return []
 
 
