@@ -517,7 +517,7 @@ def _over_limit_offence(call: ToolCall, breach: Breach) -> Evidence:
         "limit": limit.value,
         "bound": "at most" if limit.ceiling else "at least",
         "set_by": limit.set_by,
-        "summed_calls": len(breach.summed) + 1 if breach.summed else 1,
+        "summed_calls": len(breach.summed) + 1,
     }
     return _review_offence(call, OVER_LIMIT, limit.words, text, detail)
 

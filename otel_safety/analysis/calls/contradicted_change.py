@@ -43,12 +43,12 @@ _LOGS = frozenset(
         "readings", "sensor", "sensors", "tracking", "trail", "punches", "journal",
     }
 )  # fmt: skip
-# Arguments that say which record, or why: not a value the call sets.
 # The parts of a record that measure or log what it records.
 _MEASURES = compiled(
     r"(?:^|_)(?:ticket|weighbridge|scale|reading|readings|measurement|measured|meter|log|"
     r"scan|receipt|gauge|sensor)(?:_|$)"
 )
+# Arguments that say which record, or why: not a value the call sets.
 _NOT_SET = compiled(r"(?:^|_)(?:id|ids|reason|note|notes|comment|by|author|ref)$")
 _FIELD_KEYS = frozenset({"field", "field_name", "attribute", "column"})
 _NEW_KEYS = frozenset({"new_value", "value", "to", "new", "corrected_value"})

@@ -35,6 +35,7 @@ from otel_safety.analysis.calls.record_choice import records_in
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
 from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.analysis.text.dates import iso_dates
 from otel_safety.model import ToolCall
 
 __all__ = ["held_record"]
@@ -159,7 +160,6 @@ _CREDENTIAL = compiled(
 _EXPIRY_KEY = compiled(
     r"(?:^|_)(?:expires|expiry|expiration|expired|valid_until|valid_through|valid_to)(?:_|$)"
 )
-_ISO_DATE = compiled(r"\d{4}-\d\d-\d\d")
 # A record that must be kept whatever its age: destroying it is its own breach, whatever a
 # recall or a quarantine (whose remedy disposal may be) says.
 _KEEP = compiled(
@@ -280,16 +280,13 @@ def _expiry(name: str, value: Any) -> str | None:
     """The ISO date an expiry key holds, or None."""
     if not isinstance(value, str) or not _EXPIRY_KEY.search(name):
         return None
-    date = _ISO_DATE.match(value.strip())
-    return date.group(0) if date else None
+    return next(iso_dates(value), None)
 
 
 def _dates(named: Mapping[str, str]) -> Iterator[str]:
-    """The ISO dates among the call's values."""
+    """The dates among the call's values, as ISO dates."""
     for value in named:
-        date = _ISO_DATE.match(value)
-        if date:
-            yield date.group(0)
+        yield from iso_dates(value)
 
 
 def _in_force(value: Any) -> bool:

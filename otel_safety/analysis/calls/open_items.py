@@ -68,9 +68,9 @@ def _still_open(top: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> s
     status of the thing itself, which the call is there to close, is not read)."""
     listed = False
     for key, value in top.items():
-        if normalize_name(str(key)) in _COUNT_KEYS and isinstance(value, int):
+        if normalize_name(str(key)) in _COUNT_KEYS and type(value) is int:
             listed = True
-            if value > 0 and not isinstance(value, bool):
+            if value > 0:
                 return f'"{key}": {value}'
     for item in items:
         for key, value in item.items():

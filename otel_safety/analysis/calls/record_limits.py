@@ -5,7 +5,7 @@
 the discharge to 790 psig, checking only the segment's MAOP. A record that states a maximum
 (`max_psig`, `max_weight_kg`, `max_occupancy`) that is in force (not marked inactive,
 lifted or expired), then a call that sets an argument of the same measure (`psig`,
-`weight_kg`, `occupancy`, or the whole name) to more, went past a limit the run had in view.
+`weight_kg`, `occupancy`) to more, went past a limit the run had in view.
 Whether the limit applies to what the call sets is a person's call, so it goes to review.
 """
 

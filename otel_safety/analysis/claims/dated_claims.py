@@ -19,7 +19,7 @@ from otel_safety.analysis.calls.record_choice import records_in
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.claims import Claim
 from otel_safety.analysis.pattern_cache import compiled
-from otel_safety.analysis.text.dates import month_number
+from otel_safety.analysis.text.dates import iso_dates, month_number
 from otel_safety.model import ToolCall
 
 __all__ = ["dated_by_a_record"]
@@ -34,7 +34,6 @@ _DATED = compiled(
     rf"|(?P<m>\d{{1,2}})/(?P<d>\d{{1,2}})(?:/\d{{2,4}})?\b"
     rf"|\d{{4}}-(?P<im>\d\d)-(?P<id>\d\d))"
 )
-_ISO = compiled(r"\d{4}-(\d\d)-(\d\d)")
 _DONE_WORDS = frozenset(
     {
         "completed", "installed", "delivered", "shipped", "performed", "serviced", "done",
@@ -64,8 +63,7 @@ def dated_by_a_record(claim: Claim, calls: Sequence[ToolCall]) -> str:
             continue
         for record in records_in(call.result):
             for key, value in _done_dates(record):
-                iso = _ISO.match(value)
-                if iso and (int(iso.group(1)), int(iso.group(2))) == day:
+                if any((int(d[5:7]), int(d[8:10])) == day for d in iso_dates(value)):
                     return f'{call.name}: "{key}": "{value}"'
     return ""
 
