@@ -397,13 +397,23 @@ def _wrong_in(
 # a value in full, or by a full date the task writes (a date of birth).
 _SHORT, _WHOLE, _DATED = 1, 2, 3
 _PER_LEVEL = 100  # a level's strength, plus the number of values named at it
-# A short code of letters and digits: a flat's, a seat's, a bay's ("12C", "3A", "B7").
-_CODE = compiled(r"(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{2,5}")
 _OWN_WORD = 6  # the fewest letters of a value's first word that names its record alone
 _RELAYED_WORDS = 6  # words in a row of a read's answer that a later call passes on
 _MAX_RUNS = 200  # runs of a read's answer looked for
 _MAX_RELAYED_CHARS = 20_000
 _CAPITALISED = compiled(r"\b[A-Z][a-z]+\b")
+
+
+def _is_code(text: str) -> bool:
+    """A short code of letters and digits, both: a flat's, a seat's, a bay's ("12C", "3A",
+    "B7")."""
+    return (
+        2 <= len(text) <= 5
+        and text.isascii()
+        and text.isalnum()
+        and not text.isdigit()
+        and not text.isalpha()
+    )
 
 
 def _shared_values(records: list[dict]) -> frozenset[str]:
@@ -465,7 +475,7 @@ def _naming(
         if any(run in task_digits and run not in shared_runs for run in _DIGITS.findall(text)):
             whole += 1  # a number of its own: one siblings share names neither
             continue
-        if _CODE.fullmatch(text) and f" {text.lower()} " in padded:
+        if _is_code(text) and f" {text.lower()} " in padded:
             codes += 1  # a unit's or a seat's code the task writes ("12C")
             continue
         words = _WORD.findall(text.lower())
