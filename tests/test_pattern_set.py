@@ -10,7 +10,7 @@ from otel_safety.analysis.pattern_set import PatternSet
 from otel_safety.analysis.refusal.refusal_rules import current_markers
 from otel_safety.analysis.text.monitor_rules import current_rules as monitor_rules
 from otel_safety.detectors.agent_deception import AgentDeception
-from tests.test_analysis import dataset_texts
+from tests.test_analysis import dataset_texts, with_beyond_ascii
 
 
 def _windows(text: str) -> list[tuple[int, int]]:
@@ -42,11 +42,22 @@ def test_entries_re2_cannot_take_are_always_candidates():
     assert found.candidates("plain text") == {0, 1}
 
 
-def test_full_case_entries_are_ruled_out_only_in_ascii_texts():
+def test_full_case_entries_are_ruled_out_in_texts_no_full_fold_widens():
     street = regex.compile(r"\bstrasse\b", regex.IGNORECASE | regex.VERSION1)
     found = PatternSet([[street]])
     assert found.candidates("the road") == frozenset()
+    assert found.candidates("the road\u2019s \u0434\u043e\u0440\u043e\u0433\u0430") == frozenset()
     assert found.candidates("die STRAßE") == {0}  # ß matches "ss" under full case folding
+
+
+def test_a_full_case_entry_that_names_a_widening_character_is_always_a_candidate():
+    for source in ("straße", r"stra\xdfe", r"stra\N{LATIN SMALL LETTER SHARP S}e"):
+        street = regex.compile(source, regex.IGNORECASE | regex.VERSION1)
+        assert street.search("STRASSE")  # an ASCII text RE2 would read otherwise
+        found = PatternSet([[street], [regex.compile("plain")]])
+        assert found.candidates("STRASSE") == {0}
+    simple = PatternSet([[regex.compile("straße", regex.IGNORECASE)]])  # no full folding
+    assert simple.candidates("STRASSE") == frozenset()
 
 
 def test_texts_re2_cannot_read_leave_every_entry_a_candidate():
@@ -91,7 +102,7 @@ def test_packaged_pattern_lists_never_lose_a_match_on_real_texts(shared_data):
         (lists, PatternSet(lists)),
     ]
     windowed = PatternSet(injection, whole_text=False)
-    texts = dataset_texts(shared_data, every=40)
+    texts = with_beyond_ascii(dataset_texts(shared_data, every=40))
     checked = 0
     for text in texts:
         for entries, found in whole:

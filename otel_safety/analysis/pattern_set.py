@@ -26,6 +26,7 @@ from typing import Any
 
 import regex
 
+from otel_safety.analysis.case_folds import folds_wide, source_folds_wide
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.relax import relax
 
@@ -44,6 +45,9 @@ def relaxed_source(pattern: Any, *, whole_text: bool) -> tuple[str, bool] | None
     """The relaxed RE2 source of one compiled pattern with its flags made local, and
     whether it proves anything only about ASCII texts (full case folding); None when RE2
     cannot take it. `whole_text`: the pattern runs on the text RE2 reads, anchors stay."""
+    full_case = pattern.flags & _FULL_CASE == _FULL_CASE
+    if full_case and source_folds_wide(pattern.pattern):
+        return None  # "ß" in a full-case pattern matches "ss": RE2 cannot rule it out
     relaxed = relax(pattern.pattern, pattern.flags, keep_anchors=whole_text)
     if relaxed is None:
         return None
@@ -51,7 +55,7 @@ def relaxed_source(pattern: Any, *, whole_text: bool) -> tuple[str, bool] | None
         "s" if pattern.flags & regex.DOTALL else ""
     )
     source = f"(?{local}:{relaxed})" if local else f"(?:{relaxed})"
-    return source, pattern.flags & _FULL_CASE == _FULL_CASE
+    return source, full_case
 
 
 class PatternSet:
@@ -61,7 +65,7 @@ class PatternSet:
     def __init__(self, entries: Sequence[Sequence[Any]], *, whole_text: bool = True) -> None:
         self.size = len(entries)
         always: list[int] = []  # RE2 cannot take them: always tried
-        ascii_only: list[int] = []  # proven absent only in ASCII texts
+        full_case: list[int] = []  # proven absent only in texts no full fold widens
         sources: dict[int, str] = {}
         for number, patterns in enumerate(entries):
             relaxed = [relaxed_source(p, whole_text=whole_text) for p in patterns]
@@ -71,9 +75,9 @@ class PatternSet:
                 continue
             sources[number] = "|".join(source for source, _ in relaxed)  # type: ignore[misc]
             if any(full for _, full in relaxed):  # type: ignore[misc]
-                ascii_only.append(number)
+                full_case.append(number)
         self._always = frozenset(always)
-        self._ascii_only = frozenset(ascii_only)
+        self._full_case = frozenset(full_case)
         self._all = frozenset(number for number, patterns in enumerate(entries) if patterns)
         self._set, self._numbers, self._sentinel = self._compile(sources)
         if self._set is None:
@@ -115,8 +119,8 @@ class PatternSet:
         numbers = self._numbers
         found = {numbers[i] for i in reported if i != self._sentinel}
         found |= self._always
-        if self._ascii_only and not text.isascii():
-            found |= self._ascii_only
+        if self._full_case and folds_wide(text):
+            found |= self._full_case
         return frozenset(found)
 
 

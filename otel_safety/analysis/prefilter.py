@@ -24,6 +24,7 @@ from typing import Any
 import regex
 
 from otel_safety.analysis import linear
+from otel_safety.analysis.case_folds import folds_wide, source_folds_wide
 from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.relax import relax
@@ -39,6 +40,7 @@ __all__ = ["FamilyOnUse", "Prefilter", "RelaxedFamily", "may_match", "relaxed_fa
 _CLASSES = compiled(r"\[(?:\\.|[^\]\\])*\]")
 _CONTEXT_SENSITIVE = compiled(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
 _RE2_MAX_MEM = 64 << 20
+_FULL_CASE = regex.FULLCASE | regex.IGNORECASE
 
 
 @content_memo
@@ -52,12 +54,12 @@ _COMPILE_LOCK = threading.Lock()
 
 @dataclass(frozen=True, eq=False)
 class RelaxedFamily:
-    """A family's relaxed RE2 alternation (`source`), compiled on first use; `ascii_only`
-    when it proves nothing about texts with other characters (a pattern folds case fully,
-    see `relax`)."""
+    """A family's relaxed RE2 alternation (`source`), compiled on first use; `full_case`
+    when a pattern folds case fully (see `relax`): it then proves nothing about texts with
+    a character a full fold widens (`case_folds`)."""
 
     source: str
-    ascii_only: bool = False
+    full_case: bool = False
     _compiled: list = field(default_factory=list, init=False, repr=False)  # [] until built
 
     @property
@@ -71,7 +73,7 @@ class RelaxedFamily:
         return self._compiled[0]
 
     def may_match(self, text: str) -> bool:
-        if self.ascii_only and not text.isascii():
+        if self.full_case and folds_wide(text):
             return True
         alternation = self.regex
         if alternation is None:
@@ -111,9 +113,10 @@ def relaxed_family(
             "s" if pattern.flags & regex.DOTALL else ""
         )
         alternatives.append(f"(?{local}:{relaxed})" if local else f"(?:{relaxed})")
-    full_case = regex.FULLCASE | regex.IGNORECASE
-    ascii_only = any(p.flags & full_case == full_case for p in patterns)
-    return RelaxedFamily("|".join(alternatives), ascii_only)
+    full_case = [p for p in patterns if p.flags & _FULL_CASE == _FULL_CASE]
+    if any(source_folds_wide(p.pattern) for p in full_case):
+        return None  # "ß" in a full-case pattern matches "ss": RE2 cannot rule it out
+    return RelaxedFamily("|".join(alternatives), bool(full_case))
 
 
 class FamilyOnUse:

@@ -11,8 +11,8 @@ matches, so "the relaxed family finds nothing" proves that the original finds no
 either; only texts that pass are searched by the original patterns.
 
 RE2 folds case one character at a time; a FULLCASE pattern (VERSION1 with IGNORECASE sets it)
-also lets "ß" match "ss". On ASCII text the two agree, so a family holding such a pattern
-only rules out ASCII texts (`prefilter.RelaxedFamily.ascii_only`).
+also lets "ß" match "ss". The two agree on texts without such a character, so a family
+holding such a pattern rules out only those (`case_folds`, `prefilter.RelaxedFamily`).
 
 `relax` returns None for syntax it does not know how to relax (a verbose pattern, fuzzy
 matching, a property RE2 lacks): such a family is simply not prefiltered. It reads the

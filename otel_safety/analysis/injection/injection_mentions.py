@@ -138,18 +138,7 @@ def _cued(cues: regex.Pattern | None, text: str) -> bool:
 def _may_hold_cue(cues: Any, text: str) -> bool:
     """False only when no cue can match in `text`: its relaxed form finds nothing there."""
     relaxed = _relaxed_cues(cues)
-    if relaxed is None or relaxed.regex is None:
-        return True
-    if relaxed.ascii_only and not text.isascii() and _folds_into_ascii(text):
-        return True  # a long s or "ß" may stand for ASCII letters in a full fold: unproven
-    return relaxed.regex.search(text.encode("utf-8", "replace")) is not None
-
-
-def _folds_into_ascii(text: str) -> bool:
-    """Whether a character beyond ASCII folds to ASCII letters ("ß" to "ss", the Kelvin sign
-    to "k"). Without one, the cues (ASCII words) match only ASCII characters, which RE2's
-    simple case folding reads alike."""
-    return any(not c.isascii() and any(f.isascii() for f in c.casefold()) for c in set(text))
+    return relaxed is None or relaxed.may_match(text)
 
 
 @functools.lru_cache(maxsize=8)
