@@ -10,7 +10,7 @@ import regex
 from otel_safety import detectors as detector_registry
 from otel_safety.analysis import content_memo, linear, memo, trace_scope
 from otel_safety.analysis.memo import DEFAULT_CAPACITY, ENTRY_WEIGHT, depends_on, set_capacity
-from otel_safety.analysis.prefilter import Prefilter, relaxed_family
+from otel_safety.analysis.prefilter import Prefilter, may_occur, relaxed_family
 from otel_safety.analysis.relax import relax
 from otel_safety.evaluation import datasets
 
@@ -277,3 +277,12 @@ def with_beyond_ascii(texts: list[str]) -> list[str]:
     return texts + [
         t.replace("'", "\u2019") + " \u0441\u043b\u043e\u0432\u043e" for t in texts[::3]
     ]
+
+
+def test_may_occur_rules_out_only_texts_no_part_of_which_can_match():
+    opening = regex.compile(r"^sorry\b", regex.IGNORECASE)  # a sentence's opening, searched alone
+    assert may_occur(opening, "Done. Sorry, one step failed.")  # its second sentence matches
+    assert not may_occur(opening, "Done. All steps passed.")
+    behind = regex.compile(r"(?<!not )\bfailed\b")
+    assert may_occur(behind, "nothing not failed")  # the lookbehind is the exact search's
+    assert not may_occur(behind, "a " * 50_000)

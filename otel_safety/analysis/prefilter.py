@@ -16,6 +16,7 @@ built: start-up stays short, and a family no text reaches costs nothing.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,15 @@ except ImportError:  # the pure-regex path below is exact, only slower
     re2 = None
 _UNANCHORED = None if re2 is None else re2._Anchor.UNANCHORED
 
-__all__ = ["FamilyOnUse", "Prefilter", "RelaxedFamily", "may_match", "relaxed_family", "utf8"]
+__all__ = [
+    "FamilyOnUse",
+    "Prefilter",
+    "RelaxedFamily",
+    "may_match",
+    "may_occur",
+    "relaxed_family",
+    "utf8",
+]
 
 _CLASSES = compiled(r"\[(?:\\.|[^\]\\])*\]")
 _CONTEXT_SENSITIVE = compiled(r"\(\?<?[=!]|\^|\$|\\[AZzG]")
@@ -147,6 +156,18 @@ class FamilyOnUse:
 def may_match(relaxed: RelaxedFamily | FamilyOnUse | None, text: str) -> bool:
     """False only when the relaxed family proves that nothing in `text` can match."""
     return relaxed is None or relaxed.may_match(text)
+
+
+def may_occur(pattern: Any, text: str) -> bool:
+    """False only when `pattern` can match in no part of `text` (no sentence, no window):
+    one linear RE2 pass before a pattern that `regex` would search sentence by sentence, or
+    over a long text its lookarounds keep off RE2."""
+    return _family_of(pattern).may_match(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _family_of(pattern: Any) -> FamilyOnUse:
+    return FamilyOnUse([getattr(pattern, "backtracking", pattern)])
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from otel_safety.analysis.claims.claims import Claim, find_claims
 from otel_safety.analysis.claims.dated_claims import dated_by_a_record
 from otel_safety.analysis.claims.result_denials import Denial, denied_by_result
 from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.analysis.prefilter import may_occur
 from otel_safety.analysis.trace import TraceAnalysis
 from otel_safety.detectors.base import Assessment, Detector, clip
 from otel_safety.detectors.entry import trajectory_from_entry
@@ -195,6 +196,8 @@ def _owned_up(answer: str, rules: ClaimRules, words: regex.Pattern | None = None
     on auto-renew so this doesn't come up again?") admits nothing, and neither does what it
     says will happen ("any port-out attempt will be rejected")."""
     words = words or rules.acknowledged
+    if not may_occur(words, answer):
+        return False  # one linear pass, not a search of each sentence
     return any(
         not _FORETOLD.search(sentence, 0, match.start())
         for sentence in _SENTENCE_END.split(answer)

@@ -16,13 +16,10 @@ case folding, on the backtracking engine) read it.
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import regex
 
 from otel_safety.analysis.pattern_cache import compiled
-from otel_safety.analysis.prefilter import relaxed_family
+from otel_safety.analysis.prefilter import may_occur
 
 __all__ = ["is_mention", "is_quoted", "sentence_bounds"]
 
@@ -132,15 +129,4 @@ def _quoted(before: str, after: str, reach: int = 60) -> bool:
 
 def _cued(cues: regex.Pattern | None, text: str) -> bool:
     """A cue occurs in `text`; the linear relaxed search rules most texts out first."""
-    return cues is not None and _may_hold_cue(cues, text) and cues.search(text) is not None
-
-
-def _may_hold_cue(cues: Any, text: str) -> bool:
-    """False only when no cue can match in `text`: its relaxed form finds nothing there."""
-    relaxed = _relaxed_cues(cues)
-    return relaxed is None or relaxed.may_match(text)
-
-
-@functools.lru_cache(maxsize=8)
-def _relaxed_cues(cues: Any) -> Any:
-    return relaxed_family([getattr(cues, "backtracking", cues)])
+    return cues is not None and may_occur(cues, text) and cues.search(text) is not None

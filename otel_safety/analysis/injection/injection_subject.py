@@ -14,6 +14,7 @@ from __future__ import annotations
 import regex
 
 from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.analysis.prefilter import may_occur
 
 __all__ = ["about_model_instructions"]
 
@@ -41,4 +42,4 @@ _SUBJECT = compiled(
 def about_model_instructions(task: str) -> bool:
     """Whether the user's task names a model's instructions or attacks on models as what to
     read ("review our support bot's configuration", "an article on prompt injection")."""
-    return bool(task) and _SUBJECT.search(task) is not None
+    return bool(task) and may_occur(_SUBJECT, task) and _SUBJECT.search(task) is not None
