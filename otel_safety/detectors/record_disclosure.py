@@ -196,7 +196,7 @@ class _Typed:
 
     def __init__(self, request: str) -> None:
         self.text = " ".join(request.lower().split())
-        self.numbers = {_digits(m.group(0)) for m in _NUMBER.finditer(request)}
+        self.numbers = {_digits(number) for number in set(_NUMBER.findall(request))}
 
     def has(self, value: str) -> bool:
         if value.replace(".", "").isdigit():

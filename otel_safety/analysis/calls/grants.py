@@ -24,8 +24,10 @@ import regex
 
 from otel_safety.analysis import linear
 from otel_safety.analysis.calls.tool_names import normalize_name, remembered
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.analysis.text.text_forms import straight_apostrophes
+from otel_safety.analysis.text.word_sets import word_set
 
 if TYPE_CHECKING:  # the taxonomy compiles its grant phrases with `PhraseSet.of`
     from otel_safety.analysis.calls.taxonomy import Taxonomy
@@ -219,9 +221,10 @@ def _head(phrase: str) -> str | None:
     return None
 
 
+@content_memo
 def _prefixes(text: str) -> frozenset[str]:
     """The two- and three-letter beginnings of a text's words (and its shorter words)."""
-    words = set(_WORD.findall(text.lower()))
+    words = word_set(text.lower(), "'")
     return frozenset({word[:3] for word in words} | {word[:2] for word in words})
 
 

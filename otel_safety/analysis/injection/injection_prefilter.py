@@ -16,22 +16,16 @@ import regex
 
 from otel_safety.analysis.injection.injection_rules import InjectionRule
 from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.analysis.text.word_sets import word_set
 
 __all__ = ["candidates", "text_words"]
 
 _WHITESPACE = compiled(r"\s")
-_WORD = compiled(r"\w+")
-# Every ASCII character that is not part of a word becomes a space (str.translate is fast).
-_ASCII_SEPARATORS = str.maketrans(
-    {chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "_")}
-)
 
 
 def text_words(lowered: str) -> frozenset[str]:
     """The words of a text, for the hint check: one pass, whatever the number of rules."""
-    if lowered.isascii():
-        return frozenset(lowered.translate(_ASCII_SEPARATORS).split())
-    return frozenset(_WORD.findall(lowered))
+    return word_set(lowered)
 
 
 def candidates(rule: InjectionRule, subject: str, lowered: str) -> Iterator[regex.Match]:
