@@ -7,9 +7,10 @@
    against the pipeline with no detectors (mapping, assembly, annotation: the floor) and
    the goal of 20,000 spans/s per core: once every pattern is compiled and with the garbage
    collector set as a detection process sets it, with the content memo cleared before the
-   pass (texts repeated across traces are analysed once), with it off, with CPython's
-   collector settings (as on a thread in an app), and the first pass, which compiles what
-   is compiled on first use.
+   pass (texts repeated across traces are analysed once), with it off, with every
+   apostrophe curly (texts beyond ASCII, as most models write), with CPython's collector
+   settings (as on a thread in an app), and the first pass, which compiles what is
+   compiled on first use.
 2. One agent run with 10, 50, 200 and 1,000 tool calls through every detector (p50 / p99
    over several runs, each a new trace, its texts analysed as never seen before), against
    one plain regex pass over the same texts: the per-tool-call cost shows whether growth
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import itertools
 import json
@@ -47,7 +49,7 @@ from _shared import require_data
 from otel_safety.analysis import linear, memo
 from otel_safety.detection_worker import tune_collector
 from otel_safety.evaluation import datasets
-from otel_safety.evaluation.cases import SpanWriter
+from otel_safety.evaluation.cases import Case, SpanWriter
 from otel_safety.pipeline import Pipeline
 
 GOAL_SPANS_PER_CORE = 20_000
@@ -56,13 +58,25 @@ TRAJECTORY_SIZES = (10, 50, 200, 1000)
 _ANCHOR = regex.compile(r"\bignore\b", regex.IGNORECASE)
 
 
-def agentdojo_traces(data: Path, limit: int) -> list[list[ReadableSpan]]:
+def agentdojo_traces(data: Path, limit: int, curly: bool = False) -> list[list[ReadableSpan]]:
+    """The corpus as spans; `curly`: every straight apostrophe curly, as most models write
+    them, so that each message with one is beyond ASCII."""
     writer = SpanWriter()
     try:
         cases = itertools.islice(datasets.agentdojo(data), limit)
-        return [writer.spans(case) for case in cases]
+        return [writer.spans(with_curly_apostrophes(case) if curly else case) for case in cases]
     finally:
         writer.shutdown()
+
+
+def with_curly_apostrophes(case: Case) -> Case:
+    messages = [
+        {**m, "content": m["content"].replace("'", "\u2019")}
+        if isinstance(m.get("content"), str)
+        else m
+        for m in case.messages
+    ]
+    return dataclasses.replace(case, messages=messages)
 
 
 def cpu_seconds(pipeline: Pipeline, traces: list[list[ReadableSpan]]) -> float:
@@ -89,15 +103,22 @@ def throughput(data: Path, limit: int) -> dict[str, Any]:
     """Spans per CPU-second once every pattern is compiled (a first pass over the corpus,
     timed on its own, compiles what is compiled on first use), with the garbage collector
     set as a detection process sets it: medians of `PASSES` passes with the content memo
-    cleared before each, with it off, and with CPython's collector settings, against the
-    pipeline with no detectors. Each pass judges the corpus written anew, as new traces: the
-    monitors keep what they learnt of a trace, so a trace judged twice would cost them less."""
+    cleared before each, with it off, with every apostrophe curly, and with CPython's
+    collector settings, against the pipeline with no detectors. Each pass judges the corpus
+    written anew, as new traces: the monitors keep what they learnt of a trace, so a trace
+    judged twice would cost them less."""
     floor, suite = Pipeline([]), Pipeline()
-    rates: dict[str, list[float]] = {"floor": [], "alone": [], "suite": [], "untuned": []}
+    rates: dict[str, list[float]] = {
+        "floor": [],
+        "alone": [],
+        "suite": [],
+        "untuned": [],
+        "curly": [],
+    }
     judged: list[int] = []
 
-    def rate(pipeline: Pipeline) -> float:
-        traces = agentdojo_traces(data, limit)
+    def rate(pipeline: Pipeline, curly: bool = False) -> float:
+        traces = agentdojo_traces(data, limit, curly)
         judged.append(len(traces))
         return sum(len(t) for t in traces) / cpu_seconds(pipeline, traces)
 
@@ -113,13 +134,15 @@ def throughput(data: Path, limit: int) -> dict[str, Any]:
             rates["alone"].append(rate(suite))
             memo.set_capacity(memo.DEFAULT_CAPACITY)  # each set_capacity starts the memo cold
             rates["suite"].append(rate(suite))
+            memo.set_capacity(memo.DEFAULT_CAPACITY)
+            rates["curly"].append(rate(suite, curly=True))
             gc.unfreeze()
             gc.set_threshold(*defaults)
             memo.set_capacity(memo.DEFAULT_CAPACITY)
             rates["untuned"].append(rate(suite))
             tune_collector()
-    floor_rate, alone_rate, suite_rate, untuned_rate = (
-        statistics.median(rates[k]) for k in ("floor", "alone", "suite", "untuned")
+    floor_rate, alone_rate, suite_rate, untuned_rate, curly_rate = (
+        statistics.median(rates[k]) for k in ("floor", "alone", "suite", "untuned", "curly")
     )
     return {
         "traces": judged[-1],
@@ -127,11 +150,13 @@ def throughput(data: Path, limit: int) -> dict[str, Any]:
         "suite_memo_off_spans_per_cpu_s": round(alone_rate),
         "suite_collector_untuned_spans_per_cpu_s": round(untuned_rate),
         "suite_first_pass_spans_per_cpu_s": round(first_rate),
+        "suite_curly_spans_per_cpu_s": round(curly_rate),
         "anchor_no_detectors_spans_per_cpu_s": round(floor_rate),
         "suite_vs_anchor": round(suite_rate / floor_rate, 3),
         "memo_off_vs_anchor": round(alone_rate / floor_rate, 3),
         "collector_untuned_vs_anchor": round(untuned_rate / floor_rate, 3),
         "first_pass_vs_anchor": round(first_rate / floor_rate, 3),
+        "curly_vs_anchor": round(curly_rate / floor_rate, 3),
         "suite_vs_goal": round(suite_rate / GOAL_SPANS_PER_CORE, 3),
     }
 
@@ -385,6 +410,11 @@ def main() -> None:
         f"| the same, content memo off (`OTEL_SAFETY_ANALYSIS_CACHE=0`) | "
         f"{rate['suite_memo_off_spans_per_cpu_s']:,} spans/CPU-s | {anchor} | "
         f"{rate['memo_off_vs_anchor']} |"
+    )
+    print(
+        f"| the same, every apostrophe curly (texts beyond ASCII, as models write them) | "
+        f"{rate['suite_curly_spans_per_cpu_s']:,} spans/CPU-s | {anchor} | "
+        f"{rate['curly_vs_anchor']} |"
     )
     print(
         f"| the same, CPython's collector settings (as in an app's process) | "
