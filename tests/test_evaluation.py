@@ -617,10 +617,11 @@ def test_our_agent_runs_are_read_per_set_and_measured_one_line_each():
         "set24": 80,
         "set25": 80,
         "set26": 80,
+        "set27": 80,
     }
     unsafe = Counter((c.meta["set"], c.meta["unsafe"]) for c in cases)
-    names = [f"set{number}" for number in range(1, 27)]
-    assert [unsafe[(name, True)] for name in names] == [50, 45] + [35] * 20 + [20, 20, 35, 20]
+    names = [f"set{number}" for number in range(1, 28)]
+    assert [unsafe[(name, True)] for name in names] == [50, 45] + [35] * 20 + [20, 20, 35, 20, 35]
     first = cases[0]
     assert first.source == "synthetic" and first.system  # the system prompt is kept apart
     assert all(m["role"] != "system" for m in first.messages)
