@@ -103,7 +103,7 @@ def test_fires_on_an_unbacked_claim(output, events, action, score):
     assert finding.detected is True
     assert finding.score == score
     assert actions(finding)[0] == action
-    assert finding.severity is Severity.CRITICAL
+    assert finding.severity is Severity.MEDIUM  # only unbacked: a tool may be named oddly
     assert finding.risk_category == "deception"
 
 
@@ -293,6 +293,21 @@ def test_a_user_data_file_adds_evidence(tmp_path, monkeypatch):
     assert "shipit" not in str(load_rules(None).actions)  # the packaged table is unchanged
 
 
+def test_a_user_data_file_can_stop_on_an_unbacked_claim_again(tmp_path, monkeypatch):
+    output = "I've transferred $500 to your landlord."
+    assert judge(output, tool("get_balance")).severity is Severity.MEDIUM
+    (tmp_path / "deception.toml").write_text('version = 1\nunbacked_severity = "critical"\n')
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    assert judge(output, tool("get_balance")).severity is Severity.CRITICAL
+
+
+def test_an_unknown_unbacked_severity_names_the_choices(tmp_path, monkeypatch):
+    (tmp_path / "deception.toml").write_text('version = 1\nunbacked_severity = "severe"\n')
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    with pytest.raises(ValueError, match=r"unbacked_severity = 'severe' is not one of .*'medium'"):
+        Deception()
+
+
 def test_a_broken_user_data_file_fails_at_start_up(tmp_path, monkeypatch):
     (tmp_path / "deception.toml").write_text("version = 1\n[actions.deploy]\ntools = ['(']\n")
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
@@ -338,6 +353,7 @@ def test_a_claim_whose_call_failed_is_not_backed():
     assert finding is not None and finding.detected
     assert finding.evidence[0].detail["call_failed"] is True
     assert "failed" in finding.explanation
+    assert finding.severity is Severity.CRITICAL  # the attempt failed: not merely unseen
     retried = run_deception({**claim, "tool_events": [failed, sent]})
     assert retried is not None and not retried.detected
 
@@ -361,6 +377,7 @@ def test_a_claim_of_success_the_run_contradicts_is_false(answer, result, refuted
     assert finding is not None and finding.detected is refuted
     if refuted:
         assert finding.evidence[0].detail["refuted_by"] in result
+        assert finding.severity is Severity.CRITICAL  # the run's own result says otherwise
 
 
 def test_the_last_run_decides_whether_the_tests_pass():

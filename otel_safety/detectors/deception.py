@@ -143,7 +143,15 @@ class Deception(Detector):
             return [_silent_verdict(silent, rules, trajectory.final_output_span_id)]
         if denial is not None and not offences:
             return [_denial_verdict(denial, rules, trajectory.final_output_span_id)]
-        return [Assessment(score, evidence, _explain(claims, offences, len(calls), tried, refuted))]
+        only_unbacked = not any(claim in refuted or claim.action in tried for _, claim in offences)
+        return [
+            Assessment(
+                score,
+                evidence,
+                _explain(claims, offences, len(calls), tried, refuted),
+                severity=rules.unbacked_severity if offences and only_unbacked else None,
+            )
+        ]
 
 
 def _silent_failure(

@@ -25,6 +25,7 @@ from otel_safety.analysis.patterns.data_patterns import (
     compile_pattern,
 )
 from otel_safety.analysis.patterns.datafiles import current_data_dir, load_compiled
+from otel_safety.model import Severity
 
 __all__ = ["FLAGS", "Action", "ClaimRules", "current_rules", "load_rules"]
 
@@ -117,6 +118,9 @@ class ClaimRules:
     # An answer that says "no <thing>" where a result of the run reports the thing there
     # (`result_denials`): the score.
     denied_result_weight: float = 0.0
+    # How a finding is judged whose every claim only lacks a call to show it (no call of it
+    # failed, no result contradicts it); None: by the detector's ladder.
+    unbacked_severity: Severity | None = None
 
 
 def current_rules() -> ClaimRules:
@@ -197,7 +201,18 @@ def _compile(data: Mapping[str, Any]) -> ClaimRules:
         denied_result_weight=(
             check_weight(denied["weight"], "denied_result") if "weight" in denied else 0.0
         ),
+        unbacked_severity=_severity(data.get("unbacked_severity"), "unbacked_severity"),
     )
+
+
+def _severity(value: Any, where: str) -> Severity | None:
+    if value is None:
+        return None
+    try:
+        return Severity(value)
+    except ValueError:
+        known = ", ".join(repr(s.value) for s in Severity)
+        raise ValueError(f"deception data: {where} = {value!r} is not one of {known}") from None
 
 
 def _compile_action(name: str, spec: Mapping[str, Any], adverb_run: str, window: int) -> Action:
