@@ -43,8 +43,9 @@ _FULL_CASE = regex.FULLCASE | regex.IGNORECASE
 
 def relaxed_source(pattern: Any, *, whole_text: bool) -> tuple[str, bool] | None:
     """The relaxed RE2 source of one compiled pattern with its flags made local, and
-    whether it proves anything only about ASCII texts (full case folding); None when RE2
-    cannot take it. `whole_text`: the pattern runs on the text RE2 reads, anchors stay."""
+    whether it folds case fully (then it proves nothing about a text with a character a
+    full fold widens, see `case_folds`); None when RE2 cannot take it, or cannot rule out
+    its matches at all. `whole_text`: the pattern runs on the text RE2 reads, anchors stay."""
     full_case = pattern.flags & _FULL_CASE == _FULL_CASE
     if full_case and source_folds_wide(pattern.pattern):
         return None  # "ß" in a full-case pattern matches "ss": RE2 cannot rule it out

@@ -22,8 +22,8 @@ _WORDS = {"": compiled(r"\w+"), "'": compiled(r"[\w']+")}
 
 
 def word_set(text: str, keep: str = "") -> frozenset[str]:
-    """The distinct runs of word characters in `text`; `keep="'"` keeps apostrophes inside
-    them ("don't")."""
+    r"""The distinct runs of word characters in `text` (as `\w+` finds them); with
+    `keep="'"`, apostrophes count as word characters (`[\w']+`: "don't")."""
     if text.isascii():
         return frozenset(text.translate(_SEPARATORS[keep]).split())
     return frozenset(_WORDS[keep].findall(text))
