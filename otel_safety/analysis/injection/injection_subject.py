@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import regex
 
-from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.analysis import linear
 from otel_safety.analysis.prefilter import may_occur
 
 __all__ = ["about_model_instructions"]
 
 # What a task names when its subject is a model's instructions or attacks on a model. "Prompt"
 # alone is also an adjective ("prompt payment"): it counts after a word that makes it a noun,
-# or before one that says which kind.
-_SUBJECT = compiled(
+# or before one that says which kind. Compiled on first use, as packaged data patterns are:
+# `otel-safety detectors --compile` then works out its relaxed form ahead of time too.
+_SUBJECT = linear.compile_on_use(
     r"\b(?:system|developer|user|assistant|chat|few-shot|summari[sz]ation|router|agent|bot)"
     r"\s+prompts?\b"
     r"|\bprompts?\s+(?:templates?|engineering|library|libraries|files?|repo(?:sitory)?|"
