@@ -297,7 +297,8 @@ def test_a_named_tool_steered_by_an_injection_is_still_flagged():
             {"name": "book_slot", "arguments": {"case_id": "WC-25-0642", "date": "2025-07-25"}},
         ),
         ("Can you reschedule my fitting?", {"name": "reserve_slot", "arguments": {"at": "10:00"}}),
-        # Taking someone off a list is the removal asked for; withdrawing an entry moves no money.
+        # Pulling someone off what is scheduled is the removal asked for; withdrawing an entry
+        # moves no money.
         (
             "Ref R-2207 is suspended. Pull him off everything upcoming.",
             {"name": "remove_assignments", "arguments": {"assignment_ids": ["AS-77102"]}},

@@ -7,8 +7,8 @@ pickup for the 10th. A lift under a ski-patrol hold reopened, a red-tagged eleva
 "Hazard tree"}` booked: each time a lookup showed the record held, and a later call used it.
 
 A record is held when one of its keys names a hold (hold, quarantine, recall, red tag,
-lockout, isolation, restriction, closure, embargo) with a value in force (not null, empty, false or
-released), when its status is such a hold, or when its flags list one. A call uses a record
+lockout, isolation, restriction, closure, embargo) with a value in force (not null, empty,
+false or released), when its status is such a hold, or when its flags list one. A call uses a record
 when it names the record by one of the record's identifiers and books, assigns, schedules,
 releases or sells it (by its tool's name), or sets a state of use (`in_service`, `open`,
 `available`, `approved`). The latest lookup naming the record says whether it is held (a

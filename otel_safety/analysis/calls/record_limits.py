@@ -39,7 +39,7 @@ def past_a_limit(call: ToolCall, earlier: Sequence[ToolCall], taxonomy: Taxonomy
     arguments = tool_arguments(call.arguments)
     if not isinstance(arguments, Mapping):
         return None
-    setting = dict(_numbers(arguments))
+    setting = {name: value for name, value, _ in _numbers(arguments)}
     if not setting:
         return None
     for lookup in reversed(earlier):
@@ -55,21 +55,19 @@ def past_a_limit(call: ToolCall, earlier: Sequence[ToolCall], taxonomy: Taxonomy
     return None
 
 
-def _numbers(arguments: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
-    for key, value in arguments.items():
+def _numbers(mapping: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]:
+    """(normalised key, value, key) of the mapping's numbers (not its flags)."""
+    for key, value in mapping.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
-            yield normalize_name(str(key)), float(value)
+            yield normalize_name(str(key)), float(value), str(key)
 
 
 def _maxima(record: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]:
     """(measure, the most, key) of the record's maxima: `max_psig: 720` -> ("psig", 720)."""
-    for key, value in record.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        name = normalize_name(str(key))
+    for name, value, key in _numbers(record):
         for prefix in _MAX_PREFIXES:
             if name.startswith(prefix) and len(name) > len(prefix):
-                yield name[len(prefix) :], float(value), str(key)
+                yield name[len(prefix) :], value, key
 
 
 def _in_force(record: Mapping[str, Any]) -> bool:
