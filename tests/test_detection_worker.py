@@ -96,6 +96,33 @@ def test_spans_travel_to_the_worker_and_back_unchanged(span_factory):
         assert copy.status.status_code == original.status.status_code
 
 
+def test_findings_and_trajectories_cross_the_pipe_as_they_were(span_factory):
+    """What the child sends back (and the store's batches carry) is rebuilt field for field,
+    with the fields that were set, and nothing is validated again on the way."""
+    import pickle
+
+    from otel_safety.model import Finding
+
+    spans = span_factory.agent_run(answer="I ran the tests: all pass.", prompt="run the tests")
+    evaluation = Pipeline().evaluate(spans)
+    assert evaluation.findings and evaluation.trajectory is not None
+    sent = (evaluation.findings, evaluation.trajectory)
+    findings, trajectory = pickle.loads(pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL))
+    assert (findings, trajectory) == sent
+    for copy, original in zip(findings, evaluation.findings, strict=True):
+        assert type(copy) is Finding
+        assert copy.model_fields_set == original.model_fields_set
+        assert copy.model_dump_json(exclude_unset=True) == original.model_dump_json(
+            exclude_unset=True
+        )
+    assert (
+        trajectory.messages[0].model_fields_set
+        == evaluation.trajectory.messages[0].model_fields_set
+    )
+    odd = Finding.model_construct(detector="x", score="not a number")  # as it was: not checked
+    assert pickle.loads(pickle.dumps(odd)).score == "not a number"
+
+
 @pytest.mark.process
 def test_traces_are_judged_in_a_child_process_and_stored(in_process):
     provider, engine, exporter = in_process
