@@ -10,6 +10,9 @@ When the app writes a DuckDB store, the child writes it too (`writes_store`): th
 through its own `DuckDBStore` and says, in each later answer, up to which batch they are in
 the file; the app keeps every batch until then and writes them itself if the child is lost.
 Writing the store was most of the CPU judging in a child still left in the app's process.
+A trace the engine has not changed since it came back (most of them) is not sent back at
+all: the batch names it, and the child annotates the spans it judged the same way
+(`ChildCopy`); pickling traces back was then a third of the app's CPU per span.
 
 The child is a plain `python -m otel_safety.detection_child` (never the application's own
 entry point, which `multiprocessing` would import again). It reads length-prefixed pickles
@@ -143,7 +146,35 @@ def evaluation_to_wire(evaluation: TraceEvaluation) -> dict[str, Any]:
     """An annotated trace as the store needs it, its spans as plain tuples."""
     fields = {item.name: getattr(evaluation, item.name) for item in dataclasses.fields(evaluation)}
     fields["spans"] = [span_to_wire(span) for span in evaluation.spans]
+    fields["child_copy"] = None
     return fields
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildCopy:
+    """Which trace of which judged batch an evaluation is, in the child that judged it, and
+    what it was made of then. The child annotates that trace for its store just as this
+    process did (`finish`), so a batch for the store names it instead of carrying it back;
+    once the engine has changed it (raised to its run's verdict, secrets masked, a halt
+    set), it travels whole."""
+
+    child: int  # which child process (a new one holds nothing of the last one's)
+    batch: int
+    index: int
+    spans: list[ReadableSpan]
+    findings: list[Any]
+    trajectory: Any
+    level: Any
+
+    def still(self, evaluation: TraceEvaluation) -> bool:
+        return (
+            evaluation.spans is self.spans
+            and evaluation.findings is self.findings
+            and evaluation.trajectory is self.trajectory
+            and evaluation.level == self.level
+            and evaluation.run is None
+            and evaluation.halt is None
+        )
 
 
 def evaluation_from_wire(fields: dict[str, Any]) -> TraceEvaluation:
@@ -196,6 +227,9 @@ class ProcessPipeline:
         self._build_error: str | None = None  # the child's, when its data would not compile
         self._closed = False  # no child is started once the engine has shut down
         self._in_force: list[tuple[str, str | None]] = []  # the child's detectors, when built
+        self._children = 0  # children started: which one holds the batches it judged
+        self._judge_sent = 0  # the number of the last batch the child was sent to judge
+        self.stored_by_reference = 0  # traces handed to the child's store by `ChildCopy`
         self._lock = threading.Lock()
 
     @property
@@ -226,13 +260,21 @@ class ProcessPipeline:
             if not self.writes_store or child is None or child.stdin is None:
                 return None
             try:
-                wires = [evaluation_to_wire(evaluation) for evaluation in evaluations]
-                _send(child.stdin, ("store", self._store_sent + 1, wires))
+                items = [self._store_item(evaluation) for evaluation in evaluations]
+                _send(child.stdin, ("store", self._store_sent + 1, items))
             except Exception as exc:
                 self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
                 return None
             self._store_sent += 1
             return self._store_sent
+
+    def _store_item(self, evaluation: TraceEvaluation) -> dict[str, Any] | tuple[int, int]:
+        """The trace for the child's store: where the child holds it, if unchanged since."""
+        held = evaluation.child_copy
+        if held is not None and held.child == self._children and held.still(evaluation):
+            self.stored_by_reference += 1
+            return (held.batch, held.index)
+        return evaluation_to_wire(evaluation)
 
     def flush_store(self, timeout_millis: int) -> bool | None:
         """Have the child write everything it holds; whether it did within the time, or
@@ -299,6 +341,7 @@ class ProcessPipeline:
         self._lock.acquire()
         try:
             sent = self._send_batch(traces)
+            child, batch = self._children, self._judge_sent
         except BaseException:
             self._lock.release()
             raise
@@ -312,11 +355,22 @@ class ProcessPipeline:
                 if self._closed:  # the child was stopped by a shutdown past its deadline
                     raise PipelineClosed(f"{len(traces)} traces were with the stopped child")
                 return self._fallback().evaluate_many(traces)
-            pairs = zip(traces, judgements, strict=True)
-            return [
-                finish(trace[0], j, self._local.span_events, trace[2] if len(trace) > 2 else ())
-                for trace, j in pairs
-            ]
+            evaluations = []
+            for index, (trace, judgement) in enumerate(zip(traces, judgements, strict=True)):
+                events = trace[2] if len(trace) > 2 else ()
+                evaluation = finish(trace[0], judgement, self._local.span_events, events)
+                if self._asks_store and not events:  # judged as the child holds it
+                    evaluation.child_copy = ChildCopy(
+                        child,
+                        batch,
+                        index,
+                        evaluation.spans,
+                        evaluation.findings,
+                        evaluation.trajectory,
+                        evaluation.level,
+                    )
+                evaluations.append(evaluation)
+            return evaluations
 
         return collect
 
@@ -375,7 +429,9 @@ class ProcessPipeline:
         assert child is not None and child.stdin is not None
         try:
             # Log events travel inside the judging copies of their spans, as span events.
-            _send(child.stdin, ("judge", [_trace_to_wire(trace) for trace in traces]))
+            wires = [_trace_to_wire(trace) for trace in traces]
+            _send(child.stdin, ("judge", self._judge_sent + 1, wires))
+            self._judge_sent += 1
         except Exception as exc:
             self._give_up(f"the detection process failed: {type(exc).__name__}: {exc}")
             return False
@@ -442,6 +498,8 @@ class ProcessPipeline:
             self._give_up(f"the detection process exited with code {self._child.returncode}")
             return False
         try:
+            self._children += 1
+            self._judge_sent = 0
             self._child = subprocess.Popen(
                 [sys.executable, "-m", "otel_safety.detection_child"],
                 stdin=subprocess.PIPE,
@@ -546,8 +604,9 @@ class _ChildStore:
     TICK = 1.0  # seconds between two ticks
     LAST_WRITE_MILLIS = 10_000  # how long the last write may wait for the file
 
-    def __init__(self, store: DuckDBStore) -> None:
+    def __init__(self, store: DuckDBStore, judged: _JudgedBatches) -> None:
         self.store = store
+        self.judged = judged
         self._ends: deque[tuple[int, int]] = deque()  # (batch number, traces up to its end)
         self._received = 0
         self._written = 0
@@ -555,8 +614,11 @@ class _ChildStore:
         store.on_written.append(self._count)
         threading.Thread(target=self._tick, name="otel-safety-store-tick", daemon=True).start()
 
-    def write(self, number: int, wires: list[dict[str, Any]]) -> None:
-        evaluations = [evaluation_from_wire(fields) for fields in wires]
+    def write(self, number: int, items: list[dict[str, Any] | tuple[int, int]]) -> None:
+        evaluations = [
+            self.judged.evaluation(*item) if isinstance(item, tuple) else evaluation_from_wire(item)
+            for item in items
+        ]
         self._received += len(evaluations)
         self._ends.append((number, self._received))
         self.store.write(evaluations)
@@ -587,7 +649,31 @@ class _ChildStore:
                 logger.exception("otel-safety: the detection process's store failed on tick")
 
 
-def _open_store(settings: Settings) -> tuple[_ChildStore | None, str | None]:
+class _JudgedBatches:
+    """The traces of the last batches this child judged, with their judgements, for the
+    store batches that name them (`ChildCopy`). The app hands a batch to the store as soon as
+    it has it back, while the child judges the next one, so a few suffice."""
+
+    KEPT = 8
+
+    def __init__(self, span_events: bool) -> None:
+        self.span_events = span_events
+        self._batches: dict[int, tuple[list[list[ReadableSpan]], list[Judgement]]] = {}
+
+    def keep(self, number: int, traces: list[list[ReadableSpan]], judged: list[Judgement]) -> None:
+        self._batches[number] = (traces, judged)
+        while len(self._batches) > self.KEPT:
+            del self._batches[next(iter(self._batches))]
+
+    def evaluation(self, batch: int, index: int) -> TraceEvaluation:
+        """The trace annotated as the app annotated it (`finish`, on the same spans)."""
+        traces, judged = self._batches[batch]
+        return finish(traces[index], judged[index], self.span_events)
+
+
+def _open_store(
+    settings: Settings, judged: _JudgedBatches
+) -> tuple[_ChildStore | None, str | None]:
     """The settings' store, opened here; or why not (the app then writes it itself)."""
     from otel_safety.exporters.duckdb import DuckDBStore
 
@@ -595,7 +681,7 @@ def _open_store(settings: Settings) -> tuple[_ChildStore | None, str | None]:
         store = DuckDBStore(settings.db_path, keep_open=settings.store_keep_open)
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
-    return _ChildStore(store), None
+    return _ChildStore(store, judged), None
 
 
 def main() -> None:
@@ -611,7 +697,8 @@ def main() -> None:
             settings, on_detector_error=detector_left_out if lenient else None
         )
         pipeline.warm()
-        store, store_error = _open_store(settings) if writes_store else (None, None)
+        judged_batches = _JudgedBatches(pipeline.span_events)
+        store, store_error = _open_store(settings, judged_batches) if writes_store else (None, None)
         tune_collector()
     except EOFError:
         return
@@ -629,10 +716,12 @@ def main() -> None:
                 return
             kind = message[0]
             if kind == "judge":
-                judged = [
-                    pipeline.judge([span_from_wire(w) for w in spans], reason)
-                    for spans, reason in message[1]
+                traces = [
+                    ([span_from_wire(w) for w in spans], reason) for spans, reason in message[2]
                 ]
+                judged = [pipeline.judge(spans, reason) for spans, reason in traces]
+                if store is not None:
+                    judged_batches.keep(message[1], [spans for spans, _ in traces], judged)
                 _send(sink, (judged, store.written() if store is not None else 0))
             elif kind == "store" and store is not None:
                 store.write(message[1], message[2])

@@ -38,6 +38,7 @@ from otel_safety.policies import SafeguardsPolicy
 from otel_safety.policy import Policy
 
 if TYPE_CHECKING:
+    from otel_safety.detection_worker import ChildCopy
     from otel_safety.halts import Halt
     from otel_safety.run_verdicts import RunVerdict
 
@@ -75,6 +76,9 @@ class TraceEvaluation:
     run: RunVerdict | None = None
     # The halt this trace's verdict sets on its conversation (`HaltSink`), for the store.
     halt: Halt | None = None
+    # The trace as the detection process judged it and still holds it, so that its store is
+    # handed a reference rather than the trace again (`detection_worker.ChildCopy`).
+    child_copy: ChildCopy | None = None
 
     @property
     def flagged(self) -> bool:
