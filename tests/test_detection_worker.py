@@ -12,6 +12,7 @@ import duckdb
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import ConfigDict, PrivateAttr
 
 from otel_safety import create_processor
 from otel_safety import semconv as sc
@@ -24,6 +25,7 @@ from otel_safety.detection_worker import (
     tune_collector,
 )
 from otel_safety.exporters.worker_store import WorkerStore
+from otel_safety.model import Finding
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import SeverityPolicy
 
@@ -96,12 +98,17 @@ def test_spans_travel_to_the_worker_and_back_unchanged(span_factory):
         assert copy.status.status_code == original.status.status_code
 
 
+class AnnotatedFinding(Finding):
+    """A detector's own kind of finding, with extra fields and private state."""
+
+    model_config = ConfigDict(extra="allow")
+    _seen: str = PrivateAttr(default="")
+
+
 def test_findings_and_trajectories_cross_the_pipe_as_they_were(span_factory):
     """What the child sends back (and the store's batches carry) is rebuilt field for field,
     with the fields that were set, and nothing is validated again on the way."""
     import pickle
-
-    from otel_safety.model import Finding
 
     spans = span_factory.agent_run(answer="I ran the tests: all pass.", prompt="run the tests")
     evaluation = Pipeline().evaluate(spans)
@@ -121,6 +128,11 @@ def test_findings_and_trajectories_cross_the_pipe_as_they_were(span_factory):
     )
     odd = Finding.model_construct(detector="x", score="not a number")  # as it was: not checked
     assert pickle.loads(pickle.dumps(odd)).score == "not a number"
+
+    mine = AnnotatedFinding(**evaluation.findings[0].model_dump(), reviewer="ana")
+    mine._seen = "twice"
+    copy = pickle.loads(pickle.dumps(mine))
+    assert copy == mine and copy.reviewer == "ana" and copy._seen == "twice"
 
 
 @pytest.mark.process
