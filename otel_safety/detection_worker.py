@@ -271,7 +271,8 @@ class ProcessPipeline:
     def _store_item(self, evaluation: TraceEvaluation) -> dict[str, Any] | tuple[int, int]:
         """The trace for the child's store: where the child holds it, if unchanged since."""
         held = evaluation.child_copy
-        if held is not None and held.child == self._children and held.still(evaluation):
+        kept = held is not None and held.batch > self._judge_sent - _JudgedBatches.KEPT
+        if kept and held.child == self._children and held.still(evaluation):
             self.stored_by_reference += 1
             return (held.batch, held.index)
         return evaluation_to_wire(evaluation)
@@ -652,7 +653,8 @@ class _ChildStore:
 class _JudgedBatches:
     """The traces of the last batches this child judged, with their judgements, for the
     store batches that name them (`ChildCopy`). The app hands a batch to the store as soon as
-    it has it back, while the child judges the next one, so a few suffice."""
+    it has it back, while the child judges the next one, so a few suffice; it names none
+    older than these (the pipe keeps the order, so it knows which they are)."""
 
     KEPT = 8
 

@@ -25,7 +25,7 @@ from otel_safety.detection_worker import (
     tune_collector,
 )
 from otel_safety.exporters.worker_store import WorkerStore
-from otel_safety.model import Finding
+from otel_safety.model import EscalationLevel, Finding
 from otel_safety.pipeline import Pipeline
 from otel_safety.policy import SeverityPolicy
 
@@ -133,6 +133,32 @@ def test_findings_and_trajectories_cross_the_pipe_as_they_were(span_factory):
     mine._seen = "twice"
     copy = pickle.loads(pickle.dumps(mine))
     assert copy == mine and copy.reviewer == "ana" and copy._seen == "twice"
+
+
+def test_the_store_names_only_traces_the_child_still_holds(span_factory):
+    """A trace goes to the child's store by reference while the child keeps its batch and
+    the engine has not changed it; an older one, one changed since (raised to its run's
+    level) or one judged by an earlier child travels whole."""
+    from otel_safety.config import Settings
+    from otel_safety.detection_worker import ChildCopy, _JudgedBatches
+
+    pipeline = ProcessPipeline(Settings.resolve(environ={}), Pipeline(), writes_store=True)
+    evaluation = Pipeline().evaluate(span_factory.agent_run(answer="done", prompt="ls"))
+    pipeline._children, pipeline._judge_sent = 2, 5
+    held = (evaluation.spans, evaluation.findings, evaluation.trajectory, evaluation.level)
+    evaluation.child_copy = ChildCopy(2, 5, 0, *held)
+    assert pipeline._store_item(evaluation) == (5, 0)
+    pipeline._judge_sent = 5 + _JudgedBatches.KEPT - 1
+    assert pipeline._store_item(evaluation) == (5, 0)
+    pipeline._judge_sent += 1  # the child has let batch 5 go
+    assert isinstance(pipeline._store_item(evaluation), dict)
+    pipeline._judge_sent = 5
+    evaluation.child_copy = ChildCopy(1, 5, 0, *held)  # judged by the child before this one
+    assert isinstance(pipeline._store_item(evaluation), dict)
+    evaluation.child_copy = ChildCopy(2, 5, 0, *held)
+    evaluation.level = EscalationLevel.HARD_STOP  # raised since
+    assert isinstance(pipeline._store_item(evaluation), dict)
+    assert pipeline.stored_by_reference == 2
 
 
 @pytest.mark.process
