@@ -287,8 +287,8 @@ def _trajectory_growth(data: Path, runs: int, repeat_history: bool) -> list[dict
             anchors.append(anchor_seconds(calls))
         # The first run of a size is timed apart: RE2 builds the states of its sets' lazy
         # automata for texts of a kind it has not read yet, and the patterns for tool names
-        # not met before are made (2.5-3x a later run), once per process; p50 and p99 are
-        # those of the runs after it.
+        # not met before are made (2.5-3x a later run in a process that has judged nothing
+        # else; less here, after the throughput passes); p50 and p99 are the later runs'.
         first, later = timings[0], sorted(timings[1:])
         p50, p99 = (
             statistics.median(later),
