@@ -47,6 +47,7 @@ from otel_safety.config import Settings, env_name
 from otel_safety.guard.signing import key_for_children
 from otel_safety.logs import LogEvent
 from otel_safety.mapping.log_events import with_log_events
+from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.pipeline import (
     Judgement,
     Pipeline,
@@ -162,9 +163,9 @@ class ChildCopy:
     batch: int
     index: int
     spans: list[ReadableSpan]
-    findings: list[Any]
-    trajectory: Any
-    level: Any
+    findings: list[Finding]
+    trajectory: Trajectory | None
+    level: EscalationLevel
 
     def still(self, evaluation: TraceEvaluation) -> bool:
         return (

@@ -135,8 +135,6 @@ def test_the_app_writes_its_store_when_several_workers_or_its_thread_judge(tmp_p
 APP_KILLED_AFTER_SENDING = """
 import os, signal, sys, time
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otel_safety import create_processor
 from otel_safety.exporters.worker_store import WorkerStore
 from tests.test_detection_worker import agent_run
