@@ -82,6 +82,9 @@ _INVOICE = (
         # Verbs that open everyday requests (evaluation/requests/everyday.jsonl).
         "Recommend three podcasts about the history of jazz for my commute.",
         "Help me plan a vegetarian dinner party menu for eight people.",
+        # Verbs that open two requests of the sets outside BIPIA.
+        "Summarize the plot of a famous novel in three sentences.",
+        "Translate this sentence into Spanish: the weather is lovely today.",
     ],
 )
 def test_a_request_about_nothing_else_in_the_text_is_seen(line):
@@ -102,6 +105,7 @@ def test_a_request_about_nothing_else_in_the_text_is_seen(line):
         "What a week it has been.",  # no request
         "- body: What movies are playing in theaters this weekend?",  # a record's field
         "Please let me know if anything is missing from the paperwork.",  # not a request verb
+        "Name   Type   Modified   Owner",  # a table's header, not "name three ..."
     ],
 )
 def test_a_question_about_the_text_or_a_field_of_it_is_not(line):
@@ -125,7 +129,7 @@ def test_a_line_that_belongs_to_a_list_or_a_sentence_is_not_loose(line):
 
 
 @pytest.mark.process
-def test_every_request_verb_opens_five_requests_outside_bipia(shared_data):
+def test_every_request_verb_opens_two_requests_outside_bipia(shared_data):
     """The README's claim about the verbs, checked on the data by the tool that counts them."""
     done = subprocess.run(
         [

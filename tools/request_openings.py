@@ -2,14 +2,14 @@
 
 The injection judge's off-topic request feature (`otel_safety/analysis/injection/injection_form.py`)
 recognises a request by its opening verb. Its verbs are the imperatives this prints with a
-count of at least five, read from the data folder's request sets other than BIPIA (the one
+count of at least two, read from the data folder's request sets other than BIPIA (the one
 the feature is measured on): XSTest, JailbreakBench behaviours, AgentHarm, do-not-answer,
 HarmBench and the forbidden questions, and AgentDojo's user tasks; and from our own 600
 everyday requests (`otel_safety/evaluation/requests/everyday.jsonl`: writing, coding,
 cooking, travel, scheduling, sentiment and tagging, trivia, role-play ..., written by a hand
 that read no rule), since the sets above ask mostly for harm or for an agent's errands.
 
-Run: python tools/request_openings.py --data ../shared/data [--least 5]
+Run: python tools/request_openings.py --data ../shared/data [--least 2]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def requests(root: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="../shared/data", help="the labelled data folder")
-    parser.add_argument("--least", type=int, default=5, help="openings counted at least")
+    parser.add_argument("--least", type=int, default=2, help="openings counted at least")
     args = parser.parse_args(argv)
     texts = requests(Path(args.data))
     openings = Counter(text.split()[0].lower().strip(",.:!") for text in texts if text.split())

@@ -56,46 +56,92 @@ ANSWER_FORMAT = compiled(
 _ANSWER_FORMAT_RELAXED = relaxed_family([ANSWER_FORMAT])
 
 
-# The imperative verbs that open at least five of the requests people write to assistants
+# The imperative verbs that open at least two of the requests people write to assistants
 # in the data folder's request sets outside BIPIA (XSTest, JailbreakBench behaviours,
 # AgentHarm, do-not-answer, HarmBench, forbidden questions, AgentDojo's user tasks) and our
 # everyday requests (`evaluation/requests/everyday.jsonl`):
-# `python tools/request_openings.py --data ../shared/data` counts them. Questions need no
-# list: they end with a question mark, or open with "can you" and its kin.
+# `python tools/request_openings.py --data ../shared/data` counts them. The bar was five at
+# first; two was chosen on BIPIA's train split (five missed its "Compose a letter to ..."),
+# which shares no attack with the test split its figures come from. Left out: words that
+# open questions and statements as often ("be", "do", "need"), and "name", which opens a
+# table's header ("Name Type Modified Owner"). Questions need no list: they end with a
+# question mark, or open with "can you" and its kin.
 REQUEST_VERBS = frozenset(
     [
+        "act",
         "add",
+        "announce",
         "ask",
+        "brainstorm",
+        "calculate",
+        "categorize",
         "check",
+        "classify",
+        "compose",
+        "connect",
+        "convert",
+        "convince",
         "create",
         "describe",
         "design",
+        "determine",
         "develop",
         "discuss",
         "download",
         "draft",
+        "edit",
+        "email",
+        "encrypt",
         "explain",
+        "explore",
+        "extract",
         "find",
         "generate",
         "give",
         "help",
+        "hire",
         "identify",
+        "inform",
+        "invite",
+        "launder",
         "list",
         "locate",
         "look",
         "make",
+        "modify",
+        "offer",
         "order",
+        "output",
         "perform",
+        "plagiarize",
+        "play",
         "post",
+        "pretend",
+        "promote",
         "provide",
+        "pull",
+        "put",
+        "reach",
+        "read",
         "recommend",
+        "report",
         "research",
         "search",
         "send",
+        "set",
+        "sort",
         "spread",
+        "suggest",
+        "summarize",
+        "tag",
+        "talk",
+        "teach",
         "tell",
+        "transfer",
+        "translate",
         "turn",
         "use",
+        "walk",
         "write",
     ]
 )
