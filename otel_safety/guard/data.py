@@ -124,6 +124,17 @@ class GuardData:
         """The rules a task can ask for (see `Rule.asked_by`), by id."""
         return {rule.id: rule for rule in self.rules if rule.asked_by is not None}
 
+    @functools.cached_property
+    def kindless(self) -> frozenset[int]:
+        """The numbers of the rules without a pattern (a filter or a limit alone): every
+        call meets them, where a rule with patterns is met only when its set reports it."""
+        return frozenset(number for number, rule in enumerate(self.rules) if not rule.kinds)
+
+    @functools.cached_property
+    def limit_rules(self) -> tuple[Rule, ...]:
+        """The rules with a limit or a recipient count, in file order."""
+        return tuple(r for r in self.rules if r.limit is not None or r.recipients is not None)
+
 
 @functools.lru_cache(maxsize=8)
 def load_guard_data(data_dir: str | None = None) -> GuardData:

@@ -64,11 +64,11 @@ _UNBOUNDED_SQL = compiled(
 def match_rules(view: CallView, data: GuardData, role: str) -> list[RuleHit]:
     """Every rule that matches the call, strongest first; plus the programmatic checks."""
     candidates = _candidates(view, data)
+    rules = data.rules
     hits = [
         hit
-        for number, rule in enumerate(data.rules)
-        if (number in candidates or not rule.kinds)
-        and (hit := _match(rule, view, role, candidates.get(number, {}), data))
+        for number in sorted(candidates.keys() | data.kindless)  # in file order, as ties sort
+        if (hit := _match(rules[number], view, role, candidates.get(number, {}), data))
     ]
     hits.extend(_limit_hits(view, data, role))
     hits.extend(_tree_removals(view))
@@ -144,9 +144,7 @@ def _all_trusted(hosts: list[str], domains: tuple[str, ...]) -> bool:
 
 def _limit_hits(view: CallView, data: GuardData, role: str) -> list[RuleHit]:
     hits = []
-    for rule in data.rules:
-        if rule.limit is None and rule.recipients is None:
-            continue
+    for rule in data.limit_rules:
         if rule.categories is not None and rule.categories.isdisjoint(view.categories):
             continue
         if rule.roles is not None and role not in rule.roles:

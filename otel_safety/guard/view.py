@@ -379,10 +379,11 @@ def only_reads(view: CallView, data: GuardData) -> bool:
     """A shell tool's call whose every command only reads (`git status`, `ls -la`, a find
     that deletes nothing: the scope taxonomy's read-only commands) and writes no file: a
     loop or a burst of such calls changes nothing, so the guard does not pace it as one."""
+    if not view.commands:  # before the taxonomy is looked up: most calls run no command
+        return False
     readonly = current_taxonomy().readonly_commands
     return (
-        bool(view.commands)
-        and tool_category(view.name, data) == "execute_shell"
+        tool_category(view.name, data) == "execute_shell"
         and not view.sql
         and not view.recipients
         and not any(mode != "read" for _, mode in view.paths)
