@@ -146,6 +146,35 @@ def test_every_request_verb_opens_two_requests_outside_bipia(shared_data):
     assert "(a request verb)" in done.stdout
 
 
+@pytest.mark.process
+def test_the_split_tool_counts_a_bipia_split_by_attack_category(shared_data):
+    """The train split the request verbs' bar was chosen on: every category counted, and no
+    clean context flagged."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[1] / "tools" / "bipia_split.py"),
+            "--data",
+            str(shared_data),
+            "--attacks",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {
+        cells[1]: cells[2:4]
+        for line in done.stdout.splitlines()
+        if (cells := [c.strip() for c in line.split("|")])[0] == "" and len(cells) > 3
+    }
+    assert rows["**clean contexts**"] == ["50", "0"]
+    assert rows["**every attack**"][0] == "50"
+    assert {"Content Creation", "Malware Distribution"} <= rows.keys()
+    assert "unknown" not in rows
+
+
 def test_the_reply_directive_prefilter_never_hides_one(shared_data):
     """Wherever the exact pattern finds a reply directive in a real text (or an example
     above), its RE2 superset must let the text through."""
