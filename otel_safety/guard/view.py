@@ -244,6 +244,7 @@ class CallView:
     hosts: list[str] = field(default_factory=list)  # where the call sends or fetches
     # What was not read: (what, how much, whether it is something the call runs)
     unread: list[tuple[str, int, bool]] = field(default_factory=list)
+    code_read: set[str] = field(default_factory=set)  # the program sources read already
 
 
 def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
@@ -343,7 +344,7 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
                 _add_script(view, script, embedded=True)
             view.paths.extend((path, "read") for path in _MENTIONED_PATH.findall(text))
 
-    for text in list(view.texts):
+    for text in dict.fromkeys(view.texts):  # each once: a script is often its argument too
         is_script = text in scripts
         for plain in decoded_payloads(text):
             view.decoded.append(plain)
@@ -423,6 +424,8 @@ def _read(view: CallView, text: str, what: str, runs: bool = False) -> str:
 
 
 def _add_script(view: CallView, script: str, embedded: bool = False) -> None:
+    if embedded and script in view.scripts:  # met by another road (decoded, or in code)
+        return  # its commands are in the view already
     script = _read(view, script, "command", runs=True)
     view.scripts.append(script)
     windows = looks_windows(view.name, script)
@@ -496,6 +499,9 @@ def _add_code(view: CallView, code: str) -> None:
     """A program's source (`python -c`, `node -e`, a code-interpreter tool): the files it
     deletes or opens, the shell commands it starts, and its text for the text rules."""
     code = _HOME_EXPRESSION.sub("'~'", _read(view, code, "code", runs=True))
+    if code in view.code_read:  # met by another road: what it does is in the view already
+        return
+    view.code_read.add(code)
     view.texts.append(code)
     for match in _CODE_DELETE.finditer(code):
         view.paths.append((match.group(2), "delete_tree"))
