@@ -15,9 +15,9 @@ SELECT
     round(100.0 * count(*) FILTER (WHERE t.escalation_rank >= 1) / count(*), 1) AS escalated_pct,
     map_from_entries(list_transform(list_sort(list_transform(
         map_entries(histogram(t.escalation_level)),
-        e -> {'rank': list_position(['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW',
-                                     'HARD_STOP'], e.key), 'key': e.key, 'value': e.value})),
-        e -> {'key': e.key, 'value': e.value})) AS levels
+        lambda e: {'rank': list_position(['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW',
+                                          'HARD_STOP'], e.key), 'key': e.key, 'value': e.value})),
+        lambda e: {'key': e.key, 'value': e.value})) AS levels
 FROM traces AS t
 WHERE in_time_window(t.trace_start)
 GROUP BY 1
