@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine with Python 3.11+:
 #   make demo   create .venv, install otel-safety with the demo extra, run the demo
 #   make test   create .venv, install with the test extras, lint and run the whole suite
+#               (the store's tests again on the newest DuckDB: test-duckdb-latest)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ BIN := $(VENV)/bin
 # tests/test_bench_scripts.py checks that none is left out.
 DATA ?= ../shared/data
 
-.PHONY: demo test test-unit bytecode lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
+.PHONY: demo test test-unit test-duckdb-latest bytecode lint semconv bench bench-serve fuzz eval judges readme-eval readme-bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +29,23 @@ demo: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed system-packages lint bytecode
 	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest
+	$(MAKE) test-duckdb-latest
+
+# The store and the SQL kit once more on the newest DuckDB, the one a plain install gets:
+# the test extra pins the DuckDB the DuckLake extensions were built for (pip warns of that).
+LATEST_VENV ?= .venv-duckdb-latest
+$(LATEST_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST_VENV)/bin/python -m pip install --quiet -e '.[demo,test]'
+	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade duckdb
+	touch $@
+
+test-duckdb-latest: $(LATEST_VENV)/.installed
+	$(LATEST_VENV)/bin/python -c "import duckdb; print('DuckDB', duckdb.__version__)"
+	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(LATEST_VENV)/bin/python -m pytest -q \
+		-p no:cacheprovider tests/test_queries_kit.py tests/test_store.py \
+		tests/test_approvals_store.py tests/test_halts_store.py tests/test_cli.py
 
 # The fast loop: tests that start no process, browser or database (`-m unit`).
 test-unit: $(VENV)/.test-installed bytecode
@@ -90,4 +108,4 @@ bench-serve: $(VENV)/.test-installed bytecode
 	$(BIN)/python bench/bench_decode_memory.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache otel-safety-demo.duckdb otel-safety-demo.duckdb.wal
+	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .ruff_cache otel-safety-demo.duckdb otel-safety-demo.duckdb.wal
