@@ -365,6 +365,23 @@ def test_ingest_is_idempotent_expands_directories_and_rejects_non_trace_json(tmp
         assert con.execute("SELECT count(*) FROM findings WHERE detected").fetchone() == (1,)
 
 
+def test_ingest_says_how_many_spans_read_were_in_the_store_already(tmp_path):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    _write_run(folder / "a.jsonl")
+    (folder / "b.jsonl").write_text((folder / "a.jsonl").read_text())  # the same spans again
+    db = str(tmp_path / "s.duckdb")
+    first = run_cli("ingest", str(folder / "a.jsonl"), "--db", db, "--quiet")
+    assert first.returncode == 0, first.stderr
+    assert "ingested 4 spans" in first.stdout and "new to the store" not in first.stdout
+    again = run_cli("ingest", str(folder), "--db", db, "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert "ingested 8 spans" in again.stdout
+    assert "spans new to the store: 0 (the other 8 were in it already" in again.stdout
+    with duckdb.connect(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (4,)
+
+
 def test_unknown_detector_fails_before_a_store_is_made(tmp_path):
     trace_file = tmp_path / "t.jsonl"
     _write_run(trace_file)

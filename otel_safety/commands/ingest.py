@@ -60,8 +60,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     detector_registry.check(settings.detectors, settings.thresholds)  # fail before any file
     files = trace_files(args.files)
     fresh = not Path(settings.db_path).exists()
+    before = 0 if fresh else stored_spans(settings.db_path)
     summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)
     print(summary.describe(settings.db_path))
+    after = stored_spans(settings.db_path) if summary.spans else None
+    if before is not None and after is not None and after - before < summary.spans:
+        print(
+            f"spans new to the store: {after - before:,} (the other "
+            f"{summary.spans - (after - before):,} were in it already, or read twice: a span "
+            "read again replaces its stored copy)"
+        )
     if settings.calibration:
         keys = detector_registry.check(settings.detectors, settings.thresholds)
         print(in_use(settings.calibration, keys, settings.thresholds))
@@ -72,3 +80,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if summary.quarantined:
         return 1  # a loss is never silent, nor a success
     return 0 if summary.spans else 1  # an empty file too: nothing was read
+
+
+def stored_spans(db_path: str) -> int | None:
+    """How many spans the store file holds (None when it cannot be read now: another
+    process holds it, or it is not a file)."""
+    import duckdb
+
+    from otel_safety.exporters.duckdb import StoreError, open_store
+
+    try:
+        with open_store(db_path, wait=0) as con:
+            return con.execute("SELECT count(*) FROM spans").fetchone()[0]
+    except (StoreError, duckdb.Error, OSError):
+        return None
