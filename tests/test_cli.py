@@ -191,6 +191,9 @@ def test_commands_reading_a_missing_store_name_the_one_demo_wrote(tmp_path):
         assert "no store at otel-safety.duckdb" in done.stderr, done.stderr
         assert "after `otel-safety demo` pass --db otel-safety-demo.duckdb" in done.stderr
         assert done.stdout == ""
+    (tmp_path / "agents.duckdb").write_bytes(b"")  # a store of the user's own, beside
+    done = run_cli("report", cwd=tmp_path)
+    assert "this folder holds agents.duckdb (pass it with --db)" in done.stderr, done.stderr
 
 
 def test_a_mistyped_option_is_named_with_its_own_commands_usage():

@@ -18,9 +18,17 @@ DEMO_DB = "otel-safety-demo.duckdb"
 
 
 def no_store_hint() -> str:
-    """What to add to "no store at PATH": how to make one, and the file `demo` wrote."""
+    """What to add to "no store at PATH": the stores the current folder holds, how to make
+    one, and the file `demo` wrote."""
+    here = sorted(path.name for path in Path.cwd().glob("*.duckdb") if path.name != DEMO_DB)
+    shown = ", ".join(here[:3]) + (f" and {len(here) - 3} more" if len(here) > 3 else "")
     return (
-        "; create one with `otel-safety ingest`, `serve`, `eval` or an app, or after "
+        (
+            f"; this folder holds {shown} (pass {'it' if len(here) == 1 else 'one'} with --db)"
+            if here
+            else ""
+        )
+        + "; create one with `otel-safety ingest`, `serve`, `eval` or an app, or after "
         f"`otel-safety demo` pass --db {DEMO_DB}"
     )
 
