@@ -60,7 +60,8 @@ def write(path: str) -> None:
     tracer = provider.get_tracer("sample-agent")
     for run in RUNS:
         with tracer.start_as_current_span(
-            "invoke_agent helper", attributes={"gen_ai.operation.name": "invoke_agent"}
+            "invoke_agent helper",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
         ):
             history = [_message("user", run["task"])]
             for name, arguments, result in run["calls"]:
