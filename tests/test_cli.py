@@ -77,7 +77,7 @@ def test_the_sample_traces_example_writes_runs_ingest_judges(tmp_path):
         agents = con.execute("SELECT DISTINCT agent_names FROM traces").fetchall()
     assert sorted(level for level, _ in levels) == ["HARD_STOP", "HARD_STOP", "NONE"]
     assert stopped == {"run_shell", "send_email"}
-    assert agents == [(["helper"],)]  # named, as the queries show it, not "(unnamed)"
+    assert agents == [('["helper"]',)]  # named, as the queries show it, not "(unnamed)"
 
 
 def test_ingest_flags_a_destructive_call_under_a_summarize_task(tmp_path):
