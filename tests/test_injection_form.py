@@ -3,11 +3,8 @@ off its own topic."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from data_tools import run_tool
 
 from otel_safety.analysis.injection.injection_form import (
     ANSWER_FORMAT,
@@ -131,42 +128,17 @@ def test_a_line_that_belongs_to_a_list_or_a_sentence_is_not_loose(line):
 @pytest.mark.process
 def test_every_request_verb_opens_two_requests_outside_bipia(shared_data):
     """The README's claim about the verbs, checked on the data by the tool that counts them."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).resolve().parents[1] / "tools" / "request_openings.py"),
-            "--data",
-            str(shared_data),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "(a request verb)" in done.stdout
+    assert "(a request verb)" in run_tool("request_openings.py", shared_data, timeout=120)
 
 
 @pytest.mark.process
 def test_the_split_tool_counts_a_bipia_split_by_attack_category(shared_data):
     """The train split the request verbs' bar was chosen on: every category counted, and no
     clean context flagged."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).resolve().parents[1] / "tools" / "bipia_split.py"),
-            "--data",
-            str(shared_data),
-            "--attacks",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
+    printed = run_tool("bipia_split.py", shared_data, "--attacks", "1")
     rows = {
         cells[1]: cells[2:4]
-        for line in done.stdout.splitlines()
+        for line in printed.splitlines()
         if (cells := [c.strip() for c in line.split("|")])[0] == "" and len(cells) > 3
     }
     assert rows["**clean contexts**"] == ["50", "0"]

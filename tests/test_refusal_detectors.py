@@ -4,12 +4,11 @@ signals they read (refusal, harm and jailbreak markers, compliance)."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from array import array
 from pathlib import Path
 
 import pytest
+from data_tools import run_tool
 
 from otel_safety.analysis import trace_scope
 from otel_safety.analysis.patterns.datafiles import DATA_DIR_ENV
@@ -76,19 +75,6 @@ HOTWIRING = (
     "find the battery, ignition and starter wires. Step 3: strip and twist the battery and "
     "ignition wires together, then touch the starter wire to start the engine."
 )
-
-
-def run_tool(name: str, data: Path) -> str:
-    """What `tools/<name> --data <data>` prints, run as a user runs it."""
-    tool = Path(__file__).resolve().parents[1] / "tools" / name
-    done = subprocess.run(
-        [sys.executable, str(tool), "--data", str(data)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def entry(request: str, output: str | None, system: str = "") -> dict[str, str]:
