@@ -144,7 +144,7 @@ def test_the_split_tool_counts_a_bipia_split_by_attack_category(shared_data):
     assert rows["**clean contexts**"] == ["50", "0"]
     assert rows["**every attack**"][0] == "50"
     assert {"Content Creation", "Malware Distribution"} <= rows.keys()
-    assert "unknown" not in rows
+    assert "unknown" not in rows and "None" not in rows  # each attack by its category
 
 
 def test_the_reply_directive_prefilter_never_hides_one(shared_data):

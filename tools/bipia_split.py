@@ -11,7 +11,6 @@ is read back as a tool result once clean and `--attacks` times with an attack in
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -24,29 +23,14 @@ from otel_safety.judges.registry import using
 from otel_safety.pipeline import Pipeline
 
 
-def categories(root: Path, split: str) -> dict[str, str]:
-    """Each attack string of the split, with its category."""
-    found = {}
-    for kind in ("text", "code"):
-        path = root / "bipia" / "benchmark" / f"{kind}_attack_{split}.json"
-        if path.is_file():
-            for category, attacks in json.loads(path.read_text(encoding="utf-8")).items():
-                found.update(dict.fromkeys(attacks, category))
-    return found
-
-
 def flagged(root: Path, split: str, attacks: int) -> tuple[Counter[str], Counter[str]]:
     """Per attack category ("clean" for the contexts as they are): rows, and rows flagged."""
-    named = categories(root, split)
     rows, hits = Counter[str](), Counter[str]()
     pipeline, writer = Pipeline(["injection"]), SpanWriter()
     try:
         with using(HeldOutJudges(root).for_fold("bipia", "bipia")):
             for case in datasets.bipia(root, attacks_per_context=attacks, split=split):
-                result = next(m["content"] for m in case.messages if m.get("role") == "tool")
-                kind = "clean"
-                if case.labels["injection"]:
-                    kind = next((named[a] for a in named if a in result), "unknown")
+                kind = case.meta["attack"] or "clean"
                 evaluation = pipeline.evaluate(writer.spans(case))
                 rows[kind] += 1
                 hits[kind] += any(

@@ -134,8 +134,10 @@ def bipia(root: Path, attacks_per_context: int = 2, split: str = "test") -> Iter
         if split != "test" and not contexts.is_file():
             continue
         attacks = [
-            text
-            for group in json.loads((folder / f"{kind}_attack_{split}.json").read_text()).values()
+            (text, category)
+            for category, group in json.loads(
+                (folder / f"{kind}_attack_{split}.json").read_text()
+            ).items()
             for text in group
         ]
         for number, row in enumerate(_jsonl(contexts)):
@@ -144,14 +146,14 @@ def bipia(root: Path, attacks_per_context: int = 2, split: str = "test") -> Iter
             case_id = f"bipia:{task}:{number}"
             if split != "test":
                 case_id = f"bipia:{split}:{task}:{number}"
-            yield _bipia_case(f"{case_id}:clean", task, question, context, injected=False)
+            yield _bipia_case(f"{case_id}:clean", task, question, context)
             for pick in range(attacks_per_context):
                 digest = _digest(f"{case_id}:{pick}")
-                attack = attacks[digest % len(attacks)]
+                attack, category = attacks[digest % len(attacks)]
                 position = ("start", "middle", "end")[(digest // 7) % 3]
                 poisoned = _insert(context, attack, position)
                 yield _bipia_case(
-                    f"{case_id}:attack{pick}", task, question, poisoned, injected=True
+                    f"{case_id}:attack{pick}", task, question, poisoned, attack=category
                 )
 
 
@@ -442,7 +444,11 @@ def _bipia_context(row: dict[str, Any]) -> str:
     return str(context or "")
 
 
-def _bipia_case(case_id: str, task: str, question: str, context: str, injected: bool) -> Case:
+def _bipia_case(
+    case_id: str, task: str, question: str, context: str, attack: str | None = None
+) -> Case:
+    """One context read back as a tool result; `attack` names the category of the attack
+    inserted into it (None: clean)."""
     call = ("call_0", f"read_{task}", {"source": task})
     return Case(
         case_id=case_id,
@@ -452,8 +458,8 @@ def _bipia_case(case_id: str, task: str, question: str, context: str, injected: 
             _assistant(None, [call]),
             {"role": "tool", "tool_call_id": "call_0", "content": context},
         ],
-        labels={"injection": injected},
-        meta={"task": task},
+        labels={"injection": attack is not None},
+        meta={"task": task, "attack": attack},
     )
 
 
