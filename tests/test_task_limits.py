@@ -93,9 +93,9 @@ def test_a_long_request_is_read_at_its_ends_where_its_instruction_stands():
     filler = "Quarterly figures follow. " * 2_000
     assert limits_in(f"Order the purifier, under $200.\n{filler}")[0].value == 200.0
     assert limits_in(f"{filler}\nOrder the purifier, under $200.")[0].value == 200.0
-    assert limits_in(f"{filler}Order the purifier, under $200.\n{filler}") == []
+    assert limits_in(f"{filler}Order the purifier, under $200.\n{filler}") == ()
     # A run of digits is no amount: a number is at most 16 characters, read once per run.
-    assert limits_in("under $" + "9" * 50_000) == []
+    assert limits_in("under $" + "9" * 50_000) == ()
 
 
 PAY = ("pay_bill", "payee_id", "PYE-CASCADE")

@@ -45,6 +45,7 @@ from otel_safety.analysis.calls.task_limits import (
 from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
@@ -77,13 +78,14 @@ _MONEY_WORDS = frozenset(
 )  # fmt: skip
 
 
-def policy_limits_in(system: str) -> list[Limit]:
+@content_memo  # the same system prompt opens every trace of an app
+def policy_limits_in(system: str) -> tuple[Limit, ...]:
     """The money caps the system prompt sets: its ceilings ("up to $100") and the amounts
     past which its sentence asks for someone's approval ("above $150 require ...")."""
     text = ends_of(system)
     found = [
         replace(limit, set_by="system prompt")
-        for limit in limits_in(text, asked_sums=False)  # a price the prompt names is no cap
+        for limit in limits_in(text, False)  # a price the prompt names is no cap
         if limit.ceiling and not limit.percent
     ]
     for sentence in SENTENCE.finditer(text):
@@ -95,7 +97,7 @@ def policy_limits_in(system: str) -> list[Limit]:
             per_unit = bool((match.group("unit") or "").strip())
             cap = match.group(0).strip()
             found.append(Limit(True, value, per_unit, frozenset(), cap, set_by="system prompt"))
-    return found
+    return tuple(found)
 
 
 def policy_breaches(

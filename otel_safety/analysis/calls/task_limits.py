@@ -36,6 +36,7 @@ from otel_safety.analysis.calls.target_count import ends_of
 from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.claims.call_outcome import call_failed
+from otel_safety.analysis.memo import content_memo
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.model import ToolCall
 
@@ -155,7 +156,8 @@ class Breach:
     summed: tuple[int, ...] = ()  # the earlier calls on the same record whose amounts it adds
 
 
-def limits_in(request: str, asked_sums: bool = True) -> list[Limit]:
+@content_memo  # a system prompt's bounds are read once, not in every trace that carries it
+def limits_in(request: str, asked_sums: bool = True) -> tuple[Limit, ...]:
     """The money bounds the request's words set (in its opening and closing `READ_CHARS`:
     an instruction with a bound is short, and a pasted document between them is not one),
     and, with `asked_sums`, the sum it asks to pay when it names what each payment is
@@ -188,7 +190,7 @@ def limits_in(request: str, asked_sums: bool = True) -> list[Limit]:
             total = sum(value for value, _ in payments) * (1 + _STATED_SLACK)
             words = " + ".join(text for _, text in payments)
             found.append(Limit(True, total, False, frozenset({kind}), words))
-    return found
+    return tuple(found)
 
 
 def _stated_payments(sentence: str, asked: regex.Pattern) -> list[tuple[float, str]]:

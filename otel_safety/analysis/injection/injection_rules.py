@@ -79,10 +79,14 @@ class InjectionRules:
     # One linear-time pass over a text tells which text rules (not `raw` ones) can match
     # any part of it; the others are not tried (see analysis.pattern_set).
     rule_set: PatternSet = field(init=False)
+    # The raw rules' numbers: tried on every text beyond ASCII, whatever the set reports.
+    raw_numbers: frozenset[int] = field(init=False)
 
     def __post_init__(self) -> None:
         entries = [[] if r.raw else [r.pattern] for r in self.rules]
         object.__setattr__(self, "rule_set", PatternSet(entries, whole_text=False))
+        raw = frozenset(number for number, rule in enumerate(self.rules) if rule.raw)
+        object.__setattr__(self, "raw_numbers", raw)
 
 
 @functools.cache

@@ -71,15 +71,15 @@ def injection_score(text: str, source: Source = "data") -> tuple[float, list[Inj
     words = text_words(lowered)
     ascii_only = text.isascii()
     shown = rules.rule_set.candidates(normal)  # the text rules that can match at all
+    # Raw rules are about characters outside ASCII: tried on every text with some, never
+    # on the others (the set reports every entry when it cannot read a text).
+    shown = shown - rules.raw_numbers if ascii_only else shown | rules.raw_numbers
     best: dict[str, InjectionMatch] = {}
-    for number, rule in enumerate(rules.rules):
+    for number in sorted(shown):  # in the file's order, as the others are never met
+        rule = rules.rules[number]
         if rule.scope == "data" and source == "input":
             continue
-        if not rule.raw and number not in shown:
-            continue
         if rule.raw:
-            if ascii_only:
-                continue  # raw rules are about characters outside ASCII
             found_all: Iterable[regex.Match] = rule.pattern.finditer(text)
         elif rule.hints and rule.hints.isdisjoint(words):
             continue
