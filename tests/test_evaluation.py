@@ -666,6 +666,19 @@ def test_eval_names_a_missing_data_folder_before_asking_for_scikit_learn(
     assert not (tmp_path / "e.duckdb").exists()
 
 
+def test_eval_names_an_unknown_dataset_before_asking_for_scikit_learn(
+    shared_data, tmp_path, monkeypatch, capsys
+):
+    from otel_safety.commands.main import main
+    from otel_safety.evaluation import held_out
+
+    monkeypatch.setattr(held_out, "training_available", lambda: False)
+    argv = ["eval", "--data", str(shared_data), "--datasets", "xstst"]
+    assert main([*argv, "--db", str(tmp_path / "e.duckdb")]) == 1
+    said = capsys.readouterr().err
+    assert "unknown dataset(s) xstst; known: xstest" in said and "scikit-learn" not in said
+
+
 def test_a_dataset_whose_rows_are_missing_is_named_before_any_work(shared_data, tmp_path):
     """It gave "0 cases" and exit 0, or out-of-sample figures refit on what was there."""
     partial = tmp_path / "data"

@@ -138,6 +138,16 @@ def test_held_out_judges_never_saw_the_fold_they_score(shared_data):
     assert list(again.weights[:2000]) == pytest.approx(list(refit.weights[:2000]), abs=1e-5)
 
 
+def test_a_fold_refits_only_the_judges_the_run_asks(shared_data):
+    """`eval --detectors over_refusal` refits the refusal judge alone: the others would cost
+    minutes and change no figure of the run."""
+    held_out = HeldOutJudges(shared_data)
+    judges = held_out.for_fold("xstest:gpt4", "xstest", {"refusal"})
+    assert judges["harmful_answer"] is judge("harmful_answer")
+    assert judges["refusal"] is not judge("refusal")
+    assert set(judges) == {name for name in DEFINITIONS if judge(name) is not None}
+
+
 def test_agentic_task_rows_are_held_out_by_category_as_eval_folds_them(shared_data):
     rows = examples("harmful_task", shared_data)
     assert len(rows) == 416 and sum(row.label for row in rows) == 208

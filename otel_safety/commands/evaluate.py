@@ -106,6 +106,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise datasets.DataError(
             f"--datasets {args.datasets!r} names no dataset; known: {', '.join(DATASET_NAMES)}"
         )
+    datasets.check_names(names)  # a typo is named before anything is asked to be installed
     if not args.in_sample and not training_available():
         print(
             "eval: the out-of-sample figures refit the learned judges, which needs "

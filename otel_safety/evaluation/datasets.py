@@ -355,13 +355,18 @@ def check_folder(root: Path) -> None:
         )
 
 
-def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True) -> list[Case]:
-    """Every case of the named datasets (all by default), external then synthetic."""
-    check_folder(root)
+def check_names(names: list[str] | None) -> None:
+    """A DataError naming the datasets that do not exist, and those that do."""
     unknown = sorted(set(names or []) - set(EXTERNAL) - {"synthetic"})
     if unknown:
         known = ", ".join([*EXTERNAL, "synthetic"])
         raise DataError(f"unknown dataset(s) {', '.join(unknown)}; known: {known}")
+
+
+def load(root: Path, names: list[str] | None = None, with_synthetic: bool = True) -> list[Case]:
+    """Every case of the named datasets (all by default), external then synthetic."""
+    check_folder(root)
+    check_names(names)
     cases: list[Case] = []
     empty = []
     for name, reader in EXTERNAL.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +83,19 @@ class HeldOutJudges:
                     "labelled data folder, or pass --in-sample"
                 )
 
-    def for_fold(self, fold: str, dataset: str) -> dict[str, LinearJudge]:
+    def for_fold(
+        self, fold: str, dataset: str, used: Collection[str] | None = None
+    ) -> dict[str, LinearJudge]:
+        """`used`: the judges the run's detectors ask (None: all); the others stay the
+        packaged ones, as refitting a judge nobody asks costs time and changes nothing."""
         judges = {}
         for name, definition in DEFINITIONS.items():
             packaged = judge(name)
             if packaged is None:
                 continue  # a judge that is not installed is not used
+            if used is not None and name not in used:
+                judges[name] = packaged
+                continue
             if name not in self._rows:
                 self._rows[name] = examples(name, self._root)
             rows = self._rows[name]

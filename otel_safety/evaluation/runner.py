@@ -364,11 +364,12 @@ def _judge_held_out(
     result, levels = dict(first.detected), dict(first.levels)
     collector = _Collector()
     engine = build_engine(settings, [collector], background=False)
+    used = {name for detector in engine.pipeline.detectors for name in detector.learned_judges}
     writer = SpanWriter()
     judged = 0
     try:
         for fold, trace_ids in sorted(folds.items()):
-            judges = held_out.for_fold(fold, origin(case_of[trace_ids[0]]))
+            judges = held_out.for_fold(fold, origin(case_of[trace_ids[0]]), used)
             if all(j is judge(name) for name, j in judges.items()):
                 continue  # no judge saw this fold: its verdicts are out-of-sample already
             with using(judges):
