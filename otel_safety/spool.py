@@ -11,6 +11,11 @@ released. A record cut short by a crash fails its length or CRC and is ignored, 
 everything after it in that segment: it was never acknowledged, since acknowledging waits
 for the append to reach the disk. The spool is bounded in bytes; when full, appends fail
 and the receiver refuses the request with a retryable status.
+
+Each release is also written down, beside its segment (`<segment>.released`, the released
+records' numbers): a segment stays open until it fills, and a crash must not send back what
+was stored long before it. These notes are written, not fsynced: a killed process loses
+none of them; a machine that loses power may judge a few requests twice, never lose one.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["Record", "Spool", "SpoolBusy", "SpoolFull"]
 
 _HEADER = struct.Struct("<II")  # payload length, CRC-32 of the payload
+_RELEASED = struct.Struct("<I")  # a released record's number in its segment
 SEGMENT_SUFFIX = ".spool"
+RELEASED_SUFFIX = ".released"
 
 
 class SpoolBusy(Exception):
@@ -62,6 +69,11 @@ class _Segment:
     @property
     def finished(self) -> bool:
         return self.closed and self.released >= self.records
+
+    @property
+    def notes(self) -> Path:
+        """Where the segment's releases are written down."""
+        return self.path.with_suffix(RELEASED_SUFFIX)
 
 
 class Spool:
@@ -94,6 +106,9 @@ class Spool:
             number = _segment_number(path)
             if number is not None:  # left by an earlier run: read back, never appended to
                 self._segments[number] = _Segment(path, path.stat().st_size, closed=True)
+        for notes in self.folder.glob(f"*{RELEASED_SUFFIX}"):
+            if not notes.with_suffix(SEGMENT_SUFFIX).exists():  # its segment went, then a crash
+                notes.unlink(missing_ok=True)  # before a new segment of that number has them
         self._next = max(self._segments, default=0) + 1
         self._handle: BinaryIO | None = None
         self._current: int | None = None
@@ -161,6 +176,8 @@ class Spool:
             segment.released += 1
             if segment.finished:
                 self._delete(record.segment)
+            else:
+                _note_release(segment.notes, record.index)
 
     def close(self, *, remove_if_empty: bool = False) -> None:
         """Close the open segment and let the folder go; what is not released stays for
@@ -190,6 +207,8 @@ class Spool:
             for number in sorted(other._segments):
                 segment = other._segments.pop(number)
                 target = self.folder / f"{self._next:012d}{SEGMENT_SUFFIX}"
+                if segment.notes.exists():  # first: a segment never moves without its notes
+                    segment.notes.replace(target.with_suffix(RELEASED_SUFFIX))
                 segment.path.replace(target)  # folders beside one another: one filesystem
                 self._segments[self._next] = _Segment(target, target.stat().st_size, closed=True)
                 self._next += 1
@@ -205,14 +224,16 @@ class Spool:
         for number in old:
             segment = self._segments[number]
             found = list(_read(segment.path))
+            done = _released(segment.notes, len(found))
+            owed = [(index, place) for index, place in enumerate(found) if index not in done]
             with self._lock:
-                segment.records = len(found)
-                if not found:
+                segment.records, segment.released = len(found), len(found) - len(owed)
+                if not owed:
                     self._delete(number)
                     continue
-                for index, (offset, payload) in enumerate(found):
+                for index, (offset, payload) in owed:
                     self._where[Record(number, index)] = (offset, len(payload))
-            for index, (_, payload) in enumerate(found):
+            for index, (_, payload) in owed:
                 yield Record(number, index), payload
 
     # -- internals ----------------------------------------------------------------------------
@@ -264,12 +285,13 @@ class Spool:
 
     def _delete(self, number: int) -> None:
         segment = self._segments.pop(number)
-        try:
-            segment.path.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            logger.warning("otel-safety spool: cannot delete %s: %s", segment.path, exc)
+        for path in (segment.path, segment.notes):  # the notes last: never without them
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                logger.warning("otel-safety spool: cannot delete %s: %s", path, exc)
 
 
 def _segment_number(path: Path) -> int | None:
@@ -277,6 +299,26 @@ def _segment_number(path: Path) -> int | None:
         return int(path.name.removesuffix(SEGMENT_SUFFIX))
     except ValueError:
         return None
+
+
+def _note_release(notes: Path, index: int) -> None:
+    """Write one release down (one small append: whole or absent after a crash). A note
+    that cannot be written costs a request judged twice after a crash, not a lost one."""
+    try:
+        with open(notes, "ab") as handle:
+            handle.write(_RELEASED.pack(index))
+    except OSError as exc:
+        logger.warning("otel-safety spool: cannot note a release in %s: %s", notes, exc)
+
+
+def _released(notes: Path, records: int) -> set[int]:
+    """The records of a segment its notes say were released (a torn last note ignored)."""
+    try:
+        data = notes.read_bytes()
+    except FileNotFoundError:
+        return set()
+    whole = len(data) - len(data) % _RELEASED.size
+    return {n for (n,) in _RELEASED.iter_unpack(data[:whole]) if n < records}
 
 
 def _read(path: Path) -> Iterator[tuple[int, bytes]]:

@@ -17,7 +17,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from sidecar_support import RM_RF_OUTPUT, ServeProcess, wait_for
+from sidecar_support import RM_RF_OUTPUT, HttpNextHop, ServeProcess, wait_for
 
 from otel_safety.config import Settings
 from otel_safety.logs import OPERATION_DETAILS
@@ -44,6 +44,45 @@ def test_what_is_not_released_is_read_back_by_the_next_spool(tmp_path):
         again.release(record)
     assert segments(tmp_path) == [] and again.records == 0 and again.bytes == 0
     again.close()
+
+
+def _die(spool: Spool) -> None:
+    """What a SIGKILL leaves: files as written, nothing closed in order, the lock let go."""
+    if spool._handle is not None:
+        spool._handle.close()
+    spool._lock_file.close()
+
+
+def test_a_crash_reads_back_only_what_was_not_released(tmp_path):
+    """Releases used to live in memory until the open segment filled (a quarter of the
+    spool), so a crash sent back everything stored since it began: judged and forwarded a
+    second time."""
+    spool = Spool(tmp_path)
+    records = [spool.append(f"request {n}".encode()) for n in range(5)]
+    for record in (records[0], records[2], records[3]):
+        spool.release(record)
+    _die(spool)
+    again = Spool(tmp_path)
+    left = list(again.leftovers())
+    assert [payload for _, payload in left] == [b"request 1", b"request 4"]
+    assert again.records == 2
+    for record, _ in left:
+        again.release(record)
+    _die(again)  # a second crash, during the replay: nothing comes back a third time
+    third = Spool(tmp_path)
+    assert list(third.leftovers()) == [] and segments(tmp_path) == []
+    assert list(tmp_path.glob("*.released")) == []
+    third.close(remove_if_empty=True)
+    assert not tmp_path.exists()
+
+
+def test_release_notes_whose_segment_went_are_not_given_to_a_new_one(tmp_path):
+    (tmp_path / f"{1:012d}.released").write_bytes(b"\x00\x00\x00\x00")  # segment 1 is gone
+    spool = Spool(tmp_path)
+    record = spool.append(b"new")
+    assert record == Record(1, 0)
+    _die(spool)
+    assert [payload for _, payload in Spool(tmp_path).leftovers()] == [b"new"]
 
 
 def test_a_spool_closed_with_nothing_owed_can_take_its_folder_with_it(tmp_path):
@@ -161,6 +200,35 @@ def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
     assert acknowledged <= _stored(db)
     assert len(acknowledged) == len(spans)
     assert not (tmp_path / "agents.duckdb.spool").exists()  # all written, all released
+
+
+@pytest.mark.process
+def test_serve_killed_after_its_work_was_done_judges_and_forwards_nothing_twice(tmp_path):
+    """What was stored and forwarded before a SIGKILL is not sent back at the restart: the
+    next hop got every span three times, and the traces were counted judged again."""
+    db = str(tmp_path / "agents.duckdb")
+    spans = _spans(traces=4, per_trace=2, rootless=0)
+    with HttpNextHop() as hop:
+        forward = ("--forward", hop.endpoint, "--forward-protocol", "http/protobuf")
+        serve = ServeProcess("--db", db, "--grpc-port", "off", "--decision-wait", "1", *forward)
+        with serve:
+            exporter = HttpExporter(endpoint=f"{serve.http_url}/v1/traces")
+            assert exporter.export(spans) is SpanExportResult.SUCCESS
+            exporter.shutdown()
+
+            def done() -> bool:
+                health = httpx.get(f"{serve.http_url}/health", timeout=5).json()
+                owed = health["spool_records"] + health["forward_spool_records"]
+                return owed == 0 and len(hop.spans()) == len(spans)
+
+            wait_for(done, timeout=60, what="every span stored and forwarded")
+            serve.process.kill()  # SIGKILL: the spools' segments are still open
+            serve.process.wait(10)
+        with ServeProcess("--db", db, "--grpc-port", "off", *forward) as again:
+            assert again.stop() == 0, again.output
+        assert "judged again" not in again.output and "did not forward" not in again.output
+        assert len(hop.spans()) == len(spans)
+    assert len(_stored(db)) == len(spans)
 
 
 @pytest.mark.process
