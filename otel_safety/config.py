@@ -276,7 +276,7 @@ class Settings(BaseSettings):
         2.0, ge=0, description="serve: seconds a client is asked to wait when saturated"
     )
     serve_drain_seconds: float = Field(
-        30.0, ge=0, description="serve: seconds a stop waits for requests in progress"
+        30.0, ge=0, description="serve: seconds a stop may take in all (requests, flush)"
     )
     serve_spool: str | None = Field(None, description="serve: write-ahead spool folder, or off")
     serve_spool_max_mib: float = Field(1024.0, description="serve: the spool's size at most")

@@ -64,6 +64,32 @@ def test_serve_process_judges_stores_forwards_and_drains_on_sigterm(tmp_path):
     assert levels == {"via-grpc": "HARD_STOP", "via-http": "HARD_STOP"}
 
 
+def test_a_next_hop_that_is_down_does_not_hold_the_stop_past_the_drain(tmp_path):
+    """`--drain-seconds` bounds the whole stop (an orchestrator kills what outlives its grace
+    period): with the hop down, the stop took the drain, then 5 s, then the export in flight,
+    about 40 s with the default 30. What the hop did not take stays on disk for later."""
+    import time
+
+    db = str(tmp_path / "agents.duckdb")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    forward = ("--forward", down, "--forward-protocol", "http/protobuf")
+    with ServeProcess("--db", db, "--drain-seconds", "3", *forward) as serve:
+        run_agent(HttpExporter(endpoint=f"{serve.http_url}/v1/traces"), "hop-down")
+        wait_for(
+            lambda: httpx.get(f"{serve.http_url}/health").json()["forward_spool_records"] > 0,
+            timeout=60,
+            what="the run judged and queued for the hop",
+        )
+        started = time.monotonic()
+        assert serve.stop(timeout=60) == 0, serve.output
+        took = time.monotonic() - started
+    assert took < 3 + 4, f"the stop took {took:.1f}s with --drain-seconds 3:\n{serve.output}"
+    assert list(Path(f"{db}.forward").glob("*.spool"))  # kept for the hop
+    assert flagged(db) == [("hop-down", "scope_escalation", "HARD_STOP")]
+
+
 def test_app_to_rotel_collector_to_serve(tmp_path):
     db = str(tmp_path / "agents.duckdb")
     with ServeProcess("--db", db, "--decision-wait", "2") as serve:

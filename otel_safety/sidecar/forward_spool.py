@@ -64,6 +64,7 @@ class SpooledForwarder:
             )
         self._cond = threading.Condition()
         self._stopping = False
+        self._failing = False  # the last export failed: the next hop is down or refusing
         self._thread = threading.Thread(target=self._run, name="otel-safety-forward", daemon=True)
         self._thread.start()
 
@@ -94,9 +95,11 @@ class SpooledForwarder:
             return len(self._queue)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Wait for the next hop to take what is queued, while it takes it: a hop that is
+        down is not waited for (the batches are on disk, sent when it is back)."""
         deadline = time.monotonic() + timeout_millis / 1000
         with self._cond:
-            while self._queue and time.monotonic() < deadline:
+            while self._queue and not self._failing and time.monotonic() < deadline:
                 self._cond.wait(deadline - time.monotonic())
             return not self._queue
 
@@ -136,12 +139,15 @@ class SpooledForwarder:
                 continue
             if self._export(spans):
                 self.metrics.add("spans_forwarded", len(spans))
+                self._failing = False
                 self._done(record)
                 pause = 0.5
                 continue
             self.metrics.add("spans_forward_retried", len(spans))
             resume = time.monotonic() + pause  # new batches wake the condition: wait it out
             with self._cond:
+                self._failing = True
+                self._cond.notify_all()  # a flush waiting on the hop need wait no longer
                 while not self._stopping and (left := resume - time.monotonic()) > 0:
                     self._cond.wait(left)
                 if self._stopping:

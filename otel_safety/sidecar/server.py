@@ -7,7 +7,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from otel_safety.exporters.ducklake import DuckLakeStore
 
 logger = logging.getLogger("otel_safety.sidecar")
+# Seconds past the drain a stop waits for the flush to return before it leaves it behind.
+_STOP_SLACK = 0.5
 
 
 @dataclass
@@ -186,6 +188,7 @@ class Sidecar:
         self.http_port: int | None = None
         self._started = time.monotonic()
         self._stopped = False
+        self._flushed = True
         for name, (_, about) in self._gauges().items():
             self.metrics.own.observe_gauge(name, about, self._gauge_reader(name))
 
@@ -358,23 +361,48 @@ class Sidecar:
             if spool is not None and spool.records == 0:
                 spool.close(remove_if_empty=True)
 
-    def stop(self) -> None:
-        """Drain and flush; safe to call twice."""
+    def stop(self) -> bool:
+        """Drain and flush within `drain_timeout` seconds in all; safe to call twice. False
+        when the flush was left unfinished (its thread still runs: exit the process).
+
+        One deadline bounds the whole stop (requests in progress, judging, the store's and
+        the next hop's flush), so that it ends within an orchestrator's grace period: a next
+        hop that is down does not hold it, since what it has not taken stays in the spool.
+        """
         if self._stopped:
-            return
+            return self._flushed
         self._stopped = True
         self.intake.draining = True
         grace = self.options.drain_timeout
+        deadline = time.monotonic() + grace
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         if self._grpc is not None:
-            self._grpc.stop(grace).wait(grace + 1)
+            self._grpc.stop(left()).wait(left() + 1)
         if self._http is not None:
-            if not self._http.drain(grace):
+            if not self._http.drain(left()):
                 logger.warning(
                     "OTLP/HTTP requests still running after %.0fs; stopping anyway", grace
                 )
             if self._http_thread is not None:
-                self._http_thread.join(5)
-        self.engine.shutdown(int(grace * 1000))
+                self._http_thread.join(min(5.0, left() + 1))
+        flushed = threading.Thread(target=self._flush, args=(left,), daemon=True)
+        flushed.start()
+        flushed.join(left() + _STOP_SLACK)
+        self._flushed = not flushed.is_alive()
+        if not self._flushed:  # the spools keep what is unfinished for the next start
+            logger.warning(
+                "otel-safety serve: the flush did not finish within --drain-seconds %.0f; what "
+                "was not yet written or forwarded stays in the spools for the next start",
+                grace,
+            )
+        return self._flushed
+
+    def _flush(self, left: Callable[[], float]) -> None:
+        """The stop's second half: judge what is buffered, flush and close the sinks."""
+        self.engine.shutdown(int(left() * 1000))
         if self.spool is not None:
             # The folder beside the store goes when nothing is owed; one asked for stays.
             self.spool.close(remove_if_empty=self.options.spool is None)
