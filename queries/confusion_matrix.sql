@@ -10,6 +10,8 @@
 -- Labels on traces the store never judged are left out (labels_summary counts them).
 -- Columns: tp/fp/fn/tn at the thresholds the findings were written with; always_fire_f1 is
 -- the F1 of a detector that fires on every trace.
+-- In `otel-safety eval`'s store the findings are the packaged judges' (in-sample for rows
+-- they were fitted on): eval's printed table is the out-of-sample figure.
 WITH params AS (
     SELECT CASE
         WHEN CAST(getvariable('per') AS VARCHAR) IS NULL OR lower(CAST(getvariable('per') AS VARCHAR)) = 'kind' THEN 'kind'

@@ -7,13 +7,22 @@ import subprocess
 import sys
 from array import array
 from collections import Counter
+from collections.abc import Collection
 
 import duckdb
 import pytest
 
 from otel_safety.evaluation import datasets
 from otel_safety.evaluation.cases import Case, SpanWriter
-from otel_safety.evaluation.metrics import Counts, bootstrap, cluster_bootstrap, count
+from otel_safety.evaluation.metrics import (
+    Counts,
+    Interval,
+    bootstrap,
+    cluster_bootstrap,
+    count,
+    figures,
+    shown,
+)
 from otel_safety.evaluation.runner import run_eval
 from otel_safety.judges.model import LinearJudge
 from otel_safety.pipeline import Pipeline
@@ -26,6 +35,21 @@ def test_counts_and_baseline():
     assert counts.false_positive_rate == pytest.approx(1 / 3)
     assert counts.baseline_f1 == pytest.approx(2 * 0.4 / 1.4)  # prevalence 2/5
     assert Counts().f1 == 0.0 and Counts().baseline_f1 == 0.0
+
+
+def test_a_rate_that_is_0_over_0_is_shown_as_not_applicable():
+    """A group with no positive and nothing fired read "precision 0.000, recall 0.000"."""
+    interval = Interval(0.0, 0.0)
+    nothing = Counts(tn=12)
+    assert [shown(nothing, rate, interval) for rate in ("precision", "recall", "f1")] == ["n/a"] * 3
+    assert figures(nothing, {})["precision"] is None and figures(nothing, {})["f1"] is None
+    missed = Counts(fn=3, tn=9)  # positives, nothing fired: recall and F1 are 0, not n/a
+    assert [shown(missed, rate) for rate in ("precision", "recall", "f1")] == [
+        "n/a",
+        "0.000",
+        "0.000",
+    ]
+    assert shown(Counts(tp=2, fp=1), "precision", Interval(0.5, 1.0)) == "0.667 [0.50-1.00]"
 
 
 def test_bootstrap_is_deterministic_and_brackets_the_estimate():
@@ -311,7 +335,9 @@ class _JudgesThatAlwaysSayHarm:
     """Held-out judges for every fold that differ from the packaged ones: what each fold is
     judged with out of sample is then easy to tell from the first, in-sample judgement."""
 
-    def for_fold(self, fold: str, dataset: str) -> dict[str, LinearJudge]:
+    def for_fold(
+        self, fold: str, dataset: str, used: Collection[str] | None = None
+    ) -> dict[str, LinearJudge]:
         return {"harmful_answer": LinearJudge("harmful_answer", "t", (), 40.0, array("f"), {})}
 
 
@@ -371,12 +397,18 @@ def test_eval_replaces_its_own_store_and_checks_its_arguments(shared_data, tmp_p
         "--datasets",
         "xstest",
     ]
+    said = []
     for _ in range(2):  # the first run out-of-sample (judges refitted), the second not
         command = [*command, "--in-sample"] if _ else command
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
-    assert "Not the default run: in-sample: the packaged judges score" in done.stdout
+        said.append(done.stdout)
+    # Above the table, not below it, and the store's findings named in-sample when they are
+    # not the figures printed.
+    assert done.stdout.startswith("Not the default run: in-sample: the packaged judges score")
     assert "5 rows per dataset (--sample); datasets xstest only." in done.stdout
+    assert "as the packaged judges found them: in-sample" in said[0]
+    assert "as the packaged judges found them" not in said[1]
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM traces").fetchone() == (5,)
     foreign = tmp_path / "mine.duckdb"

@@ -180,7 +180,7 @@ class Calibration:
                 "threshold",
                 "precision",
                 "recall",
-                "F1 (cross-validated)",
+                "F1 (threshold cross-validated)",
                 "always-fire F1",
                 "gate",
             )

@@ -166,6 +166,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         print(report.markdown())
     else:
+        if report.departures:  # above the table: a figure read without it reads as the headline
+            print(f"Not the default run: {'; '.join(report.departures)}.\n")
         print(report.table())
         if report.escalation:
             print("\nThe escalation ladder on agent runs:")
@@ -178,11 +180,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(report.deep.text())
         print(
             f"\n{report.cases} cases in {report.seconds:.0f}s; findings and labels in "
-            f"{args.db}. Intervals: 95% bootstrap, {args.resamples} resamples, seed {args.seed}."
+            f"{args.db}{_STORE_NOTE if held_out is not None else ''}. Intervals: 95% "
+            f"bootstrap, {args.resamples} resamples, seed {args.seed}."
         )
-        if report.departures:
-            print(f"Not the default run: {'; '.join(report.departures)}.")
     return 0
+
+
+# The store keeps the first pass, judged by the packaged judges: queries over it (`report`,
+# `confusion_matrix`) give in-sample figures, which must not be read as the ones above.
+_STORE_NOTE = (
+    " (as the packaged judges found them: in-sample, so queries over it, `report` and "
+    "`calibrate` read higher than the out-of-sample figures above)"
+)
 
 
 def _settings(

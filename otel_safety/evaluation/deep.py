@@ -18,7 +18,7 @@ from typing import Any
 
 from otel_safety.evaluation.cases import Case
 from otel_safety.evaluation.clusters import cluster_of
-from otel_safety.evaluation.metrics import Counts, Interval, figures, measured
+from otel_safety.evaluation.metrics import Counts, Interval, figures, measured, shown
 from otel_safety.result_tables import align
 from otel_safety.sink_base import ImmediateSink
 
@@ -218,10 +218,10 @@ def measure_deep(
 
 def _prf(counts: Counts, intervals: dict[str, Interval]) -> str:
     return (
-        f"{counts.precision:.3f} / {counts.recall:.3f} / {counts.f1:.3f} "
-        f"[{intervals['f1'].low:.2f}-{intervals['f1'].high:.2f}]"
+        f"{shown(counts, 'precision')} / {shown(counts, 'recall')} / "
+        f"{shown(counts, 'f1', intervals['f1'])}"
     )
 
 
 def _f1(counts: Counts, intervals: dict[str, Interval]) -> str:
-    return f"{counts.f1:.3f} [{intervals['f1'].low:.2f}-{intervals['f1'].high:.2f}]"
+    return shown(counts, "f1", intervals["f1"])

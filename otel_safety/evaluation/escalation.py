@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from otel_safety.evaluation.cases import Case
 from otel_safety.evaluation.clusters import cluster_of
 from otel_safety.evaluation.datasets import NEVER_READ
-from otel_safety.evaluation.metrics import Counts, Interval, figures, measured
+from otel_safety.evaluation.metrics import Counts, Interval, figures, measured, shown
 from otel_safety.model import EscalationLevel
 
 __all__ = [
@@ -65,20 +65,21 @@ class EscalationFigures:
             if self.ignored is None
             else f"; attacked runs that ignored the injection stopped {_share(self.ignored)}"
         )
+        rates = ", ".join(
+            f"{name} {shown(c, rate, self.intervals[rate])}"
+            for name, rate in (("precision", "precision"), ("recall", "recall"), ("F1", "f1"))
+        )
         return (
             f"reached {STOP.name} or above vs {self.harm}: {c.rows} runs, "
-            f"{c.positives} positive; precision {c.precision:.3f}, recall {c.recall:.3f}, "
-            f"F1 {c.f1:.3f}; clean runs stopped {_share(self.clean)}{ignored}"
+            f"{c.positives} positive; {rates}; clean runs stopped {_share(self.clean)}{ignored}"
         )
 
     def lines(self) -> list[str]:
         c, ci = self.executed, self.intervals
         return [
             f"| {self.harm} | {c.rows} | {c.positives} | "
-            f"{c.precision:.3f} [{ci['precision'].low:.2f}-{ci['precision'].high:.2f}] | "
-            f"{c.recall:.3f} [{ci['recall'].low:.2f}-{ci['recall'].high:.2f}] | "
-            f"{c.f1:.3f} [{ci['f1'].low:.2f}-{ci['f1'].high:.2f}] | "
-            f"{_share(self.clean)} | {_share(self.ignored)} |",
+            f"{shown(c, 'precision', ci['precision'])} | {shown(c, 'recall', ci['recall'])} | "
+            f"{shown(c, 'f1', ci['f1'])} | {_share(self.clean)} | {_share(self.ignored)} |",
         ]
 
 

@@ -36,6 +36,14 @@ class Counts:
         p, r = self.precision, self.recall
         return 2 * p * r / (p + r) if p + r else 0.0
 
+    def defined(self, rate: str) -> bool:
+        """Whether `rate` means anything here: a precision needs a prediction, a recall a
+        positive, an F1 either (no positive and nothing fired: 0/0, not 0)."""
+        predicted, positives = self.tp + self.fp, self.positives
+        return {"precision": predicted > 0, "recall": positives > 0}.get(
+            rate, predicted > 0 or positives > 0
+        )
+
     @property
     def false_positive_rate(self) -> float:
         negatives = self.fp + self.tn
@@ -62,6 +70,14 @@ class Interval:
     high: float
 
 
+def shown(counts: Counts, rate: str, interval: Interval | None = None) -> str:
+    """A rate as the tables print it, with its interval: "n/a" where it is 0/0."""
+    if not counts.defined(rate):
+        return "n/a"
+    value = f"{getattr(counts, rate):.3f}"
+    return value if interval is None else f"{value} [{interval.low:.2f}-{interval.high:.2f}]"
+
+
 def figures(counts: Counts, intervals: dict[str, Interval]) -> dict[str, object]:
     """Counts, rates and their intervals as the JSON reports print them."""
     return {
@@ -71,9 +87,10 @@ def figures(counts: Counts, intervals: dict[str, Interval]) -> dict[str, object]
         "fp": counts.fp,
         "fn": counts.fn,
         "tn": counts.tn,
-        "precision": round(counts.precision, 4),
-        "recall": round(counts.recall, 4),
-        "f1": round(counts.f1, 4),
+        **{
+            rate: round(getattr(counts, rate), 4) if counts.defined(rate) else None
+            for rate in ("precision", "recall", "f1")
+        },
         "false_positive_rate": round(counts.false_positive_rate, 4),
         "ci95": {k: [round(v.low, 4), round(v.high, 4)] for k, v in intervals.items()},
     }

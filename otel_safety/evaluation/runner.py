@@ -34,7 +34,7 @@ from otel_safety.evaluation.escalation import (
     measure_harmful_tasks,
 )
 from otel_safety.evaluation.held_out import HeldOutJudges, fold_of, origin
-from otel_safety.evaluation.metrics import Counts, Interval, figures, measured
+from otel_safety.evaluation.metrics import Counts, Interval, figures, measured, shown
 from otel_safety.exporters.duckdb import DuckDBStore, write_labels
 from otel_safety.judges import judge, using
 from otel_safety.mapping import trace_id_hex
@@ -143,8 +143,8 @@ class EvalReport:
             c, ci = r.counts, r.intervals
             lines.append(
                 f"| `{r.detector}` | {r.dataset} | {r.source} | {c.rows} | {c.positives} | "
-                f"{_with_ci(c.precision, ci['precision'])} | {_with_ci(c.recall, ci['recall'])} | "
-                f"{_with_ci(c.f1, ci['f1'])} | {_in_sample(r)} | {c.baseline_f1:.3f} |"
+                f"{shown(c, 'precision', ci['precision'])} | {shown(c, 'recall', ci['recall'])} | "
+                f"{shown(c, 'f1', ci['f1'])} | {_in_sample(r)} | {c.baseline_f1:.3f} |"
             )
         if self.escalation:
             lines += ["", "The escalation ladder on agent runs:", "", *HEADER]
@@ -185,9 +185,9 @@ class EvalReport:
                     r.source,
                     str(c.rows),
                     str(c.positives),
-                    _with_ci(c.precision, ci["precision"]),
-                    _with_ci(c.recall, ci["recall"]),
-                    _with_ci(c.f1, ci["f1"]),
+                    shown(c, "precision", ci["precision"]),
+                    shown(c, "recall", ci["recall"]),
+                    shown(c, "f1", ci["f1"]),
                     _in_sample(r),
                     f"{c.baseline_f1:.3f}",
                 )
@@ -467,8 +467,4 @@ def _order(item: tuple[tuple[str, str, str], Any]) -> tuple[str, float, str]:
 
 
 def _in_sample(row: Row) -> str:
-    return "-" if row.in_sample is None else f"{row.in_sample.f1:.3f}"
-
-
-def _with_ci(value: float, interval: Interval) -> str:
-    return f"{value:.3f} [{interval.low:.2f}-{interval.high:.2f}]"
+    return "-" if row.in_sample is None else shown(row.in_sample, "f1")
