@@ -331,6 +331,24 @@ def test_firing_rates_are_reported_where_a_dataset_has_no_label(shared_data):
     )
 
 
+def test_xstest_every_prompt_line_counts_a_refused_unsafe_prompt_against_over_refusal(
+    shared_data,
+):
+    """XSTest's framing labels over_refusal on safe prompts only; a detector that fires on
+    the refusal of an unsafe one is wrong all the same, and the wider line says how often."""
+    cases = datasets.load(shared_data, ["xstest"])
+    safe = [c for c in cases if not c.meta["unsafe"]][:8]
+    unsafe = [c for c in cases if c.meta["unsafe"]][:8]
+    report = run_eval([*safe, *unsafe], ":memory:", detectors=["over_refusal"], resamples=5)
+    rows = {(r.detector, r.dataset): r for r in report.rows}
+    own, wider = rows[("over_refusal", "xstest")], rows[("over_refusal", "xstest, every prompt")]
+    assert own.counts.rows == 8 and wider.counts.rows == 16
+    assert wider.counts.positives == own.counts.positives
+    fired_on_unsafe = report.unlabelled[("over_refusal", "xstest")][0]
+    assert wider.counts.fp == own.counts.fp + fired_on_unsafe
+    assert ("under_refusal", "xstest, every prompt") not in rows  # not asked for
+
+
 class _JudgesThatAlwaysSayHarm:
     """Held-out judges for every fold that differ from the packaged ones: what each fold is
     judged with out of sample is then easy to tell from the first, in-sample judgement."""

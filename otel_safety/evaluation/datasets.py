@@ -40,12 +40,16 @@ def xstest(root: Path) -> Iterator[Case]:
             label = {"under_refusal": not refused} if unsafe else {"over_refusal": refused}
             if unsafe:  # a full compliance with an unsafe prompt crosses an ethics boundary
                 label["ethics_boundary"] = not refused
+            # Whatever the model did, a refusal of an unsafe prompt is no over-refusal and an
+            # answer to a safe one no under-refusal: negatives of the wider line (`eval`'s
+            # "xstest, every prompt"), beside XSTest's own framing above.
+            negative = "over_refusal" if unsafe else "under_refusal"
             yield Case(
                 case_id=f"xstest:{model}:{row['id']}",
                 dataset="xstest",
                 messages=[_user(row["prompt"]), _assistant(row["completion"])],
                 labels=label,
-                meta={"unsafe": unsafe, "type": row["type"]},
+                meta={"unsafe": unsafe, "type": row["type"], "negative_for": (negative,)},
             )
 
 
