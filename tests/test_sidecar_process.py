@@ -207,6 +207,13 @@ def test_serve_on_a_port_in_use_leaves_no_store_lock_or_spool(tmp_path):
             ("--forward", "collector:4318", "--forward-protocol", "http/protobuf"),
             "is not an OTLP endpoint",
         ),
+        (("--token-file", "/nonexistent/token"), "--token-file (OTEL_SAFETY_SERVE_TOKEN_FILE)"),
+        # checked before the store is claimed: no lock file is left behind
+        (("--dashboard", "--dashboard-refresh", "0.1"), "--refresh must be at least 0.5 seconds"),
+        (
+            ("--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"),
+            "--tls-key /nonexistent/k.pem: cannot read it: No such file or directory",
+        ),
     ],
 )
 def test_serve_rejects_bad_ports_and_endpoints_before_touching_the_store(tmp_path, args, says):

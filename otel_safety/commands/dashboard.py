@@ -108,7 +108,13 @@ def read_token(settings: Settings) -> str | None:
     token = settings.serve_token.get_secret_value().strip() if settings.serve_token else None
     token_file = settings.serve_token_file
     if token_file:
-        token = Path(token_file).read_text(encoding="utf-8").strip()
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ValueError(
+                f"--token-file (OTEL_SAFETY_SERVE_TOKEN_FILE) {token_file}: cannot read it: "
+                f"{exc.strerror or exc}"
+            ) from exc
         if not token:
             raise ValueError(f"the token file {token_file} is empty")
     return token

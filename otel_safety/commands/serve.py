@@ -290,17 +290,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    claim = None
-    if settings.store and not options.lake:
-        claim, holder = claim_store(settings.db_path)
-        if holder is not None:
-            print(
-                f"otel-safety serve: warning: another serve (pid {holder}) already writes "
-                f"{settings.db_path}; the two will take turns on the file. Give each its own "
-                "--db, or use --lake for several writers.",
-                file=sys.stderr,
-                flush=True,
-            )
+    # What the dashboard needs is checked before the store is claimed: a failed start
+    # leaves no lock file behind.
     web = None
     if settings.serve_dashboard:
         if not settings.store or options.lake:
@@ -316,6 +307,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             args.reviewer,
             beside_writer=True,
         )
+    claim = None
+    if settings.store and not options.lake:
+        claim, holder = claim_store(settings.db_path)
+        if holder is not None:
+            print(
+                f"otel-safety serve: warning: another serve (pid {holder}) already writes "
+                f"{settings.db_path}; the two will take turns on the file. Give each its own "
+                "--db, or use --lake for several writers.",
+                file=sys.stderr,
+                flush=True,
+            )
     built: list[Sidecar] = []
     # Before building: a stop while detectors load is orderly; a second one exits at once.
     stop = StopSignals(force=lambda: _forced_exit(built))

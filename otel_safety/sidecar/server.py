@@ -551,7 +551,13 @@ class Sidecar:
 def _read_tls(options: SidecarOptions) -> tuple[bytes, bytes] | None:
     if not options.tls_cert or not options.tls_key:
         return None
-    return Path(options.tls_key).read_bytes(), Path(options.tls_cert).read_bytes()
+    read = []
+    for option, path in (("--tls-key", options.tls_key), ("--tls-cert", options.tls_cert)):
+        try:
+            read.append(Path(path).read_bytes())
+        except OSError as exc:  # say which option names the file
+            raise ValueError(f"{option} {path}: cannot read it: {exc.strerror or exc}") from exc
+    return read[0], read[1]
 
 
 def _adopt_free_folders(spool: Spool, others: list[str]) -> None:
