@@ -90,6 +90,22 @@ def test_a_next_hop_that_is_down_does_not_hold_the_stop_past_the_drain(tmp_path)
     assert flagged(db) == [("hop-down", "scope_escalation", "HARD_STOP")]
 
 
+def test_serve_says_how_it_reaches_the_next_hop_and_where_its_own_metrics_go(tmp_path):
+    """A bare host:port is TLS to the gRPC exporter, and a general OTLP endpoint receives
+    serve's own metrics: both were silent, so a plaintext hop failed its handshakes and a
+    wrong endpoint logged 404s with nothing on the banner to say why."""
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    db = str(tmp_path / "agents.duckdb")
+    forward = ("--forward", "127.0.0.1:9", "--drain-seconds", "1")
+    with ServeProcess("--db", db, *forward, env=env) as serve:
+        banner = serve.output
+        assert serve.stop() == 0, serve.output
+    assert "forwarding to 127.0.0.1:9 (grpc, TLS: no scheme given; http:// for plaintext)" in (
+        banner
+    )
+    assert "own metrics also exported over OTLP to http://127.0.0.1:9" in banner
+
+
 def test_app_to_rotel_collector_to_serve(tmp_path):
     db = str(tmp_path / "agents.duckdb")
     with ServeProcess("--db", db, "--decision-wait", "2") as serve:

@@ -385,9 +385,20 @@ def _announce(
         lines.append(f"store: {Path(settings.db_path).resolve()}")
         lines.append(f"halts: {_halts_line(settings.halt_on)}")
     if options.forward_endpoint:
-        lines.append(f"forwarding to {options.forward_endpoint} ({options.forward_protocol})")
+        lines.append(
+            f"forwarding to {options.forward_endpoint} ({options.forward_protocol}, "
+            f"{_transport(options.forward_endpoint)})"
+        )
     else:
         lines.append("forwarding: off")
+    if metrics_endpoint := (
+        os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    ):
+        lines.append(
+            f"own metrics also exported over OTLP to {metrics_endpoint} "
+            "(OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT)"
+        )
     if settings.policy:
         lines.append(f"escalation policy: Cedar {Path(settings.policy).resolve()}")
     if settings.calibration:
@@ -406,6 +417,17 @@ def _announce(
         "otel-safety serve: ready; Ctrl-C or SIGTERM drains and stops (a second one exits at once)",
         flush=True,
     )
+
+
+def _transport(endpoint: str) -> str:
+    """What an endpoint's scheme means for the exporter: http:// plaintext, https:// and a
+    bare host:port TLS (as the gRPC exporter reads it; say so, or a plaintext hop given
+    without a scheme fails its handshakes with nothing on the banner to tell why)."""
+    if endpoint.startswith("http://"):
+        return "plaintext"
+    if endpoint.startswith("https://"):
+        return "TLS"
+    return "TLS: no scheme given; http:// for plaintext"
 
 
 def _monitor_modes(sidecar: Sidecar) -> str:
