@@ -336,6 +336,9 @@ def test_metrics_endpoint_counts_in_prometheus_text(tmp_path, span_factory):
         )
     }
     assert series["otel_safety_sidecar_spans_received_total"] == 4
+    # counters nothing has counted yet are series at 0, so that an alert can be written on them
+    assert series["otel_safety_sidecar_conversations_halted_total"] == 0
+    assert series["otel_safety_sidecar_log_records_received_total"] == 0
     assert series["otel_safety_sidecar_spans_accepted_total"] == 4
     assert series['otel_safety_sidecar_requests_total{outcome="ok",transport="http"}'] == 2
     assert series['otel_safety_sidecar_requests_total{outcome="invalid",transport="http"}'] == 1

@@ -36,16 +36,22 @@ class Metrics:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._instruments: dict[str, Any] = {}
+        for name in UNLABELLED:  # at 0 from the start: an alert on "increase" needs a series
+            self._instrument(name).add(0)
+
+    def _instrument(self, name: str) -> Any:
+        instrument = self._instruments.get(name)
+        if instrument is None:
+            about = HELP.get(name, name.replace("_", " "))
+            instrument = self._instruments[name] = self.own.counter(name, about)
+        return instrument
 
     def add(self, name: str, value: int = 1, **labels: str) -> None:
         if not value:
             return
         with self._lock:
             self._counts[_key(name, labels)] += value
-            instrument = self._instruments.get(name)
-            if instrument is None:
-                about = HELP.get(name, name.replace("_", " "))
-                instrument = self._instruments[name] = self.own.counter(name, about)
+            instrument = self._instrument(name)
         instrument.add(value, labels)
 
     def get(self, name: str, **labels: str) -> int:
@@ -96,6 +102,14 @@ HELP = {
     "conversations_halted": "traces whose verdict halted their conversation (recorded in the "
     "store unless it was halted there already)",
 }
+
+
+# The counters without labels: each is a series from the start (the labelled ones begin
+# with their first label set: no label value can be guessed before it is met).
+_LABELLED = frozenset(
+    {"requests", "spans_rejected", "traces_judged", "log_requests", "approval_requests"}
+)
+UNLABELLED = tuple(name for name in HELP if name not in _LABELLED)
 
 
 def observe_engine(metrics: Metrics, stats: Mapping[str, int]) -> None:
