@@ -28,7 +28,7 @@ from otel_safety.detection_pool import WorkerPool, default_workers
 from otel_safety.detection_worker import ProcessPipeline
 from otel_safety.detectors.severity import current_ladders
 from otel_safety.engine import ExporterSink, SafetyEngine, Sink
-from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.duckdb import DuckDBStore, StoreError
 from otel_safety.exporters.evaluation_logs import EvaluationLogSink
 from otel_safety.exporters.otlp_spans import otlp_endpoint_from_env, otlp_span_exporter
 from otel_safety.exporters.worker_store import WorkerStore
@@ -144,8 +144,12 @@ def create_processor(
             store = DuckDBStore(
                 settings.db_path, keep_open=settings.store_keep_open, defer_if_held=True
             )
-        except BaseException:
+        except BaseException as exc:
             engine.shutdown(timeout_millis=5_000)  # its thread and detection process too
+            if isinstance(exc, StoreError):  # a path it cannot use is a bad setting
+                raise UnusableStoreError(
+                    f"the store (db_path, OTEL_SAFETY_DB) {settings.db_path}: {exc}"
+                ) from exc
             raise
         pipeline = engine.pipeline
         if isinstance(pipeline, ProcessPipeline) and pipeline.asks_store:
@@ -157,6 +161,11 @@ def create_processor(
     if closer is not None:  # last: its final export counts what the other sinks did
         engine.sinks.append(closer)
     return SafetySpanProcessor(engine)
+
+
+class UnusableStoreError(ConfigError, StoreError):
+    """A store path `configure()` cannot open: a bad setting (ConfigError, as the README's
+    guarantees say) that is still the StoreError it always was."""
 
 
 def build_engine(
@@ -299,7 +308,13 @@ def build_pipeline(
     requester_keys = DEFAULT_REQUESTER_KEYS
     if settings.requester_attribute:
         requester_keys = (settings.requester_attribute, *DEFAULT_REQUESTER_KEYS)
-    keys = detector_registry.check(settings.detectors, settings.thresholds)
+    try:
+        keys = detector_registry.check(settings.detectors, settings.thresholds)
+    except ValueError as exc:  # name where such values come from, as other settings do
+        raise ConfigError(
+            f"{exc} (detectors: the detectors argument, --detectors or OTEL_SAFETY_DETECTORS; "
+            "thresholds: thresholds= or OTEL_SAFETY_THRESHOLDS)"
+        ) from exc
     if policy is None and settings.policy:  # checked here too: a bad file fails at start-up
         from otel_safety.policies import CedarPolicy
 

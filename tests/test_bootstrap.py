@@ -284,9 +284,18 @@ def test_a_setting_refused_at_start_leaves_no_store_file(tmp_path, monkeypatch):
     """An unknown detector is refused once the pipeline is built, after the settings were
     read: the store file is made only once everything has passed."""
     monkeypatch.setenv("OTEL_SAFETY_DETECTORS", "nosuch")
-    with pytest.raises((ConfigError, ValueError), match="nosuch"):
+    with pytest.raises(ConfigError, match=r"nosuch.*OTEL_SAFETY_DETECTORS"):
         otel_safety.configure(str(tmp_path / "e1.duckdb"), install=False, otlp=False)
     assert not (tmp_path / "e1.duckdb").exists()
+
+
+@pytest.mark.process  # configure starts its detection process before it opens the store
+def test_a_store_path_that_cannot_be_opened_is_a_config_error(tmp_path):
+    """It raised the store's own RuntimeError, which an app catching the documented
+    ConfigError / ValueError missed."""
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"the store \(db_path, OTEL_SAFETY_DB\)"):
+        otel_safety.configure(str(tmp_path / "a-file" / "x.duckdb"), install=False, otlp=False)
 
 
 @pytest.mark.process
