@@ -287,3 +287,18 @@ def test_the_monitors_bench_warms_up_with_its_longest_conversation_before_timing
     monkeypatch.setattr(module, "seconds", seconds)
     module.table(module.GROUPS["behavior"], [1, 3], repeat=1)
     assert evaluated[:2] == [(False, 3), (True, 3)]  # before any row: 3 turns, both ways
+
+
+@pytest.mark.process
+def test_counting_instructions_says_what_it_needs_before_running_anything(tmp_path):
+    """tools/count_instructions.py (valgrind's counts, for comparing checkouts on a machine
+    too noisy to time them) refuses a bad count or data folder as a usage error."""
+    tool = ROOT / "tools" / "count_instructions.py"
+    for arguments, says in (
+        (["--traces", "0"], "--traces must be at least 1"),
+        (["--data", str(tmp_path)], f"no agentdojo/ folder in {tmp_path}"),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(tool), *arguments], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2 and says in done.stderr, done.stderr
