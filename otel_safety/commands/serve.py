@@ -347,8 +347,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if claim is not None:
             claim.release()
     print(f"otel-safety serve: stopped ({sidecar.summary()})", flush=True)
-    if not flushed:  # the flush runs on: leave it, as a second stop signal does (the
-        sys.stderr.flush()  # spools keep its work), rather than wait past the drain at exit
+    if not flushed:
+        # The flush runs on past the drain: leave it, as a second stop signal does (the
+        # spools keep its work), rather than let the interpreter's exit wait for it.
+        sys.stderr.flush()
         os._exit(0)
     return 0
 
