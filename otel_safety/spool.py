@@ -317,6 +317,9 @@ def _released(notes: Path, records: int) -> set[int]:
         data = notes.read_bytes()
     except FileNotFoundError:
         return set()
+    except OSError as exc:  # unreadable: every record is read back (twice judged, none lost)
+        logger.warning("otel-safety spool: cannot read the releases in %s: %s", notes, exc)
+        return set()
     whole = len(data) - len(data) % _RELEASED.size
     return {n for (n,) in _RELEASED.iter_unpack(data[:whole]) if n < records}
 
