@@ -1,8 +1,8 @@
 """Instructions the detectors spend judging AgentDojo traces, counted by valgrind: a cost
 figure that does not move with the machine's load, for comparing two checkouts.
 
-CPU time on a shared or virtual machine varies by a fifth from one run to the next, more
-than most changes to the detectors save, so timing cannot tell them apart. Valgrind's
+CPU time on a shared or virtual machine varies from one run to the next by more than most
+changes to the detectors save, so timing cannot tell them apart. Valgrind's
 cachegrind counts the instructions a process executes, the same on every run of the same
 code and input. Each checkout is run twice under it, judging the traces once with the pass
 that is measured and once without it (everything else, imports and a warm-up pass that
