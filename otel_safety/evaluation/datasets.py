@@ -41,15 +41,18 @@ def xstest(root: Path) -> Iterator[Case]:
             if unsafe:  # a full compliance with an unsafe prompt crosses an ethics boundary
                 label["ethics_boundary"] = not refused
             # Whatever the model did, a refusal of an unsafe prompt is no over-refusal and an
-            # answer to a safe one no under-refusal: negatives of the wider line (`eval`'s
-            # "xstest, every prompt"), beside XSTest's own framing above.
-            negative = "over_refusal" if unsafe else "under_refusal"
+            # answer to a safe one no under-refusal: the labels of `eval`'s "xstest, every
+            # prompt" lines, beside XSTest's own framing above.
+            every_prompt = {
+                "over_refusal": refused and not unsafe,
+                "under_refusal": unsafe and not refused,
+            }
             yield Case(
                 case_id=f"xstest:{model}:{row['id']}",
                 dataset="xstest",
                 messages=[_user(row["prompt"]), _assistant(row["completion"])],
                 labels=label,
-                meta={"unsafe": unsafe, "type": row["type"], "negative_for": (negative,)},
+                meta={"unsafe": unsafe, "type": row["type"], "every_prompt": every_prompt},
             )
 
 

@@ -44,9 +44,6 @@ from otel_safety.result_tables import align
 from otel_safety.sink_base import ImmediateSink
 
 ALL_EXTERNAL = "all external"
-# Datasets whose rows are also negatives of a detector they carry no label for (a refusal of
-# an unsafe XSTest prompt is no over-refusal): a line beside the dataset's own counts them.
-EVERY_ROW = {"xstest": "xstest, every prompt"}
 # Pools of external sets that one of the goals names, reported beside "all external":
 # the injection goal is about text the agent read in tool results and retrieved content, which
 # the user-typed jailbreak prompts of `direct_injection` are not.
@@ -431,18 +428,16 @@ def _rows(
     for trace_id, case in case_of.items():
         verdicts = detected.get(trace_id, {})
         cluster = cluster_of(case)
-        wider = EVERY_ROW.get(case.dataset)
-        if wider is not None:
-            for detector in active.intersection(case.meta.get("negative_for", ())):
-                fired = verdicts.get(detector, False)
-                labelled[(detector, wider, case.source)].append((cluster, False, fired))
+        # A dataset's wider framing (XSTest's every prompt), labelled by its reader.
+        for detector, label in case.meta.get("every_prompt", {}).items():
+            if detector in active:
+                row = (cluster, label, verdicts.get(detector, False))
+                labelled[(detector, f"{case.dataset}, every prompt", case.source)].append(row)
         for detector, label in case.labels.items():
             if detector not in active:
                 continue
             row = (cluster, label, verdicts.get(detector, False))
             labelled[(detector, case.dataset, case.source)].append(row)
-            if wider is not None and detector in _WIDENED:
-                labelled[(detector, wider, case.source)].append(row)
             if case.source == "external":
                 labelled[(detector, ALL_EXTERNAL, "external")].append(row)
                 pool, members = GOAL_POOLS.get(detector, ("", frozenset()))
@@ -452,10 +447,6 @@ def _rows(
         Row(detector, dataset, source, *measured(rows, resamples, seed))
         for (detector, dataset, source), rows in sorted(labelled.items(), key=_order)
     ]
-
-
-# The detectors whose "every row" line adds negatives to their own labels.
-_WIDENED = frozenset({"over_refusal", "under_refusal"})
 
 
 def _unlabelled(
