@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -408,6 +409,15 @@ def from_environment(field: str, environ: Mapping[str, str] | None = None) -> st
         raise ConfigError(f"unknown setting: {field}")
     environ = _environment() if environ is None else environ
     return environ.get(env_name(field), "").strip() or None
+
+
+def read_named_file(path: str, named_by: str) -> bytes:
+    """The bytes of a file a setting names, or a ConfigError saying which setting named the
+    file that cannot be read (a bare "[Errno 2]" leaves the user to guess)."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{named_by} {path}: cannot read it: {exc.strerror or exc}") from exc
 
 
 def default_db_path(environ: Mapping[str, str] | None = None) -> str:

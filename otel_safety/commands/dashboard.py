@@ -9,7 +9,7 @@ from typing import Any
 from otel_safety.commands.demo import DEMO_DB
 from otel_safety.commands.options import add_db
 from otel_safety.commands.stopping import StopSignals
-from otel_safety.config import Settings
+from otel_safety.config import Settings, read_named_file
 from otel_safety.extras import install_hint
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -108,13 +108,8 @@ def read_token(settings: Settings) -> str | None:
     token = settings.serve_token.get_secret_value().strip() if settings.serve_token else None
     token_file = settings.serve_token_file
     if token_file:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ValueError(
-                f"--token-file (OTEL_SAFETY_SERVE_TOKEN_FILE) {token_file}: cannot read it: "
-                f"{exc.strerror or exc}"
-            ) from exc
+        named_by = "--token-file (OTEL_SAFETY_SERVE_TOKEN_FILE)"
+        token = read_named_file(token_file, named_by).decode("utf-8").strip()
         if not token:
             raise ValueError(f"the token file {token_file} is empty")
     return token

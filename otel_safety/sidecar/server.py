@@ -16,7 +16,7 @@ import grpc
 
 from otel_safety.approvals.store import ApprovalStore
 from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
-from otel_safety.config import Settings
+from otel_safety.config import Settings, read_named_file
 from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
 from otel_safety.halts import HaltSink
@@ -392,11 +392,16 @@ class Sidecar:
         flushed.start()
         flushed.join(left() + _STOP_SLACK)
         self._flushed = not flushed.is_alive()
-        if not self._flushed:  # the spools keep what is unfinished for the next start
+        if not self._flushed:
+            kept = (
+                "what was not yet written or forwarded stays in the spools for the next start"
+                if self.spool is not None
+                else "spans not yet written are lost (the spool is off)"
+            )
             logger.warning(
-                "otel-safety serve: the flush did not finish within --drain-seconds %.0f; what "
-                "was not yet written or forwarded stays in the spools for the next start",
+                "otel-safety serve: the flush did not finish within --drain-seconds %.0f; %s",
                 grace,
+                kept,
             )
         return self._flushed
 
@@ -551,13 +556,10 @@ class Sidecar:
 def _read_tls(options: SidecarOptions) -> tuple[bytes, bytes] | None:
     if not options.tls_cert or not options.tls_key:
         return None
-    read = []
-    for option, path in (("--tls-key", options.tls_key), ("--tls-cert", options.tls_cert)):
-        try:
-            read.append(Path(path).read_bytes())
-        except OSError as exc:  # say which option names the file
-            raise ValueError(f"{option} {path}: cannot read it: {exc.strerror or exc}") from exc
-    return read[0], read[1]
+    return (
+        read_named_file(options.tls_key, "--tls-key"),
+        read_named_file(options.tls_cert, "--tls-cert"),
+    )
 
 
 def _adopt_free_folders(spool: Spool, others: list[str]) -> None:
