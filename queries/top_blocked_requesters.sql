@@ -27,6 +27,14 @@ decisions AS (
     FROM audit AS a, params AS p
     WHERE in_time_window(a.decided_at)
       AND (p.source IS NULL OR a.source = p.source)
+),
+-- The rule that blocked each requester most often; a tie goes to the last rule id in order,
+-- so two runs over the same rows agree (mode() picks among ties at random).
+top_rules AS (
+    SELECT requester, arg_max(rule, (n, rule)) AS top_rule
+    FROM (SELECT requester, rule_ids ->> '$[0]' AS rule, count(*) AS n
+          FROM decisions WHERE verdict = 'BLOCK' GROUP BY ALL)
+    GROUP BY requester
 )
 SELECT
     coalesce(d.requester, '(unknown)') AS requester,
@@ -41,13 +49,14 @@ SELECT
     coalesce(list_sort(list_distinct(
         list(d.category) FILTER (d.verdict = 'BLOCK' AND d.category IS NOT NULL))), [])
         AS blocked_categories,
-    mode(d.rule_ids ->> '$[0]') FILTER (d.verdict = 'BLOCK') AS top_rule,
+    any_value(t.top_rule) AS top_rule,
     min(d.decided_at) FILTER (d.verdict = 'BLOCK') AS first_blocked,
     max(d.decided_at) FILTER (d.verdict = 'BLOCK') AS last_blocked,
     coalesce(list_sort(list_distinct(
         list(d.agent_name) FILTER (d.verdict = 'BLOCK' AND d.agent_name IS NOT NULL))), [])
         AS agents
-FROM decisions AS d, params AS p
+FROM decisions AS d CROSS JOIN params AS p
+LEFT JOIN top_rules AS t ON t.requester IS NOT DISTINCT FROM d.requester
 GROUP BY d.requester, p.min_blocked
 HAVING count(*) FILTER (WHERE d.verdict = 'BLOCK') >= p.min_blocked
 ORDER BY blocked DESC, max_risk DESC, requester
