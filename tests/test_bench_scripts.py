@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_safety.evaluation.guard_bench import case_files, packaged_set, read_cases
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 
@@ -302,3 +304,20 @@ def test_counting_instructions_says_what_it_needs_before_running_anything(tmp_pa
             [sys.executable, str(tool), *arguments], capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+@pytest.mark.process
+def test_the_guard_count_runs_the_packaged_calls_in_a_child_of_its_own(monkeypatch):
+    """`count_instructions.py --guard` counts a child that checks every packaged labelled
+    call; the child is run here without valgrind, so a change that breaks it shows in CI."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    module = importlib.import_module("count_instructions")
+    done = subprocess.run(
+        [sys.executable, "-c", module.GUARD_CHILD, str(ROOT), "yes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = sum(1 for path in case_files(packaged_set()) for _ in read_cases(path))
+    assert done.stdout.split() == ["spans", str(calls)]

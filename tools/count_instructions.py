@@ -1,5 +1,6 @@
-"""Instructions the detectors spend judging AgentDojo traces, counted by valgrind: a cost
-figure that does not move with the machine's load, for comparing two checkouts.
+"""Instructions the detectors spend judging AgentDojo traces (or, with `--guard`, the inline
+guard spends checking its labelled calls), counted by valgrind: a cost figure that does not
+move with the machine's load, for comparing two checkouts.
 
 CPU time on a shared or virtual machine varies from one run to the next by more than most
 changes to the detectors save, so timing cannot tell them apart. Valgrind's
@@ -9,6 +10,7 @@ that is measured and once without it (everything else, imports and a warm-up pas
 compiles the patterns, is alike); the difference is the judging's cost.
 
 Run: python tools/count_instructions.py --data ../shared/data [--traces 60] [--tree OTHER]
+     python tools/count_instructions.py --guard [--tree OTHER]
 (needs valgrind: `apt-get install valgrind`; a 60-trace pass takes about a minute per run).
 """
 
@@ -46,11 +48,43 @@ if judge == "yes":
         pipeline.evaluate(spans)
 print("spans", sum(len(spans) for spans in traces))
 """
+# The guard's child: every labelled call of the packaged set checked once to warm up (its
+# patterns compiled), then (when asked) once more, each call in a conversation of its own.
+GUARD_CHILD = """
+import sys
+tree, judge = sys.argv[1:]
+sys.path[:0] = [tree]
+import otel_safety
+assert otel_safety.__file__.startswith(tree), otel_safety.__file__
+from otel_safety.evaluation.guard_bench import PRINCIPALS_NAME, case_files, packaged_set, read_cases
+from otel_safety.guard import Directory, Guard
+directory = packaged_set()
+cases = [case for path in case_files(directory) for case in read_cases(path)]
+guard = Guard(Directory.load(directory / PRINCIPALS_NAME))
+rounds = ("warm", "measured") if judge == "yes" else ("warm",)
+for name in rounds:
+    for number, case in enumerate(cases):
+        guard.check_tool_call(
+            case["tool"], case.get("arguments"), case.get("requester"),
+            conversation=f"{name}:{number}", record=False,
+        )
+print("spans", len(cases))
+"""
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
 def instructions(tree: Path, data: Path, traces: int, judge: bool) -> tuple[int, int]:
-    """(instructions executed, spans judged) of one child under cachegrind."""
+    """(instructions executed, spans judged) of one detection child under cachegrind."""
+    arguments = [str(tree), str(ROOT / "bench"), str(data), str(traces)]
+    return _counted(tree, CHILD, [*arguments, "yes" if judge else "no"])
+
+
+def guard_instructions(tree: Path, judge: bool) -> tuple[int, int]:
+    """(instructions executed, calls checked) of one guard child under cachegrind."""
+    return _counted(tree, GUARD_CHILD, [str(tree), "yes" if judge else "no"])
+
+
+def _counted(tree: Path, child: str, arguments: list[str]) -> tuple[int, int]:
     done = subprocess.run(
         [
             "valgrind",
@@ -59,12 +93,8 @@ def instructions(tree: Path, data: Path, traces: int, judge: bool) -> tuple[int,
             "--cachegrind-out-file=/dev/null",
             sys.executable,
             "-c",
-            CHILD,
-            str(tree),
-            str(ROOT / "bench"),
-            str(data),
-            str(traces),
-            "yes" if judge else "no",
+            child,
+            *arguments,
         ],
         capture_output=True,
         text=True,
@@ -82,6 +112,11 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument("--traces", type=int, default=60, help="AgentDojo traces (default 60)")
     parser.add_argument(
+        "--guard",
+        action="store_true",
+        help="count the inline guard checking its packaged labelled calls instead (no --data)",
+    )
+    parser.add_argument(
         "--tree",
         type=Path,
         action="append",
@@ -91,10 +126,20 @@ def main() -> int:
     args = parser.parse_args()
     if args.traces < 1:
         parser.error(f"--traces must be at least 1, not {args.traces}")
-    if not (args.data / "agentdojo").is_dir():
+    if not args.guard and not (args.data / "agentdojo").is_dir():
         parser.error(f"no agentdojo/ folder in {args.data}: pass --data /path/to/shared/data")
     if shutil.which("valgrind") is None:
         parser.error("valgrind is not installed: apt-get install valgrind")
+    if args.guard:
+        print("| checkout | labelled calls | instructions checking them | per call |")
+        print("|---|---:|---:|---:|")
+        for tree in args.tree or [ROOT]:
+            tree = tree.resolve()
+            with_pass, calls = guard_instructions(tree, True)
+            without, _ = guard_instructions(tree, False)
+            spent = with_pass - without
+            print(f"| {tree} | {calls} | {spent:,} | {spent // calls:,} |")
+        return 0
     print("| checkout | traces | spans | instructions judging them | per span |")
     print("|---|---:|---:|---:|---:|")
     for tree in args.tree or [ROOT]:
