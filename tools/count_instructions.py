@@ -49,7 +49,8 @@ if judge == "yes":
 print("spans", sum(len(spans) for spans in traces))
 """
 # The guard's child: every labelled call of the packaged set checked once to warm up (its
-# patterns compiled), then (when asked) once more, each call in a conversation of its own.
+# patterns compiled), then (when asked) once more, each call in a conversation of its own,
+# the content memo emptied first: no call is met again, only what calls share (tool names).
 GUARD_CHILD = """
 import sys
 tree, judge = sys.argv[1:]
@@ -57,12 +58,14 @@ sys.path[:0] = [tree]
 import otel_safety
 assert otel_safety.__file__.startswith(tree), otel_safety.__file__
 from otel_safety.evaluation.guard_bench import PRINCIPALS_NAME, case_files, packaged_set, read_cases
+from otel_safety.analysis import memo
 from otel_safety.guard import Directory, Guard
 directory = packaged_set()
 cases = [case for path in case_files(directory) for case in read_cases(path)]
 guard = Guard(Directory.load(directory / PRINCIPALS_NAME))
 rounds = ("warm", "measured") if judge == "yes" else ("warm",)
 for name in rounds:
+    memo.set_capacity(memo.DEFAULT_CAPACITY)  # each call seen anew; names repeat within
     for number, case in enumerate(cases):
         guard.check_tool_call(
             case["tool"], case.get("arguments"), case.get("requester"),
