@@ -54,6 +54,7 @@ from opentelemetry.trace.status import Status, StatusCode
 from pydantic_core import from_json  # pydantic's own parser: pydantic is a dependency
 
 from otel_safety.json_depth import MAX_DEPTH, cut_deep_values
+from otel_safety.otlp_repair import repair_attributes
 
 __all__ = [
     "Batch",
@@ -480,12 +481,13 @@ def spans_from_json(document: Any, problems: list[str] | None = None) -> list[Re
 
 
 def _decode_json(
-    document: Any, problems: list[str] | None, *, surrogate_free: bool
+    document: Any, problems: list[str] | None, *, surrogate_free: bool, repair: bool = False
 ) -> tuple[int, list[ReadableSpan]]:
     """(number of resource blocks, usable spans) of one OTLP/JSON request.
 
     `surrogate_free` says the document is known to hold no lone surrogate, which spares the
-    copy that replaces them.
+    copy that replaces them. `repair` (a file reader's choice) reads an attribute protobuf
+    would drop unsaid or refuse its span for as `otlp_repair` says, and names it.
     """
     if not isinstance(document, dict):
         raise OtlpDecodeError(f"expected a JSON object, got {type(document).__name__}")
@@ -496,6 +498,9 @@ def _decode_json(
         blocks, spans = _json_request(document, found)
     except _Unusual:
         found.clear()  # the protobuf path reports afresh, from the start
+        if repair:
+            document = _sanitized(document)  # a copy to repair: the caller's stays as it was
+            repair_attributes(document, found)
         request = request_from_json(document)
         blocks, spans = len(request.resource_spans), spans_from_request(request, found)
     for message in found:
@@ -559,7 +564,8 @@ def _span_by_span(
     spans: list[ReadableSpan] = []
     for _, where, request in parts:
         try:
-            spans.extend(_decode_json(request, problems, surrogate_free=surrogate_free)[1])
+            decoded = _decode_json(request, problems, surrogate_free=surrogate_free, repair=True)
+            spans.extend(decoded[1])
         except OtlpDecodeError as exc:
             reason = _ONE_SPAN_PATH.sub("", _field_path(str(exc)), count=1)
             _report(problems, f"{where} dropped: {reason}")
@@ -1128,7 +1134,7 @@ def _request_batch(
         return _logs_batch(document, source, line, size)
     problems: list[str] = []
     try:
-        blocks, spans = _decode_json(document, problems, surrogate_free=surrogate_free)
+        blocks, spans = _decode_json(document, problems, surrogate_free=surrogate_free, repair=True)
     except OtlpDecodeError as exc:
         problems.clear()
         parts = list(_one_span_requests(document, problems)) if isinstance(document, dict) else []

@@ -267,8 +267,6 @@ class Pipeline:
             for s in spans
             if s.status.status_code is StatusCode.ERROR
         }
-        without_content = _note_without_content(mapped, failed)
-        notes = {m.span_id: list(m.notes) for m in mapped if m.notes}
         root = local_root(spans)
         root_id = span_id_hex(root.context.span_id) if root else None
         trajectory = assemble(
@@ -282,6 +280,8 @@ class Pipeline:
                 if s.parent is not None
             },
         )
+        without_content = _note_without_content(mapped, failed, trajectory)
+        notes = {m.span_id: list(m.notes) for m in mapped if m.notes}
         errors: list[str] = []
         with trace_scope():  # detectors share each text's analysis for this trace only
             findings = self._run_detectors(trajectory, errors) if trajectory else []
@@ -319,11 +319,20 @@ class Pipeline:
         return findings
 
 
-def _note_without_content(mapped: Sequence[MappedSpan], failed: set[str]) -> list[str]:
+def _note_without_content(
+    mapped: Sequence[MappedSpan], failed: set[str], trajectory: Trajectory | None
+) -> list[str]:
     """Model and tool spans with no content are named: the user must learn that capture is
     off, or a quiet trace reads as a safe one. A call that failed (its span's status is
     ERROR) may have had nothing to record, capture on or off: it is not named; nor is one
-    whose content came but could not be read (its notes say what was wrong with it)."""
+    whose content came but could not be read (its notes say what was wrong with it), nor a
+    tool span whose call was judged all the same: its result was recorded, or its arguments
+    came from the model's answer that asked for it."""
+    judged = {
+        call.span_id
+        for call in (trajectory.tool_calls if trajectory else [])
+        if call.arguments is not None or call.result  # an empty result tells nothing
+    }
     empty = [
         m
         for m in mapped
@@ -331,6 +340,7 @@ def _note_without_content(mapped: Sequence[MappedSpan], failed: set[str]) -> lis
         and not m.content_captured
         and m.span_id not in failed
         and not m.notes
+        and not (m.role == "tool" and m.span_id in judged)
     ]
     for m in empty:
         m.notes.add(NO_CONTENT_NOTE)

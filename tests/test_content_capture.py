@@ -7,6 +7,8 @@ settings the README gives), none.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from instrumented import (
     FINAL_ANSWER,
@@ -151,3 +153,59 @@ def test_content_that_came_but_could_not_be_read_is_not_taken_for_capture_turned
     notes = chat.attributes[sc.OTEL_SAFETY_NOTES]
     assert any("malformed JSON" in note for note in notes)
     assert NO_CONTENT_NOTE not in notes and evaluation.without_content == []
+
+
+def test_a_tool_span_without_arguments_judged_by_the_call_the_model_asked_for_is_audited():
+    """A tool span that recorded only the tool's name and result is judged with the arguments
+    of the model's answer that asked for it: its BLOCK reaches the audit log, and no note
+    says it was not judged."""
+    from datetime import UTC, datetime
+
+    from otel_safety.exporters.duckdb import audit_rows
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("app")
+    asked = [
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool_call",
+                    "id": "call_1",
+                    "name": "run_shell",
+                    "arguments": {"command": "rm -rf /var/log/*"},
+                }
+            ],
+        }
+    ]
+    with tracer.start_as_current_span(
+        "invoke_agent ops", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
+        with tracer.start_as_current_span(
+            "chat gpt-4o",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": "tidy the logs"}]}]
+                ),
+                "gen_ai.output.messages": json.dumps(asked),
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "execute_tool run_shell",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "run_shell",
+                "gen_ai.tool.call.id": "call_1",
+                "gen_ai.tool.call.result": "removed",
+            },
+        ):
+            pass
+    provider.shutdown()
+    evaluation = Pipeline().evaluate(list(exporter.get_finished_spans()))
+    assert evaluation.without_content == []
+    [row] = [r for r in audit_rows(evaluation, datetime.now(UTC)) if r["source"] == "trace"]
+    assert (row["tool"], row["verdict"]) == ("run_shell", "BLOCK")

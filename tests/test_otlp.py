@@ -339,9 +339,12 @@ def test_bad_line_in_the_middle_costs_only_that_line(tmp_path: Path) -> None:
     assert sizes[-1] == path.stat().st_size
 
 
-def test_one_bad_value_costs_its_span_not_the_lines_other_spans(tmp_path: Path) -> None:
-    """The Collector writes a whole batch per line: a span whose attribute protobuf refuses
-    is dropped and named, and the spans beside it are kept."""
+def test_one_bad_value_costs_its_attribute_not_its_span_nor_the_lines_other_spans(
+    tmp_path: Path,
+) -> None:
+    """The Collector writes a whole batch per line: an attribute protobuf refuses is dropped
+    and named by its key and place, and its span (with its other attributes) and the spans
+    beside it are kept. A span whose own field is bad still costs only that span."""
     ids = ["b7ad6b7169203331", "b7ad6b7169203332", "b7ad6b7169203333"]
     spans = [
         {
@@ -351,17 +354,63 @@ def test_one_bad_value_costs_its_span_not_the_lines_other_spans(tmp_path: Path) 
             "startTimeUnixNano": "1",
             "endTimeUnixNano": "2",
         }
-        for span_id, name in zip(ids, ["bad", "good", "also good"], strict=True)
+        for span_id, name in zip(ids, ["bad value", "good", "bad start"], strict=True)
     ]
-    spans[0]["attributes"] = [{"key": "n", "value": {"intValue": "notanint"}}]
+    spans[0]["attributes"] = [
+        {"key": "n", "value": {"intValue": "notanint"}},
+        {"key": "gen_ai.tool.name", "value": {"stringValue": "run_shell"}},
+    ]
+    spans[2]["startTimeUnixNano"] = [1]
     document = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}]}
     path = tmp_path / "traces.jsonl"
     path.write_text(_jsonl(document), encoding="utf-8")
     [batch] = list(read_otlp_json(path))
-    assert _names(batch) == ["good", "also good"]
+    assert _names(batch) == ["bad value", "good"]
+    assert dict(batch.spans[0].attributes) == {"gen_ai.tool.name": "run_shell"}
     assert batch.error is not None
-    assert "resourceSpans[0].scopeSpans[0].spans[0] dropped" in batch.error
-    assert "attributes.value.intValue" in batch.error and "notanint" in batch.error
+    assert (
+        "resourceSpans[0].scopeSpans[0].spans[0]: attribute 'n' dropped: intValue: "
+        "invalid literal for int() with base 10: 'notanint'"
+    ) in batch.error
+    assert "resourceSpans[0].scopeSpans[0].spans[2] dropped" in batch.error
+
+
+def test_a_bare_attribute_value_is_read_as_its_anyvalue_and_named(tmp_path: Path) -> None:
+    """`"value": "rm -rf /"` instead of `{"stringValue": ...}` (a hand-written or converted
+    file): protobuf's reader dropped the attribute without a word, and the span was judged
+    without its arguments. It is read as the AnyValue of its type, and the line says so."""
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "name": "execute_tool run_shell",
+        "attributes": [
+            {"key": "gen_ai.tool.call.arguments", "value": '{"command": "rm -rf /"}'},
+            {"key": "retries", "value": 2},
+            {"key": "dry_run", "value": False},
+            {"key": "parts", "value": ["a"]},
+        ],
+        "events": [{"name": "e", "attributes": [{"key": "score", "value": 0.5}]}],
+    }
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    path = tmp_path / "traces.jsonl"
+    path.write_text(_jsonl(document), encoding="utf-8")
+    [batch] = list(read_otlp_json(path))
+    [decoded] = batch.spans
+    assert dict(decoded.attributes) == {
+        "gen_ai.tool.call.arguments": '{"command": "rm -rf /"}',
+        "retries": 2,
+        "dry_run": False,
+    }
+    assert dict(decoded.events[0].attributes) == {"score": 0.5}
+    where = "resourceSpans[0].scopeSpans[0].spans[0]"
+    assert batch.error is not None
+    assert (
+        f"{where}: attribute 'gen_ai.tool.call.arguments' is a bare string, not an AnyValue "
+        'object ({"stringValue": ...}); read as one'
+    ) in batch.error
+    assert f"{where}: attribute 'parts' dropped: a list, not an AnyValue object" in batch.error
+    assert f"{where}.events[0]: attribute 'score' is a bare number" in batch.error
+    assert json.loads(path.read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"] == [span]
 
 
 def test_a_list_of_the_wrong_type_is_named_briefly_and_the_blocks_beside_it_kept(
@@ -525,7 +574,8 @@ def test_non_utf8_bytes_inside_a_string_value(tmp_path: Path) -> None:
 
 
 def test_numbers_python_cannot_hold_cost_only_their_line(tmp_path: Path) -> None:
-    """A 5000-digit number, or an integer too large for a double, is one bad line, not a crash."""
+    """A 5000-digit number is one bad line, not a crash; an integer too large for a double
+    costs its attribute only."""
     huge = "1" * 5000
     too_large_double = _request_json(
         _span_json(
@@ -543,12 +593,13 @@ def test_numbers_python_cannot_hold_cost_only_their_line(tmp_path: Path) -> None
     assert [(batch.line, _names(batch)) for batch in batches] == [
         (1, ["first"]),
         (2, []),
-        (3, []),
+        (3, ["big"]),
         (4, ["last"]),
     ]
     assert (batches[1].error or "").startswith("line 2: invalid JSON: Exceeds the limit")
     assert batches[2].error == (
-        "line 3: not an OTLP trace request: int too large to convert to float"
+        "line 3: resourceSpans[0].scopeSpans[0].spans[0]: attribute 'k' dropped: "
+        "int too large to convert to float"
     )
 
 
