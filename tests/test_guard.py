@@ -1406,6 +1406,36 @@ def test_hostile_argument_shapes_get_a_verdict_not_a_recursion_error(guard) -> N
     assert guard.check_tool_call(None, {"command": "ls"}).decision is Decision.ALLOW  # paced too
 
 
+def test_arguments_the_json_parser_cannot_take_are_read_not_crashed_on_nor_allowed(guard):
+    """A model writes the arguments text: 1,000 brackets made `json.loads` raise
+    RecursionError out of the check (a crash in the app's tool loop), and a text cut short,
+    in Python's quotes, or an object (a pydantic model, a dataclass, a set) was read as
+    nothing and allowed. Each is read, flat where it must be, and judged."""
+    from dataclasses import dataclass
+
+    from pydantic import BaseModel
+
+    class Command(BaseModel):
+        command: str
+
+    @dataclass
+    class Call:
+        command: str
+
+    texts = [
+        '{"a":' * 999 + '{"command": "rm -rf /"}' + "}" * 999,
+        "[" * 3000 + '"rm -rf /"' + "]" * 3000,
+        '{"command": "rm -rf /"',
+        "{'command': 'rm -rf /'}",
+    ]
+    for arguments in [*texts, Command(command="rm -rf /"), Call("rm -rf /"), {"rm -rf /"}]:
+        verdict = guard.check_tool_call("run_shell", arguments, record=False, pace=False)
+        assert "destroy.recursive_root" in verdict.rule_ids, arguments
+    deep_content = '{"path": "a.txt", "content": ' + "[" * 3000 + "]" * 3000 + "}"
+    verdict = guard.check_tool_call("write_file", deep_content, record=False, pace=False)
+    assert not verdict.blocked
+
+
 def test_a_bad_pattern_in_a_users_guard_file_names_its_table_and_file(tmp_path, monkeypatch):
     (tmp_path / "guard.toml").write_text('version = 1\n[commands]\ndestroy = ["rm (-rf"]\n')
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))

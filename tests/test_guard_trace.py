@@ -608,3 +608,30 @@ def test_calls_seen_only_in_model_output_are_paced_like_calls_with_spans() -> No
     assert all(c.start_ns for c in calls)
     rules = [f.details.get("rule_ids", []) for f in evaluation.findings]
     assert any("loop.repeat" in ids for ids in rules)
+
+
+def test_padding_past_the_mappings_cut_does_not_hide_a_command_on_a_trace() -> None:
+    """`echo aaaa...; rm -rf /` longer than the pipeline keeps of a field reached the guard
+    cut to exactly what it reads, so nothing read as unread and the trace was NONE; inline
+    the same call was blocked. The cut command is now unread code on a trace too."""
+    from otel_safety.pipeline import Pipeline
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    command = "echo " + "a" * 70_000 + "; rm -rf /"
+    with provider.get_tracer("app").start_as_current_span(
+        "execute_tool run_shell",
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "run_shell",
+            "gen_ai.tool.call.arguments": json.dumps({"command": command}),
+        },
+    ):
+        pass
+    provider.shutdown()
+    evaluation = Pipeline().evaluate(list(exporter.get_finished_spans()))
+    [finding] = [f for f in evaluation.findings if f.detector == "tool_guard"]
+    assert finding.detected and "obfuscated.unread_code" in finding.details["rule_ids"]
+    inline = Guard(Directory()).check_tool_call("run_shell", {"command": command}, record=False)
+    assert inline.blocked and "obfuscated.unread_code" in inline.rule_ids

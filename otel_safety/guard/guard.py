@@ -13,6 +13,7 @@ from opentelemetry import trace
 
 from otel_safety import guardrail
 from otel_safety import semconv as sc
+from otel_safety.analysis.calls.arguments import plain_arguments
 from otel_safety.analysis.calls.taxonomy import current_taxonomy
 from otel_safety.analysis.secrets import mask
 from otel_safety.approvals.request import ApprovalRequest, approval_request
@@ -151,6 +152,7 @@ class Guard:
         `named_picks` are values of the call (ids) that pick a record the task names by
         another of its values, as an earlier lookup answered: "delete the 'Old Projects 2019'
         folder" names `fld_2kLm` when the search gave that id for that name."""
+        arguments = plain_arguments(arguments)
         identity = self.directory.resolve(requester)
         view = view_call(name, arguments, self.data)
         when = None if not pace else (self._clock() if at is None else at)

@@ -23,11 +23,14 @@ from otel_safety.guard.data import GuardData
 from otel_safety.guard.decode import decoded_payloads
 from otel_safety.guard.windows import command_paths as windows_command_paths
 from otel_safety.guard.windows import looks_windows, parse_windows
+from otel_safety.json_flat import read_flat
 from otel_safety.mapping.values import MAX_TEXT_CHARS, Notes, bounded
 
-# What the guard reads of a call, as the pipeline reads a field; what lies past it is
-# recorded in `CallView.unread`, and the rules do not let such a call pass unchecked.
-_MAX_TEXT = MAX_TEXT_CHARS
+# What the guard reads of a call; what lies past it is recorded in `CallView.unread`, and the
+# rules do not let such a call pass unchecked. One character less than the pipeline keeps of a
+# field: a value the mapping cut (`echo aaaa...; rm -rf /` cut before its end) is then never
+# taken, on a trace, for one the guard read whole.
+_MAX_TEXT = MAX_TEXT_CHARS - 1
 _MAX_VALUES = 1_000
 _URL = compiled(r"\b(?:https?|ftp|wss?)://[^\s'\"<>`)]+", regex.IGNORECASE)
 _RECIPIENT_SEPARATORS = compiled(r"[,;\s]+")
@@ -658,7 +661,9 @@ def _named_positionals(arguments: Any, name: str, primary: str) -> Any:
     if isinstance(arguments, str) and arguments.lstrip().startswith("["):
         try:
             decoded = json.loads(arguments)
-        except (ValueError, RecursionError):
+        except RecursionError:  # nested past the parser: its values, read flat
+            decoded = [v for v in read_flat(arguments).values() if isinstance(v, str)]
+        except ValueError:
             decoded = None
         if isinstance(decoded, list):  # bounded as the call's own arguments are
             arguments = bounded(decoded, Notes(), "arguments", cap_text=False)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.analysis.pattern_cache import compiled
+from otel_safety.json_flat import add_numbered, read_flat
 from otel_safety.model import Message, ToolCall
 
 # What detectors read of one field (a message, a tool argument or result): beyond this, a
@@ -145,47 +145,18 @@ def _flat(value: Any, notes: Notes, key: str) -> dict[str, Any]:
         elif isinstance(item, list | tuple):
             stack.extend((name, v) for v in reversed(item))
         else:
-            _put(flat, seen, name, _capped(item, notes, key) if isinstance(item, str) else item)
+            add_numbered(
+                flat, seen, name, _capped(item, notes, key) if isinstance(item, str) else item
+            )
     return flat
-
-
-def _put(flat: dict[str, Any], seen: dict[str, int], name: str, value: Any) -> None:
-    seen[name] = seen.get(name, 0) + 1
-    flat[name if seen[name] == 1 else f"{name}#{seen[name]}"] = value
-
-
-# One token of a JSON text, read left to right once: a string, a punctuation mark, a scalar.
-_JSON_TOKEN = compiled(r'"(?:[^"\\]|\\.)*+"|[:,\[\]{}]|[^\s":,\[\]{}]++')
 
 
 def _flat_from_text(text: str, notes: Notes, key: str) -> dict[str, Any]:
-    """A JSON text too deep for the parser, read flat in one linear pass: each scalar keyed
-    by the name just before it."""
-    flat: dict[str, Any] = {}
-    seen: dict[str, int] = {}
-    name, previous = "value", None
-    for token in _JSON_TOKEN.finditer(text):
-        piece = token.group()
-        if piece == ":" and previous is not None and previous.startswith('"'):
-            name = _scalar(previous)
-        elif piece in ",]}" and previous is not None and previous not in ":,[]{}":
-            _put(flat, seen, str(name), _scalar_value(previous, notes, key))
-        previous = piece
-    if previous is not None and previous not in ":,[]{}":
-        _put(flat, seen, str(name), _scalar_value(previous, notes, key))
-    return flat
-
-
-def _scalar(token: str) -> Any:
-    try:
-        return json.loads(token)
-    except ValueError:
-        return token
-
-
-def _scalar_value(token: str, notes: Notes, key: str) -> Any:
-    value = _scalar(token)
-    return _capped(value, notes, key) if isinstance(value, str) else value
+    """A JSON text too deep for the parser, read flat in one linear pass."""
+    return {
+        name: _capped(value, notes, key) if isinstance(value, str) else value
+        for name, value in read_flat(text).items()
+    }
 
 
 def json_list(value: Any, notes: Notes, key: str) -> list[Any]:
