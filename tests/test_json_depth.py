@@ -43,7 +43,7 @@ def _span(number: int, name: str, attributes: list | None = None) -> dict:
     }
 
 
-def test_one_span_nested_a_thousand_deep_costs_itself_not_the_line(tmp_path: Path) -> None:
+def test_one_value_nested_a_thousand_deep_costs_its_attribute_not_the_line(tmp_path: Path) -> None:
     spans = [_span(1, "good"), _span(2, "deep", [{"key": "a", "value": "DEEP"}]), _span(3, "also")]
     document = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}]}
     levels = 300  # each level is four JSON containers: too deep for json to encode or read
@@ -53,7 +53,8 @@ def test_one_span_nested_a_thousand_deep_costs_itself_not_the_line(tmp_path: Pat
     path = tmp_path / "traces.jsonl"
     path.write_text(text + "\n", encoding="utf-8")
     [batch] = list(read_otlp_json(path))
-    assert sorted(span.name for span in batch.spans) == ["also", "good"]
+    assert sorted(span.name for span in batch.spans) == ["also", "deep", "good"]
+    assert not [span for span in batch.spans if span.attributes]
     assert batch.error is not None and len(batch.error) < 600
     assert "nested deeper than 100 levels cut" in batch.error
-    assert "scopeSpans[0].spans[1] dropped" in batch.error
+    assert "scopeSpans[0].spans[1]: attribute 'a' dropped" in batch.error
