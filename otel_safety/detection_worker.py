@@ -29,6 +29,7 @@ import gc
 import logging
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -691,6 +692,9 @@ def main() -> None:
     """Read settings, build the pipeline, then judge batches until stdin closes."""
     from otel_safety.bootstrap import build_pipeline, detector_left_out
 
+    # Ctrl-C in a terminal reaches every process of the app's group: the app decides what
+    # it means (its shutdown still flushes through this process), so it is not ours to act on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stray prints must not corrupt the answers
     try:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["AgentStarted", "ExporterSink", "SafetyEngine", "Sink"]  # ExporterSink: public
 
 logger = logging.getLogger(__name__)
+_QUIET_WAIT = 2.0  # seconds a shutdown waits for the worker before saying what it waits for
 
 
 class Sink(Protocol):
@@ -321,8 +322,12 @@ class SafetyEngine:
         self._closed = True
         deadline = time.monotonic() + timeout_millis / 1000  # for the whole wait
         if self._worker is not None and self._worker.is_alive():
-            self._control(stop=True, timeout_millis=timeout_millis)
-            self._worker.join(max(0.05, deadline - time.monotonic()))
+            try:
+                self._stop_worker(deadline)
+            except KeyboardInterrupt:  # Ctrl-C while judging what was held: say what is lost
+                self._abandoned = True
+                self._report_losses("when shutdown was interrupted")
+                raise
             self._abandoned = self._worker.is_alive()  # still judging: its results go nowhere
         else:
             self.drain()
@@ -346,10 +351,30 @@ class SafetyEngine:
             except Exception:
                 logger.exception("otel-safety sink %r failed to shut down", sink)
 
-    def _report_losses(self) -> None:
+    def _stop_worker(self, deadline: float) -> None:
+        """Have the worker judge and write what is held, then stop; a wait longer than a
+        moment says what it waits for, or a quiet exit reads as a hung app."""
+        request = _Control(stop=True, done=threading.Event(), deadline=deadline)
+        self._queue.append(request)  # past the bound: a request is not a span to drop
+        self._wake.set()
+        if not request.done.wait(min(_QUIET_WAIT, max(0.0, deadline - time.monotonic()))):
+            waiting = self.buffer.span_count + len(self._queue) - 1
+            if waiting > 0 and time.monotonic() < deadline:
+                logger.warning(
+                    "otel-safety: judging and storing %d spans held at shutdown "
+                    "(up to %.0f s more; Ctrl-C gives them up)",
+                    waiting,
+                    deadline - time.monotonic(),
+                )
+            request.done.wait(max(0.0, deadline - time.monotonic()))
+        assert self._worker is not None
+        self._worker.join(max(0.05, deadline - time.monotonic()))
+
+    def _report_losses(self, ended: str = "when shutdown timed out") -> None:
         """Say, once and in full, what this engine did not judge: spans refused while the
         queue was full, and spans still queued or buffered when shutdown ran out of time
-        (serve's spool keeps those for its next start; an app's are gone)."""
+        or was interrupted (serve's spool keeps those for its next start; an app's are
+        gone)."""
         # list() copies the deque in one step, while the worker may still be taking from it
         queued = sum(
             1 for item in list(self._queue) if is_parked(item) or isinstance(item, ReadableSpan)
@@ -361,11 +386,12 @@ class SafetyEngine:
         if dropped or unjudged:
             logger.error(
                 "otel-safety did not judge %d spans: %d refused while the queue was full "
-                "(queue_size %d) and %d still waiting when shutdown timed out",
+                "(queue_size %d) and %d still waiting %s",
                 dropped + unjudged,
                 dropped,
                 self._max_queue,
                 unjudged,
+                ended,
             )
 
     def _control(self, stop: bool, timeout_millis: int) -> bool:

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 
 import duckdb
 import pytest
@@ -274,6 +275,24 @@ def test_a_killed_child_falls_back_to_judging_here_without_losing_traces(in_proc
     assert engine.pipeline.in_process
     assert ("rm -rf /", "tool_guard") in flagged(exporter)
     assert any("judging in the application's process" in r.message for r in caplog.records)
+
+
+@pytest.mark.process
+def test_ctrl_c_reaching_the_child_leaves_it_judging_for_the_app(in_process):
+    """A terminal's Ctrl-C reaches every process of the app's group: the child died with a
+    KeyboardInterrupt traceback, and the app said the detection process failed. The app
+    decides what Ctrl-C means; the child ignores it and judges on."""
+    provider, engine, exporter = in_process
+    agent_run(provider, "ls")
+    assert provider.force_flush(120_000)
+    child = engine.pipeline._child
+    os.kill(child.pid, signal.SIGINT)
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=1)
+    agent_run(provider, "rm -rf /")
+    assert provider.force_flush(120_000)
+    assert not engine.pipeline.in_process
+    assert ("rm -rf /", "tool_guard") in flagged(exporter)
 
 
 def test_bad_settings_fail_when_the_processor_is_made_not_in_the_child(tmp_path):

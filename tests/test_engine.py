@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from conftest import KeywordDetector
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -190,6 +191,28 @@ def test_spans_still_queued_when_shutdown_times_out_are_counted(span_factory, ca
     assert unjudged > 0
     assert f"{unjudged} still waiting when shutdown timed out" in caplog.text
     slow.gate.set()
+
+
+def test_ctrl_c_during_shutdown_says_how_many_spans_it_gives_up(span_factory, caplog):
+    """Ctrl-C while shutdown judged what the app held used to end the app with the spans
+    gone and no word of them; the interrupt still ends the wait, with the count said."""
+    import _thread
+
+    exporter, slow = InMemorySpanExporter(), BlockingSink()
+    engine = _engine(exporter, slow, queue_size=1000, batch_size=1)
+    for span in [s for _ in range(20) for s in span_factory.agent_run()]:
+        engine.submit(span)
+    ctrl_c = threading.Timer(0.3, _thread.interrupt_main)
+    ctrl_c.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine.shutdown(timeout_millis=10_000)
+    finally:
+        ctrl_c.cancel()
+        slow.gate.set()
+    unjudged = engine.stats["spans_unjudged_at_shutdown"]
+    assert unjudged > 0
+    assert f"{unjudged} still waiting when shutdown was interrupted" in caplog.text
 
 
 def test_shutdown_waits_its_timeout_once_not_once_per_step(span_factory):
