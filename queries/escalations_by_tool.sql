@@ -30,24 +30,27 @@ span_calls AS (
 ),
 -- Calls of tools that have no span of their own (the app's tools are not instrumented, the
 -- call is only in the model's output): the guard's decision on each is in the audit log, and
--- its level is that of the guard's tool_guard finding on the call.
+-- its level is the strictest of the findings on the model call that asked for it (the
+-- guard's own on this tool; every other detector's, which judge the call there: an answer
+-- that asked for several calls counts them for each).
 guard_calls AS (
     SELECT
         a.trace_id,
         a.span_id,
         a.tool AS tool_name,
-        coalesce(g.escalation_level, 'NONE') AS level,
-        coalesce(g.escalation_rank, 0) AS rank,
-        CASE WHEN g.detected THEN ['tool_guard'] END AS detectors
+        coalesce(arg_max(g.escalation_level, g.escalation_rank), 'NONE') AS level,
+        coalesce(max(g.escalation_rank), 0) AS rank,
+        list(DISTINCT g.detector ORDER BY g.detector) FILTER (g.detector IS NOT NULL) AS detectors
     FROM audit AS a
     LEFT JOIN findings AS g
-        ON g.trace_id = a.trace_id AND g.span_id = a.span_id AND g.detector = 'tool_guard'
-       AND (g.details ->> '$.tool') = a.tool
+        ON g.trace_id = a.trace_id AND g.span_id = a.span_id AND g.detected
+       AND (g.detector <> 'tool_guard' OR (g.details ->> '$.tool') = a.tool)
     WHERE NOT EXISTS (
             SELECT 1 FROM spans AS s
             WHERE s.trace_id = a.trace_id AND s.span_id = a.span_id AND s.tool_name IS NOT NULL)
       AND in_time_window(a.decided_at)
       AND (CAST(getvariable('agent') AS VARCHAR) IS NULL OR a.agent_name = CAST(getvariable('agent') AS VARCHAR))
+    GROUP BY a.trace_id, a.span_id, a.tool, a.source, a.decided_at
 ),
 calls AS (
     SELECT * FROM span_calls

@@ -610,6 +610,31 @@ def test_kit_queries_run_through_the_cli(kit_store):
         assert name in listing.stdout
 
 
+def test_a_call_without_a_span_of_its_own_escalates_by_every_finding_on_its_model_call(
+    tmp_path,
+):
+    """An OpenAI-client run has no tool spans: scope_escalation's HARD_STOP on `rm -rf
+    build` (asked to summarize a README) sat on the model call that asked for it, and
+    escalations_by_tool said NONE, reading only the guard's finding."""
+    db = tmp_path / "client.duckdb"
+    engine = build_engine(
+        Settings.resolve(db_path=str(db), detectors=["tool_guard", "scope_escalation"]),
+        [DuckDBStore(db, hold=True)],
+        background=False,
+    )
+    run_ = ("app", "ops-assistant", "dave", "Summarize the README", "run_shell",
+            {"command": "rm -rf build"}, "removed", "Done.", "2024-03-03T09:00:00")  # fmt: skip
+    engine.process(agent_run(*run_, tool_span=False))
+    engine.shutdown()
+    with duckdb.connect(str(db), read_only=True) as con:
+        [(level,)] = con.execute(
+            "SELECT escalation_level FROM findings WHERE detector = 'scope_escalation'"
+        ).fetchall()
+    [shell] = run(db, "escalations_by_tool", **WINDOW)
+    assert (shell["tool"], shell["calls"], shell["strictest_level"]) == ("run_shell", 1, level)
+    assert level != "NONE" and "scope_escalation" in shell["detectors"]
+
+
 def test_tools_without_spans_and_unnamed_agents_read_the_same_in_every_query(tmp_path):
     """A tool the app did not instrument still counts in escalations_by_tool (the guard's
     decision on it is in the audit log), and an agent run that names no agent is called the
