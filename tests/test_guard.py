@@ -1431,6 +1431,8 @@ def test_arguments_the_json_parser_cannot_take_are_read_not_crashed_on_nor_allow
     for arguments in [*texts, Command(command="rm -rf /"), Call("rm -rf /"), {"rm -rf /"}]:
         verdict = guard.check_tool_call("run_shell", arguments, record=False, pace=False)
         assert "destroy.recursive_root" in verdict.rule_ids, arguments
+    with pytest.raises(TypeError, match="the tool name must be a string, not int"):
+        guard.check_tool_call(42, {"command": "ls"}, record=False)  # type: ignore[arg-type]
     deep_content = '{"path": "a.txt", "content": ' + "[" * 3000 + "]" * 3000 + "}"
     verdict = guard.check_tool_call("write_file", deep_content, record=False, pace=False)
     assert not verdict.blocked
@@ -1654,3 +1656,25 @@ def test_an_override_a_message_tells_of_as_a_notes_request_is_a_report(guard, bo
     own = body.split(" a note asking to ")[-1].split(" told the system to ")[-1]
     own = own.split(" Ct > 35 and ")[-1]
     assert "obfuscated.override_tokens" in _rules(guard, "send_message", {"message": own})
+
+
+def test_calls_that_name_no_conversation_are_paced_per_trace_not_per_process(guard):
+    """Thirteen users' agent runs each writing one file, none naming a conversation, shared
+    one history: the eleventh was blocked as a burst. Each run's trace is its own history;
+    the same thirteen writes within one run are still a burst."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer = TracerProvider().get_tracer("app")
+
+    def write(number: int):
+        arguments = {"path": f"notes/user{number}.txt", "content": "hello"}
+        return guard.check_tool_call("write_file", arguments, record=False)
+
+    runs = []
+    for number in range(13):
+        with tracer.start_as_current_span("invoke_agent notes"):
+            runs.append(write(number))
+    assert not [v for v in runs if "loop.rate" in v.rule_ids]
+    with tracer.start_as_current_span("invoke_agent notes"):
+        burst = [write(number) for number in range(13)]
+    assert "loop.rate" in burst[-1].rule_ids

@@ -152,6 +152,8 @@ class Guard:
         `named_picks` are values of the call (ids) that pick a record the task names by
         another of its values, as an earlier lookup answered: "delete the 'Old Projects 2019'
         folder" names `fld_2kLm` when the search gave that id for that name."""
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"the tool name must be a string, not {type(name).__name__}")
         arguments = plain_arguments(arguments)
         identity = self.directory.resolve(requester)
         view = view_call(name, arguments, self.data)
@@ -165,7 +167,7 @@ class Guard:
         verdict = self._judge(
             view,
             identity,
-            conversation,
+            conversation or (_current_trace() if source == "inline" else None),
             when,
             steered_by,
             halt,
@@ -512,6 +514,13 @@ def _combined_risk(hits: list[RuleHit], extra: int) -> int:
         return 0
     threats = {h.threat for h in hits if h.risk >= 40}
     return min(100, hits[0].risk + extra * max(0, len(threats) - 1))
+
+
+def _current_trace() -> str | None:
+    """The trace of the current span: an inline call named no conversation is paced with
+    the calls of its own agent run, not with every such call the process makes."""
+    context = trace.get_current_span().get_span_context()
+    return f"trace:{context.trace_id:032x}" if context.is_valid else None
 
 
 def record_on_span(verdict: Verdict) -> None:
