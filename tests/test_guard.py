@@ -1678,3 +1678,26 @@ def test_calls_that_name_no_conversation_are_paced_per_trace_not_per_process(gua
     with tracer.start_as_current_span("invoke_agent notes"):
         burst = [write(number) for number in range(13)]
     assert "loop.rate" in burst[-1].rule_ids
+
+
+def test_a_verdict_written_on_a_span_that_is_not_the_tools_says_once_where_it_is_audited(
+    guard, caplog, monkeypatch
+):
+    """Checked under the agent run's span, an inline verdict never reached the audit log as
+    inline, and nothing said why; now the app is told once. Under the tool's own span, no
+    word."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import otel_safety.guard.guard as guard_module
+
+    monkeypatch.setattr(guard_module, "_hinted", threading.Event())
+    tracer = TracerProvider().get_tracer("app")
+    tool_span = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "run_shell"}
+    with tracer.start_as_current_span("execute_tool run_shell", attributes=tool_span):
+        guard.check_tool_call("run_shell", {"command": "ls"}, conversation="c")
+    assert "not a tool call's span" not in caplog.text
+    with tracer.start_as_current_span("agent run"):
+        for _ in range(3):
+            guard.check_tool_call("run_shell", {"command": "ls"}, conversation="c")
+    assert caplog.text.count("not a tool call's span") == 1
+    assert "span 'agent run'" in caplog.text

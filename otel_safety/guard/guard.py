@@ -4,6 +4,7 @@ judging tool calls after the fact on traces."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -30,7 +31,7 @@ from otel_safety.guard.task_scope import beyond_task
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, only_reads, view_call
 from otel_safety.halts import HALT_RULE, Halt, HaltRegistry, default_halts
-from otel_safety.mapping import GUARD_PREFIX
+from otel_safety.mapping import GUARD_PREFIX, is_tool_call
 
 if TYPE_CHECKING:
     from otel_safety.approvals.channel import ApprovalChannel
@@ -530,6 +531,7 @@ def record_on_span(verdict: Verdict) -> None:
         span = trace.get_current_span()
         if not span.is_recording():
             return
+        _hint_if_not_a_tool_span(span)
         attributes = verdict_attributes(verdict)
         fields = {key.removeprefix(GUARD_PREFIX): value for key, value in attributes.items()}
         attributes[sc.OTEL_SAFETY_GUARD_SIGNATURE] = sign(
@@ -539,6 +541,25 @@ def record_on_span(verdict: Verdict) -> None:
         span.add_event(sc.RUN_GUARDRAIL, guardrail.guard_attributes(verdict))
     except Exception:  # the app's tool call must not fail because of telemetry
         logger.exception("otel-safety could not record a guard verdict on the span")
+
+
+_hinted = threading.Event()
+
+
+def _hint_if_not_a_tool_span(span: trace.Span) -> None:
+    """Say once that a verdict on another span (the agent run's, a model call's) stays on the
+    trace but is not read as the tool's: the store audits that call as `tool_guard` judges
+    it from the trace, and an inline check's requester and approval are not in the row."""
+    if _hinted.is_set() or is_tool_call(getattr(span, "attributes", None)):
+        return
+    _hinted.set()
+    logger.warning(
+        "otel-safety: an inline guard verdict was written on span %r, which is not a tool "
+        "call's span: it shows on the trace, but the audit log records the call as judged "
+        "from the trace; check calls inside the tool's span (execute_tool) to audit them "
+        "as inline",
+        getattr(span, "name", "?"),
+    )
 
 
 def verdict_attributes(verdict: Verdict) -> dict[str, Any]:

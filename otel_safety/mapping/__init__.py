@@ -55,6 +55,17 @@ def is_agent_run(attributes: Mapping[str, Any] | None) -> bool:
     )
 
 
+def is_tool_call(attributes: Mapping[str, Any] | None) -> bool:
+    """A tool-call span in any dialect; as cheap as `is_agent_run`."""
+    if not attributes:
+        return False
+    return (
+        attributes.get("gen_ai.operation.name") == "execute_tool"
+        or attributes.get("openinference.span.kind") == "TOOL"
+        or attributes.get("traceloop.span.kind") == "tool"
+    )
+
+
 def conversation_of(
     spans: Sequence[ReadableSpan], conversation_keys: Sequence[str] = CONVERSATION_KEYS
 ) -> str:
