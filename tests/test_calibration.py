@@ -324,3 +324,16 @@ def test_labels_on_a_learning_mode_run_do_not_calibrate_a_monitor(
     if refused:
         assert said[0].startswith("36 labelled traces were judged in learning mode")
         assert not entry.calibrated
+
+
+def test_a_handful_of_one_class_does_not_pass_the_gate():
+    """`eval --sample 40` gave 4 positives: every resample scored alike, the F1 interval was
+    [1.00-1.00], and scope_escalation passed at 0.9, silencing the demo's escalation."""
+    figures = {"f1": 1.0, "precision": 1.0, "f1_low": 1.0, "baseline_f1": 0.18}
+    few = Gate().judge(real_traces=40, real_positives=4, **figures)
+    assert few == [
+        "4 positive real trace(s), fewer than 10 of each class: too few for the interval to "
+        "show the sampling noise"
+    ]
+    assert Gate().judge(real_traces=40, real_positives=36, **figures)[0].startswith("4 negative")
+    assert Gate().judge(real_traces=40, real_positives=10, **figures) == []

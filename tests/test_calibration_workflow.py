@@ -126,6 +126,7 @@ def test_the_gate_verdicts_follow_from_the_figures_in_the_file(calibrated):
         cv = entry["real"]["cross_validated"]
         expected = gate.judge(
             real_traces=entry["real"]["traces"],
+            real_positives=entry["real"]["positives"],
             f1=cv["f1"],
             precision=cv["precision"],
             f1_low=cv["ci95"]["f1"][0],

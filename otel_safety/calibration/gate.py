@@ -9,12 +9,15 @@ from typing import Any
 @dataclass(frozen=True)
 class Gate:
     """Defaults: cross-validated F1 >= 0.80 and precision >= 0.70 on at least 30 labelled
-    real traces, and better than always firing: the F1 interval's lower bound must be above
-    the always-fire F1, so a detector is not passed on a lucky draw."""
+    real traces, 10 of each class, and better than always firing: the F1 interval's lower
+    bound must be above the always-fire F1, so a detector is not passed on a lucky draw.
+    With a handful of one class (4 positives in 40 traces) every resample scores alike, and
+    the interval ([1.00-1.00]) cannot show the noise it is there to show."""
 
     min_f1: float = 0.80
     min_precision: float = 0.70
     min_real_traces: int = 30
+    min_per_class: int = 10
     beat_baseline: bool = True
 
     def as_dict(self) -> dict[str, Any]:
@@ -25,6 +28,7 @@ class Gate:
         *,
         real_traces: int,
         f1: float | None,
+        real_positives: int | None = None,
         precision: float | None,
         f1_low: float | None,
         baseline_f1: float | None,
@@ -35,6 +39,14 @@ class Gate:
             reasons.append(
                 f"{real_traces} labelled real trace(s), fewer than {self.min_real_traces}"
             )
+        if real_positives is not None:
+            fewest = min(real_positives, real_traces - real_positives)
+            if fewest < self.min_per_class:
+                which = "positive" if real_positives == fewest else "negative"
+                reasons.append(
+                    f"{fewest} {which} real trace(s), fewer than {self.min_per_class} of "
+                    "each class: too few for the interval to show the sampling noise"
+                )
         if f1 is None or precision is None:
             reasons.append("no cross-validated figures (each class needs at least 2 real rows)")
             return reasons

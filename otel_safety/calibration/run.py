@@ -319,6 +319,7 @@ def _verdict(gate: Gate, real: Figures | None) -> list[str]:
     c = real.counts
     return gate.judge(
         real_traces=real.traces,
+        real_positives=real.positives,
         f1=_r(c.f1) if c else None,
         precision=_r(c.precision) if c else None,
         f1_low=_r(real.intervals["f1"].low) if c else None,

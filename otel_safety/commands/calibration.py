@@ -63,6 +63,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=gate.min_real_traces,
         help=f"gate: labelled real traces (default {gate.min_real_traces})",
     )
+    parser.add_argument(
+        "--min-per-class",
+        type=_at_least(1),
+        default=gate.min_per_class,
+        help=f"gate: labelled real traces of each class, positive and negative "
+        f"(default {gate.min_per_class})",
+    )
     add_format(parser, help="output (default table)")
     parser.set_defaults(handler=cmd_calibrate)
 
@@ -76,7 +83,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     require_store(db, wrote if Path(EVAL_DB).is_file() else None)
     refuse_overwriting_a_store(args.out)
     _check_out(Path(args.out))
-    gate = Gate(args.min_f1, args.min_precision, args.min_traces)
+    gate = Gate(args.min_f1, args.min_precision, args.min_traces, args.min_per_class)
     result = calibrate(
         db,
         detectors=_known(keys) if (keys := detector_keys(args.detectors)) else None,
@@ -106,7 +113,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"the training folds), 95% bootstrap intervals ({result.resamples} resamples), "
         f"seed {result.seed}. "
         f"Gate: F1 >= {gate.min_f1}, precision >= {gate.min_precision}, at least "
-        f"{gate.min_real_traces} labelled real traces, F1 lower bound above always-fire."
+        f"{gate.min_real_traces} labelled real traces ({gate.min_per_class} of each class), "
+        "F1 lower bound above always-fire."
         "\nThese pool every labelled dataset per detector and choose the threshold here; "
         "`otel-safety eval` reports each dataset at the threshold in force (and its learned "
         "judges refitted without the group scored), so its figures differ."

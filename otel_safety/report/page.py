@@ -128,8 +128,10 @@ def _calibrated_detectors(status: CalibrationStatus, data: ReportData) -> str:
         f"{esc(document.get('created_at'))} by otel-safety "
         f"{esc(document.get('otel_safety_version'))}; {esc(same)}. Gate: F1 &ge; "
         f"{esc(gate.get('min_f1'))}, precision &ge; {esc(gate.get('min_precision'))}, at "
-        f"least {esc(gate.get('min_real_traces'))} labelled real traces, better than always "
-        "firing. Figures are cross-validated, with 95% bootstrap intervals.</p>"
+        f"least {esc(gate.get('min_real_traces'))} labelled real traces"
+        + (f" ({esc(gate['min_per_class'])} of each class)" if "min_per_class" in gate else "")
+        + ", better than always firing. Figures are cross-validated, with 95% bootstrap "
+        "intervals.</p>"
     )
     rows = []
     for detector, entry in sorted((document.get("detectors") or {}).items()):
