@@ -9,6 +9,7 @@ import shlex
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import regex
@@ -32,6 +33,7 @@ from otel_safety.mapping.values import MAX_TEXT_CHARS, Notes, bounded
 # taken, on a trace, for one the guard read whole.
 _MAX_TEXT = MAX_TEXT_CHARS - 1
 _MAX_VALUES = 1_000
+_MAX_KEYS = 2_000  # argument names the rules read of a call (every value is named still)
 _URL = compiled(r"\b(?:https?|ftp|wss?)://[^\s'\"<>`)]+", regex.IGNORECASE)
 _RECIPIENT_SEPARATORS = compiled(r"[,;\s]+")
 _SQL_COMMENTS = compiled(r"--[^\n]*|/\*.*?\*/", regex.DOTALL)
@@ -314,7 +316,7 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
         path_mode = "delete_tree"
     method = next((v.upper() for k, v in items if k in keys["method"]), None)
     has_body = isinstance(args, Mapping) and any(
-        normalize_name(str(k)) in keys["body"] for k in args
+        normalize_name(str(k)) in keys["body"] for k in islice(args, _MAX_KEYS)
     )
     for key, value in items:
         if key in keys["path"]:
@@ -591,32 +593,48 @@ def _items(args: Any) -> tuple[list[tuple[str, str]], list[str]]:
     while stack:
         key, value = stack.popleft()
         if isinstance(value, str):
-            (items if len(items) < _MAX_VALUES else unread).append((key, value))
+            if len(items) < _MAX_VALUES:
+                items.append((key, value))
+            else:
+                unread.append(key)
         elif isinstance(value, Mapping):
             stack.extend((normalize_name(str(k)), v) for k, v in value.items())
         elif isinstance(value, list | tuple):
             if value and all(isinstance(v, str) for v in value) and key in _COMMAND_KEYS:
-                (items if len(items) < _MAX_VALUES else unread).append((key, _command_list(value)))
+                if len(items) < _MAX_VALUES:
+                    items.append((key, _command_list(value)))
+                else:
+                    unread.append(key)
             else:
                 stack.extend((key, v) for v in value)
-    return items, [key for key, _ in unread]
+    return items, unread
+
+
+def _named_items(args: Mapping[Any, Any]) -> Iterator[tuple[Any, Any]]:
+    """A mapping's first `_MAX_KEYS` items: each name costs a normalisation."""
+    return islice(args.items(), _MAX_KEYS)
 
 
 def _keys(args: Any) -> Iterator[str]:
+    """Every argument name, nested ones too, up to `_MAX_KEYS`."""
+    return islice(_all_keys(args), _MAX_KEYS)
+
+
+def _all_keys(args: Any) -> Iterator[str]:
     if isinstance(args, Mapping):
         for key, value in args.items():
             yield normalize_name(str(key))
-            yield from _keys(value)
+            yield from _all_keys(value)
     elif isinstance(args, list | tuple):
         for item in args[:50]:
-            yield from _keys(item)
+            yield from _all_keys(item)
 
 
 def _selects_everything(args: Any) -> bool:
     """A filter argument that is present and empty (`{}`, `"{}"`, `"*"`): every record."""
     if not isinstance(args, Mapping):
         return False
-    for key, value in args.items():
+    for key, value in _named_items(args):
         if normalize_name(str(key)) in _FILTER_KEYS and value in _EVERYTHING:
             return True
     return False
@@ -633,7 +651,7 @@ def _hosts(view: CallView, recipients: list[str]) -> list[str]:
 
 def _booleans(args: Any) -> Iterator[tuple[str, bool]]:
     if isinstance(args, Mapping):
-        for key, value in args.items():
+        for key, value in _named_items(args):
             if isinstance(value, bool):
                 yield normalize_name(str(key)), value
             elif isinstance(value, Mapping):
@@ -698,7 +716,7 @@ def _command_list(items: list[str]) -> str:
 
 def _numbers(args: Any) -> Iterator[tuple[str, int]]:
     if isinstance(args, Mapping):
-        for key, value in args.items():
+        for key, value in _named_items(args):
             if isinstance(value, int) and not isinstance(value, bool):
                 yield normalize_name(str(key)), value
             elif isinstance(value, str) and value.isdecimal() and len(value) < 10:
@@ -712,6 +730,6 @@ def _listed_recipients(args: Any, keys: frozenset[str]) -> int:
         return 0
     return sum(
         len(value)
-        for key, value in args.items()
+        for key, value in _named_items(args)
         if normalize_name(str(key)) in keys and isinstance(value, list)
     )
