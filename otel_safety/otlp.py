@@ -1116,9 +1116,18 @@ def _parse_line(text: str) -> tuple[Any, bool]:
 
 
 def _json_error(exc: ValueError) -> str:
-    """Where the parser stopped; a number too long for Python has no position, only a reason."""
+    """Where the parser stopped; a number too long for Python has no position, only a reason.
+    A line that ends inside its JSON (a string left open, a newline in one, nothing after
+    the place) was most likely cut short, which the parser's own words do not say."""
     if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} (column {exc.colno})"
+        at = exc.doc[exc.pos : exc.pos + 1]
+        cut = (
+            exc.msg.startswith("Unterminated string")
+            or (exc.msg.startswith("Invalid control character") and at in ("\n", "\r"))
+            or not exc.doc[exc.pos :].strip()
+        )
+        ending = "; the line ends before its JSON does: was it cut short?" if cut else ""
+        return f"{exc.msg} (column {exc.colno}){ending}"
     return str(exc).split(";")[0]
 
 

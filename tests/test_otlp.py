@@ -712,3 +712,15 @@ def test_dropped_counts_from_the_producer_survive_decoding_and_re_encoding() -> 
     assert again["droppedAttributesCount"] == 3
     assert again["droppedEventsCount"] == 2
     assert again["droppedLinksCount"] == 1
+
+
+def test_a_line_cut_short_is_called_so(tmp_path: Path) -> None:
+    """A line cut inside its JSON said only "Unterminated string" or "Invalid control
+    character", which does not tell the user the file was truncated; a line bad in its
+    middle gets no such guess."""
+    whole = json.dumps(_spans_document("cut"))
+    path = tmp_path / "cut.jsonl"
+    path.write_text(whole[:120] + "\n" + '{"resourceSpans": [}\n', encoding="utf-8")
+    cut, bad = list(read_otlp_json(path))
+    assert (cut.error or "").endswith("the line ends before its JSON does: was it cut short?")
+    assert "cut short" not in (bad.error or "") and "invalid JSON" in (bad.error or "")
