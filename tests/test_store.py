@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime
@@ -663,3 +665,26 @@ def test_the_values_a_write_binds_do_not_grow_with_its_traces(tmp_path, span_fac
         return tries.count("pandas")
 
     assert attempts_writing(40) == attempts_writing(2)
+
+
+@pytest.mark.process
+def test_a_store_another_process_writes_is_refused_with_what_to_do(tmp_path):
+    """DuckDB's own words advised opening the file read-only, which does not help a command
+    that writes (`ingest`); the error says another process has it open, and what to do."""
+    db = tmp_path / "held.duckdb"
+    DuckDBStore(db).shutdown()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); "
+         "print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreError) as refused:
+            DuckDBStore(db, defer_if_held=True)._open()  # no wait: the lock is refused at once
+        said = str(refused.value)
+        assert "another process has the store open; let it finish" in said
+        assert "read-only mode" not in said
+    finally:
+        holder.kill()
+        holder.wait()

@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import logging
+import re
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -271,7 +272,7 @@ class DuckDBStore(BatchingSink):
             raise
         except duckdb.Error as exc:
             self._close()
-            raise StoreError(f"cannot open DuckDB store {self.path}: {exc}") from exc
+            raise StoreError(f"cannot open DuckDB store {self.path}: {_lock_said(exc)}") from exc
         self._opened_at = time.monotonic()
         return self._con
 
@@ -547,6 +548,22 @@ def open_store(
                     "%s is held by another process: waiting up to %g s for it", path, wait
                 )
             time.sleep(0.1)
+
+
+# DuckDB's advice to a writer that finds the file locked: opening it read-only helps a
+# reader, never a command that must write.
+_READ_ONLY_ADVICE = re.compile(r"\.?\s*However, you would be able to open this database.*", re.S)
+
+
+def _lock_said(exc: Exception) -> str:
+    """DuckDB's error, with what to do about another process's lock instead of its advice."""
+    text = str(exc)
+    if "Conflicting lock" not in text:
+        return text
+    return (
+        _READ_ONLY_ADVICE.sub("", text).rstrip(".")
+        + ": another process has the store open; let it finish (or stop it), then run this again"
+    )
 
 
 def _keep_open_here() -> float:
