@@ -120,18 +120,24 @@ class _HeldEvents:
 TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".gz")
 
 
-def trace_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Files as given; directories expand to the trace files inside them, sorted."""
+def trace_files(paths: Sequence[str | Path], skipped: list[Path] | None = None) -> list[Path]:
+    """Files as given; directories expand to the trace files inside them (by suffix, in any
+    case: `TRACE.JSON` too), sorted. The other files of a directory go to `skipped`, for the
+    command to say: a folder's `.txt` notes, or traces under a suffix we do not read."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_FILE_SUFFIXES)
-            )
+            inside = sorted(p for p in path.rglob("*") if p.is_file())
+            found = [p for p in inside if p.name.lower().endswith(TRACE_FILE_SUFFIXES)]
             if not found:
-                raise ValueError(f"{path} is a directory with no .json/.jsonl/.gz files in it")
+                raise ValueError(
+                    f"{path} is a directory with no {'/'.join(TRACE_FILE_SUFFIXES)} files in it"
+                )
             files.extend(found)
+            if skipped is not None:
+                taken = set(found)
+                skipped.extend(p for p in inside if p not in taken)
         elif path.is_file():
             files.append(path)
         else:

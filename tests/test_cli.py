@@ -370,6 +370,20 @@ def test_ingest_is_idempotent_expands_directories_and_rejects_non_trace_json(tmp
         assert con.execute("SELECT count(*) FROM findings WHERE detected").fetchone() == (1,)
 
 
+def test_a_directory_is_read_by_suffix_in_any_case_and_its_other_files_named(tmp_path):
+    """`TRACE.JSON` was passed over, and `notes.txt` skipped without a word."""
+    folder = tmp_path / "export"
+    (folder / "sub").mkdir(parents=True)
+    _write_run(folder / "TRACE.JSON")
+    (folder / "notes.txt").write_text("what this export is\n")
+    db = str(tmp_path / "s.duckdb")
+    done = run_cli("ingest", str(folder), "--db", db, "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "ingested 4 spans" in done.stdout
+    assert "skipped 1 file(s) of the directories given" in done.stderr
+    assert str(folder / "notes.txt") in done.stderr
+
+
 def test_ingest_says_how_many_spans_read_were_in_the_store_already(tmp_path):
     folder = tmp_path / "export"
     folder.mkdir()

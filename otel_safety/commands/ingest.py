@@ -19,8 +19,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="evaluate OTLP/JSON trace files into the store",
         description="Read OTLP/JSON files (one ExportTraceServiceRequest per line, as the "
         "Collector's file exporter writes them, or one JSON document; .gz accepted), run "
-        "the detectors and write spans and findings to the store. Ingesting a file again "
-        "replaces its rows instead of adding copies.",
+        "the detectors and write spans and findings to the store. OTLP/JSON logs requests "
+        "in the same files (GenAI events, as instrumentations that log content write them) "
+        "are read with their spans. Ingesting a file again replaces its rows instead of "
+        "adding copies.",
         epilog="Bad lines are reported and skipped. Exit status: 0 when spans were read "
         "(even if some lines were bad), 1 when nothing could be read or on an error.",
     )
@@ -28,7 +30,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "files",
         nargs="+",
         metavar="FILE",
-        help="OTLP/JSON file(s), or directories holding .json/.jsonl/.gz files",
+        help="OTLP/JSON file(s), or directories holding .json/.jsonl/.ndjson/.gz files "
+        "(any case; other files there are named and skipped)",
     )
     add_db(ingest, "store file")
     add_detectors(ingest, "comma-separated detector keys (default: all; see `detectors`)")
@@ -49,7 +52,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from otel_safety.ingest import ingest_files, trace_files
+    from otel_safety.ingest import TRACE_FILE_SUFFIXES, ingest_files, trace_files
 
     settings = Settings.resolve(
         db_path=args.db,
@@ -58,7 +61,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         workers=args.workers,
     )
     detector_registry.check(settings.detectors, settings.thresholds)  # fail before any file
-    files = trace_files(args.files)
+    skipped: list[Path] = []
+    files = trace_files(args.files, skipped)
+    if skipped:
+        names = ", ".join(str(p) for p in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+        print(
+            f"skipped {len(skipped):,} file(s) of the directories given whose names do not end "
+            f"in {', '.join(TRACE_FILE_SUFFIXES)}: {names}",
+            file=sys.stderr,
+        )
     fresh = not Path(settings.db_path).exists()
     before = 0 if fresh else stored_spans(settings.db_path)
     summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)

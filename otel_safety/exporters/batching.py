@@ -136,7 +136,7 @@ class BatchingSink:
 
     def _warn(self, exc: BaseException) -> None:
         self._retry_warnings.warning(
-            "otel-safety store %s: %s; keeping %d traces to retry",
+            "otel-safety store %s: %s; keeping %d trace(s) to retry",
             self.where,
             exc,
             len(self._pending),
