@@ -259,6 +259,12 @@ def test_query_errors_are_clear(tmp_path):
     missing = run_cli("query", "flagged_spans", "--db", str(tmp_path / "none.duckdb"))
     assert missing.returncode == 1 and "no store at" in missing.stderr
     assert "--db otel-safety-demo.duckdb" in missing.stderr  # where `demo` wrote its spans
+    folder = tmp_path / "stores.duckdb"
+    folder.mkdir()
+    for command in ("query", "status"):
+        arguments = ["flagged_spans"] if command == "query" else []
+        named = run_cli(command, *arguments, "--db", str(folder))
+        assert named.returncode == 1 and f"{folder}: it is a folder; name a file" in named.stderr
     listing = run_cli("query", "--list")
     assert "flagged_spans" in listing.stdout and "escalations_by_agent" in listing.stdout
     db = tmp_path / "s.duckdb"

@@ -10,7 +10,12 @@ from typing import NoReturn
 
 import duckdb
 
-from otel_safety.exporters.duckdb import StoreError, connect_store, looks_like_duckdb
+from otel_safety.exporters.duckdb import (
+    StoreError,
+    connect_store,
+    looks_like_duckdb,
+    refuse_other_files,
+)
 
 # The store `demo` writes in the directory it runs in: not the default store, so after a
 # demo the commands that read a store find none unless given this file.
@@ -37,6 +42,7 @@ def require_store(path: str | Path, hint: str | None = None) -> None:
     """Fail with the shared hint (or `hint`) when the store a command reads is missing, or
     is another DuckDB database (which a writing command would fill with otel-safety's
     tables), before the command prints or loads anything."""
+    refuse_other_files(path)  # a folder is named as one, not listed as "no store"
     if not Path(path).is_file():
         raise StoreError(f"no store at {path}{no_store_hint() if hint is None else hint}")
     try:
