@@ -132,6 +132,11 @@ def test_a_detector_resolution_covers_that_detector_and_reopen_undoes_it(store):
                "all", "--db", str(db))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"reopened {first} on trace {stolen} by ")
+    whole = cli("resolve", stolen, "--reopen", "--note", "all of it", "--db", str(db))
+    assert whole.returncode == 1
+    assert f"its resolved alert(s): {', '.join(sorted(rest))} (reopen one with --detector" in (
+        whole.stderr
+    )
     row = next(r for r in kit(db, "flagged_traces") if r["trace_id"] == stolen)
     assert row["open"] == [first]
 

@@ -69,7 +69,7 @@ def resolve(
     if len(by) > MAX_NAME:
         raise ResolutionError(f"--by is at most {MAX_NAME} characters")
     if not (note or "").strip():
-        raise ResolutionError("say what was found and done: a note is required (--note TEXT)")
+        raise ResolutionError("say what was found and done: a note is required")
     if len(note) > MAX_NOTE:
         raise ResolutionError(f"the note is at most {MAX_NOTE} characters, got {len(note)}")
     detector = (detector or "").strip() or None
@@ -132,7 +132,24 @@ def _check_reopening(con: duckdb.DuckDBPyConnection, trace_id: str, detector: st
             "detectors that stay dealt with"
         )
     if not _in_force(con, trace_id, detector):
-        raise ResolutionError(f"{what} is not resolved, so there is nothing to reopen")
+        resolved = [] if detector else _resolved_detectors(con, trace_id)
+        hint = (
+            f"; its resolved alert(s): {', '.join(resolved)} (reopen one with --detector "
+            f"{resolved[0]})"
+            if resolved
+            else ""
+        )
+        raise ResolutionError(f"{what} is not resolved, so there is nothing to reopen{hint}")
+
+
+def _resolved_detectors(con: duckdb.DuckDBPyConnection, trace_id: str) -> list[str]:
+    """The detectors of a trace whose own resolution is in force."""
+    named = con.execute(
+        "SELECT DISTINCT detector FROM resolutions WHERE trace_id = ? AND detector IS NOT NULL "
+        "ORDER BY detector",
+        [trace_id],
+    ).fetchall()
+    return [name for (name,) in named if _in_force(con, trace_id, name)]
 
 
 def _in_force(con: duckdb.DuckDBPyConnection, trace_id: str, detector: str | None) -> bool:
