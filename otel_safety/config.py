@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -317,6 +318,14 @@ class Settings(BaseSettings):
         if not path.strip():  # accepted, it made every write fail ("no table spans")
             raise ValueError("the store needs a file path, e.g. otel-safety.duckdb")
         return path
+
+    @field_validator("approval_webhook", "approval_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        """Checked with the other settings, not at the first warned call of the app."""
+        if url is not None and urlsplit(url.strip()).scheme not in ("http", "https"):
+            raise ValueError("an http(s) URL, like https://hooks.example.com/x")
+        return url
 
     @field_validator("log_level")
     @classmethod

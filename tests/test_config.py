@@ -38,6 +38,9 @@ def test_serve_and_dashboard_options_are_settings_too() -> None:
         ({"OTEL_SAFETY_SERVE_MAX_REQUEST_MIB": "lots"}, "OTEL_SAFETY_SERVE_MAX_REQUEST_MIB"),
         ({"OTEL_SAFETY_SERVE_DASHBOARD": "maybe"}, "OTEL_SAFETY_SERVE_DASHBOARD"),
         ({"OTEL_SAFETY_DETECTORS": " , "}, "OTEL_SAFETY_DETECTORS"),  # not "judge nothing"
+        # checked with the settings, not at the app's first warned call
+        ({"OTEL_SAFETY_APPROVAL_WEBHOOK": "ftp://x"}, "OTEL_SAFETY_APPROVAL_WEBHOOK"),
+        ({"OTEL_SAFETY_APPROVAL_URL": "host:4318"}, "OTEL_SAFETY_APPROVAL_URL"),
     ],
 )
 def test_a_bad_variable_is_named(environ: dict[str, str], variable: str) -> None:
@@ -114,3 +117,15 @@ def test_a_missing_data_folder_in_the_settings_fails_at_start(tmp_path: Path) ->
             build_pipeline(Settings.resolve({}, data_dir=str(tmp_path / "nowhere")))
     finally:
         use_data_files(None, None)
+
+
+def test_a_bad_otlp_protocol_from_the_environment_names_its_variable(monkeypatch) -> None:
+    from otel_safety.exporters.otlp_spans import otlp_span_exporter
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
+    with pytest.raises(ValueError, match=r"'carrier-pigeon' \(OTEL_EXPORTER_OTLP_PROTOCOL\)"):
+        otlp_span_exporter("http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "smoke-signals")
+    with pytest.raises(ValueError, match=r"\(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL\)"):
+        otlp_span_exporter("http://127.0.0.1:4318")

@@ -43,6 +43,13 @@ def otlp_protocol_from_env() -> str:
     )
 
 
+def _protocol_variable() -> str:
+    """The variable `otlp_protocol_from_env` read its protocol from."""
+    if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"):
+        return "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+    return "OTEL_EXPORTER_OTLP_PROTOCOL"
+
+
 def otlp_span_exporter(
     endpoint: str | None = None,
     protocol: str | None = None,
@@ -51,10 +58,12 @@ def otlp_span_exporter(
     """The OTLP span exporter for `protocol` (from the environment when None), sending to
     `endpoint` (from the environment when None). A ValueError says what a bad protocol or
     endpoint should look like."""
+    named_by = "" if protocol else f" ({_protocol_variable()})"
     protocol = protocol or otlp_protocol_from_env()
     if protocol not in OTLP_PROTOCOLS:
         raise ValueError(
-            f"unsupported OTLP protocol {protocol!r}; use one of {', '.join(OTLP_PROTOCOLS)}"
+            f"unsupported OTLP protocol {protocol!r}{named_by}; use one of "
+            f"{', '.join(OTLP_PROTOCOLS)}"
         )
     if endpoint is not None:
         check_endpoint(endpoint, protocol)
