@@ -60,6 +60,7 @@ __all__ = [
     "Batch",
     "OtlpDecodeError",
     "OtlpJsonFileExporter",
+    "field_path",
     "message_to_json",
     "read_otlp_json",
     "request_from_json",
@@ -567,7 +568,7 @@ def _span_by_span(
             decoded = _decode_json(request, problems, surrogate_free=surrogate_free, repair=True)
             spans.extend(decoded[1])
         except OtlpDecodeError as exc:
-            reason = _ONE_SPAN_PATH.sub("", _field_path(str(exc)), count=1)
+            reason = _ONE_SPAN_PATH.sub("", field_path(str(exc)), count=1)
             _report(problems, f"{where} dropped: {reason}")
     return len({block for block, _, _ in parts}), spans
 
@@ -586,7 +587,7 @@ MAX_REASON = 300  # characters of a decoder's message: some quote the whole bad 
 _PARSE_STEP = re.compile(r"Failed to parse (\w+) field: ")
 
 
-def _field_path(message: str) -> str:
+def field_path(message: str) -> str:
     """protobuf's "Failed to parse spans field: Failed to parse attributes field: ... bad"
     as "spans.attributes...: bad", the path a user can look for in the file."""
     steps = _PARSE_STEP.findall(message)
@@ -1148,7 +1149,7 @@ def _request_batch(
         problems.clear()
         parts = list(_one_span_requests(document, problems)) if isinstance(document, dict) else []
         if not parts or (len(parts) == 1 and not problems):  # nothing good to keep apart
-            reason = "; ".join(problems) or _field_path(str(exc))
+            reason = "; ".join(problems) or field_path(str(exc))
             return Batch(
                 source, line, [], f"line {line}: not an OTLP trace request: {reason}", size
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import socket
 import threading
 import time
@@ -151,6 +152,26 @@ def test_invalid_json_is_bad_request_answered_in_json(sidecar, good, body):
     assert reply.status_code == 400
     assert reply.headers["content-type"] == "application/json"
     assert reply.json()["message"] and "protobuf" not in reply.json()["message"]
+    good(sidecar)
+
+
+def test_a_bad_value_in_a_json_request_is_named_by_its_field(sidecar, good):
+    """protobuf's own message ("Failed to parse resourceSpans field: Failed to parse ...
+    'x'......") is told as the path to the bad value, as `ingest` tells it."""
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "name": "s",
+        "attributes": [{"key": "n", "value": {"intValue": "notanumber"}}],
+    }
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    reply = httpx.post(
+        f"{sidecar.http_url}/v1/traces", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert reply.status_code == 400
+    message = reply.json()["message"]
+    assert "spans.attributes.value.intValue: invalid literal" in message, message
+    assert "Failed to parse" not in message and not message.endswith("..")
     good(sidecar)
 
 

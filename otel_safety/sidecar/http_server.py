@@ -50,7 +50,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from otel_safety.approvals import http as approvals_http
 from otel_safety.approvals.store import ApprovalStore
-from otel_safety.otlp import OtlpDecodeError, request_from_json
+from otel_safety.otlp import OtlpDecodeError, field_path, request_from_json
 from otel_safety.otlp_logs import logs_request_from_json
 from otel_safety.sidecar.intake import Intake, Refusal, Refused
 
@@ -599,13 +599,15 @@ class _Handler(BaseHTTPRequestHandler):
         except (DecodeError, RuntimeError, ValueError) as exc:
             # RecursionError is a RuntimeError; json.JSONDecodeError and OtlpDecodeError are
             # ValueErrors.
+            reason = str(exc)
             if media == PROTOBUF:
                 kind = f"invalid protobuf ({len(body)} bytes)"
             elif isinstance(exc, OtlpDecodeError):
                 kind = f"not an OTLP {signal} request"
+                reason = field_path(reason)  # "spans.attributes.value.intValue: ..."
             else:
                 kind = "invalid JSON"
-            problem = f"{kind}: {str(exc)[:300] or type(exc).__name__}"
+            problem = f"{kind}: {reason[:300] or type(exc).__name__}"
         raise intake.refuse(Refusal.INVALID, problem, TRANSPORT, peer, 0)
 
     # -- answers ----------------------------------------------------------------------------
