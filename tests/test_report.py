@@ -345,3 +345,22 @@ def test_a_threshold_mark_names_the_threshold_in_force_not_the_point_it_sits_on(
     assert "calibrated threshold 0.9<" in box
     assert "At the store threshold 0.3:" in box
     assert "threshold in the store 0.8" not in box
+
+
+def test_the_calibration_table_shows_the_threshold_each_detector_runs_at(report):
+    """An uncalibrated detector's row showed the best threshold found, which its failed gate
+    refused: it runs at its default, and the row says so beside what was found."""
+
+    def shown(value: float | None) -> str:
+        return "&ndash;" if value is None else f"{value:g}"
+
+    _, _, calibration, page = report
+    html = page.read_text()
+    document = json.loads(calibration.read_text())
+    assert not all(entry["calibrated"] for entry in document["detectors"].values())
+    for detector, entry in document["detectors"].items():
+        row = html.split(f"<tr><td>{detector}</td>", 1)[1].split("</tr>", 1)[0]
+        runs_at, default, best = re.findall(r'<td class="num">([^<]*)</td>', row)[:3]
+        kept = entry["threshold"] if entry["calibrated"] else entry["default_threshold"]
+        assert (runs_at, default) == (shown(kept), shown(entry["default_threshold"])), row
+        assert best == shown(entry["threshold"])

@@ -143,10 +143,12 @@ def _calibrated_detectors(status: CalibrationStatus, data: ReportData) -> str:
             if entry.get("calibrated")
             else '<span class="badge fail">uncalibrated</span>'
         )
+        runs_at = entry.get("threshold" if entry.get("calibrated") else "default_threshold")
         rows.append(
             f"<tr><td>{esc(detector)}</td><td>{badge}</td>"
-            f'<td class="num">{_num(entry.get("threshold"))}</td>'
+            f'<td class="num">{_num(runs_at)}</td>'  # a failed gate keeps the default
             f'<td class="num">{_num(entry.get("default_threshold"))}</td>'
+            f'<td class="num">{_num(entry.get("threshold"))}</td>'
             f'<td class="num">{esc(real.get("traces", 0))}</td>'
             f"<td>{_with_ci(figures.get('precision'), ci.get('precision'))}</td>"
             f"<td>{_with_ci(figures.get('recall'), ci.get('recall'))}</td>"
@@ -155,8 +157,9 @@ def _calibrated_detectors(status: CalibrationStatus, data: ReportData) -> str:
             f"<td>{esc('; '.join(entry.get('reasons') or [])) or '&ndash;'}</td></tr>"
         )
     return (
-        head + "<table><thead><tr><th>detector</th><th>status</th><th>threshold</th>"
-        "<th>default</th><th>real traces</th><th>precision</th><th>recall</th><th>F1</th>"
+        head + "<table><thead><tr><th>detector</th><th>status</th><th>runs at</th>"
+        "<th>default</th><th>best found</th><th>real traces</th><th>precision</th>"
+        "<th>recall</th><th>F1</th>"
         "<th>always-fire F1</th><th>why uncalibrated</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
