@@ -493,7 +493,7 @@ def test_user_data_adds_a_tool_category_and_a_rule(tmp_path: Path, monkeypatch) 
 @pytest.mark.parametrize(
     ("rule", "message"),
     [
-        ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['(']", "bad text pattern"),
+        ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['(']", "text: bad pattern '('"),
         ("id = 'x'\nthreat = 't'\nrisk = 500\nreason = 'r'\ntext = ['a']", "risk must be a whole"),
         ("id = 'x'\nthreat = 't'\nrisk = 80.9\nreason = 'r'\ntext = ['a']", "risk must be a whole"),
         ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntexts = ['a']", "unknown field"),
@@ -1436,6 +1436,33 @@ def test_arguments_the_json_parser_cannot_take_are_read_not_crashed_on_nor_allow
     deep_content = '{"path": "a.txt", "content": ' + "[" * 3000 + "]" * 3000 + "}"
     verdict = guard.check_tool_call("write_file", deep_content, record=False, pace=False)
     assert not verdict.blocked
+
+
+_RULE = 'version = 1\n[[rules.list]]\nid = "acme.x"\nthreat = "t"\nrisk = 80\nreason = "r"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        # A backreference RE2 cannot run, unbounded: 38 a's took 37 s a check.
+        (_RULE + "text = ['(a|aa)+\\1?c']\n", "rule 'acme.x' text: pattern '(a|aa)+"),
+        ("version = 1\n[commands]\ndestroy = ['(a|aa)+\\1?c']\n", "[commands] destroy: pattern"),
+        ("version = 1\n[tools]\nread_files = ['(a|aa)+\\1?c']\n", "[tools] read_files: pattern"),
+        # A string where a number belongs crashed every payment check with a TypeError.
+        (_RULE + 'categories = ["payment"]\nlimit = "500"\n', "limit must be a whole number"),
+        # `[[rules]]`, as other detectors' files write, was a bare TypeError.
+        (_RULE.replace("rules.list", "rules") + 'tool = ["x"]\n', "are [[rules.list]] tables"),
+    ],
+    ids=["slow-rule", "slow-command", "slow-tool-name", "limit-a-string", "rules-not-list"],
+)
+def test_a_users_guard_file_is_refused_at_load_for_what_would_stall_or_crash_a_check(
+    tmp_path, monkeypatch, text, says
+):
+    (tmp_path / "guard.toml").write_text(text)
+    monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match=re.escape(says)) as refused:
+        Guard(Directory())
+    assert str(tmp_path / "guard.toml") in str(refused.value)
 
 
 def test_a_bad_pattern_in_a_users_guard_file_names_its_table_and_file(tmp_path, monkeypatch):

@@ -14,7 +14,8 @@ from otel_safety.analysis import linear, pattern_cache
 from otel_safety.analysis.calls.grants import PhraseSet
 from otel_safety.analysis.calls.tool_names import name_pattern
 from otel_safety.analysis.pattern_set import PatternSet
-from otel_safety.analysis.patterns.datafiles import current_data_dir, load_compiled
+from otel_safety.analysis.patterns.data_patterns import check_user_fragments, compile_pattern
+from otel_safety.analysis.patterns.datafiles import UserText, current_data_dir, load_compiled
 
 Pattern = regex.Pattern
 
@@ -157,6 +158,20 @@ def _named(
         raise ValueError(f"{where}: bad pattern {source!r}: {exc}") from None
 
 
+def _command(source: str, where: str) -> Any:
+    """A command pattern; a user's checked to run in linear time, or refused naming it."""
+    if isinstance(source, UserText):
+        return compile_pattern(source, where, regex.IGNORECASE)
+    return _named(source, where, regex.IGNORECASE, linear.compile)
+
+
+def _name(entry: str, where: str) -> Any:
+    """A tool name word as a name pattern; a user's entry checked as a pattern of its own."""
+    check_user_fragments([entry], where)
+    user = isinstance(entry, UserText)  # a user's word runs on RE2 when it can, as a rule's
+    return _named(name_pattern(entry), where, compile=linear.compile if user else None)
+
+
 # The ids of the checks the guard's code makes itself (not rules from data files).
 CODE_RULE_IDS = frozenset(
     {
@@ -193,12 +208,17 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         if not isinstance(level, int) or not 0 <= level <= 4:
             raise ValueError(f"[trust] {category} must be an integer 0-4, got {level!r}")
     tools = {
-        category: tuple(_named(name_pattern(entry), f"[tools] {category}") for entry in entries)
+        category: tuple(_name(entry, f"[tools] {category}") for entry in entries)
         for category, entries in data["tools"].items()
     }
     unknown = sorted(set(tools) - set(trust))
     if unknown:
         raise ValueError(f"[tools] categories without a [trust] level: {', '.join(unknown)}")
+    if not isinstance(data["rules"], Mapping):  # `[[rules]]`, as other detectors' files write
+        raise ValueError(
+            "the guard's rules are [[rules.list]] tables, not [[rules]]: write each rule "
+            "under [[rules.list]]"
+        )
     rules = tuple(_rule(spec) for spec in data["rules"]["list"])
     ids = [rule.id for rule in rules]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
@@ -220,21 +240,16 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         tools=tools,
         arguments={key: frozenset(values) for key, values in data["arguments"].items()},
         commands={
-            category: tuple(
-                _named(p, f"[commands] {category}", regex.IGNORECASE, linear.compile)
-                for p in patterns
-            )
+            category: tuple(_command(p, f"[commands] {category}") for p in patterns)
             for category, patterns in data["commands"].items()
         },
         rules=rules,
         trusted_domains=tuple(d.lower().lstrip("*.") for d in data["network"]["trusted_domains"]),
         database_products=tuple(
-            _named(name_pattern(e), "[database_tools] products")
-            for e in data["database_tools"]["products"]
+            _name(e, "[database_tools] products") for e in data["database_tools"]["products"]
         ),
         database_writes=tuple(
-            _named(name_pattern(e), "[database_tools] writes")
-            for e in data["database_tools"]["writes"]
+            _name(e, "[database_tools] writes") for e in data["database_tools"]["writes"]
         ),
         kind_rules={kind: family for kind in RULE_KINDS if (family := _kind_rules(rules, kind))},
         limits=limits_from(data.get("limits", {}), "[limits]"),
@@ -295,6 +310,10 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
     risk = spec["risk"]
     if not isinstance(risk, int) or isinstance(risk, bool) or not 0 <= risk <= 100:
         raise ValueError(f"{where}: risk must be a whole number 0-100, got {risk!r}")
+    for bound in ("limit", "recipients"):
+        value = spec.get(bound)
+        if value is not None and (type(value) is not int or value < 0):
+            raise ValueError(f"{where}: {bound} must be a whole number >= 0, got {value!r}")
     mode = spec.get("mode", "any")
     if mode not in PATH_MODES:
         raise ValueError(f"{where}: mode must be one of {', '.join(PATH_MODES)}")
@@ -305,6 +324,8 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         _check_list(spec, field_name, where)
     patterns: dict[str, Pattern | None] = {}
     for kind in RULE_KINDS:
+        flags = 0 if spec.get("case") or kind in ("tool", "flag", "key") else regex.IGNORECASE
+        check_user_fragments(spec.get(kind, []), f"{where} {kind}", flags)
         entries = (
             [name_pattern(e) for e in spec.get(kind, [])]
             if kind in ("tool", "flag", "key")

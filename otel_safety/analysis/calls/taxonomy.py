@@ -18,7 +18,11 @@ import regex
 from otel_safety.analysis.calls.grants import PhraseSet, grant_pattern
 from otel_safety.analysis.calls.tool_names import name_pattern, normalize_name
 from otel_safety.analysis.patterns.data_checks import check_keys, check_weight, is_weight
-from otel_safety.analysis.patterns.data_patterns import alternation, compile_patterns
+from otel_safety.analysis.patterns.data_patterns import (
+    alternation,
+    check_user_fragments,
+    compile_patterns,
+)
 from otel_safety.analysis.patterns.datafiles import (
     DATA_VERSION,
     current_data_dir,
@@ -328,6 +332,7 @@ def _any_regex(entries: list[str], flags: int, where: str) -> tuple[Pattern, ...
 
 def _names(entries: list[str], where: str) -> tuple[Pattern, ...]:
     """Name patterns cover whole `_`-separated words of a normalised name."""
+    check_user_fragments(entries, f"scope taxonomy {where}")
     return _regexes([name_pattern(entry) for entry in entries], 0, where)
 
 

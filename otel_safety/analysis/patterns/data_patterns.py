@@ -20,6 +20,7 @@ __all__ = [
     "NEVER",
     "alternation",
     "any_of",
+    "check_user_fragments",
     "checked_alternation",
     "compile_pattern",
     "compile_patterns",
@@ -88,6 +89,15 @@ def compile_patterns(
 ) -> tuple[linear.LinearPattern | regex.Pattern, ...]:
     """Each of `sources` compiled on its own, so that an error names the bad one."""
     return tuple(compile_pattern(source, where, flags) for source in sources)
+
+
+def check_user_fragments(entries: Iterable[str], where: str, flags: int = 0) -> None:
+    """Check each entry a user's file gave (`UserText`) as `compile_pattern` checks a whole
+    pattern, before it is wrapped into a larger one (a name's word boundaries, a case scope,
+    an alternation), where it is no longer known as the user's and would go unchecked."""
+    for entry in entries:
+        if isinstance(entry, UserText):
+            compile_pattern(entry, where, flags)
 
 
 def alternation(entries: Iterable[str]) -> str:
