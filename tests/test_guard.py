@@ -493,7 +493,7 @@ def test_user_data_adds_a_tool_category_and_a_rule(tmp_path: Path, monkeypatch) 
 @pytest.mark.parametrize(
     ("rule", "message"),
     [
-        ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['(']", "text: bad pattern '('"),
+        ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntext = ['(']", r"text: bad pattern '\("),
         ("id = 'x'\nthreat = 't'\nrisk = 500\nreason = 'r'\ntext = ['a']", "risk must be a whole"),
         ("id = 'x'\nthreat = 't'\nrisk = 80.9\nreason = 'r'\ntext = ['a']", "risk must be a whole"),
         ("id = 'x'\nthreat = 't'\nrisk = 50\nreason = 'r'\ntexts = ['a']", "unknown field"),
