@@ -1452,8 +1452,19 @@ _RULE = 'version = 1\n[[rules.list]]\nid = "acme.x"\nthreat = "t"\nrisk = 80\nre
         (_RULE + 'categories = ["payment"]\nlimit = "500"\n', "limit must be a whole number"),
         # `[[rules]]`, as other detectors' files write, was a bare TypeError.
         (_RULE.replace("rules.list", "rules") + 'tool = ["x"]\n', "are [[rules.list]] tables"),
+        # A misspelt category made its rule never fire, unsaid.
+        (_RULE + 'categories = ["paymnt"]\nlimit = 5\n', "unknown category paymnt"),
+        ("version = 1\n[trust]\nside_effects = ['deploymnt']\n", "unknown category deploymnt"),
     ],
-    ids=["slow-rule", "slow-command", "slow-tool-name", "limit-a-string", "rules-not-list"],
+    ids=[
+        "slow-rule",
+        "slow-command",
+        "slow-tool-name",
+        "limit-a-string",
+        "rules-not-list",
+        "category-misspelt",
+        "side-effect-misspelt",
+    ],
 )
 def test_a_users_guard_file_is_refused_at_load_for_what_would_stall_or_crash_a_check(
     tmp_path, monkeypatch, text, says

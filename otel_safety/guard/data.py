@@ -220,6 +220,7 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
             "under [[rules.list]]"
         )
     rules = tuple(_rule(spec) for spec in data["rules"]["list"])
+    _known_categories(rules, side_effects, trust)
     ids = [rule.id for rule in rules]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
@@ -357,6 +358,23 @@ def _rule(spec: Mapping[str, Any]) -> Rule:
         asked_by=_phrases(spec.get("asked_by"), where),
         asked_target=_asked_target(spec, where),
     )
+
+
+def _known_categories(
+    rules: tuple[Rule, ...], side_effects: frozenset[str], trust: Mapping[str, int]
+) -> None:
+    """A category named by a rule or as a side effect must be one the guard knows (has a
+    [trust] level): a misspelt one ("paymnt") made its rule never fire, unsaid."""
+    for where, named in [
+        *((f"rule {rule.id!r}: categories", rule.categories or ()) for rule in rules),
+        ("[trust] side_effects", side_effects),
+    ]:
+        unknown = sorted(set(named) - set(trust))
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown categor{'y' if len(unknown) == 1 else 'ies'} "
+                f"{', '.join(unknown)}; the categories are those of [trust]"
+            )
 
 
 def _check_list(spec: Mapping[str, Any], name: str, where: str) -> None:
