@@ -476,7 +476,11 @@ class ProcessPipeline:
                 # an app judges on without that detector, in a new child: not in its own
                 # process, whose GIL the child is there to spare.
                 self._build_error = str(ready)
-                logger.error("otel-safety: %s; the other detectors judge on", ready)
+                logger.error(
+                    "otel-safety: %s; in an app the other detectors judge on without it, a "
+                    "command (serve, ingest) stops",
+                    ready,
+                )
                 self._stop_child()
                 return self._ensure_child()
             self._give_up(f"the detection process could not build its detectors: {ready}")

@@ -221,7 +221,10 @@ def test_broken_detector_data_never_reaches_the_app(tmp_path, monkeypatch, caplo
     assert fired == [("scope_escalation",)]
     assert "over_refusal" not in judged and "injection" in judged
     # Said in the app's log; the worker process names each detector it left out on stderr.
-    assert "refusal.explicit" in caplog.text and "the other detectors judge on" in caplog.text
+    assert (
+        "refusal.explicit" in caplog.text
+        and "the other detectors judge on without it" in caplog.text
+    )
 
 
 def test_a_misspelt_data_folder_is_refused_by_configure(tmp_path, monkeypatch):

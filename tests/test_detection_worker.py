@@ -352,6 +352,6 @@ def test_a_detector_whose_data_does_not_compile_is_left_out_and_the_child_judges
         assert ("rm -rf /", "tool_guard") in flagged(exporter)
         assert "injection" not in {key for key, _ in pipeline.in_force()}
         assert "broken" in pipeline.build_error()  # what a command stops on
-        assert any("the other detectors judge on" in r.message for r in caplog.records)
+        assert any("the other detectors judge on without it" in r.message for r in caplog.records)
     finally:
         provider.shutdown()
