@@ -484,7 +484,7 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
     assert named in bad.stderr and "'loud'" in bad.stderr
     assert "behavior_drift         ok   threshold 0.3    mode learning" in bad.stdout
     assert "sandbaging.toml: no detector reads it" in bad.stderr
-    assert f"data folder: {data}" in bad.stdout and "2 problem(s)" in bad.stdout
+    assert f"data folder: {data} (sandbagging.toml)" in bad.stdout and "2 problem(s)" in bad.stdout
 
 
 def test_detectors_check_names_the_calibration_file_and_what_it_calibrated(tmp_path):

@@ -94,7 +94,16 @@ def test_serve_says_how_it_reaches_the_next_hop_and_where_its_own_metrics_go(tmp
     """A bare host:port is TLS to the gRPC exporter, and a general OTLP endpoint receives
     serve's own metrics: both were silent, so a plaintext hop failed its handshakes and a
     wrong endpoint logged 404s with nothing on the banner to say why."""
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "guard.toml").write_text("version = 1\n")
+    principals = tmp_path / "principals.json"
+    principals.write_text('{"version": 1, "principals": []}')
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_SAFETY_DATA_DIR": str(data),  # and the user's data and principals, now said
+        "OTEL_SAFETY_PRINCIPALS": str(principals),
+    }
     db = str(tmp_path / "agents.duckdb")
     forward = ("--forward", "127.0.0.1:9", "--drain-seconds", "1")
     with ServeProcess("--db", db, *forward, env=env) as serve:
@@ -104,6 +113,8 @@ def test_serve_says_how_it_reaches_the_next_hop_and_where_its_own_metrics_go(tmp
         banner
     )
     assert "own metrics also exported over OTLP to http://127.0.0.1:9" in banner
+    assert f"data folder: {data} (guard.toml)" in banner
+    assert f"principals file: {principals}" in banner
 
 
 def test_app_to_rotel_collector_to_serve(tmp_path):

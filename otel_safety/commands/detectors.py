@@ -7,7 +7,11 @@ import argparse
 import sys
 
 from otel_safety import detectors as detector_registry
-from otel_safety.analysis.patterns.datafiles import current_data_dir, stray_data_files
+from otel_safety.analysis.patterns.datafiles import (
+    current_data_dir,
+    data_folder_line,
+    stray_data_files,
+)
 from otel_safety.behavior import BehaviorMonitor
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
@@ -81,8 +85,10 @@ def _check_detectors() -> int:
     )
     folder = current_data_dir()  # the settings' folder, handed down by build_engine
     if folder:
-        print(f"data folder: {folder}")
+        print(data_folder_line(folder))
         failed.extend(stray_data_files(folder))
+    if settings.principals:
+        print(f"principals file: {settings.principals}")
     calibrated = engine.pipeline.calibrated
     if settings.calibration:
         print(f"calibration file: {settings.calibration}")

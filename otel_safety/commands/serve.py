@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from otel_safety.analysis.patterns.datafiles import data_folder_line
 from otel_safety.calibration.file import in_use
 from otel_safety.commands.dashboard import add_listen_options, dashboard_options, read_token
 from otel_safety.commands.options import add_db, add_detectors, add_workers, detector_keys
@@ -401,6 +402,10 @@ def _announce(
             f"own metrics also exported over OTLP to {metrics_endpoint} "
             "(OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT)"
         )
+    if settings.data_dir:
+        lines.append(data_folder_line(settings.data_dir))
+    if settings.principals:
+        lines.append(f"principals file: {Path(settings.principals).resolve()}")
     if settings.policy:
         lines.append(f"escalation policy: Cedar {Path(settings.policy).resolve()}")
     if settings.calibration:

@@ -215,14 +215,27 @@ def _check_version(data: Mapping[str, Any], where: str) -> None:
         raise ValueError(f"{where}: data version {version!r} is not supported (use {DATA_VERSION})")
 
 
-def stray_data_files(data_dir: str) -> list[str]:
-    """Files in a user's data folder that no detector reads (a misspelt name would otherwise
-    be ignored in silence), each as a problem to report."""
-    packaged = {
+def data_folder_line(data_dir: str) -> str:
+    """The data folder and the files in it the detectors read: what a user's customisation
+    amounts to, said where a command starts."""
+    packaged = _packaged_names()
+    folder = Path(data_dir)
+    read = sorted(p.name for p in folder.glob("*.toml") if p.name in packaged)
+    return f"data folder: {data_dir} ({', '.join(read) if read else 'no data file read'})"
+
+
+def _packaged_names() -> set[str]:
+    return {
         entry.name
         for entry in (resources.files("otel_safety.detectors") / "data").iterdir()
         if entry.name.endswith(".toml")
     }
+
+
+def stray_data_files(data_dir: str) -> list[str]:
+    """Files in a user's data folder that no detector reads (a misspelt name would otherwise
+    be ignored in silence), each as a problem to report."""
+    packaged = _packaged_names()
     folder = Path(data_dir)
     if not folder.is_dir():
         return [f"{DATA_DIR_ENV}={data_dir} is not a directory"]
