@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -1928,3 +1929,23 @@ def test_an_offence_listed_both_for_review_and_for_warning_is_refused(tmp_path, 
     monkeypatch.setenv("OTEL_SAFETY_DATA_DIR", str(tmp_path))
     with pytest.raises(ValueError, match="both name injected_read: each offence takes one"):
         judge("What is in my inbox?", call("get_unread_emails", INBOX))
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ('grants = "ship it"', "categories.deploy.grants: expected a list of non-empty strings"),
+        ("tools = ['(a|aa)+\\1?c']", "categories.deploy.tools: pattern"),
+    ],
+    ids=["grants-a-string", "slow-tool-name"],
+)
+def test_a_users_taxonomy_category_is_refused_for_a_string_list_or_a_slow_name(
+    tmp_path, line, says
+):
+    """A bare string was read one character at a time ("ship it" as eight grants); a tool
+    name pattern RE2 cannot run was not checked as the category's commands are."""
+    (tmp_path / "scope_taxonomy.toml").write_text(
+        f"version = 1\n[categories.deploy]\nweight = 0.8\n{line}\n"
+    )
+    with pytest.raises(ValueError, match=re.escape(says)):
+        load_taxonomy(data_dir=str(tmp_path))

@@ -17,7 +17,12 @@ import regex
 
 from otel_safety.analysis.calls.grants import PhraseSet, grant_pattern
 from otel_safety.analysis.calls.tool_names import name_pattern, normalize_name
-from otel_safety.analysis.patterns.data_checks import check_keys, check_weight, is_weight
+from otel_safety.analysis.patterns.data_checks import (
+    check_keys,
+    check_weight,
+    is_weight,
+    string_list,
+)
 from otel_safety.analysis.patterns.data_patterns import (
     alternation,
     check_user_fragments,
@@ -294,6 +299,9 @@ def _compile_provenance(spec: Mapping[str, Any]) -> ProvenanceRules:
 def _compile_category(name: str, spec: Mapping[str, Any]) -> Category:
     where = f"categories.{name}"
     check_keys(spec, _CATEGORY_KEYS, f"scope taxonomy {where}")
+    for listed in ("tools", "commands", "pipes", "sql", "paths", "http_methods", "roles", "grants"):
+        # a bare string would be read one character at a time: "ship it" as eight grants
+        string_list(spec.get(listed, []), f"scope taxonomy {where}.{listed}")
     weight = check_weight(spec.get("weight"), f"scope taxonomy {where}")
     severity = spec.get("severity")
     if severity is not None and severity not in _SEVERITIES:
