@@ -473,6 +473,8 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
     data.mkdir()
     (data / "sandbagging.toml").write_text('version = 1\n[monitor]\nmode = "loud"\n')
     (data / "sandbaging.toml").write_text("version = 1\n")  # misspelt: nothing reads it
+    # a ladder for a misspelt detector left tool_guard on its own, unsaid
+    (data / "severity.toml").write_text('version = 1\n[ladders]\ntool_gaurd = [[0.5, "high"]]\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["OTEL_SAFETY_DATA_DIR"] = str(data)
     env["OTEL_SAFETY_MONITOR_MODES"] = "behavior_drift=learning"
@@ -484,7 +486,9 @@ def test_detectors_check_loads_the_data_in_force_and_names_what_fails(tmp_path):
     assert named in bad.stderr and "'loud'" in bad.stderr
     assert "behavior_drift         ok   threshold 0.3    mode learning" in bad.stdout
     assert "sandbaging.toml: no detector reads it" in bad.stderr
-    assert f"data folder: {data} (sandbagging.toml)" in bad.stdout and "2 problem(s)" in bad.stdout
+    assert "severity.toml [ladders] tool_gaurd: no such detector" in bad.stderr
+    assert f"data folder: {data} (sandbagging.toml, severity.toml)" in bad.stdout
+    assert "3 problem(s)" in bad.stdout
 
 
 def test_detectors_check_names_the_calibration_file_and_what_it_calibrated(tmp_path):

@@ -13,6 +13,7 @@ from otel_safety.analysis.patterns.datafiles import (
     stray_data_files,
 )
 from otel_safety.behavior import BehaviorMonitor
+from otel_safety.behavior.modes import MonitorMode
 from otel_safety.bootstrap import build_engine
 from otel_safety.config import Settings
 from otel_safety.detectors.severity import Ladder, current_ladders
@@ -73,6 +74,29 @@ def cmd_detectors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stray_ladders() -> list[str]:
+    """Ladders in severity.toml for no detector or mode: a misspelt key ("tool_gaurd") left
+    the detector on its packaged ladder, unsaid. Checked once every detector, a plug-in's
+    too, is registered."""
+    try:
+        ladders = current_ladders()
+    except ValueError:
+        return []  # a broken file is reported by the detectors that read it
+    known = set(detector_registry.known())
+    modes = {mode.value for mode in MonitorMode}
+    return [
+        *(
+            f"severity.toml [ladders] {key}: no such detector (see `otel-safety detectors`)"
+            for key in sorted(set(ladders.detectors) - known)
+        ),
+        *(
+            f"severity.toml [monitor_ladders] {key}: no such monitor mode "
+            f"({', '.join(sorted(modes))})"
+            for key in sorted(set(ladders.monitor_modes) - modes)
+        ),
+    ]
+
+
 def _check_detectors() -> int:
     """Every detector built from the settings in force, one line each; failures named."""
     settings = Settings.resolve()
@@ -87,6 +111,7 @@ def _check_detectors() -> int:
     if folder:
         print(data_folder_line(folder))
         failed.extend(stray_data_files(folder))
+        failed.extend(_stray_ladders())
     if settings.principals:
         print(f"principals file: {settings.principals}")
     calibrated = engine.pipeline.calibrated
