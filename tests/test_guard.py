@@ -1127,6 +1127,20 @@ def test_guard_check_says_how_to_read_the_file_principals_add_wrote_here(
     ) in capsys.readouterr().out
 
 
+def test_principals_add_says_when_an_allowed_category_needs_more_trust(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """`--allow payment` for a trust-2 principal read as allowed, and the guard blocked every
+    payment (`trust.insufficient`, payment needs 3) with nothing said at the edit."""
+    from otel_safety.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["principals", "add", "bob", "--uid", "slack:UB", "--allow", "payment"]) == 0
+    assert "bob has trust 2, too little for payment (needs 3)" in capsys.readouterr().err
+    assert main(["principals", "set", "bob", "--trust", "3"]) == 0
+    assert "too little" not in capsys.readouterr().err
+
+
 def test_principals_edits_reach_the_file_the_guard_reads(tmp_path: Path, monkeypatch) -> None:
     """`principals add` wrote ./principals.json whatever OTEL_SAFETY_PRINCIPALS said, replaced
     a symlinked file (a mounted ConfigMap) with a copy, and left a 0600 file behind."""

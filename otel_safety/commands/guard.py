@@ -318,8 +318,29 @@ def _edit(args: argparse.Namespace) -> int:
     directory.add(principal, replace=True)
     directory.save(args.principals)
     print(f"{'changed' if current else 'added'} {args.id} in {args.principals}")
+    _say_if_beyond_trust(principal)
     _say_if_unread(args.principals)
     return 0
+
+
+def _say_if_beyond_trust(principal: Principal) -> None:
+    """An allowed category needing more trust than the principal has is still refused
+    (`trust.insufficient`): say so now, not at the first blocked call."""
+    from otel_safety.guard.data import current_guard_data
+
+    needs = current_guard_data().trust
+    beyond = [
+        f"{category} (needs {needs[category]})"
+        for category in principal.allowed_categories or ()
+        if needs.get(category, 0) > principal.trust
+    ]
+    if beyond:
+        print(
+            f"note: {principal.id} has trust {principal.trust}, too little for "
+            f"{', '.join(beyond)}: the guard still blocks those calls; raise --trust to "
+            "allow them",
+            file=sys.stderr,
+        )
 
 
 def _unused_default_file() -> str:
