@@ -609,7 +609,7 @@ def test_a_full_disk_keeps_the_traces_to_retry_instead_of_refusing_them(tmp_path
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "0", "True", "0"], done.stderr
-    assert "keeping 20 traces to retry" in done.stderr
+    assert "keeping 20 trace(s) to retry" in done.stderr
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM traces").fetchone() == (21,)
 
