@@ -354,9 +354,7 @@ class SafetyEngine:
     def _stop_worker(self, deadline: float) -> None:
         """Have the worker judge and write what is held, then stop; a wait longer than a
         moment says what it waits for, or a quiet exit reads as a hung app."""
-        request = _Control(stop=True, done=threading.Event(), deadline=deadline)
-        self._queue.append(request)  # past the bound: a request is not a span to drop
-        self._wake.set()
+        request = self._request(stop=True, deadline=deadline)
         if not request.done.wait(min(_QUIET_WAIT, max(0.0, deadline - time.monotonic()))):
             waiting = self.buffer.span_count + len(self._queue) - 1
             if waiting > 0 and time.monotonic() < deadline:
@@ -395,12 +393,16 @@ class SafetyEngine:
             )
 
     def _control(self, stop: bool, timeout_millis: int) -> bool:
-        request = _Control(
-            stop=stop, done=threading.Event(), deadline=time.monotonic() + timeout_millis / 1000
+        return self._request(stop, time.monotonic() + timeout_millis / 1000).done.wait(
+            timeout_millis / 1000
         )
+
+    def _request(self, stop: bool, deadline: float) -> _Control:
+        """Ask the worker to judge and write what is held (and stop, with `stop`)."""
+        request = _Control(stop=stop, done=threading.Event(), deadline=deadline)
         self._queue.append(request)  # past the bound: a request is not a span to drop
         self._wake.set()
-        return request.done.wait(timeout_millis / 1000)
+        return request
 
     # -- worker ---------------------------------------------------------------------------
     def _run(self) -> None:
