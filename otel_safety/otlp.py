@@ -54,7 +54,6 @@ from opentelemetry.trace.status import Status, StatusCode
 from pydantic_core import from_json  # pydantic's own parser: pydantic is a dependency
 
 from otel_safety.json_depth import MAX_DEPTH, cut_deep_values
-from otel_safety.otlp_repair import repair_attributes
 
 __all__ = [
     "Batch",
@@ -499,7 +498,9 @@ def _decode_json(
         blocks, spans = _json_request(document, found)
     except _Unusual:
         found.clear()  # the protobuf path reports afresh, from the start
-        if repair:
+        if repair:  # only here, on the rare path: well-formed files never import it
+            from otel_safety.otlp_repair import repair_attributes
+
             document = _sanitized(document)  # a copy to repair: the caller's stays as it was
             repair_attributes(document, found)
         request = request_from_json(document)
@@ -580,7 +581,7 @@ _ONE_SPAN_PATH = re.compile(r"^resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.
 
 # protobuf's place of the error in the one-span request it was given (always spans[0]): the
 # caller names the span's place in the file instead.
-_ONE_SPAN_PLACE = re.compile(r" at ExportTraceServiceRequest\.\S*")
+_ONE_SPAN_PLACE = re.compile(r" at (?:ExportTraceServiceRequest|KeyValue)\.\S*")
 MAX_REASON = 300  # characters of a decoder's message: some quote the whole bad value
 
 

@@ -11,12 +11,13 @@ documents the direct reader found unusual come here, so well-formed files pay no
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+
+from otel_safety.otlp import field_path
 
 __all__ = ["repair_attributes"]
 
@@ -27,8 +28,6 @@ _BARE_KINDS: tuple[tuple[type, str], ...] = (
     (int, "intValue"),
     (float, "doubleValue"),
 )
-_MAX_REASON = 200
-_PARSE_STEP = re.compile(r"Failed to parse (\w+) field: ")
 
 
 def repair_attributes(document: dict[str, Any], problems: list[str]) -> bool:
@@ -77,9 +76,7 @@ def _reason(pair: dict[str, Any]) -> str:
     try:
         json_format.ParseDict(pair, KeyValue(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-        reason = _PARSE_STEP.sub(r"\1: ", str(exc)).split(" at KeyValue.")[0].rstrip(".")
-        reason = reason.removeprefix("value: ") or type(exc).__name__
-        return reason if len(reason) <= _MAX_REASON else f"{reason[:_MAX_REASON]}..."
+        return field_path(str(exc) or type(exc).__name__).removeprefix("value.")
     return ""
 
 
