@@ -7,8 +7,10 @@
 --   labels      real or synthetic: only that kind of label (default: both, apart)
 -- A detector fires when its score reaches the threshold and is above 0, so the thresholds
 -- are the positive scores observed. Columns: fires = traces that would fire; best marks the
--- highest F1 (ties: higher precision, then higher threshold), the choice `otel-safety
--- calibrate` makes on all the rows; store_threshold is the threshold the findings carry.
+-- highest F1 (ties: higher precision, then higher threshold), the point `otel-safety
+-- calibrate` chooses on all the rows (it places its threshold in the gap below that point,
+-- at the default where that fires on the same traces); store_threshold is the threshold the
+-- findings carry.
 -- In-sample figures: for honest ones use `otel-safety calibrate` (cross-validated).
 WITH params AS (
     SELECT CASE

@@ -15,6 +15,7 @@ from otel_safety.calibration.sweep import (
     best_threshold,
     cross_validate,
     fires,
+    placed_threshold,
     stratified_folds,
     sweep,
     usable_folds,
@@ -71,6 +72,35 @@ def test_best_threshold_ties_on_f1_go_to_the_higher_precision():
     assert best_threshold(rows) == 0.9
 
 
+def test_a_threshold_the_labels_cannot_place_stays_clear_of_the_positives():
+    # Negatives all at 0, positives from 0.8: every threshold in (0, 0.8] fires alike. The
+    # best point is the lowest positive; proposed there, a positive at 0.7 elsewhere would
+    # be missed. The default stays where it lies in the gap, else the gap's middle is taken.
+    rows = _rows([(0.0, False)] * 20 + [(0.8, True), (0.9, True), (1.0, True)] * 4)
+    assert best_threshold(rows) == 0.8
+    assert placed_threshold(rows, default=0.1) == 0.1
+    assert placed_threshold(rows, default=0.95) == 0.4
+    assert placed_threshold(rows) == 0.4
+    # Below the best point lies a negative at 0.6: the gap is (0.6, 0.9].
+    gapped = _rows([(0.6, False), (0.9, True), (1.0, True)])
+    assert placed_threshold(gapped, default=0.5) == 0.75
+    for labelled, default in ((gapped, 0.5), (rows, 0.1)):  # the same traces fire
+        placed, best = placed_threshold(labelled, default), best_threshold(labelled)
+        assert [fires(r.score, placed) for r in labelled] == [
+            fires(r.score, best) for r in labelled
+        ]
+    assert placed_threshold(_rows([(0.7, False), (0.0, True)])) is None
+
+
+def test_cross_validation_places_each_folds_threshold_below_its_best_point():
+    # Perfectly separable; the positives' lowest scores differ by fold, so a threshold at
+    # the training folds' lowest positive misses the held-out fold's lower one.
+    rows = _rows([(0.0, False)] * 10 + [(round(0.5 + 0.05 * i, 2), True) for i in range(10)])
+    cv = cross_validate(rows, 5, seed=0, default=0.1)
+    assert cv is not None and cv.counts.recall == 1.0
+    assert set(cv.thresholds) == {0.1}
+
+
 def test_no_threshold_when_nothing_could_fire_or_no_positive_is_found():
     assert best_threshold(_rows([(0.0, True), (0.0, False)])) is None
     assert best_threshold(_rows([(0.7, False), (0.0, True)])) is None
@@ -100,7 +130,7 @@ def test_cross_validation_scores_each_row_once_on_a_fold_it_was_not_fitted_on():
     folds = stratified_folds(rows, 5, seed=0)
     for fold, threshold in enumerate(cv.thresholds):
         train = [r for r, f in zip(rows, folds, strict=True) if f != fold]
-        assert threshold == best_threshold(train)
+        assert threshold == placed_threshold(train)
         for row, f, (_, predicted) in zip(rows, folds, cv.pairs, strict=True):
             if f == fold:
                 assert predicted == fires(row.score, threshold)

@@ -22,7 +22,7 @@ from otel_safety import detectors as detector_registry
 from otel_safety.calibration.data import Labelled, load_labelled, provenance
 from otel_safety.calibration.file import FORMAT, FORMAT_VERSION
 from otel_safety.calibration.gate import Gate
-from otel_safety.calibration.sweep import CrossValidation, best_threshold, cross_validate, fires
+from otel_safety.calibration.sweep import CrossValidation, cross_validate, fires, placed_threshold
 from otel_safety.evaluation.metrics import Counts, Interval, bootstrap, count
 from otel_safety.exporters.duckdb import open_store
 from otel_safety.queries import align
@@ -153,7 +153,8 @@ class Calibration:
             "otel_safety_version": __version__,
             "method": {
                 "threshold": "highest F1 over the observed scores (ties: higher precision, "
-                "then higher threshold)",
+                "then higher threshold), placed below that score: at the default where it "
+                "fires on the same traces, else halfway to the next lower score",
                 "cross_validation": f"{self.folds}-fold, stratified by label and label "
                 "source; fewer folds where a class has fewer labelled traces (each "
                 "detector's `folds`)",
@@ -246,8 +247,11 @@ def calibrate(
     results = []
     for key in wanted:
         rows = data.rows[key]
-        real = _figures([r for r in rows if not r.synthetic], folds, resamples, seed)
-        synthetic = _figures([r for r in rows if r.synthetic], folds, resamples, seed)
+        # A detector of the app's own, not registered here, was judged at the threshold its
+        # findings carry: that is the default its calibration is measured against.
+        default = known[key].default_threshold if key in known else stored.get(key)
+        real = _figures([r for r in rows if not r.synthetic], folds, resamples, seed, default)
+        synthetic = _figures([r for r in rows if r.synthetic], folds, resamples, seed, default)
         reasons = _verdict(gate, real)
         chosen = real or synthetic
         if chosen is not None and chosen.threshold is None:
@@ -260,9 +264,6 @@ def calibrate(
             )
         if key in known and (trained := _trained_on(known[key], rows)):
             reasons.append(trained)
-        # A detector of the app's own, not registered here, was judged at the threshold its
-        # findings carry: that is the default its calibration is measured against.
-        default = known[key].default_threshold if key in known else stored.get(key)
         results.append(DetectorCalibration(key, default, stored.get(key), real, synthetic, reasons))
     return Calibration(results, gate, seed, folds, resamples, origin)
 
@@ -300,12 +301,14 @@ def _learning_mode_traces(con: Any) -> dict[str, set[str]]:
     return found
 
 
-def _figures(rows: list[Labelled], folds: int, resamples: int, seed: int) -> Figures | None:
+def _figures(
+    rows: list[Labelled], folds: int, resamples: int, seed: int, default: float | None
+) -> Figures | None:
     if not rows:
         return None
-    cv = cross_validate(rows, folds, seed)
+    cv = cross_validate(rows, folds, seed, default)
     intervals = bootstrap(cv.counts, resamples, seed) if cv else {}
-    return Figures(rows, best_threshold(rows), cv, intervals)
+    return Figures(rows, placed_threshold(rows, default), cv, intervals)
 
 
 def _verdict(gate: Gate, real: Figures | None) -> list[str]:

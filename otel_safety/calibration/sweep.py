@@ -61,6 +61,25 @@ def best_threshold(rows: Sequence[Labelled]) -> float | None:
     return None if best is None else best[2]
 
 
+def placed_threshold(rows: Sequence[Labelled], default: float | None = None) -> float | None:
+    """The threshold to propose: the best sweep point's, placed in the gap below it.
+
+    Every threshold above the next lower observed score and up to the best point's fires
+    on the same rows, so the labels cannot tell them apart. The best point itself is the
+    lowest positive score there, the one placement that misses any positive scoring a
+    little lower on other traces; the default, when it lies in the gap, stays (no label
+    asks to move it), else the gap's middle is taken.
+    """
+    best = best_threshold(rows)
+    if best is None:
+        return None
+    below = max((row.score for row in rows if 0.0 < row.score < best), default=0.0)
+    if default is not None and below < default <= best:
+        return default
+    middle = round((below + best) / 2, 4)
+    return middle if below < middle <= best else best
+
+
 def stratified_folds(rows: Sequence[Labelled], k: int, seed: int) -> list[int]:
     """A fold number per row: rows of each (label, source) stratum shuffled with the seed
     and dealt round-robin, so every fold keeps the class balance and the dataset mix."""
@@ -98,8 +117,11 @@ def usable_folds(rows: Sequence[Labelled], wanted: int) -> int:
     return min(wanted, smallest) if smallest >= 2 else 0
 
 
-def cross_validate(rows: Sequence[Labelled], k: int, seed: int) -> CrossValidation | None:
-    """Choose the threshold on k-1 folds, score the held-out fold; None if k < 2."""
+def cross_validate(
+    rows: Sequence[Labelled], k: int, seed: int, default: float | None = None
+) -> CrossValidation | None:
+    """Choose the threshold on k-1 folds (`placed_threshold`), score the held-out fold; None
+    if k < 2."""
     k = usable_folds(rows, k)
     if k < 2:
         return None
@@ -108,7 +130,7 @@ def cross_validate(rows: Sequence[Labelled], k: int, seed: int) -> CrossValidati
     thresholds, fold_f1 = [], []
     for fold in range(k):
         train = [row for row, f in zip(rows, folds, strict=True) if f != fold]
-        threshold = best_threshold(train)
+        threshold = placed_threshold(train, default)
         held = []
         for index, (row, f) in enumerate(zip(rows, folds, strict=True)):
             if f == fold:
