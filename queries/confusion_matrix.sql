@@ -8,8 +8,9 @@
 --   per         kind (default): real and synthetic labels apart (a source starting with
 --               'synthetic' is synthetic); source: one row per label source
 -- Labels on traces the store never judged are left out (labels_summary counts them).
--- Columns: tp/fp/fn/tn at the thresholds the findings were written with; always_fire_f1 is
--- the F1 of a detector that fires on every trace.
+-- Columns: tp/fp/fn/tn at the thresholds the findings were written with; precision, recall
+-- and F1 are NULL where undefined (nothing fired; no positive label; neither), not 0;
+-- always_fire_f1 is the F1 of a detector that fires on every trace.
 -- In `otel-safety eval`'s store the findings are the packaged judges' (in-sample for rows
 -- they were fitted on): eval's printed table is the out-of-sample figure.
 WITH params AS (
@@ -58,9 +59,9 @@ SELECT
     fp,
     fn,
     tn,
-    round(CASE WHEN tp + fp > 0 THEN tp / (tp + fp) ELSE 0 END, 4) AS precision,
-    round(CASE WHEN tp + fn > 0 THEN tp / (tp + fn) ELSE 0 END, 4) AS recall,
-    round(CASE WHEN tp > 0 THEN 2 * tp / (2 * tp + fp + fn) ELSE 0 END, 4) AS f1,
+    round(CASE WHEN tp + fp > 0 THEN tp / (tp + fp) END, 4) AS precision,
+    round(CASE WHEN tp + fn > 0 THEN tp / (tp + fn) END, 4) AS recall,
+    round(CASE WHEN tp + fp + fn > 0 THEN 2 * tp / (2 * tp + fp + fn) END, 4) AS f1,
     round(2 * (tp + fn) / (traces + tp + fn), 4) AS always_fire_f1
 FROM counts
 ORDER BY detector, labels;

@@ -136,6 +136,28 @@ def test_ingest_reports_the_bad_line_and_keeps_the_rest(tmp_path):
         ).fetchone() == (1,)
 
 
+def test_ingest_with_detectors_says_which_labelled_detectors_it_leaves_unjudged(tmp_path):
+    """Judged again by a subset, a trace keeps only that subset's findings: the labels of the
+    others would then read as misses, which ingest says before the work."""
+    trace_file = tmp_path / "traces.jsonl"
+    _write_run(trace_file)
+    db = tmp_path / "store.duckdb"
+    assert run_cli("ingest", str(trace_file), "--db", str(db), "--quiet").returncode == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        (trace_id,) = con.execute("SELECT trace_id FROM traces").fetchone()
+    for detector in ("injection", "scope_escalation"):
+        labelled = run_cli("label", trace_id, detector, "true", "--db", str(db))
+        assert labelled.returncode == 0, labelled.stderr
+    again = run_cli(
+        "ingest", str(trace_file), "--db", str(db), "--quiet", "--detectors", "scope_escalation"
+    )
+    assert again.returncode == 0, again.stderr
+    assert "holds labels for injection, which --detectors leaves out" in again.stderr
+    assert "scope_escalation" not in again.stderr.split("leaves out")[0]
+    calibrated = run_cli("calibrate", "--db", str(db), "--out", str(tmp_path / "c.json"))
+    assert "no finding in the store is by injection" in calibrated.stdout + calibrated.stderr
+
+
 def test_ingest_with_the_trace_file_given_as_the_store_stops_and_loses_nothing(tmp_path):
     trace_file = tmp_path / "traces.jsonl"
     _write_run(trace_file)

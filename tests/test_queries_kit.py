@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -305,10 +306,11 @@ def check_confusion_matrix(db, traces):
             key = (r["detector"], r["labels"])
             assert (r["tp"], r["fp"], r["fn"], r["tn"]) == expected[key], key
             tp, fp, fn = r["tp"], r["fp"], r["fn"]
-            precision = tp / (tp + fp) if tp + fp else 0
+            precision = tp / (tp + fp) if tp + fp else None  # undefined, not 0
             assert r["precision"] == pytest.approx(precision, abs=_FOUR_PLACES)
-            f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0
+            f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None
             assert r["f1"] == pytest.approx(f1, abs=_FOUR_PLACES)
+            assert r["recall"] == pytest.approx(tp / (tp + fn) if tp + fn else None, abs=1e-4)
     human = by(run(db, "confusion_matrix", per="source", detector="scope_escalation"), "labels")
     # r1 and r3 fired and are positives, r4 is a positive it missed, r2 a true negative.
     assert {k: human["human"][k] for k in ("tp", "fp", "fn", "tn")} == {
@@ -595,6 +597,32 @@ def test_bad_parameter_values_are_clear_errors(kit_store, name, params, message)
 
 
 @pytest.mark.process
+def test_ratios_the_labels_leave_undefined_are_null_not_zero(kit_store, tmp_path):
+    """Labelled negatives only, none fired on: no precision, recall or F1 can be said, and a
+    0 would read as a useless detector."""
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(kit_store[0], db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("DELETE FROM labels WHERE detector = 'tool_guard'")
+        quiet = [
+            trace_id
+            for (trace_id,) in con.execute(
+                "SELECT trace_id FROM traces WHERE trace_id NOT IN "
+                "(SELECT trace_id FROM findings WHERE detector = 'tool_guard' AND detected) "
+                "ORDER BY trace_id LIMIT 3"
+            ).fetchall()
+        ]
+    assert len(quiet) == 3
+    for trace_id in quiet:
+        labels.add_label(db, trace_id, "tool_guard", False)
+    (row,) = run(db, "confusion_matrix", detector="tool_guard")
+    assert (row["tp"], row["fp"], row["fn"], row["tn"]) == (0, 0, 0, 3)
+    assert (row["precision"], row["recall"], row["f1"]) == (None, None, None)
+    labels.add_label(db, quiet[0], "tool_guard", True)  # a positive missed: F1 is 0
+    (row,) = run(db, "confusion_matrix", detector="tool_guard")
+    assert (row["precision"], row["recall"], row["f1"]) == (None, 0.0, 0.0)
+
+
 def test_kit_queries_run_through_the_cli(kit_store):
     db, _ = kit_store
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}

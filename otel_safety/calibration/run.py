@@ -254,7 +254,13 @@ def calibrate(
         synthetic = _figures([r for r in rows if r.synthetic], folds, resamples, seed, default)
         reasons = _verdict(gate, real)
         chosen = real or synthetic
-        if chosen is not None and chosen.threshold is None:
+        if key not in stored:
+            reasons.append(
+                f"no finding in the store is by {key}: if it did not judge these traces (a "
+                "store ingested with --detectors naming others), every positive label reads "
+                "as a miss; judge them with it first"
+            )
+        elif chosen is not None and chosen.threshold is None:
             reasons.append("no threshold finds a labelled positive")
         if learned := sum(row.trace_id in learning.get(key, ()) for row in rows):
             reasons.append(

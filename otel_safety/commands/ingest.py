@@ -72,6 +72,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         )
     fresh = not Path(settings.db_path).exists()
     before = 0 if fresh else stored_spans(settings.db_path)
+    if args.detectors and not fresh:
+        _warn_of_labels_left_unjudged(settings.db_path, settings.detectors)
     summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)
     print(summary.describe(settings.db_path))
     after = stored_spans(settings.db_path) if summary.spans else None
@@ -91,6 +93,32 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if summary.quarantined:
         return 1  # a loss is never silent, nor a success
     return 0 if summary.spans else 1  # an empty file too: nothing was read
+
+
+def _warn_of_labels_left_unjudged(db_path: str, keys: list[str] | None) -> None:
+    """A trace judged again keeps only the findings of the detectors that judged it now: a
+    label of another detector on it then reads as a miss in `confusion_matrix` and
+    `calibrate`. Said before the work, naming those detectors."""
+    import duckdb
+
+    from otel_safety.exporters.duckdb import StoreError, open_store
+
+    try:
+        with open_store(db_path, wait=0) as con:
+            labelled = {
+                r[0] for r in con.execute("SELECT DISTINCT detector FROM labels").fetchall()
+            }
+    except (StoreError, duckdb.Error, OSError):
+        return
+    others = sorted(labelled - set(keys or labelled))
+    if others:
+        print(
+            f"{db_path} holds labels for {', '.join(others)}, which --detectors leaves out: "
+            "a trace in these files judged again keeps only the findings of the detectors "
+            "named, and those labels then count as misses in confusion_matrix and calibrate "
+            "(ingest into another store to keep them)",
+            file=sys.stderr,
+        )
 
 
 def stored_spans(db_path: str) -> int | None:
