@@ -31,8 +31,9 @@ test: $(VENV)/.test-installed system-packages lint bytecode
 	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest
 	$(MAKE) test-duckdb-latest
 
-# The store and the SQL kit once more on the newest DuckDB, the one a plain install gets:
-# the test extra pins the DuckDB the DuckLake extensions were built for (pip warns of that).
+# The store, the SQL kit and forked children once more on the newest DuckDB, the one a plain
+# install gets: the test extra pins the DuckDB the DuckLake extensions were built for (pip
+# warns of that).
 LATEST_VENV ?= .venv-duckdb-latest
 $(LATEST_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LATEST_VENV)
@@ -45,7 +46,7 @@ test-duckdb-latest: $(LATEST_VENV)/.installed
 	$(LATEST_VENV)/bin/python -c "import duckdb; print('DuckDB', duckdb.__version__)"
 	OTEL_SAFETY_EVAL_DATA=$(abspath $(DATA)) $(LATEST_VENV)/bin/python -m pytest -q \
 		-p no:cacheprovider tests/test_queries_kit.py tests/test_store.py \
-		tests/test_approvals_store.py tests/test_halts_store.py tests/test_cli.py
+		tests/test_approvals_store.py tests/test_halts_store.py tests/test_cli.py tests/test_fork.py
 
 # The fast loop: tests that start no process, browser or database (`-m unit`).
 test-unit: $(VENV)/.test-installed bytecode
