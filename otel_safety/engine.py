@@ -356,7 +356,7 @@ class SafetyEngine:
         moment says what it waits for, or a quiet exit reads as a hung app."""
         request = self._request(stop=True, deadline=deadline)
         if not request.done.wait(min(_QUIET_WAIT, max(0.0, deadline - time.monotonic()))):
-            waiting = self.buffer.span_count + len(self._queue) - 1
+            waiting = self.buffer.span_count + _spans_in(self._queue)
             if waiting > 0 and time.monotonic() < deadline:
                 logger.warning(
                     "otel-safety: judging and storing %d spans held at shutdown "
@@ -373,10 +373,7 @@ class SafetyEngine:
         queue was full, and spans still queued or buffered when shutdown ran out of time
         or was interrupted (serve's spool keeps those for its next start; an app's are
         gone)."""
-        # list() copies the deque in one step, while the worker may still be taking from it
-        queued = sum(
-            1 for item in list(self._queue) if is_parked(item) or isinstance(item, ReadableSpan)
-        )
+        queued = _spans_in(self._queue)
         running = self._worker is not None and self._worker.is_alive()
         unjudged = queued + (self.buffer.span_count if running else 0)
         self.stats["spans_unjudged_at_shutdown"] = unjudged
@@ -565,3 +562,9 @@ class SafetyEngine:
                 logger.exception("otel-safety sink %r failed to flush", sink)
                 ok = False
         return ok
+
+
+def _spans_in(queue: deque) -> int:
+    """The spans among the queued items (agent-start markers and control requests are not)."""
+    # list() copies the deque in one step, while the worker may still be taking from it
+    return sum(1 for item in list(queue) if is_parked(item) or isinstance(item, ReadableSpan))

@@ -596,7 +596,6 @@ def test_bad_parameter_values_are_clear_errors(kit_store, name, params, message)
         run(db, name, **params)
 
 
-@pytest.mark.process
 def test_ratios_the_labels_leave_undefined_are_null_not_zero(kit_store, tmp_path):
     """Labelled negatives only, none fired on: no precision, recall or F1 can be said, and a
     0 would read as a useless detector."""
@@ -623,6 +622,7 @@ def test_ratios_the_labels_leave_undefined_are_null_not_zero(kit_store, tmp_path
     assert (row["precision"], row["recall"], row["f1"]) == (None, 0.0, 0.0)
 
 
+@pytest.mark.process
 def test_kit_queries_run_through_the_cli(kit_store):
     db, _ = kit_store
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import tempfile
@@ -210,6 +211,23 @@ def test_traces_wait_while_no_temporary_file_can_be_written(tmp_path, span_facto
         assert con.execute("SELECT count(*) FROM spans").fetchone() == (2,)
 
 
+def test_a_flush_waiting_on_a_store_it_cannot_write_says_so_once(
+    tmp_path, span_factory, monkeypatch, caplog
+):
+    """At an app's exit a flush may wait its whole timeout on the store: silent, that reads
+    as a hung app."""
+    store = DuckDBStore(tmp_path / "s.duckdb", write_interval=0.0)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # where rows are staged
+    store.write([Pipeline(detectors=[]).evaluate(span_factory.agent_run())])
+    with caplog.at_level(logging.WARNING, logger="otel_safety.exporters.batching"):
+        assert not store.force_flush(timeout_millis=3_500)
+    said = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert len(said) == 1 and "to write 1 trace(s) (Ctrl-C gives them up)" in said[0]
+    monkeypatch.undo()
+    assert store.force_flush()
+    store.shutdown()
+
+
 def test_the_store_can_be_read_while_the_writer_is_alive(tmp_path, span_factory):
     path = tmp_path / "live.duckdb"
     store = DuckDBStore(path, write_interval=0.0)
@@ -241,6 +259,24 @@ def test_a_data_file_given_as_the_store_is_refused_and_left_as_it_was(tmp_path, 
     with pytest.raises(StoreError, match="not a DuckDB database"):
         open_store(data)
     assert data.read_bytes() == before
+
+
+def test_a_database_of_something_else_is_refused_and_left_as_it_was(tmp_path):
+    """Its own `spans` table, without our columns, refused every trace once our tables were
+    added beside it."""
+    other = tmp_path / "old.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE spans (x INTEGER)")
+        con.execute("INSERT INTO spans VALUES (1)")
+    with pytest.raises(StoreError, match="is a DuckDB database of something else"):
+        DuckDBStore(other)
+    with pytest.raises(StoreError, match=r"tables spans, but no otel-safety store"):
+        open_store(other)
+    with duckdb.connect(str(other), read_only=True) as con:
+        assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == [("spans",)]
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    DuckDBStore(empty).shutdown()  # an empty database becomes a store
 
 
 def test_a_folder_or_a_file_in_the_path_is_named_for_what_it_is(tmp_path):

@@ -18,6 +18,9 @@ from otel_safety.rate_limited import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 
+# Seconds a flush waits on a store it cannot write before it says what it waits for.
+_QUIET_WAIT = 2.0
+
 WARNING_EVERY = 10.0  # seconds between two warnings about the same unwritable store
 
 
@@ -77,15 +80,28 @@ class BatchingSink:
         self.write(())
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        deadline = time.monotonic() + timeout_millis / 1000
+        started = time.monotonic()
+        deadline = started + timeout_millis / 1000
+        said = False
         while True:
             with self._lock:
                 if self._write_pending():
                     self._flush_gave_up = False
                     return True
-            if time.monotonic() >= deadline:
+                waiting = len(self._pending)
+            now = time.monotonic()
+            if now >= deadline:
                 self._flush_gave_up = True
                 return False
+            if not said and now - started >= _QUIET_WAIT and deadline - now >= 1:
+                said = True  # a silent wait reads as a hung app (at exit, say)
+                logger.warning(
+                    "otel-safety store %s cannot be written now; waiting up to %.0f s more "
+                    "to write %d trace(s) (Ctrl-C gives them up)",
+                    self.where,
+                    deadline - now,
+                    waiting,
+                )
             time.sleep(self.flush_poll)
 
     def shutdown(self) -> None:

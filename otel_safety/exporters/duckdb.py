@@ -522,6 +522,7 @@ def open_store(
             con = connect_store(path, read_only=read_only)
             if read_only:
                 try:
+                    _refuse_other_databases(con, str(path))
                     _refuse_newer_schema(con, str(path))
                 except StoreError:
                     con.close()
@@ -562,7 +563,7 @@ def _lock_said(exc: Exception) -> str:
         return text
     return (
         _READ_ONLY_ADVICE.sub("", text).rstrip(".")
-        + ": another process has the store open; let it finish (or stop it), then run this again"
+        + ": another process has the store open; let it finish (or stop it)"
     )
 
 
@@ -651,7 +652,9 @@ def mark_store(path: str, origin: str) -> None:
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
-    """Create the tables on first use; refuse a store written by a newer version."""
+    """Create the tables on first use; refuse a store written by a newer version, and a
+    database of something else (its own `spans` table would refuse every trace)."""
+    _refuse_other_databases(con, where)
     try:
         con.execute(SCHEMA)
     except duckdb.Error as exc:
@@ -674,6 +677,25 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
             "UPDATE otel_safety_meta SET value = ? WHERE key = 'schema_version'",
             [str(SCHEMA_VERSION)],
         )
+
+
+def _refuse_other_databases(con: duckdb.DuckDBPyConnection, where: str) -> None:
+    """A StoreError when the file holds tables but no otel-safety schema (every store has
+    had `otel_safety_meta` from the first): ours would be added beside someone else's."""
+    tables = [
+        row[0]
+        for row in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "ORDER BY table_name"
+        ).fetchall()
+    ]
+    if not tables or "otel_safety_meta" in tables:
+        return
+    named = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+    raise StoreError(
+        f"{where} is a DuckDB database of something else (tables {named}, but no "
+        "otel-safety store in it): name another file for the store, or a new one"
+    )
 
 
 def _drop_primary_keys(con: duckdb.DuckDBPyConnection) -> None:
