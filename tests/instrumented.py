@@ -71,6 +71,9 @@ CONTENT_OFF: dict[str, dict[str, str]] = {
     "openllmetry": {"TRACELOOP_TRACE_CONTENT": "false"},
 }
 NO_CONTENT = ":no_content"
+# OpenInference with its flattened input messages hidden: each request is read from the
+# request body it writes as `input.value`.
+REQUEST_BODY = ":request_body"
 # The same run with no span around it, as a bare chat-client app makes it: each model call
 # is then a trace of its own, and the next one receives the earlier call as history.
 BARE = ":bare"
@@ -105,7 +108,7 @@ def run_openai_agent(instrumentation: str) -> list[ReadableSpan]:
     chat spans, one from each instrumentation. `<name>:no_content` runs it with content
     capture off (`CONTENT_OFF`).
     """
-    base = instrumentation.removesuffix(NO_CONTENT).removesuffix(BARE)
+    base = instrumentation.removesuffix(NO_CONTENT).removesuffix(BARE).removesuffix(REQUEST_BODY)
     if base not in OPENAI_INSTRUMENTATIONS and instrumentation != DOUBLE:
         raise ValueError(f"unknown instrumentation {instrumentation!r}")
     with tempfile.TemporaryDirectory(prefix="otel-safety-instrumented-") as tmp:
@@ -226,10 +229,12 @@ def _child(instrumentation: str, out: Path) -> None:
     """Body of the subprocess: instrument, run the loop, write OTLP/JSON to `out`."""
     double = instrumentation == DOUBLE
     bare = instrumentation.endswith(BARE)
-    base = instrumentation.removesuffix(NO_CONTENT).removesuffix(BARE)
+    base = instrumentation.removesuffix(NO_CONTENT).removesuffix(BARE).removesuffix(REQUEST_BODY)
     settings = OPENAI_INSTRUMENTATIONS["otel_genai" if double else base]
     if instrumentation.endswith(NO_CONTENT):
         settings = CONTENT_OFF[base]
+    if instrumentation.endswith(REQUEST_BODY):
+        settings = {**settings, "OPENINFERENCE_HIDE_INPUT_MESSAGES": "true"}
     os.environ.update(settings)  # before any import reads it
     from fake_openai import FakeOpenAIServer, text_reply, tool_call_reply
 

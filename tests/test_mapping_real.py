@@ -22,6 +22,7 @@ from instrumented import (
     FINAL_ANSWER,
     MODEL,
     OPENAI_INSTRUMENTATIONS,
+    REQUEST_BODY,
     ROOT_SPAN_NAME,
     SYSTEM_PROMPT,
     TOOL_ARGUMENTS,
@@ -128,6 +129,26 @@ def real_spans() -> dict[str, list[ReadableSpan]]:
         spans = {"pydantic_ai": run_pydantic_ai_agent()}
         spans.update({name: future.result() for name, future in pending.items()})
     return spans
+
+
+@pytest.mark.process
+def test_openinference_requests_read_from_the_request_body_keep_their_tool_links():
+    """With its flattened input messages hidden, OpenInference still writes the request as
+    `input.value`: the tool result there answers the call by its id, as in every other
+    dialect. Read without that link, a result echoing the agent's own `rm -rf` was judged
+    an instruction planted in a tool result."""
+    spans = run_openai_agent("openinference" + REQUEST_BODY)
+    assert not any(
+        key.startswith("llm.input_messages.") for s in spans for key in (s.attributes or {})
+    )
+    trajectory = _evaluate(spans).trajectory
+    assert _projection(trajectory) == EXPECTED_PROJECTION
+    (answer,) = [m for m in trajectory.messages if m.role == "tool"]
+    asked = [c for m in trajectory.messages if m.role == "assistant" for c in m.tool_calls]
+    assert answer.tool_call_id == TOOL_CALL_ID and answer.content == TOOL_RESULT
+    assert [(c.id, c.name, c.arguments) for c in asked] == [
+        (TOOL_CALL_ID, TOOL_NAME, TOOL_ARGUMENTS)
+    ]
 
 
 @pytest.fixture(scope="module")

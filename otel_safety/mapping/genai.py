@@ -14,6 +14,7 @@ from otel_safety.mapping.types import MappedSpan, SpanRole
 from otel_safety.mapping.values import (
     Notes,
     arguments,
+    chat_message,
     json_list,
     message_from_parts,
     structured,
@@ -97,11 +98,11 @@ def map_events(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
         attributes = event.attributes or {}
         if event.name in EVENT_ROLES:
             body = _event_body(attributes, notes, event.name)
-            base.input_messages.extend(_event_message(EVENT_ROLES[event.name], body, notes, sid))
+            base.input_messages.extend(chat_message(EVENT_ROLES[event.name], body, notes, sid))
         elif event.name == "gen_ai.choice":
             body = _event_body(attributes, notes, event.name)
             message = body.get("message", body) if isinstance(body, dict) else body
-            base.output_messages.extend(_event_message("assistant", message, notes, sid))
+            base.output_messages.extend(chat_message("assistant", message, notes, sid))
         elif event.name == "gen_ai.content.prompt":
             prompt = attributes.get("gen_ai.prompt")
             base.input_messages.extend(_legacy_messages(prompt, notes, sid, "gen_ai.prompt"))
@@ -179,12 +180,13 @@ def _read_messages(raws: list[Any], notes: Notes, span_id: str, which: str) -> l
             notes.add(f"{key}: message is {type(raw).__name__}, not an object")
             continue
         parts = raw.get("parts")
-        if parts is None and "content" in raw:
-            parts = [{"type": "text", "content": raw["content"]}]
+        role = str(raw.get("role") or ("assistant" if which == "output" else "user"))
+        if parts is None and ("content" in raw or "tool_calls" in raw):  # OpenAI-style
+            messages.extend(chat_message(role, raw, notes, span_id, key))
+            continue
         if not isinstance(parts, list):
             notes.add(f"{key}: message without a parts list")
             continue
-        role = str(raw.get("role") or ("assistant" if which == "output" else "user"))
         messages.extend(message_from_parts(role, parts, notes, key, span_id, raw.get("name")))
     return messages
 
@@ -197,43 +199,13 @@ def _event_body(attributes: Mapping[str, Any], notes: Notes, key: str) -> Any:
     return {k: structured(v, notes, f"{key}.{k}") for k, v in attributes.items()}
 
 
-def _event_message(role: str, body: Any, notes: Notes, span_id: str) -> list[Message]:
-    if not isinstance(body, dict):
-        return [Message(role=role, content=text(body, notes, role), span_id=span_id)]
-    calls = [
-        ToolCall(
-            id=_str_or_none(call.get("id")),
-            name=str((call.get("function") or {}).get("name") or call.get("name") or "unknown"),
-            arguments=arguments(
-                (call.get("function") or {}).get("arguments", call.get("arguments")), notes, role
-            ),
-            source="model_output",
-            span_id=span_id,
-        )
-        for call in body.get("tool_calls") or []
-        if isinstance(call, dict)
-    ]
-    content = body.get("content")
-    if isinstance(content, list):  # content given as parts
-        return message_from_parts(role, content, notes, role, span_id)
-    return [
-        Message(
-            role=role,
-            content=text(content, notes, role),
-            tool_calls=calls,
-            tool_call_id=_str_or_none(body.get("id") if role == "tool" else None),
-            span_id=span_id,
-        )
-    ]
-
-
 def _legacy_messages(value: Any, notes: Notes, span_id: str, key: str) -> list[Message]:
     """The 2024 `gen_ai.prompt` / `gen_ai.completion` event attributes: OpenAI-style lists."""
     messages: list[Message] = []
     for raw in json_list(value, notes, key):
         if isinstance(raw, dict):
             role = str(raw.get("role") or ("assistant" if key == "gen_ai.completion" else "user"))
-            messages.extend(_event_message(role, raw, notes, span_id))
+            messages.extend(chat_message(role, raw, notes, span_id))
     return messages
 
 

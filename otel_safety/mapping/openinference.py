@@ -12,6 +12,7 @@ from otel_safety.mapping.types import MappedSpan, SpanRole
 from otel_safety.mapping.values import (
     Notes,
     arguments,
+    chat_message,
     flattened_messages,
     indexed,
     structured,
@@ -117,13 +118,12 @@ def _messages_from_input_value(
     parsed = structured(value, notes, "input.value")
     if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
         return [
-            Message(
-                role=str(m.get("role", "user")),
-                content=text(m.get("content"), notes, "input.value"),
-                span_id=span_id,
-            )
+            message
             for m in parsed["messages"]
             if isinstance(m, dict)
+            for message in chat_message(
+                str(m.get("role", "user")), m, notes, span_id, "input.value"
+            )
         ]
     return [Message(role="user", content=text(value, notes, "input.value"), span_id=span_id)]
 

@@ -284,6 +284,45 @@ def message_from_parts(
     return messages + tool_messages
 
 
+def chat_message(
+    role: str, body: Any, notes: Notes, span_id: str, key: str | None = None
+) -> list[Message]:
+    """One message as chat APIs write it (`content`, `tool_calls` with their `function`,
+    `tool_call_id`, `name`): in request bodies, GenAI events (a tool message's `id`) and
+    older attributes. Its links are kept: a tool result read without the call it answers
+    looks like text the agent was handed, not the output of its own command."""
+    key = key or role
+    if not isinstance(body, dict):
+        return [Message(role=role, content=text(body, notes, key), span_id=span_id)]
+    calls = [
+        ToolCall(
+            id=_optional_str(call.get("id")),
+            name=str((call.get("function") or {}).get("name") or call.get("name") or "unknown"),
+            arguments=arguments(
+                (call.get("function") or {}).get("arguments", call.get("arguments")), notes, key
+            ),
+            source="model_output",
+            span_id=span_id,
+        )
+        for call in body.get("tool_calls") or []
+        if isinstance(call, dict)
+    ]
+    content = body.get("content")
+    if isinstance(content, list):  # content given as parts
+        return message_from_parts(role, content, notes, key, span_id)
+    called = body.get("tool_call_id") or (body.get("id") if role == "tool" else None)
+    return [
+        Message(
+            role=role,
+            content=text(content, notes, key),
+            tool_calls=calls,
+            tool_call_id=_optional_str(called),
+            name=_optional_str(body.get("name")),
+            span_id=span_id,
+        )
+    ]
+
+
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
