@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from otel_safety import guardrail
 from otel_safety import semconv as sc
+from otel_safety.content_capture import NO_CONTENT_NOTE, unjudged_spans_note
 from otel_safety.mapping import span_id_hex
 from otel_safety.model import EscalationLevel, Finding, strongest_per_span
 from otel_safety.policy import raised_by_policy
@@ -64,6 +65,10 @@ def annotate(
             events = []
         if sid == root_id:
             extra.update(_trace_attributes(findings, level, reason))
+            unjudged = sum(1 for said in notes.values() if any(n == NO_CONTENT_NOTE for n in said))
+            if unjudged:
+                own = tuple(extra.get(sc.OTEL_SAFETY_NOTES, ()))
+                extra[sc.OTEL_SAFETY_NOTES] = (*own, unjudged_spans_note(unjudged))
         annotated.append(copy_span(span, extra, events) if extra else span)
     return annotated
 

@@ -13,6 +13,16 @@ NO_CONTENT_NOTE = (
 )
 NO_CONTENT_PATTERN = "no content captured:%"  # SQL LIKE over one note
 
+
+def unjudged_spans_note(count: int) -> str:
+    """The note on a trace's root when some of its spans carried no content: a tail sampler
+    or a reader of the root alone would otherwise see a clean, allowed run."""
+    return (
+        f"judged without content: {count} model or tool span(s) of this trace carried none "
+        "(see their notes), so its verdict says nothing of what they did"
+    )
+
+
 # The setting that turns content capture on, per instrumentation (the README lists them too).
 CAPTURE_SETTINGS = {
     "openai-v2 (opentelemetry-instrumentation-openai-v2)": (

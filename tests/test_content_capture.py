@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_safety import semconv as sc
-from otel_safety.content_capture import NO_CONTENT_NOTE
+from otel_safety.content_capture import NO_CONTENT_NOTE, unjudged_spans_note
 from otel_safety.pipeline import Pipeline
 
 
@@ -38,6 +38,11 @@ def _without_content(spans: list[ReadableSpan]) -> list[str]:
         NO_CONTENT_NOTE in (s.attributes or {}).get(sc.OTEL_SAFETY_NOTES, ())
         for s in evaluation.spans
     )
+    # The root says so too: a reader of the root alone (a tail sampler) would see a clean run.
+    (root,) = [s for s in evaluation.spans if s.parent is None]
+    said = (root.attributes or {}).get(sc.OTEL_SAFETY_NOTES, ())
+    unjudged = unjudged_spans_note(len(evaluation.without_content))
+    assert (unjudged in said) == bool(evaluation.without_content), said
     return sorted(
         s.name
         for s in evaluation.spans

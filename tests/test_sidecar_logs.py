@@ -38,7 +38,7 @@ from sidecar_support import RM_RF_OUTPUT, GrpcNextHop, HttpNextHop, wait_for
 
 from otel_safety import semconv as sc
 from otel_safety.config import Settings
-from otel_safety.content_capture import NO_CONTENT_NOTE
+from otel_safety.content_capture import NO_CONTENT_NOTE, unjudged_spans_note
 from otel_safety.otlp import key_values
 from otel_safety.sidecar import Sidecar, SidecarOptions
 
@@ -203,8 +203,9 @@ def test_otlp_json_logs_and_spans_without_content_are_counted(tmp_path, span_fac
         assert "1 GenAI spans carried no content" in sidecar.summary()
         with duckdb.connect(sidecar.settings.db_path, read_only=True) as con:
             notes = con.execute("SELECT name, notes FROM spans WHERE notes IS NOT NULL").fetchall()
-        assert [(name, json.loads(value)) for name, value in notes] == [
-            ("chat fake", [NO_CONTENT_NOTE])
+        assert sorted((name, json.loads(value)) for name, value in notes) == [
+            ("agent run", [unjudged_spans_note(1)]),  # the root says its verdict is partial
+            ("chat fake", [NO_CONTENT_NOTE]),
         ]
         assert sidecar.engine.stats["log_events_unmatched"] == 1  # the stray, never judged
 
