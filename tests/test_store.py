@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -226,6 +227,25 @@ def test_a_flush_waiting_on_a_store_it_cannot_write_says_so_once(
     monkeypatch.undo()
     assert store.force_flush()
     store.shutdown()
+
+
+def test_a_store_file_deleted_while_the_writer_runs_is_made_again_and_loses_no_later_trace(
+    tmp_path, span_factory
+):
+    """The writer lets the file go between writes; deleted meanwhile, it came back empty, and
+    every later trace was refused as bad ("Table with name spans does not exist")."""
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path, write_interval=0.0)
+    store.write([Pipeline(detectors=[]).evaluate(span_factory.agent_run())])
+    assert store.force_flush()
+    path.unlink()
+    Path(f"{path}.wal").unlink(missing_ok=True)
+    store.write([Pipeline(detectors=[]).evaluate(span_factory.agent_run())])
+    assert store.force_flush(timeout_millis=5_000)
+    assert store.rejected == 0
+    store.shutdown()
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchone() == (2,)
 
 
 def test_the_store_can_be_read_while_the_writer_is_alive(tmp_path, span_factory):

@@ -251,8 +251,15 @@ class DuckDBStore(BatchingSink):
         """A full disk, a read-only or vanished file is no fault of a trace: raise StoreError,
         so the whole batch is kept and retried (a spool keeps owing it) on a new connection,
         instead of rejecting every trace as bad and letting the spool release them."""
-        if isinstance(exc, (duckdb.IOException, OSError)) or any(
-            sign in str(exc).lower() for sign in _MEDIUM_FAILED
+        # A table gone from under the writer: the file was deleted (or replaced) while it
+        # ran and came back empty; the schema is made again at the next open.
+        vanished = isinstance(exc, duckdb.CatalogException) and "does not exist" in str(exc)
+        if vanished:
+            self._schema_ready = False
+        if (
+            vanished
+            or isinstance(exc, (duckdb.IOException, OSError))
+            or any(sign in str(exc).lower() for sign in _MEDIUM_FAILED)
         ):
             with contextlib.suppress(duckdb.Error):
                 self._close()
