@@ -108,6 +108,25 @@ def test_pipelines_reference_defined_components_by_current_names(where, config):
 
 
 @pytest.mark.parametrize(("where", "config"), CONFIGS, ids=[where for where, _ in CONFIGS])
+def test_a_sidecar_sends_log_records_both_ways_as_it_sends_spans(where, config):
+    """Content sent as GenAI log events must reach otel-safety with its spans, and the
+    findings' log records must come back: a traces-only path judged such calls without
+    content and refused every findings export."""
+    pipelines = config["service"]["pipelines"]
+    for signal in ("traces", "logs"):
+        routes = {
+            (receiver, exporter)
+            for name, pipeline in pipelines.items()
+            if name.split("/")[0] == signal
+            for receiver in pipeline["receivers"]
+            for exporter in pipeline["exporters"]
+        }
+        if "otlp/annotated" in (config.get("receivers") or {}):
+            assert ("otlp", "otlp_grpc/otel-safety") in routes, f"{where}: {signal} in"
+            assert ("otlp/annotated", "otlp_grpc/backend") in routes, f"{where}: {signal} back"
+
+
+@pytest.mark.parametrize(("where", "config"), CONFIGS, ids=[where for where, _ in CONFIGS])
 def test_load_balancing_routes_whole_traces(where, config):
     for component, settings in (config.get("exporters") or {}).items():
         if component_type(component) != "load_balancing":

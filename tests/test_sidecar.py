@@ -135,6 +135,7 @@ def test_otlp_json_with_gzip_is_answered_in_json(tmp_path, span_factory):
         )
         assert reply.status_code == 200
         assert reply.headers["content-type"] == "application/json"
+        assert reply.headers["server"] == "otel-safety"
         assert reply.json() == {}  # full success: partial_success left unset
     stored = rows(sidecar, "SELECT span_id FROM spans ORDER BY span_id")
     assert stored == sorted((format(s.context.span_id, "016x"),) for s in spans)

@@ -115,6 +115,7 @@ def test_serve_says_how_it_reaches_the_next_hop_and_where_its_own_metrics_go(tmp
     assert "own metrics also exported over OTLP to http://127.0.0.1:9" in banner
     assert f"data folder: {data} (guard.toml)" in banner
     assert f"principals file: {principals}" in banner
+    assert f"spool: {db}.spool (each request on disk before it is acknowledged" in banner
 
 
 def test_app_to_rotel_collector_to_serve(tmp_path):

@@ -195,7 +195,9 @@ def test_serve_killed_with_sigkill_loses_no_acknowledged_span(tmp_path):
         serve.process.wait(10)
     assert list((tmp_path / "agents.duckdb.spool").glob(f"*{SEGMENT_SUFFIX}"))
     with ServeProcess("--db", db, "--grpc-port", "off") as again:
-        wait_for(lambda: "judged again" in again.output, what="the spool to be replayed")
+        wait_for(
+            lambda: "queued again for judging" in again.output, what="the spool to be replayed"
+        )
         assert again.stop() == 0, again.output
     assert acknowledged <= _stored(db)
     assert len(acknowledged) == len(spans)
@@ -226,7 +228,9 @@ def test_serve_killed_after_its_work_was_done_judges_and_forwards_nothing_twice(
             serve.process.wait(10)
         with ServeProcess("--db", db, "--grpc-port", "off", *forward) as again:
             assert again.stop() == 0, again.output
-        assert "judged again" not in again.output and "did not forward" not in again.output
+        assert (
+            "queued again for judging" not in again.output and "did not forward" not in again.output
+        )
         assert len(hop.spans()) == len(spans)
     assert len(_stored(db)) == len(spans)
 

@@ -387,6 +387,13 @@ def _announce(
     else:
         lines.append(f"store: {Path(settings.db_path).resolve()}")
         lines.append(f"halts: {_halts_line(settings.halt_on)}")
+    if sidecar.spool is not None:
+        lines.append(
+            f"spool: {sidecar.spool.folder} (each request on disk before it is acknowledged; "
+            f"at most {settings.serve_spool_max_mib:g} MiB)"
+        )
+    elif settings.store:
+        lines.append("spool: off (requests acknowledged and not yet written are lost at a crash)")
     if options.forward_endpoint:
         lines.append(
             f"forwarding to {options.forward_endpoint} ({options.forward_protocol}, "

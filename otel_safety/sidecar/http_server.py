@@ -269,6 +269,10 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "otel-safety"
     sys_version = ""
+
+    def version_string(self) -> str:
+        return self.server_version  # no trailing space for the empty sys_version
+
     server: OtlpHttpServer
 
     def log_message(self, format: str, *args: Any) -> None:

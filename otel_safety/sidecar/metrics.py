@@ -87,7 +87,8 @@ HELP = {
     "retries, its queue full, or the forward spool full)",
     "spans_forward_retried": "annotated spans the next hop refused for now, kept on disk and "
     "sent again",
-    "spans_replayed": "spans of requests an earlier run acknowledged, judged again at start",
+    "spans_replayed": "spans of requests an earlier run acknowledged, queued again for "
+    "judging at start",
     "log_requests": "log export requests by transport and outcome",
     "log_records_received": "log records in export requests",
     "log_events_accepted": "GenAI events from log records handed to the pipeline",

@@ -260,9 +260,9 @@ class Sidecar:
                 events += taken
         if records:
             logger.warning(
-                "otel-safety serve: judged again %d spans (and %d GenAI events sent as log "
-                "records) of %d requests acknowledged by an earlier run and not yet written "
-                "(spool %s)",
+                "otel-safety serve: queued again for judging %d spans (and %d GenAI events "
+                "sent as log records) of %d requests acknowledged by an earlier run and not "
+                "yet written (spool %s); new requests wait behind them",
                 spans,
                 events,
                 records,
