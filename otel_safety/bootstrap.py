@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import _logs, trace
 from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -443,6 +444,14 @@ def configure(
     if resource is None:
         resource = Resource.create({"service.name": service_name} if service_name else {})
     provider = TracerProvider(resource=resource)
+    if os.environ.get(OTEL_SDK_DISABLED, "").strip().lower() == "true":  # as the SDK reads it
+        logger.info(
+            "otel-safety: OTEL_SDK_DISABLED is true, so no span is recorded and otel-safety "
+            "starts nothing (no store, no detection process)"
+        )
+        if install:
+            _install(provider)
+        return provider
     logger_provider = options.pop("logger_provider", None)
     if logger_provider is None:  # the app set up logs already: join it (install=False too)
         current = _logs.get_logger_provider()

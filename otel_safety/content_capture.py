@@ -9,7 +9,9 @@ from __future__ import annotations
 
 NO_CONTENT_NOTE = (
     "no content captured: the instrumentation recorded no messages or tool arguments on "
-    "this span or in log events for it, so it was not judged; turn its content capture on"
+    "this span or in log events for it, so it was not judged; turn its content capture on "
+    "(content sent as log events is read from the LoggerProvider configure() joins, or "
+    "the one given to create_processor as logger_provider=)"
 )
 NO_CONTENT_PATTERN = "no content captured:%"  # SQL LIKE over one note
 

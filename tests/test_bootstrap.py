@@ -449,3 +449,17 @@ def test_every_setting_the_configuration_table_gives_an_argument_is_one(tmp_path
         processor.shutdown()
     with pytest.raises(ConfigError, match="halt_on"):
         otel_safety.create_processor(str(tmp_path / "t.duckdb"), halt_on="never", otlp=False)
+
+
+def test_with_the_sdk_disabled_configure_starts_nothing(tmp_path, monkeypatch, caplog):
+    """OTEL_SDK_DISABLED=true records no span: a store file and a detection process of
+    about 128 MB would serve nothing."""
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    db = tmp_path / "agents.duckdb"
+    with caplog.at_level("INFO", logger="otel_safety.bootstrap"):
+        provider = otel_safety.configure(str(db), install=False)
+    with provider.get_tracer("t").start_as_current_span("chat") as span:
+        assert not span.is_recording()
+    provider.shutdown()
+    assert not db.exists()
+    assert "OTEL_SDK_DISABLED is true" in caplog.text
