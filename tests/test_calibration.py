@@ -367,3 +367,33 @@ def test_a_handful_of_one_class_does_not_pass_the_gate():
     ]
     assert Gate().judge(real_traces=40, real_positives=36, **figures)[0].startswith("4 negative")
     assert Gate().judge(real_traces=40, real_positives=10, **figures) == []
+
+
+def test_a_verdict_decided_by_a_hair_says_another_seed_may_turn_it():
+    """F1 exactly at the gate, or its lower bound at the always-fire F1: the folds and the
+    resamples are the seed's draw, and another seed gave the other verdict on the same
+    labels."""
+    from otel_safety.calibration.sweep import CrossValidation
+    from otel_safety.evaluation.metrics import Interval
+
+    rows = _rows([(0.9, True)] * 20 + [(0.0, False)] * 20)
+    # 8 hits, 2 false alarms, 2 misses: F1 0.800
+    pairs = [(True, True)] * 8 + [(False, True)] * 2 + [(True, False)] * 2 + [(False, False)] * 8
+
+    def calibration(f1_low: float) -> Calibration:
+        cv = CrossValidation(5, pairs, [0.9] * 5, [0.8] * 5)
+        real = Figures(rows, 0.9, cv, {"f1": Interval(f1_low, 0.9)})
+        verdict = Gate().judge(
+            real_traces=40, real_positives=20, f1=0.8, precision=0.8, f1_low=f1_low,
+            baseline_f1=0.667,
+        )  # fmt: skip
+        return Calibration([DetectorCalibration("d", 0.1, None, real, None, verdict)], Gate(),
+                           0, 5, 10, {})  # fmt: skip
+
+    said = calibration(0.7).close_calls()
+    assert said.startswith("d: pass by a hair (F1 0.800 against 0.80)")
+    assert "another --seed may give the other verdict" in said
+    assert "lower bound 0.660 against always-fire 0.667" in calibration(0.66).close_calls()
+    assert calibration(0.66).close_calls().startswith("d: FAIL by a hair")
+    far = Calibration([], Gate(), 0, 5, 10, {})
+    assert far.close_calls() == ""

@@ -334,9 +334,15 @@ def test_a_demo_rerun_names_the_labels_and_resolutions_it_drops(tmp_path):
     resolve(db, flagged[0][0], by="tester", note="looked at it")
     rerun = run_cli("demo", "--db", str(db))
     assert rerun.returncode == 0, rerun.stderr  # the demo stays re-runnable
-    assert f"replacing {db}: its 2 labels and 1 resolution are dropped" in rerun.stderr
+    kept = tmp_path / "demo.duckdb.replaced"
+    assert (
+        f"replacing {db}: its 2 labels and 1 resolution are not in the new store; the old one "
+        f"is kept as {kept}"
+    ) in rerun.stderr
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM labels").fetchone() == (0,)
+    with duckdb.connect(str(kept), read_only=True) as con:  # the reviewer's work is not lost
+        assert con.execute("SELECT count(*) FROM labels").fetchone() == (2,)
 
 
 def test_demo_refuses_to_delete_a_file_that_is_not_its_store(tmp_path):
@@ -697,5 +703,7 @@ def test_eval_keeps_its_old_store_until_done_and_names_the_labels_it_drops(tmp_p
 
     rerun = run_cli(*data, "--sample", "5", *quick)
     assert rerun.returncode == 0, rerun.stderr
-    assert f"replacing {db}: its 1 label is dropped" in rerun.stderr
+    assert f"replacing {db}: its 1 label is not in the new store; the old one is kept" in (
+        rerun.stderr
+    )
     assert not partial.exists()

@@ -208,6 +208,28 @@ class Calibration:
                 )
         return align(lines)
 
+    def close_calls(self, margin: float = 0.02) -> str:
+        """The verdicts decided within `margin` of a bound of the gate: the folds and the
+        resamples are drawn with the seed, so another seed may give the other verdict."""
+        lines = []
+        for d in self.detectors:
+            real, c = d.real, d.real.counts if d.real else None
+            if real is None or c is None:
+                continue
+            near = []
+            if abs(_r(c.f1) - self.gate.min_f1) <= margin:
+                near.append(f"F1 {_r(c.f1):.3f} against {self.gate.min_f1:.2f}")
+            low, baseline = _r(real.intervals["f1"].low), _r(real.baseline_f1)
+            if self.gate.beat_baseline and abs(low - baseline) <= margin:
+                near.append(f"F1 lower bound {low:.3f} against always-fire {baseline:.3f}")
+            if near:
+                lines.append(
+                    f"{d.detector}: {'pass' if d.calibrated else 'FAIL'} by a hair "
+                    f"({'; '.join(near)}): another --seed may give the other verdict; "
+                    "label more traces before relying on it"
+                )
+        return "\n".join(lines)
+
     def reasons(self) -> str:
         return "\n".join(
             f"{d.detector}: uncalibrated: {'; '.join(d.reasons)}"

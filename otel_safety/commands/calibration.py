@@ -121,6 +121,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     if result.reasons():
         print(result.reasons())
+    if close := result.close_calls():
+        print(close)
     passed = sum(d.calibrated for d in result.detectors)
     print(
         f"\nwrote {args.out}: {passed} of {len(result.detectors)} detector(s) calibrated. "

@@ -103,14 +103,28 @@ def _refuse(path: Path, command: str) -> NoReturn:
 def remove_old_store(
     path: Path, mark: str, command: str, warn_of: Mapping[str, str] | None = None
 ) -> None:
-    """Delete a store `command` made (see `check_replaceable`); the rows of `warn_of` a user
-    added there are named on stderr as they go with it, never dropped silently."""
+    """Delete a store `command` made (see `check_replaceable`); one holding rows of `warn_of`
+    a user added (a reviewer's labels) is kept beside it instead, as `<path>.replaced`, and
+    said on stderr: a run must not cost the work of hand labelling."""
     dropped = check_replaceable(path, mark, command, warn_of)
-    path.unlink()
-    Path(f"{path}.wal").unlink(missing_ok=True)
-    if any(dropped.values()):
-        verb = "is" if sum(dropped.values()) == 1 else "are"
-        print(f"replacing {path}: its {_listed(dropped)} {verb} dropped", file=sys.stderr)
+    wal = Path(f"{path}.wal")
+    if not any(dropped.values()):
+        path.unlink()
+        wal.unlink(missing_ok=True)
+        return
+    kept = path.with_name(f"{path.name}.replaced")
+    path.replace(kept)
+    if wal.exists():
+        wal.replace(Path(f"{kept}.wal"))
+    else:
+        Path(f"{kept}.wal").unlink(missing_ok=True)  # an earlier copy's, not this one's
+    verb = "is" if sum(dropped.values()) == 1 else "are"
+    print(
+        f"replacing {path}: its {_listed(dropped)} {verb} not in the new store; the old one "
+        f"is kept as {kept} (`otel-safety labels export --db {kept}`, then `labels import`, "
+        "takes them over)",
+        file=sys.stderr,
+    )
 
 
 def replace_store(
