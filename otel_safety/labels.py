@@ -63,7 +63,9 @@ def parse_label(value: Any) -> bool:
         return True
     if text in FALSE_WORDS:
         return False
-    raise LabelError(f"label must be true or false (or yes/no, 1/0), got {value!r}")
+    raise LabelError(
+        f"label must be true or false (or yes/no, 1/0, positive/negative), got {value!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,15 @@ class ImportResult:
 
     read: int = 0
     added: int = 0
-    duplicates: int = 0
+    duplicates: int = 0  # the store had them
+    repeated: int = 0  # lines the file gave more than once
     bad: list[tuple[int, str]] = field(default_factory=list)
 
     def describe(self, path: str, db: str) -> str:
         lines = [
             f"{path}: {self.read} label(s) read, {self.added} added to {db}, "
             f"{self.duplicates} already there"
+            + (f", {self.repeated} repeated in the file" if self.repeated else "")
         ]
         if self.bad:
             lines.append(f"{len(self.bad)} bad line(s) not imported (fix them and import again):")
@@ -183,6 +187,12 @@ class Checker:
                     f"'{trace_id}'\")"
                 )
         if not self.allow_unknown_traces and not self._known(trace_id):
+            if self._has_spans(trace_id):
+                raise LabelError(
+                    f"trace {trace_id} is in the store but was not judged (none of its spans "
+                    "is a GenAI model, tool or agent span), so no detector's figures could use "
+                    "a label on it"
+                )
             raise LabelError(
                 f"trace {trace_id} is not in the store (a typo? {ALLOW_UNKNOWN_TRACES} "
                 "keeps such labels for traces not ingested yet)"
@@ -249,6 +259,12 @@ def import_labels(
                 result.bad.append((number, str(exc)))
                 continue
             kept = taken.setdefault((label.trace_id, label.detector), [])
+            if any(
+                seen.key() == label.key() and seen.created_at == label.created_at
+                for _, seen in kept
+            ):
+                result.repeated += 1  # the same line again: one label
+                continue
             against = [at for at, seen in kept if _contradicts(seen, label)]
             if against:  # neither says which holds: both are refused
                 result.bad.append(

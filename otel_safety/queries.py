@@ -132,6 +132,12 @@ def run(
     except duckdb.CatalogException as exc:
         raise QueryError(_missing_table(con, str(exc).strip())) from exc
     except duckdb.Error as exc:
+        if "read-only mode" in str(exc):
+            raise QueryError(
+                "the store is open read-only here (an app or `serve` may be writing it), so SQL "
+                "that changes it is refused: labels change with `otel-safety label` or `labels "
+                "import`, resolutions with `resolve`"
+            ) from exc
         hint = f" (parameters given: {params})" if params else ""
         raise QueryError(f"{str(exc).strip()}{hint}") from exc
     if result is None:

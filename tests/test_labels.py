@@ -202,6 +202,33 @@ def test_unknown_traces_are_kept_only_when_asked(store, tmp_path):
     assert labels.import_labels(db, path, allow_unknown_traces=True).added == 1
 
 
+def test_a_line_given_twice_is_one_label_and_counted_as_repeated_not_already_there(store, tmp_path):
+    db, (t1, _, _), _ = store
+    path = tmp_path / "twice.csv"
+    path.write_text("trace_id,detector,label\n" + f"{t1},over_refusal,true\n" * 3)
+    result = labels.import_labels(db, path)
+    assert (result.read, result.added, result.duplicates, result.repeated) == (3, 1, 0, 2)
+    assert "1 added to" in result.describe(str(path), str(db))
+    assert "0 already there, 2 repeated in the file" in result.describe(str(path), str(db))
+    assert len(_labels(db)) == 1
+
+
+def test_a_trace_stored_but_not_judged_is_said_so_when_labelled(store, tmp_path):
+    """A plain HTTP trace is stored but judged by nothing: "not in the store" sent the user
+    looking for a typo in an id that was there."""
+    db, *_ = store
+    plain = "b" * 32
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "INSERT INTO spans (trace_id, span_id, name) VALUES (?, ?, 'GET /health')",
+            [plain, "c" * 16],
+        )
+    path = tmp_path / "plain.csv"
+    path.write_text(f"trace_id,detector,label\n{plain},over_refusal,true\n")
+    [(_, said)] = labels.import_labels(db, path).bad
+    assert f"trace {plain} is in the store but was not judged" in said
+
+
 @pytest.mark.process
 def test_label_command_records_a_hand_label_and_the_latest_is_in_force(store, tmp_path):
     db, (t1, t2, _), _ = store

@@ -474,6 +474,29 @@ def test_a_bad_id_is_named_at_its_own_span_and_a_base64_one_says_ids_are_hex(
     ) in (batch.error or "")
 
 
+def test_spans_dropped_alike_are_said_once_with_their_count(tmp_path: Path) -> None:
+    """Every id of a file in base64: one line per kind of problem, not one per span (140
+    spans made a 27 KB line)."""
+    spans = [
+        {
+            "traceId": base64.b64encode(bytes(range(16))).decode(),
+            "spanId": base64.b64encode(bytes([n] * 8)).decode(),
+            "name": f"s{n}",
+        }
+        for n in range(1, 41)
+    ]
+    path = tmp_path / "traces.jsonl"
+    path.write_text(_jsonl({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    [batch] = list(read_otlp_json(path))
+    assert _names(batch) == []
+    error = batch.error or ""
+    assert error.startswith(
+        "line 1: 40 alike dropped, resourceSpans[0].scopeSpans[0].spans[0] to "
+        "resourceSpans[0].scopeSpans[0].spans[39]; the first: traceId: not a hex id: "
+    )
+    assert error.count("base64 for") == 1 and len(error) < 400
+
+
 def test_pretty_printed_single_document(tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     recorded = _record_spans()

@@ -596,6 +596,16 @@ def test_bad_parameter_values_are_clear_errors(kit_store, name, params, message)
         run(db, name, **params)
 
 
+def test_sql_that_changes_the_store_is_refused_with_what_changes_it(kit_store):
+    with (
+        duckdb.connect(str(kit_store[0]), read_only=True) as con,
+        pytest.raises(queries.QueryError) as refused,
+    ):
+        queries.run(con, "DELETE FROM labels")
+    assert "open read-only here" in str(refused.value)
+    assert "otel-safety label" in str(refused.value)
+
+
 def test_ratios_the_labels_leave_undefined_are_null_not_zero(kit_store, tmp_path):
     """Labelled negatives only, none fired on: no precision, recall or F1 can be said, and a
     0 would read as a useless detector."""

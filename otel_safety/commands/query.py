@@ -16,8 +16,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     query = sub.add_parser(
         "query",
         help="run a named query from queries/ or ad-hoc SQL",
-        description="Run a query over the store. NAME is a file of queries/ without .sql "
-        "(see --list), a path to a .sql file, or SQL text.",
+        description="Run a query over the store, opened read-only (an app or `serve` may be "
+        "writing it). NAME is a file of queries/ without .sql (see --list), a path to a .sql "
+        "file, or SQL text. Labels change with `label` and `labels import`, resolutions with "
+        "`resolve`.",
     )
     query.add_argument(
         "sql", nargs="?", metavar="NAME|SQL", help="a named query, a .sql file, or SQL text"
