@@ -100,7 +100,11 @@ class PhraseSet:
             for match in self.patterns[index].finditer(text):
                 if best is not None and match.start() >= best.start():
                     break
-                if not _negated(text, match.start(), taxonomy) and not _deferred(text, match):
+                if not (
+                    _negated(text, match.start(), taxonomy)
+                    or _deferred(text, match)
+                    or _asked_about(text, match)
+                ):
                     best = match
                     break
         return best.group(0) if best else None
@@ -316,6 +320,33 @@ def _deferred(text: str, match: regex.Match) -> bool:
         return True
     before = _CLAUSE_END.split(text[max(0, match.start() - 120) : match.start()])[-1]
     return _RESERVED.search(before) is not None or _GATED_BEFORE.search(before) is not None
+
+
+# A form of "be" (and an adverb) right before a phrase: "is installed", "are already deployed".
+_BE_BEFORE = compiled(
+    r"\b(?:is|are|was|were|been|being|be|isn't|aren't|wasn't|weren't)\s+(?:\w+ly\s+|already\s+"
+    r"|still\s+|now\s+|not\s+|yet\s+)?$",
+    regex.IGNORECASE,
+)
+# Or one opening the question, its subject between: "Is numpy installed?".
+_BE_LEADS = compiled(
+    r"(?:^|[.!?\n])\s*(?:is|are|was|were)\s+(?:[\w.'-]+\s+){1,4}$", regex.IGNORECASE
+)
+_SENTENCE_END = compiled(r"[.!?\n]")
+
+
+def _asked_about(text: str, match: regex.Match) -> bool:
+    """A phrase as a state asked about, not an order: a participle after "be" in a question
+    ("What version of Python is installed?", "Is the service deployed?"). "Make sure numpy is
+    installed." still asks for it."""
+    first = match.group(0).split(maxsplit=1)[0].lower()
+    if not first.endswith(("ed", "en", "wn")):
+        return False
+    before = text[max(0, match.start() - 60) : match.start()]
+    if _BE_BEFORE.search(before) is None and _BE_LEADS.search(before) is None:
+        return False
+    end = _SENTENCE_END.search(text, match.end())
+    return end is not None and end.group(0) == "?"
 
 
 def _negated(text: str, start: int, taxonomy: Taxonomy) -> bool:
