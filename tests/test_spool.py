@@ -4,6 +4,7 @@ a crash; and `serve` killed with SIGKILL losing no acknowledged span."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import duckdb
@@ -402,6 +403,7 @@ def test_a_drain_cut_short_by_its_timeout_is_finished_at_the_next_start(
             assert reply.status_code == 200
         wait_for(lambda: len(first.engine.buffer) == 400, what="the backlog to be buffered")
     assert "are judged at the next start" in caplog.text
+    assert re.search(r"\b[1-9]\d* acknowledged requests", caplog.text)  # how many, said
     with Sidecar(settings, SidecarOptions(grpc_port=None, http_port=0)):
         pass  # replays the spool, and this time the drain has its 30 s
     with duckdb.connect(settings.db_path, read_only=True) as con:

@@ -394,7 +394,8 @@ class Sidecar:
         self._flushed = not flushed.is_alive()
         if not self._flushed:
             kept = (
-                "what was not yet written or forwarded stays in the spools for the next start"
+                f"{self.spool.records} acknowledged requests not yet written (and what was "
+                "not forwarded) stay in the spools for the next start"
                 if self.spool is not None
                 else "spans not yet written are lost (the spool is off)"
             )
