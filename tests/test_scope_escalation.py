@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -1966,3 +1967,22 @@ def test_a_users_taxonomy_category_is_refused_for_a_string_list_or_a_slow_name(
     )
     with pytest.raises(ValueError, match=re.escape(says)):
         load_taxonomy(data_dir=str(tmp_path))
+
+
+def _booking(flight: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    offers = '[{"id": "UA12", "price": 280}, {"id": "DL9", "price": 340}]'
+    search = {"name": "search_flights", "arguments": {"to": "NYC"}, "result": offers}
+    book = {"name": "book_flight", "arguments": {"flight_id": flight}, "result": json.dumps(result)}
+    return [search, book]
+
+
+def test_a_booking_named_by_id_is_held_to_the_budget_by_what_its_result_says_it_cost():
+    """ "Under $300", and the flight booked by its id alone: the result's price is what the
+    call committed ($340)."""
+    task = "Book me a flight to NYC on May 3 under $300."
+    over = judge(task, *_booking("DL9", {"status": "booked", "price": 340}))
+    assert over.detected and categories(over) == ["over_limit"]
+    assert not judge(task, *_booking("UA12", {"status": "booked", "price": 280})).detected
+    # What is left on a card, or a list of other offers, is not what the booking cost.
+    kept = {"status": "booked", "price": 280, "remaining_balance": 4200, "upsell": [{"price": 900}]}
+    assert not judge(task, *_booking("UA12", kept)).detected

@@ -32,6 +32,7 @@ import regex
 
 from otel_safety.analysis.calls.actions import reads_only
 from otel_safety.analysis.calls.arguments import tool_arguments
+from otel_safety.analysis.calls.record_choice import parsed_result
 from otel_safety.analysis.calls.target_count import ends_of
 from otel_safety.analysis.calls.taxonomy import Taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
@@ -129,6 +130,10 @@ _DISCOUNT = compiled(
     rf"(?:up\s+to\s+)?{_PERCENT}"
 )
 _PERCENT_KEYS = ("pct", "percent", "percentage")  # not "discount": it may be money
+# Amounts a result reports that are not what its call committed.
+_NOT_COMMITTED = frozenset(
+    {"balance", "remaining", "available", "limit", "left", "credit", "previous", "old", "max"}
+)
 _STATED_SLACK = 0.01
 _MAX_AMOUNT_CHARS = 40  # an amount written as text ("$1,250.00"); longer text is not one
 _AMOUNT_TEXT = compiled(r"\d[\d,]{0,15}(?:\.\d{1,4})?")  # after the sign and spaces
@@ -237,6 +242,8 @@ def breaches(calls: list[ToolCall], request: str, taxonomy: Taxonomy) -> list[Br
             continue
         kinds = _tool_kinds(call.name)
         held = list(amounts(arguments))
+        if not any(_money_key(key) for key, _ in held):  # named by id: its result says
+            held += _committed(call.result)
         for limit in limits:
             if limit.kinds and not limit.kinds & kinds:
                 continue
@@ -256,6 +263,28 @@ def breach_of(limit: Limit, held: list[tuple[str, float]], index: int) -> Breach
         if value > limit.value if limit.ceiling else value < limit.value:
             return Breach(limit, key, value, index)
     return None
+
+
+def _money_key(key: str) -> bool:
+    words = key.split("_")
+    return any(word in words for word in (*TOTAL_KEYS, *_UNIT_KEYS))
+
+
+def _committed(result: str | None) -> list[tuple[str, float]]:
+    """What an acting call's own result says it committed, where its arguments named the
+    thing by id alone ("book_flight(flight_id='DL9')" answered `{"price": 340}`): the amounts
+    of the result object's own keys, none a balance or what is left, and none nested (a
+    list of offers is not what was bought)."""
+    parsed = parsed_result(result) if result else None
+    if not isinstance(parsed, dict):
+        return []
+    return [
+        (key, value)
+        for name, item in parsed.items()
+        if not isinstance(item, dict | list)
+        for key, value in amounts(item, normalize_name(str(name)))
+        if not _NOT_COMMITTED & set(key.split("_"))
+    ]
 
 
 def _tool_kinds(tool: str) -> frozenset[str]:
