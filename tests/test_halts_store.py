@@ -6,6 +6,7 @@ halt is lifted."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,17 @@ def _store(tmp_path: Path) -> Path:
     db = tmp_path / "app.duckdb"
     DuckDBStore(db).shutdown()  # the store the application writes
     return db
+
+
+class _Heard(logging.Handler):
+    """The messages a logger gave, kept on the logger itself."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 def _check(guard: Guard, conversation: str):
@@ -178,18 +190,25 @@ def test_halts_are_refused_for_no_conversation_and_a_guard_follows_none_unless_a
 def test_a_guard_following_a_store_that_never_appears_says_so_once(tmp_path, monkeypatch, caplog):
     """A typo in halts_from would turn the halts off with no sign: the follower says so once
     the store has been missing for a while, and keeps following the path."""
-    from otel_safety.approvals import halt_follower
-
-    monkeypatch.setattr(halt_follower, "QUIET_FOR", 0.0)
+    # The module the guard imports (by name, as it does), and its logger as this test needs
+    # it whatever earlier tests in the process did to logging; the level is set before the
+    # follower starts, as its thread may be the one to say it.
+    monkeypatch.setattr("otel_safety.approvals.halt_follower.QUIET_FOR", 0.0)
+    follower_log = logging.getLogger("otel_safety.approvals.halt_follower")
+    monkeypatch.setattr(follower_log, "disabled", False)
+    monkeypatch.setattr(follower_log, "propagate", True)
     typo = tmp_path / "agnets.duckdb"
-    # The level is set before the follower starts: its thread may say it first, and a level
-    # an earlier test left on the package's logger would drop that one time.
-    with caplog.at_level("WARNING", logger="otel_safety.approvals.halt_follower"):
-        guard = Guard(Directory(), halts=HaltRegistry(), halts_from=str(typo))
-        guard.halt_follower.sync()
-        guard.halt_follower.sync()
+    heard = _Heard()  # on the logger itself: what its ancestors propagate does not matter
+    follower_log.addHandler(heard)
     try:
-        said = [r.getMessage() for r in caplog.records if "no store at" in r.getMessage()]
+        with caplog.at_level("WARNING", logger="otel_safety.approvals.halt_follower"):
+            guard = Guard(Directory(), halts=HaltRegistry(), halts_from=str(typo))
+            guard.halt_follower.sync()
+            guard.halt_follower.sync()
+    finally:
+        follower_log.removeHandler(heard)
+    try:
+        said = [message for message in heard.messages if "no store at" in message]
         assert len(said) == 1 and str(typo) in said[0] and "halts_from" in said[0]
         assert not typo.exists()  # never made by the follower
         HaltStore(typo).halt("conv-1", by="kim", reason="found it")
