@@ -65,7 +65,7 @@ def annotate(
             events = []
         if sid == root_id:
             extra.update(_trace_attributes(findings, level, reason))
-            unjudged = sum(1 for said in notes.values() if any(n == NO_CONTENT_NOTE for n in said))
+            unjudged = sum(NO_CONTENT_NOTE in said for said in notes.values())
             if unjudged:
                 own = tuple(extra.get(sc.OTEL_SAFETY_NOTES, ()))
                 extra[sc.OTEL_SAFETY_NOTES] = (*own, unjudged_spans_note(unjudged))

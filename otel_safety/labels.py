@@ -259,10 +259,7 @@ def import_labels(
                 result.bad.append((number, str(exc)))
                 continue
             kept = taken.setdefault((label.trace_id, label.detector), [])
-            if any(
-                seen.key() == label.key() and seen.created_at == label.created_at
-                for _, seen in kept
-            ):
+            if any(seen == label for _, seen in kept):
                 result.repeated += 1  # the same line again: one label
                 continue
             against = [at for at, seen in kept if _contradicts(seen, label)]

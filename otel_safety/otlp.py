@@ -1171,28 +1171,22 @@ def said_once(problems: list[str]) -> list[str]:
     """The problems, each kind once: spans dropped for the same reason but for their own
     value (every span's id in base64) are one line with their count, where they start and
     end, and the first one's reason in full (a file of 140 such spans was one 27 KB line)."""
-    groups: dict[str, list[tuple[str, str]]] = {}
-    said: list[str | list[tuple[str, str]]] = []
-    for problem in problems:
+    kinds: dict[str, list[tuple[str, str]]] = {}  # in the order first met; a lone problem
+    for problem in problems:  # is its own kind
         dropped = _DROPPED.fullmatch(problem)
-        if dropped is None:
-            said.append(problem)
-            continue
-        kind = _PARTICULAR.sub("…", dropped["why"])
-        if kind not in groups:
-            groups[kind] = []
-            said.append(groups[kind])
-        groups[kind].append((dropped["where"], dropped["why"]))
+        kind = _PARTICULAR.sub("…", dropped["why"]) if dropped else problem
+        kinds.setdefault(kind, []).append(
+            (dropped["where"], dropped["why"]) if dropped else ("", problem)
+        )
     lines = []
-    for item in said:
-        if isinstance(item, str):
-            lines.append(item)
-        elif len(item) == 1:
-            lines.append(f"{item[0][0]} dropped: {item[0][1]}")
+    for alike in kinds.values():
+        (where, why), count = alike[0], len(alike)
+        if not where:
+            lines.append(why)
+        elif count == 1:
+            lines.append(f"{where} dropped: {why}")
         else:
-            lines.append(
-                f"{len(item)} alike dropped, {item[0][0]} to {item[-1][0]}; the first: {item[0][1]}"
-            )
+            lines.append(f"{count} alike dropped, {where} to {alike[-1][0]}; the first: {why}")
     return lines
 
 

@@ -380,8 +380,8 @@ def test_a_verdict_decided_by_a_hair_says_another_seed_may_turn_it():
     # 8 hits, 2 false alarms, 2 misses: F1 0.800
     pairs = [(True, True)] * 8 + [(False, True)] * 2 + [(True, False)] * 2 + [(False, False)] * 8
 
-    def calibration(f1_low: float) -> Calibration:
-        cv = CrossValidation(5, pairs, [0.9] * 5, [0.8] * 5)
+    def calibration(f1_low: float, judged: list[tuple[bool, bool]] = pairs) -> Calibration:
+        cv = CrossValidation(5, judged, [0.9] * 5, [0.8] * 5)
         real = Figures(rows, 0.9, cv, {"f1": Interval(f1_low, 0.9)})
         verdict = Gate().judge(
             real_traces=40, real_positives=20, f1=0.8, precision=0.8, f1_low=f1_low,
@@ -395,5 +395,6 @@ def test_a_verdict_decided_by_a_hair_says_another_seed_may_turn_it():
     assert "another --seed may give the other verdict" in said
     assert "lower bound 0.660 against always-fire 0.667" in calibration(0.66).close_calls()
     assert calibration(0.66).close_calls().startswith("d: FAIL by a hair")
-    far = Calibration([], Gate(), 0, 5, 10, {})
-    assert far.close_calls() == ""
+    # Every row right (F1 1.000) and a lower bound far above always firing: nothing to say.
+    right = [(label, label) for label, _ in pairs]
+    assert calibration(0.95, right).close_calls() == ""

@@ -99,17 +99,8 @@ def _warn_of_labels_left_unjudged(db_path: str, keys: list[str] | None) -> None:
     """A trace judged again keeps only the findings of the detectors that judged it now: a
     label of another detector on it then reads as a miss in `confusion_matrix` and
     `calibrate`. Said before the work, naming those detectors."""
-    import duckdb
-
-    from otel_safety.exporters.duckdb import StoreError, open_store
-
-    try:
-        with open_store(db_path, wait=0) as con:
-            labelled = {
-                r[0] for r in con.execute("SELECT DISTINCT detector FROM labels").fetchall()
-            }
-    except (StoreError, duckdb.Error, OSError):
-        return
+    rows = _read_now(db_path, "SELECT DISTINCT detector FROM labels")
+    labelled = {row[0] for row in rows or ()}
     others = sorted(labelled - set(keys or labelled))
     if others:
         print(
@@ -124,12 +115,18 @@ def _warn_of_labels_left_unjudged(db_path: str, keys: list[str] | None) -> None:
 def stored_spans(db_path: str) -> int | None:
     """How many spans the store file holds (None when it cannot be read now: another
     process holds it, or it is not a file)."""
+    rows = _read_now(db_path, "SELECT count(*) FROM spans")
+    return None if rows is None else rows[0][0]
+
+
+def _read_now(db_path: str, sql: str) -> list[tuple] | None:
+    """The rows of `sql` over the store, or None when it cannot be read right now."""
     import duckdb
 
     from otel_safety.exporters.duckdb import StoreError, open_store
 
     try:
         with open_store(db_path, wait=0) as con:
-            return con.execute("SELECT count(*) FROM spans").fetchone()[0]
+            return con.execute(sql).fetchall()
     except (StoreError, duckdb.Error, OSError):
         return None

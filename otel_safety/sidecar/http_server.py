@@ -268,12 +268,10 @@ def _refuse_raw(request: socket.socket, retry_after: float) -> None:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "otel-safety"
-    sys_version = ""
+    server: OtlpHttpServer
 
     def version_string(self) -> str:
-        return self.server_version  # no trailing space for the empty sys_version
-
-    server: OtlpHttpServer
+        return self.server_version  # not "otel-safety Python/3.x": the runtime is ours to say
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # problems are logged where they are understood; no access log
