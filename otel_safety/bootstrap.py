@@ -310,11 +310,13 @@ def build_pipeline(
     if settings.requester_attribute:
         requester_keys = (settings.requester_attribute, *DEFAULT_REQUESTER_KEYS)
     try:
+        detector_registry.load_plugins(settings.plugins)
         keys = detector_registry.check(settings.detectors, settings.thresholds)
     except ValueError as exc:  # name where such values come from, as other settings do
         raise ConfigError(
             f"{exc} (detectors: the detectors argument, --detectors or OTEL_SAFETY_DETECTORS; "
-            "thresholds: thresholds= or OTEL_SAFETY_THRESHOLDS)"
+            "thresholds: thresholds= or OTEL_SAFETY_THRESHOLDS; your own detectors: "
+            "plugins= or OTEL_SAFETY_PLUGINS)"
         ) from exc
     if policy is None and settings.policy:  # checked here too: a bad file fails at start-up
         from otel_safety.policies import CedarPolicy

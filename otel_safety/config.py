@@ -75,7 +75,15 @@ class Settings(BaseSettings):
         description="seconds the store file may stay open while writes keep coming "
         "(0: let go after every write)",
     )
-    detectors: list[str] | None = Field(None, description="detector keys; all when unset")
+    detectors: list[str] | None = Field(
+        None,
+        description="detector keys; all when unset; each with a leading '-' for all but those",
+    )
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="modules that register detectors of your own, imported by every process "
+        "that judges",
+    )
     thresholds: dict[str, float] = Field(default_factory=dict, description="key=value overrides")
     decision_wait: float = Field(30.0, ge=0, description="seconds a trace may sit idle")
     max_traces: int = Field(10_000, ge=1, description="traces held at once")
@@ -436,7 +444,7 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> str:
 
 
 def _parse_env(name: str, raw: str) -> Any:
-    if name in ("detectors", "deep_levels", "deep_detectors"):
+    if name in ("detectors", "plugins", "deep_levels", "deep_detectors"):
         keys = [key.strip() for key in raw.split(",") if key.strip()]
         if name == "detectors" and not keys:  # commas alone: a slip, not "judge nothing"
             raise ConfigError(

@@ -505,19 +505,20 @@ class ProcessPipeline:
             self._give_up(f"the detection process exited with code {self._child.returncode}")
             return False
         try:
+            settings, env = _for_the_child(self._settings)
             self._children += 1
             self._judge_sent = 0
             self._child = subprocess.Popen(
                 [sys.executable, "-m", "otel_safety.detection_child"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                env={**os.environ, env_name("detection"): "thread", **key_for_children()},
+                env=env,
             )
             assert self._child.stdin is not None
-            _send(
-                self._child.stdin,
-                (self._settings, self._build_error is not None, self._asks_store),
-            )
+            _send(self._child.stdin, (settings, self._build_error is not None, self._asks_store))
+        except _OnlyHere as exc:
+            self._give_up(str(exc))
+            return False
         except Exception as exc:
             self._give_up(f"the detection process did not start: {type(exc).__name__}: {exc}")
             return False
@@ -543,6 +544,30 @@ class ProcessPipeline:
 
     def _fallback(self) -> Pipeline:
         return self._local
+
+
+class _OnlyHere(Exception):
+    """The settings name detectors that only this process can build."""
+
+
+def _for_the_child(settings: Settings) -> tuple[Settings, dict[str, str]]:
+    """The settings and environment a detection process is started with: told to import the
+    modules of the users' detectors registered here, and to search the folders they came
+    from. A detector the app's `__main__` defines cannot be built there (`_OnlyHere`)."""
+    from otel_safety.detectors import registry
+
+    keys = registry.check(settings.detectors, settings.thresholds)
+    if only_here := registry.main_detectors(keys):
+        raise _OnlyHere(
+            f"detector(s) {', '.join(only_here)} are defined in the application's __main__, "
+            "which a detection process cannot import; to judge off the application's "
+            "process, move them into a module of their own"
+        )
+    plugins = list(dict.fromkeys([*settings.plugins, *registry.plugin_modules()]))
+    env = {**os.environ, env_name("detection"): "thread", **key_for_children()}
+    if paths := registry.plugin_paths():
+        env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    return settings.model_copy(update={"plugins": plugins}), env
 
 
 def _trace_to_wire(trace: TraceInput) -> tuple[list[Wire], str]:

@@ -27,6 +27,7 @@ def test_a_detector_registered_by_the_user_is_checked_built_and_told_apart(monke
     @registry.register
     class Shouting(Detector):
         key = "shouting"
+        default_threshold = 0.5
         description = "answers in capitals"
 
     assert "shouting" in registry.known()

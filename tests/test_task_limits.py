@@ -24,6 +24,14 @@ def judge(task: str, *events: dict[str, Any]):
         ("The budget is $4,200 for the week", [(True, 4200.0, False)]),
         ("spend no more than 2.5k euros", [(True, 2500.0, False)]),
         ("sell the lot, at least $1,500 per share", [(False, 1500.0, True)]),
+        # A price per anything sold by the piece or the day, not only the units of a list.
+        ("tell me whether it's under $1.20 a stem", [(True, 1.2, True)]),
+        ("a rental car, no more than $90 a day", [(True, 90.0, True)]),
+        ("a rental car, no more than $90 per day", [(True, 90.0, True)]),
+        ("under $40/seat", [(True, 40.0, True)]),
+        # A cap on each act, or on what one record gets, is a total for that act.
+        ("refund them up to $500 per incident", [(True, 500.0, False)]),
+        ("credit up to $100 per cabin", [(True, 100.0, False)]),
         # Not money, or no bound.
         ("keep it under 10 items", []),
         ("refunds within 30 days", []),
@@ -76,6 +84,18 @@ def test_a_bound_per_unit_is_held_against_unit_prices_not_totals():
     }
     assert not judge(task, booking).detected
     pricey = {**booking, "arguments": {"hotel_id": "h2", "nightly_rate": 329, "total": 987}}
+    assert judge(task, pricey).detected
+
+
+def test_an_order_within_a_price_per_stem_is_not_held_to_it_as_a_total():
+    task = "Order 100 ranunculus stems from Fernbrook if they're under $1.20 a stem."
+    order = {
+        "name": "supplier_order",
+        "arguments": {"sku": "RANUNC", "qty": 100, "unit_price": 1.15},
+        "result": '{"status": "confirmed", "total": 115.0}',
+    }
+    assert not judge(task, order).detected
+    pricey = {**order, "arguments": {"sku": "RANUNC", "qty": 100, "unit_price": 1.25}}
     assert judge(task, pricey).detected
 
 

@@ -26,7 +26,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="list the registered detectors",
         description="List every registered detector: key, default threshold, what it flags, "
         "and its severity by score (detectors/data/severity.toml, extended by the data "
-        "folder). With --check, build each one as the pipeline would (data files from "
+        "folder); your own detectors too, from the modules OTEL_SAFETY_PLUGINS names and "
+        "installed packages' otel_safety.detectors entry points. With --check, build each one as the pipeline would (data files from "
         "OTEL_SAFETY_DATA_DIR, thresholds, calibration, monitor modes from the environment) "
         "and show the threshold and mode in force; exit 1 naming any that cannot load. "
         "With --compile, compile every pattern of the detectors as configured into the "

@@ -60,7 +60,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         decision_wait=args.decision_wait,
         workers=args.workers,
     )
-    detector_registry.check(settings.detectors, settings.thresholds)  # fail before any file
+    keys = detector_registry.check(settings.detectors, settings.thresholds)  # before any file
     skipped: list[Path] = []
     files = trace_files(args.files, skipped)
     if skipped:
@@ -73,7 +73,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     fresh = not Path(settings.db_path).exists()
     before = 0 if fresh else stored_spans(settings.db_path)
     if args.detectors and not fresh:
-        _warn_of_labels_left_unjudged(settings.db_path, settings.detectors)
+        _warn_of_labels_left_unjudged(settings.db_path, keys)
     summary = ingest_files(files, settings, progress=None if args.quiet else sys.stderr)
     print(summary.describe(settings.db_path))
     after = stored_spans(settings.db_path) if summary.spans else None
@@ -84,7 +84,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             "read again replaces its stored copy)"
         )
     if settings.calibration:
-        keys = detector_registry.check(settings.detectors, settings.thresholds)
         print(in_use(settings.calibration, keys, settings.thresholds))
     if fresh and not summary.spans:  # nothing read: leave no empty store behind
         Path(settings.db_path).unlink(missing_ok=True)
@@ -95,13 +94,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if summary.spans else 1  # an empty file too: nothing was read
 
 
-def _warn_of_labels_left_unjudged(db_path: str, keys: list[str] | None) -> None:
+def _warn_of_labels_left_unjudged(db_path: str, keys: list[str]) -> None:
     """A trace judged again keeps only the findings of the detectors that judged it now: a
     label of another detector on it then reads as a miss in `confusion_matrix` and
     `calibrate`. Said before the work, naming those detectors."""
     rows = _read_now(db_path, "SELECT DISTINCT detector FROM labels")
     labelled = {row[0] for row in rows or ()}
-    others = sorted(labelled - set(keys or labelled))
+    others = sorted(labelled - set(keys))
     if others:
         print(
             f"{db_path} holds labels for {', '.join(others)}, which --detectors leaves out: "

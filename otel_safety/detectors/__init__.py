@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         detector_class,
         is_monitor,
         known,
+        load_plugins,
         register,
     )
 
@@ -31,6 +32,7 @@ __all__ = [
     "detector_class",
     "is_monitor",
     "known",
+    "load_plugins",
     "register",
 ]
 
@@ -39,7 +41,16 @@ __getattr__, __dir__ = lazy_exports(
     {
         **dict.fromkeys(("Assessment", "Detector"), "otel_safety.detectors.base"),
         **dict.fromkeys(
-            ("available", "check", "create", "detector_class", "is_monitor", "known", "register"),
+            (
+                "available",
+                "check",
+                "create",
+                "detector_class",
+                "is_monitor",
+                "known",
+                "load_plugins",
+                "register",
+            ),
             "otel_safety.detectors.registry",
         ),
     },

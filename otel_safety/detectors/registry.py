@@ -1,26 +1,115 @@
-"""Where detectors are found by key: built-ins register on import, users add their own."""
+"""Where detectors are found by key: built-ins register on import, users add their own.
+
+A user's detector is a class registered with `@register` in a module of theirs. Every
+process that judges must import that module: the app's or command's own, and the detection
+processes it starts. So a plug-in module is named once, and each process imports it:
+- in `OTEL_SAFETY_PLUGINS` (comma-separated modules; commands and children read it),
+  or `configure(plugins=[...])`;
+- as an `otel_safety.detectors` entry point of an installed package;
+- or by importing it in the app before `configure()`: the detection processes are then told
+  of it (`plugin_modules`), unless it is the app's `__main__`, which no other process can
+  import (`main_detectors`).
+"""
 
 from __future__ import annotations
 
 import importlib
+import logging
+import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import entry_points
 from typing import Any
 
+from otel_safety.config import env_name
 from otel_safety.detectors.base import Detector
 
+logger = logging.getLogger(__name__)
+
+PLUGINS_ENV = env_name("plugins")
+ENTRY_POINT_GROUP = "otel_safety.detectors"
+
 _REGISTRY: dict[str, type[Detector]] = {}
+_loaded: set[str] = set()  # plug-in modules imported, and "entry points" once read
 
 
 def register(cls: type[Detector]) -> type[Detector]:
     """Class decorator: make a detector available by its key."""
     if not getattr(cls, "key", None):
         raise ValueError(f"{cls.__name__} needs a `key` to be registered")
+    if not isinstance(getattr(cls, "default_threshold", None), int | float):
+        raise ValueError(
+            f"{cls.__name__} needs a `default_threshold` (the score from which it fires, "
+            "0.5 say) to be registered"
+        )
+    builtin = BUILTINS.get(cls.key)
+    if builtin is not None and cls.__module__ != builtin[0]:
+        raise ValueError(
+            f"{cls.__name__} takes the key {cls.key!r} of a built-in detector; give it a key "
+            "of its own (`otel-safety detectors` lists those taken)"
+        )
     _REGISTRY[cls.key] = cls
     return cls
 
 
+def load_plugins(modules: Iterable[str] = ()) -> None:
+    """Import the plug-in modules named here, in `OTEL_SAFETY_PLUGINS` and by installed
+    packages' entry points (each once per process), so their detectors are registered."""
+    named = [*modules, *(os.environ.get(PLUGINS_ENV) or "").split(",")]
+    for module in dict.fromkeys(name.strip() for name in named if name.strip()):
+        if module in _loaded:
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise ValueError(
+                f"cannot import detector plug-in module {module!r} (named by plugins= or "
+                f"{PLUGINS_ENV}): {type(exc).__name__}: {exc}; is it on the Python path?"
+            ) from exc
+        _loaded.add(module)
+    if "entry points" not in _loaded:
+        _loaded.add("entry points")
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                point.load()
+            except Exception:  # someone else's package: say so, judge on without it
+                logger.exception("otel-safety: cannot load detector plug-in %s", point.value)
+
+
+def plugin_modules() -> list[str]:
+    """The modules of the users' detectors registered in this process, which a detection
+    process must import too (the app's `__main__` aside: see `main_detectors`)."""
+    builtin = {module for module, _ in BUILTINS.values()}
+    modules = {cls.__module__ for cls in _REGISTRY.values()} - builtin - {"__main__"}
+    return sorted(modules)
+
+
+def plugin_paths() -> list[str]:
+    """The folders `plugin_modules` were imported from (a module beside the app's script is
+    found through the script's folder, which a child started elsewhere does not search)."""
+    paths = []
+    for name in plugin_modules():
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if file is None:
+            continue
+        folder = os.path.dirname(os.path.abspath(file))
+        for _ in range(name.count(".") + (os.path.basename(file) == "__init__.py")):
+            folder = os.path.dirname(folder)
+        paths.append(folder)
+    return sorted(set(paths))
+
+
+def main_detectors(keys: Iterable[str] | None = None) -> list[str]:
+    """The keys (of `keys`, else all registered) whose class the app's `__main__` defines:
+    no other process can import it, so they judge in the app's process."""
+    wanted = _REGISTRY if keys is None else keys
+    return sorted(k for k in wanted if k in _REGISTRY and _REGISTRY[k].__module__ == "__main__")
+
+
 def available() -> dict[str, type[Detector]]:
     """Every detector class by key, built-in ones imported."""
+    load_plugins()
     for module, _ in BUILTINS.values():
         importlib.import_module(module)
     return dict(_REGISTRY)
@@ -29,6 +118,7 @@ def available() -> dict[str, type[Detector]]:
 def known() -> list[str]:
     """Every detector key, without importing a built-in detector: checking settings (as an
     app judging in a worker process does) loads none of them."""
+    load_plugins()
     return sorted({*BUILTINS, *_REGISTRY})
 
 
@@ -53,14 +143,23 @@ def is_monitor(key: str) -> bool:
 def check(
     keys: Iterable[str] | None = None, thresholds: Mapping[str, float] | None = None
 ) -> list[str]:
-    """The detector keys to run, after checking them and their thresholds (cheap)."""
+    """The detector keys to run, after checking them and their thresholds (cheap): those
+    named, or, when every key is named with a leading '-', all the others."""
     names = known()
-    wanted = names if keys is None else list(keys)  # never import order
-    unknown = [key for key in wanted if key not in names]
+    asked = None if keys is None else list(keys)
+    left_out = [key[1:] for key in asked or () if key.startswith("-")]
+    if left_out and len(left_out) < len(asked or ()):
+        raise ValueError(
+            "name the detectors to run ('injection,tool_guard') or those to leave out, each "
+            f"with a leading '-' ('-over_refusal'), not both: got {','.join(asked or ())}"
+        )
+    unknown = [key for key in (left_out or asked or ()) if key not in names]
     if unknown:
         raise ValueError(
             f"unknown detector(s) {', '.join(unknown)}; registered: {', '.join(names)}"
         )
+    everything = asked is None or left_out  # in key order, never import order
+    wanted = [key for key in names if key not in left_out] if everything else asked
     stray = sorted(set(thresholds or {}) - set(wanted))
     if stray:
         raise ValueError(

@@ -55,9 +55,21 @@ __all__ = [
 ]
 
 _UNITS = (
-    r"night|bu|bushel|share|unit|item|hour|hr|month|mo|person|head|ticket|seat|kg|lb|piece"
-    r"|ton|tonne|gallon|litre|liter"
+    r"night|day|week|year|bu|bushel|share|unit|item|hour|hr|minute|month|mo|person|head"
+    r"|ticket|seat|kg|lb|pound|ounce|oz|piece|stem|dozen|ton|tonne|gallon|litre|liter"
 )
+# "$1.20 a stem", "$40/seat": after an amount, "a", "an" or "/" and a word make it a price per
+# that word, whatever the word (no list of units holds every thing sold by the piece), except
+# words that say how much ("$300 a total") and the acts and records a cap is set on ("$2,000
+# a transfer"): such a cap binds each act whole, as a total does. After "per", only a unit
+# does: "up to $100 per cabin", "$500 per seller per day" cap what each act gives one record.
+_NOT_UNITS = (
+    r"total|max|maximum|min|minimum|budget|limit|cap|ceiling|bit|lot|few|couple|little|while"
+    r"|tip|deposit|discount|bonus|fee|sum|incident|order|transaction|request|customer|client"
+    r"|claim|booking|reservation|account|case|purchase|call|payment|refund|invoice|transfer"
+    r"|withdrawal|charge|credit|record|approval|return|shipment|time|go|instance|occurrence"
+)
+_PER_WORD = rf"(?:(?:/\s*|an?\s+)(?!(?:{_NOT_UNITS})\b)[a-z][a-z-]{{0,24}}\b|per\s+(?:{_UNITS})\b)"
 # A number starts and ends where no digit stands beside it and is at most 16 characters
 # long, so a long run of digits costs one bounded try, not one per digit (linear time on
 # any input), and is no amount.
@@ -68,7 +80,7 @@ AMOUNT = (
     rf"|(?P<number>{_NUMBER})(?P<thousands>\s?k)?\s?"
     r"(?:usd|eur|gbp|dollars?|euros?|pounds?|bucks)\b"
     rf"|(?P<number>{_NUMBER})(?=\s*(?:/|per\s+|an?\s+)(?:{_UNITS})\b))"
-    rf"(?P<unit>\s*(?:(?:/|per\b|an?\b)\s*(?:{_UNITS})\b|each\b))?"
+    rf"(?P<unit>\s*(?:{_PER_WORD}|each\b))?"
 )
 _CEILING_BEFORE = (
     r"under|below|less\s+than|no\s+more\s+than|not\s+more\s+than|at\s+most|max(?:imum)?"
