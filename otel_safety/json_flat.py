@@ -13,11 +13,21 @@ from typing import Any
 
 from otel_safety.analysis.pattern_cache import compiled
 
-__all__ = ["add_numbered", "read_flat"]
+__all__ = ["add_numbered", "lenient_loads", "read_flat"]
 
 # One token, left to right: a string in either quotes, a punctuation mark, a bare scalar.
 _TOKEN = compiled(r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|[:,\[\]{}]|[^\s":,\[\]{}]++')
 _PUNCTUATION = frozenset(":,[]{}")
+
+
+def lenient_loads(text: str) -> Any:
+    """JSON whose strings hold raw control characters (a newline between two commands, a
+    tab, a NUL), as the lenient parsers many agent runtimes call take it: `{"command":
+    "ls<newline>rm -rf /"}` runs both lines. None when it is malformed otherwise."""
+    try:
+        return json.loads(text, strict=False)
+    except (ValueError, RecursionError):
+        return None
 
 
 def read_flat(text: str, *, named_only: bool = False) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from otel_safety.mapping.types import MappedSpan
 from otel_safety.model import EscalationLevel, Finding, Trajectory
 from otel_safety.policies import SafeguardsPolicy
 from otel_safety.policy import Policy
+from otel_safety.rate_limited import RateLimitedLog
 
 if TYPE_CHECKING:
     from otel_safety.detection_worker import ChildCopy
@@ -196,6 +197,7 @@ class Pipeline:
         self.requester_keys = tuple(requester_keys)
         self.conversation_keys = tuple(conversation_keys)
         self.calibrated = dict(calibrated) if calibrated is not None else None
+        self._failures = _failure_log()
 
     @property
     def detectors(self) -> list[Detector]:
@@ -235,6 +237,7 @@ class Pipeline:
         """In a forked copy of the application: a build the parent had under way when it
         forked is done again here, under a lock of this process's own."""
         self._build_lock = threading.Lock()
+        self._failures = _failure_log()  # its lock may have been held at the fork
 
     def close(self) -> None:
         """Nothing to release here; a pipeline judging in another process stops it."""
@@ -291,7 +294,7 @@ class Pipeline:
             reason,
             annotate=True,
             findings=findings,
-            level=self.policy.decide(findings, trajectory),
+            level=_unjudged_to_review(self.policy.decide(findings, trajectory), errors),
             trajectory=trajectory,
             notes=notes,
             dialects={m.span_id: m.dialect for m in mapped},
@@ -307,8 +310,12 @@ class Pipeline:
             try:
                 judged = detector.evaluate_all(trajectory, analysis)
             except Exception as exc:  # one broken detector must not hide the others
-                logger.exception(
-                    "detector %s failed on trace %s", detector.key, trajectory.trace_id
+                self._failures.error(
+                    "detector %s failed on trace %s (at most 5 tracebacks a minute; every "
+                    "failure is noted on its trace, which goes to HUMAN_REVIEW)",
+                    detector.key,
+                    trajectory.trace_id,
+                    exc_info=True,
                 )
                 errors.append(f"detector {detector.key} failed: {type(exc).__name__}: {exc}")
                 continue
@@ -353,6 +360,18 @@ def _note_capped(findings: list[Finding], capped: list[str]) -> None:
         return
     for finding in findings:
         finding.details = {**(finding.details or {}), "input_capped": capped[:8]}
+
+
+def _failure_log() -> RateLimitedLog:
+    """A detector that fails on every trace must not flood the log with tracebacks."""
+    return RateLimitedLog(logger, window=60.0, limit=5, report_suppressed=True)
+
+
+def _unjudged_to_review(level: EscalationLevel, errors: list[str]) -> EscalationLevel:
+    """A trace a detector failed on was not judged by it: a hostile input that breaks a
+    detector (JSON nested past the parser, say) must not read as a clean run, so a person
+    looks at it (its root's notes name the failure)."""
+    return max(level, EscalationLevel.HUMAN_REVIEW) if errors else level
 
 
 def _with_errors(

@@ -45,10 +45,10 @@ class RateLimitedLog:
     def warning(self, message: str, *args: object) -> bool:
         return self.log(logging.WARNING, message, *args)
 
-    def error(self, message: str, *args: object) -> bool:
-        return self.log(logging.ERROR, message, *args)
+    def error(self, message: str, *args: object, exc_info: bool = False) -> bool:
+        return self.log(logging.ERROR, message, *args, exc_info=exc_info)
 
-    def log(self, level: int, message: str, *args: object) -> bool:
+    def log(self, level: int, message: str, *args: object, exc_info: bool = False) -> bool:
         """Log unless this window's budget is spent; whether the line was written."""
         with self._lock:
             now = self._clock()
@@ -65,5 +65,5 @@ class RateLimitedLog:
                 self.suppressed += 1
                 return False
             self._used += 1
-        self.logger.log(level, message, *args)
+        self.logger.log(level, message, *args, exc_info=exc_info)
         return True

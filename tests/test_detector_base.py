@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from otel_safety.detectors.base import EVIDENCE_MAX_CHARS, clip, redact
+from otel_safety.detectors.base import EVIDENCE_MAX_CHARS, Assessment, Detector, clip, redact
+from otel_safety.model import Evidence, Trajectory
 
 
 @pytest.mark.parametrize(
@@ -57,3 +58,21 @@ def test_user_data_files_are_checked(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"unknown section.*refusals"):
         load_data("refusal", data_dir=str(tmp_path))
     assert DATA_DIR_ENV == "OTEL_SAFETY_DATA_DIR"
+
+
+class Quoting(Detector):
+    """A user's detector that quotes what it saw as it is, without `clip`."""
+
+    key = "quoting"
+    default_threshold = 0.5
+
+    def judge(self, trajectory, analysis):
+        quote = "key AKIAIOSFODNN7EXAMPLE at postgres://admin:hunter2secret@db/x"
+        return [Assessment(1.0, [Evidence(text=quote)], f"found {quote}")]
+
+
+def test_what_a_users_detector_quotes_is_masked_by_the_base():
+    [finding] = Quoting().evaluate_all(Trajectory(trace_id="t" * 32))
+    for said in (finding.explanation, finding.evidence[0].text):
+        assert "AKIAIOSFODNN7EXAMPLE" not in said and "hunter2secret" not in said
+        assert "[REDACTED]" in said

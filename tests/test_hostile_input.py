@@ -65,6 +65,29 @@ def test_deeply_nested_arguments_are_read_flat_and_still_judged(span_factory, pi
     assert any("read flat" in note for note in guard.details["input_capped"])
 
 
+@pytest.mark.parametrize("nesting", ["[", '{"a":'])
+def test_a_result_nested_past_the_parser_leaves_every_detector_judging(
+    span_factory, pipeline, nesting
+):
+    """A fetched page of a thousand brackets made three detectors fail, so the trace's
+    `rm -rf /` was stored as NONE."""
+    arguments = json.dumps({"command": "rm -rf /"})
+    evaluation = pipeline.evaluate(tool_run(span_factory, arguments, nesting * 1200))
+    assert not evaluation.detector_errors
+    assert "tool_guard" in {f.detector for f in evaluation.findings if f.detected}
+    assert evaluation.level == EscalationLevel.HARD_STOP
+
+
+def test_arguments_with_a_raw_newline_in_a_string_are_read_as_runtimes_read_them(
+    span_factory, pipeline
+):
+    """`json.loads(strict=False)`, as agent runtimes parse arguments, runs both lines."""
+    evaluation = pipeline.evaluate(tool_run(span_factory, '{"command": "ls\nrm -rf /"}'))
+    assert "tool_guard" in {f.detector for f in evaluation.findings if f.detected}
+    notes = [note for span_notes in evaluation.notes.values() for note in span_notes]
+    assert any("raw control characters" in note for note in notes), notes
+
+
 def test_flat_reading_keeps_every_value_with_its_name():
     notes = Notes()
     nested = '{"a":' * 1500 + '{"to": "x@evil.test", "to": "y", "n": [1, 2]}' + "}" * 1500

@@ -198,7 +198,7 @@ def cmd_guard_check(args: argparse.Namespace) -> int:
     from otel_safety.guard import Guard
 
     try:
-        arguments = json.loads(args.arguments)
+        arguments = json.loads(args.arguments, strict=False)  # raw newlines, as runtimes take
     except RecursionError:
         raise ValueError("arguments nest too deeply to read as JSON") from None
     except json.JSONDecodeError as exc:

@@ -75,6 +75,12 @@ class Detector:
         found = ladders_for_judging().detectors.get(self.key)
         return Ladder.flat(self.severity) if found is None else found
 
+    @property
+    def _masks_own(self) -> bool:
+        """Ours quote through `clip`, which masks secrets; a user's detector may not know
+        to, so the base masks what it quotes (evidence is always masked)."""
+        return type(self).__module__.startswith("otel_safety.")
+
     def fires(self, score: float) -> bool:
         """The one fire rule: a positive score at or above the threshold, where firing is on;
         both as a finding stores them (to six places), as calibration compares them."""
@@ -120,8 +126,8 @@ class Detector:
             threshold=round(self.fires_at, 6),
             detected=detected,
             severity=severity,
-            explanation=found.explanation,
-            evidence=found.evidence,
+            explanation=found.explanation if self._masks_own else redact(found.explanation),
+            evidence=found.evidence if self._masks_own else _masked(found.evidence),
             risk_category=self.risk_category if detected else None,
             details=found.details,
         )
@@ -131,6 +137,10 @@ def clip(text: str, limit: int = EVIDENCE_MAX_CHARS) -> str:
     """Evidence is quoted, never dumped: short enough to read, secrets masked."""
     text = redact(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _masked(evidence: list[Evidence]) -> list[Evidence]:
+    return [item.model_copy(update={"text": redact(item.text)}) for item in evidence]
 
 
 def redact(text: str) -> str:

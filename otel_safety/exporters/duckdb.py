@@ -940,7 +940,7 @@ def trace_row(evaluation: TraceEvaluation, now: datetime) -> dict[str, Any]:
         "detectors_fired": to_json(sorted(_fired(evaluation))),
         "release_reason": evaluation.reason,
         "span_count": len(evaluation.spans),
-        "error": evaluation.error,
+        "error": evaluation.error or "; ".join(evaluation.detector_errors) or None,
         "trajectory": _trajectory_json(trajectory) if trajectory else None,
         "trace_start": _trace_start(evaluation),
         "evaluated_at": now,

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from otel_safety.json_flat import add_numbered, read_flat
+from otel_safety.json_flat import add_numbered, lenient_loads, read_flat
 from otel_safety.model import Message, ToolCall
 
 # What detectors read of one field (a message, a tool argument or result): beyond this, a
@@ -81,6 +81,9 @@ def structured(value: Any, notes: Notes, key: str) -> Any:
         except ValueError as exc:
             if stripped[0] == '"':  # plain text that happens to start with a quote
                 return value
+            if (lenient := lenient_loads(stripped)) is not None:
+                notes.add(f"{key}: raw control characters in JSON strings, read as they are")
+                return lenient
             notes.add(f"{key}: malformed JSON ({exc.msg} at char {exc.pos})")
             return None
     if isinstance(value, Mapping):

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from otel_safety.json_flat import read_flat
+from otel_safety.json_flat import lenient_loads, read_flat
 
 _PLAIN = (str, bytes, bytearray, int, float, bool, type(None), Mapping, list, tuple)
 
@@ -30,7 +30,9 @@ def tool_arguments(value: Any) -> dict[str, Any] | str | None:
             except RecursionError:
                 return read_flat(value)
             except ValueError:
-                return read_flat(value, named_only=True) or value
+                decoded = lenient_loads(value)
+                if decoded is None:
+                    return read_flat(value, named_only=True) or value
             if isinstance(decoded, dict):
                 return decoded
         return value

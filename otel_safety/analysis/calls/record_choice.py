@@ -576,7 +576,7 @@ def parsed_result(result: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser: no record to look up
         return None
 
 

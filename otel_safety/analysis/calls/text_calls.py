@@ -79,7 +79,7 @@ def _json_call(payload: str, span_id: str | None) -> ToolCall | None:
     """A `<tool_call>` JSON payload: `{"name", "arguments"}`, or nested under `function`."""
     try:
         data = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None

@@ -94,7 +94,7 @@ def partial_failure(call: ToolCall) -> str:
         return ""
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if not isinstance(parsed, dict):
         return ""
@@ -150,7 +150,7 @@ def failure_in_result(result: str) -> str:
     if text[0] == "{":
         try:
             parsed = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if isinstance(parsed, dict):
             return _failed_object(parsed)
