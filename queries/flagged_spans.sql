@@ -17,8 +17,9 @@ WITH params AS (
                    || CAST(getvariable('include_resolved') AS VARCHAR)) END AS include_resolved
 ),
 -- The resolution in force per trace and detector is the latest; NULL detector: the whole trace.
+-- It covers the findings judged by the time it was made: an alert judged after it is open.
 resolved AS (
-    SELECT trace_id, detector
+    SELECT trace_id, detector, resolved_at
     FROM resolutions
     QUALIFY row_number() OVER (
         PARTITION BY trace_id, detector ORDER BY resolved_at DESC, resolved DESC) = 1
@@ -40,7 +41,8 @@ LEFT JOIN spans AS s USING (trace_id, span_id)
 WHERE f.detected
   AND (p.include_resolved OR NOT EXISTS (
         SELECT 1 FROM resolved AS r
-        WHERE r.trace_id = f.trace_id AND (r.detector IS NULL OR r.detector = f.detector)))
+        WHERE r.trace_id = f.trace_id AND (r.detector IS NULL OR r.detector = f.detector)
+          AND coalesce(f.evaluated_at <= r.resolved_at, TRUE)))
   AND (CAST(getvariable('min_level') AS VARCHAR) IS NULL
        OR list_position(
             ['NONE', 'CLARIFY', 'WARN', 'SOFT_STOP', 'HUMAN_REVIEW', 'HARD_STOP'],

@@ -1,7 +1,8 @@
 -- flagged_traces: which agent runs escalated and are still open, strictest and newest first?
 -- Tables: traces, findings (the detectors that fired), resolutions (alerts marked resolved
 --         with `otel-safety resolve` or the dashboard; the latest per trace and detector is
---         in force, a NULL detector stands for the whole trace).
+--         in force, a NULL detector stands for the whole trace; it covers the findings
+--         judged by the time it was made, so an alert judged after it opens the trace again).
 -- Parameters (optional; `SET VARIABLE name = value;` in the DuckDB CLI,
 --             `--param name=value` with `otel-safety query`):
 --   min_level         lowest escalation level shown: CLARIFY, WARN, SOFT_STOP, HUMAN_REVIEW,
@@ -34,10 +35,10 @@ in_force AS (
         PARTITION BY trace_id, detector ORDER BY resolved_at DESC, resolved DESC) = 1
 ),
 fired AS (
-    SELECT f.trace_id, f.detector
+    SELECT f.trace_id, f.detector, max(f.evaluated_at) AS last_judged
     FROM findings AS f
     WHERE f.detected
-    GROUP BY ALL
+    GROUP BY f.trace_id, f.detector
 ),
 per_trace AS (
     SELECT
@@ -47,7 +48,8 @@ per_trace AS (
             WHERE NOT EXISTS (
                 SELECT 1 FROM in_force AS r
                 WHERE r.resolved AND r.trace_id = fd.trace_id
-                  AND (r.detector IS NULL OR r.detector = fd.detector))), []) AS open
+                  AND (r.detector IS NULL OR r.detector = fd.detector)
+                  AND coalesce(fd.last_judged <= r.resolved_at, TRUE))), []) AS open
     FROM fired AS fd
     GROUP BY ALL
 ),
@@ -59,8 +61,7 @@ judged AS (
         t.*,
         pt.detectors,
         pt.open,
-        CASE WHEN w.trace_id IS NOT NULL THEN TRUE
-             WHEN pt.trace_id IS NULL THEN FALSE
+        CASE WHEN pt.trace_id IS NULL THEN w.trace_id IS NOT NULL
              ELSE len(pt.open) = 0 END AS resolved
     FROM traces AS t
     LEFT JOIN per_trace AS pt USING (trace_id)

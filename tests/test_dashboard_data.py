@@ -4,6 +4,7 @@ shares with the `flagged_traces` query, reads beside the writer, the missing ext
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -80,6 +81,18 @@ def _resolution(detector: str | None, resolved: bool) -> dict:
 def test_open_alerts_follow_the_latest_resolution(history, still_open, resolved):
     fired = [{"detector": "injection"}, {"detector": "deception"}, {"detector": "injection"}]
     assert open_alerts(fired, history) == (still_open, resolved)
+
+
+def test_a_resolution_leaves_open_an_alert_judged_after_it():
+    """A late span's HARD_STOP, judged after the trace was resolved, was hidden by it."""
+    at = datetime(2026, 12, 6, 12, 0)
+    whole = [{"detector": None, "resolved": True, "resolved_at": at}]
+    before = {"detector": "injection", "evaluated_at": at - timedelta(minutes=5)}
+    after = {"detector": "tool_guard", "evaluated_at": at + timedelta(seconds=20)}
+    assert open_alerts([before], whole) == ([], True)
+    assert open_alerts([before, after], whole) == (["tool_guard"], False)
+    one = [{"detector": "tool_guard", "resolved": True, "resolved_at": at}]
+    assert open_alerts([after], one) == (["tool_guard"], False)
 
 
 def test_reads_in_the_writing_process_leave_the_writer_its_file(tmp_path):

@@ -158,6 +158,30 @@ def test_resolving_the_whole_trace_wins_over_open_detectors(store):
         resolve(db, stolen, by="dana", note="again", resolved=False)
 
 
+@pytest.mark.process
+def test_an_alert_judged_after_a_resolution_opens_the_trace_again(store):
+    """A late span's HARD_STOP was hidden by a resolution written before it existed."""
+    from otel_safety.report.data import ALERTS_SQL
+
+    db, traces = store
+    stolen = traces["r7"]
+    resolve(db, stolen, by="dana", note="benign pricing page")
+    assert stolen not in open_traces(db)
+    with duckdb.connect(str(db)) as con:
+        open_before = con.execute(ALERTS_SQL).fetchone()[0]
+        con.execute(  # a span judged later, as a late child of the run is
+            "INSERT INTO findings BY NAME SELECT * REPLACE ("
+            "'late0000late0000' AS span_id, (SELECT max(resolved_at) FROM resolutions) "
+            "+ INTERVAL 20 SECOND AS evaluated_at) FROM findings "
+            "WHERE trace_id = ? AND detected LIMIT 1",
+            [stolen],
+        )
+        assert con.execute(ALERTS_SQL).fetchone()[0] == open_before + 1
+    assert stolen in open_traces(db)
+    late = [r for r in kit(db, "flagged_spans") if r["trace_id"] == stolen]
+    assert [r["span_id"] for r in late] == ["late0000late0000"]
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -144,8 +144,8 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
     findings = _dicts(
         con,
         "SELECT span_id, detector, round(score, 3) AS score, threshold, detected, "
-        "escalation_level, escalation_rank, risk_category, explanation, evidence "
-        "FROM findings WHERE trace_id = ? "
+        "escalation_level, escalation_rank, risk_category, explanation, evidence, "
+        "evaluated_at FROM findings WHERE trace_id = ? "
         "ORDER BY detected DESC, escalation_rank DESC, score DESC, detector",
         [trace_id],
     )
@@ -207,15 +207,30 @@ def open_alerts(
     fired: list[dict[str, Any]], history: list[dict[str, Any]]
 ) -> tuple[list[str], bool]:
     """The fired detectors no resolution in force covers, and whether the trace is resolved
-    (the rule of the `flagged_traces` query: the latest row per detector, NULL = all)."""
-    in_force: dict[str | None, bool] = {}
+    (the rule of the `flagged_traces` query: the latest row per detector, NULL = all; a
+    resolution covers the findings judged by the time it was made, not those that came
+    after it)."""
+    in_force: dict[str | None, dict[str, Any]] = {}
     for row in history:  # newest first
-        in_force.setdefault(row["detector"], row["resolved"])
-    if in_force.get(None):
-        return [], True
-    detectors = sorted({f["detector"] for f in fired})
-    still_open = [d for d in detectors if not in_force.get(d)]
-    return still_open, bool(detectors) and not still_open
+        in_force.setdefault(row["detector"], row)
+
+    def covered(finding: dict[str, Any], resolution: dict[str, Any] | None) -> bool:
+        if resolution is None or not resolution["resolved"]:
+            return False
+        judged = finding.get("evaluated_at")
+        return judged is None or judged <= resolution["resolved_at"]
+
+    still_open = sorted(
+        {
+            f["detector"]
+            for f in fired
+            if not covered(f, in_force.get(None)) and not covered(f, in_force.get(f["detector"]))
+        }
+    )
+    whole = in_force.get(None)
+    if not fired:
+        return [], bool(whole and whole["resolved"])
+    return still_open, not still_open
 
 
 # Rows of a trace's span tree a page shows: a trace of 30,000 spans made an 8.5 MB page

@@ -122,11 +122,11 @@ def store_totals(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 
 # Alerts as `flagged_spans` lists them (a fired finding at WARN or above), open or resolved by
-# the resolution in force (the latest per trace and detector; no detector: the whole trace),
-# as that query file decides it.
+# the resolution in force (the latest per trace and detector; no detector: the whole trace)
+# when judged by the time it was made, as that query file decides it.
 ALERTS_SQL = """
 WITH resolved AS (
-    SELECT trace_id, detector FROM resolutions
+    SELECT trace_id, detector, resolved_at FROM resolutions
     QUALIFY row_number() OVER (
         PARTITION BY trace_id, detector ORDER BY resolved_at DESC, resolved DESC) = 1
         AND resolved
@@ -134,6 +134,7 @@ WITH resolved AS (
     SELECT EXISTS (
         SELECT 1 FROM resolved AS r
         WHERE r.trace_id = f.trace_id AND (r.detector IS NULL OR r.detector = f.detector)
+          AND coalesce(f.evaluated_at <= r.resolved_at, TRUE)
     ) AS is_resolved
     FROM findings AS f WHERE f.detected AND f.escalation_rank >= 1
 )
