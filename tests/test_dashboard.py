@@ -265,11 +265,12 @@ def test_a_session_expires_and_ends_with_the_run_and_logs_in_only_to_this_dashbo
     cookie = login.headers["set-cookie"]
     assert f"Max-Age={SESSION_SECONDS}" in cookie
     session = cookie.split(";")[0]
+    assert session.startswith(f"otel_safety_dashboard_{url.rsplit(':', 1)[1]}=")  # its port's
     assert httpx.get(f"{url}/panel/flagged", headers={"Cookie": session}).status_code == 200
     issued = int(session.split("=", 1)[1].split(".")[0])
     stale = session_value(b"another run's secret", issued)
     for forged in (stale, f"{issued - SESSION_SECONDS - 10}.{'0' * 64}", "x.y", ""):
-        headers = {"Cookie": f"otel_safety_dashboard={forged}"}
+        headers = {"Cookie": f"{session.split('=')[0]}={forged}"}
         assert httpx.get(f"{url}/panel/flagged", headers=headers).status_code == 401
     for path in ("//evil.example/x", "/%5Cevil.example"):
         away = httpx.get(f"{url}{path}?token={TOKEN}")
@@ -617,6 +618,34 @@ def test_a_trace_shows_its_evidence_and_span_tree_and_resolve_records_who(
     resolved_row = f'#flagged-table tr.resolved[data-trace="{shell}"]'
     wait(browser).until(lambda d: texts(d, resolved_row))
     assert "resolved by dana" in texts(browser, resolved_row)[0]
+
+
+@pytest.mark.browser
+def test_a_lost_session_is_said_on_the_page_and_the_reviewers_name_follows_the_tab(
+    dashboard, store, browser
+):
+    """After a restart every action got 401, which htmx drops: Approve did nothing visible.
+    And the "acting as" name went back to the default on every page."""
+    db, traces = store
+    target = traces["r3"]
+    open_dashboard(browser, dashboard)
+    actor = browser.find_element(By.ID, "actor")
+    actor.clear()
+    actor.send_keys("erin")
+    browser.get(f"{dashboard.url}/trace/{target}")
+    wait(browser).until(ec.presence_of_element_located((By.ID, "resolve-form")))
+    assert browser.find_element(By.ID, "actor").get_attribute("value") == "erin"
+    assert not browser.find_element(By.ID, "problem").is_displayed()
+
+    browser.delete_all_cookies()  # as a restart leaves the session: no longer valid
+    browser.find_element(By.NAME, "note").send_keys("looked at it")
+    browser.find_element(By.ID, "resolve-button").click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "problem").is_displayed())
+    assert "Not signed in any more" in browser.find_element(By.ID, "problem").text
+    with open_store(db, wait=20) as con:
+        assert con.execute(
+            "SELECT count(*) FROM resolutions WHERE trace_id = ?", [target]
+        ).fetchone() == (0,)
 
 
 def _ask_in_thread(guard: Guard, command: str, results: dict[str, Any]) -> threading.Thread:

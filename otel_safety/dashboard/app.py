@@ -376,6 +376,7 @@ class _Pages:
 # The report's look, plus what only a live page has: navigation, forms, buttons.
 DASHBOARD_STYLE = """
 section h2:first-child{margin-top:2px}
+.problem{background:#fee2e2;border:1px solid #b91c1c;color:#7f1d1d;padding:8px 12px;margin:8px 0}
 header.top{display:flex;flex-wrap:wrap;align-items:baseline;gap:6px 18px}
 header.top h1 a{color:inherit;text-decoration:none}.actor{margin-left:auto}
 nav{margin-top:10px;display:flex;gap:14px}nav a{color:#1d4ed8}

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-COOKIE = "otel_safety_dashboard"
+COOKIE = "otel_safety_dashboard"  # and the port: two dashboards on one host keep their own
 SESSION_SECONDS = 12 * 3600
 
 
@@ -28,6 +28,14 @@ def session_value(secret: bytes, issued: int) -> str:
     """`<issued>.<signature>`: when the session began, signed with this run's secret."""
     signature = hmac.new(secret, str(issued).encode(), hashlib.sha256).hexdigest()
     return f"{issued}.{signature}"
+
+
+def cookie_name(scope: Scope) -> str:
+    """The session cookie of the dashboard on this port: a browser sends every port's cookies
+    to a host, so one shared name let signing in to a second dashboard end the first's
+    session."""
+    server = scope.get("server") or (None, None)
+    return f"{COOKIE}_{server[1]}" if server[1] else COOKIE
 
 
 class TokenAuth:
@@ -44,7 +52,7 @@ class TokenAuth:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if self._bearer_ok(headers.get("authorization", "")) or self._cookie_ok(
-            headers.get("cookie", "")
+            headers.get("cookie", ""), cookie_name(scope)
         ):
             await self.app(scope, receive, send)
             return
@@ -57,7 +65,8 @@ class TokenAuth:
             path = scope["path"] if not scope["path"].startswith(("//", "/\\")) else "/"
             session = session_value(self._secret, int(time.time()))
             cookie = (
-                f"{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_SECONDS}"
+                f"{cookie_name(scope)}={session}; HttpOnly; SameSite=Strict; Path=/; "
+                f"Max-Age={SESSION_SECONDS}"
             )
             await _send(
                 send,
@@ -81,7 +90,7 @@ class TokenAuth:
     def _bearer_ok(self, header: str) -> bool:
         return self._equal(header, f"Bearer {self.token}")
 
-    def _cookie_ok(self, header: str) -> bool:
+    def _cookie_ok(self, header: str, name: str) -> bool:
         if not header:
             return False
         jar: SimpleCookie = SimpleCookie()
@@ -89,7 +98,7 @@ class TokenAuth:
             jar.load(header)
         except Exception:  # a malformed cookie header is simply no session
             return False
-        morsel = jar.get(COOKIE)
+        morsel = jar.get(name)
         if morsel is None:
             return False
         issued, _, _ = morsel.value.partition(".")
