@@ -142,3 +142,31 @@ def test_a_store_gone_is_said_in_the_panel_and_a_locked_one_is_retried(tmp_path)
     assert shown.status_code == 200 and b"cannot be read" in shown.body
     locked = _busy(StoreBusy("s.duckdb is held by another process (lock)"))
     assert locked.status_code == 503
+
+
+@pytest.mark.process
+def test_a_trace_page_header_counts_every_local_root_of_the_trace(tmp_path):
+    """A part of the run another service sent under a remote parent is a row of its own: the
+    header showed the first row's WARN and 3 spans beside the other's HARD_STOP finding."""
+    import duckdb
+    from test_resolve import judged_store
+
+    from otel_safety.dashboard.data import trace_detail
+
+    db = tmp_path / "store.duckdb"
+    run = judged_store(db)["r2"]
+    with duckdb.connect(str(db)) as con:
+        [(spans, rank)] = con.execute(
+            "SELECT span_count, escalation_rank FROM traces WHERE trace_id = ?", [run]
+        ).fetchall()
+        con.execute(
+            "INSERT INTO traces BY NAME SELECT * REPLACE ('remote00remote00' AS root_span_id, "
+            "'HARD_STOP' AS escalation_level, 5 AS escalation_rank, 1 AS span_count, "
+            "'[\"tool_guard\"]' AS detectors_fired, trace_start + INTERVAL 1 MINUTE AS "
+            "trace_start) FROM traces WHERE trace_id = ?",
+            [run],
+        )
+        header = trace_detail(con, run).trace
+    assert rank < 5
+    assert (header["escalation_level"], header["span_count"]) == ("HARD_STOP", spans + 1)
+    assert "tool_guard" in header["detectors_fired"]

@@ -138,7 +138,7 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
         con,
         "SELECT trace_id, escalation_level, escalation_rank, detectors_fired, agent_names, "
         "requester, conversation_id, service_name, span_count, release_reason, error, "
-        "trace_start FROM traces WHERE trace_id = ? ORDER BY trace_start LIMIT 1",
+        "trace_start FROM traces WHERE trace_id = ? ORDER BY trace_start",
         [trace_id],
     )
     findings = _dicts(
@@ -171,9 +171,7 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
         "FROM resolutions WHERE trace_id = ? ORDER BY resolved_at DESC, resolved DESC",
         [trace_id],
     )
-    if trace:
-        for key in ("agent_names", "detectors_fired"):
-            trace[0][key] = _json_list(trace[0][key])
+    trace = [_whole_trace(trace)] if trace else []
     fired = [f for f in findings if f["detected"]]
     open_detectors, resolved = open_alerts(fired, history)
     conversation = trace[0]["conversation_id"] if trace else None
@@ -189,6 +187,21 @@ def trace_detail(con: duckdb.DuckDBPyConnection, trace_id: str) -> TraceDetail:
         open_detectors=open_detectors,
         resolved=resolved,
     )
+
+
+def _whole_trace(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A trace's rows as one: a trace has a row per local root (a part another service sent
+    under a remote parent, say), and the page's header showed the first row's level and
+    spans beside findings of the others."""
+    first = dict(rows[0])
+    strictest = max(rows, key=lambda row: row["escalation_rank"])
+    first["escalation_level"] = strictest["escalation_level"]
+    first["escalation_rank"] = strictest["escalation_rank"]
+    first["span_count"] = sum(row["span_count"] or 0 for row in rows)
+    for key in ("agent_names", "detectors_fired"):
+        first[key] = list(dict.fromkeys(name for row in rows for name in _json_list(row[key])))
+    first["detectors_fired"] = sorted(first["detectors_fired"])
+    return first
 
 
 def _halt_in_force(con: duckdb.DuckDBPyConnection, conversation: str) -> StoredHalt | None:
