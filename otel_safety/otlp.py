@@ -64,6 +64,7 @@ __all__ = [
     "read_otlp_json",
     "request_from_json",
     "request_to_json",
+    "salvaged_request",
     "spans_from_json",
     "spans_from_request",
 ]
@@ -575,8 +576,9 @@ def _span_by_span(
 
 
 # The place of a field in the one-span request a span is decoded in (always the first span of
-# the first block): `where` names the span's place in the file, the field's own name is kept.
-_ONE_SPAN_PATH = re.compile(r"^resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.")
+# the first block; protobuf's path names no index): `where` names the span's place in the
+# request or file, the field's own name is kept.
+_ONE_SPAN_PATH = re.compile(r"^resourceSpans(?:\[0\])?\.scopeSpans(?:\[0\])?\.spans(?:\[0\])?\.")
 
 
 # protobuf's place of the error in the one-span request it was given (always spans[0]): the
@@ -852,6 +854,26 @@ def request_from_json(document: dict[str, Any]) -> ExportTraceServiceRequest:
     except (json_format.ParseError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         # OverflowError: an integer too large for a double (ParseDict lets it through).
         raise OtlpDecodeError(str(exc) or type(exc).__name__) from None
+
+
+def salvaged_request(
+    document: dict[str, Any],
+) -> tuple[ExportTraceServiceRequest, int, list[str]]:
+    """A request `request_from_json` refused as a whole, span by span: (a request of the
+    spans that parse, how many did not, why each). One bad value in a batch must cost its
+    span, not the batch: a client does not send a request answered 400 again."""
+    problems: list[str] = []
+    parts = list(_one_span_requests(document, problems))
+    salvaged = ExportTraceServiceRequest()
+    refused = 0
+    for _, where, one in parts:
+        try:
+            salvaged.resource_spans.extend(request_from_json(one).resource_spans)
+        except OtlpDecodeError as exc:
+            refused += 1
+            reason = _ONE_SPAN_PATH.sub("", field_path(str(exc)), count=1)
+            problems.append(f"{where} dropped: {reason}")
+    return salvaged, refused, problems
 
 
 def request_to_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:

@@ -175,6 +175,29 @@ def test_a_bad_value_in_a_json_request_is_named_by_its_field(sidecar, good):
     good(sidecar)
 
 
+def test_one_bad_span_costs_only_itself_not_the_request(sidecar, good):
+    """A 400 for the whole request: a client does not send it again, so its good spans were
+    lost with the bad one."""
+    bad = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "name": "bad",
+        "startTimeUnixNano": "yesterday",
+    }
+    fine = {**bad, "spanId": "b7ad6b7169203332", "name": "fine", "startTimeUnixNano": "1"}
+    spans = [bad, fine]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+    reply = httpx.post(
+        f"{sidecar.http_url}/v1/traces", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert reply.status_code == 200, reply.text
+    partial = reply.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "1"
+    assert "1 of 2 spans rejected" in partial["errorMessage"]
+    assert "spans[0] dropped: startTimeUnixNano" in partial["errorMessage"]
+    good(sidecar)
+
+
 @pytest.mark.parametrize("content_type", ["text/plain", "", "application/grpc"])
 def test_wrong_content_type_is_unsupported_media_type(sidecar, good, content_type):
     headers = {"Content-Type": content_type} if content_type else {}

@@ -50,9 +50,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from otel_safety.approvals import http as approvals_http
 from otel_safety.approvals.store import ApprovalStore
-from otel_safety.otlp import OtlpDecodeError, field_path, request_from_json
+from otel_safety.otlp import OtlpDecodeError, field_path, request_from_json, salvaged_request
 from otel_safety.otlp_logs import logs_request_from_json
-from otel_safety.sidecar.intake import Intake, Refusal, Refused
+from otel_safety.sidecar.intake import Intake, Refusal, Refused, span_count
 
 TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
@@ -391,9 +391,8 @@ class _Handler(BaseHTTPRequestHandler):
                     decoded_logs = self._decode_logs(intake, peer, media, data)
                     intake.admit_logs(decoded_logs, TRANSPORT, peer)
                 else:
-                    admitted = intake.admit(
-                        self._decode(intake, peer, media, data), TRANSPORT, peer
-                    )
+                    request, dropped, problems = self._decode(intake, peer, media, data)
+                    admitted = intake.admit(request, TRANSPORT, peer, (dropped, problems))
             finally:
                 self.server.decoding.release()
         except Refused as refused:
@@ -571,9 +570,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _decode(
         self, intake: Intake, peer: str, media: str, body: bytes
-    ) -> ExportTraceServiceRequest:
+    ) -> tuple[ExportTraceServiceRequest, int, list[str]]:
+        """The request, with the spans of an OTLP/JSON request that did not parse left out:
+        (request, how many, why each)."""
         return self._decode_as(
-            intake, peer, media, body, ExportTraceServiceRequest, request_from_json, "trace"
+            intake,
+            peer,
+            media,
+            body,
+            ExportTraceServiceRequest,
+            request_from_json,
+            "trace",
+            salvage=salvaged_request,
         )
 
     def _decode_logs(
@@ -581,7 +589,7 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> ExportLogsServiceRequest:
         return self._decode_as(
             intake, peer, media, body, ExportLogsServiceRequest, logs_request_from_json, "logs"
-        )
+        )[0]
 
     def _decode_as(
         self,
@@ -592,13 +600,22 @@ class _Handler(BaseHTTPRequestHandler):
         message: type[Any],
         from_json: Callable[[Any], Any],
         signal: str,
-    ) -> Any:
-        """The request in `body` (protobuf or OTLP/JSON), or a refusal naming what is wrong."""
+        salvage: Callable[[dict[str, Any]], tuple[Any, int, list[str]]] | None = None,
+    ) -> tuple[Any, int, list[str]]:
+        """The request in `body` (protobuf or OTLP/JSON), or a refusal naming what is wrong;
+        with `salvage`, an OTLP/JSON request refused as a whole is taken span by span, and
+        only a request with no usable span is refused."""
+        document = None
         try:
             if media == PROTOBUF:
-                return message.FromString(body)
-            return from_json(json.loads(_lenient_text(intake, peer, body)))
+                return message.FromString(body), 0, []
+            document = json.loads(_lenient_text(intake, peer, body))
+            return from_json(document), 0, []
         except (DecodeError, RuntimeError, ValueError) as exc:
+            if salvage and isinstance(exc, OtlpDecodeError) and isinstance(document, dict):
+                salvaged, dropped, problems = salvage(document)
+                if dropped and span_count(salvaged):
+                    return salvaged, dropped, problems
             # RecursionError is a RuntimeError; json.JSONDecodeError and OtlpDecodeError are
             # ValueErrors.
             reason = str(exc)

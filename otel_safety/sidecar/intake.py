@@ -195,14 +195,22 @@ class Intake:
         self.metrics.add("spans_replayed", submitted)
         return submitted
 
-    def admit(self, request: ExportTraceServiceRequest, transport: str, peer: str) -> Admitted:
-        """Submit the request's usable spans, or raise `Refused` for the whole request."""
-        total = span_count(request)
+    def admit(
+        self,
+        request: ExportTraceServiceRequest,
+        transport: str,
+        peer: str,
+        dropped: tuple[int, list[str]] = (0, []),
+    ) -> Admitted:
+        """Submit the request's usable spans, or raise `Refused` for the whole request.
+        `dropped`: the spans of the client's request already left out as unreadable, and
+        why (the answer's partial success counts them)."""
+        total = span_count(request) + dropped[0]
         if self.draining:
             raise self.refuse(
                 Refusal.DRAINING, "the receiver is shutting down", transport, peer, total
             )
-        problems: list[str] = []
+        problems: list[str] = list(dropped[1])
         spans = spans_from_request(request, problems)
         if len(spans) > self.capacity:
             raise self.refuse(
