@@ -139,6 +139,48 @@ def test_dangerous_calls_are_blocked_with_their_rule(guard, tool, arguments, rul
     assert rule in verdict.rule_ids
 
 
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("{rm,-rf,/}", "destroy.recursive_root"),  # brace expansion
+        ("rm${IFS}-rf${IFS}/", "destroy.recursive_root"),  # the shell's own separator
+        ("$(echo rm) -rf /", "destroy.recursive_root"),  # a substitution that only echoes
+        ("`printf rm` -rf /", "destroy.recursive_root"),
+        ("rm\x00 -rf /", "destroy.recursive_root"),  # a shell reading a script drops NULs
+        ("$($($($($($($(rm -rf /)))))))", "obfuscated.unread_code"),  # nested past reading
+    ],
+)
+def test_shell_spellings_of_a_blocked_command_are_blocked_too(guard, command, rule) -> None:
+    """Each ran `rm -rf /` in bash and was allowed."""
+    verdict = guard.check_tool_call("run_shell", {"command": command}, record=False, pace=False)
+    assert verdict.decision is Decision.BLOCK, verdict.summary()
+    assert rule in verdict.rule_ids
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "rule"),
+    [
+        ("run_shell", {"commands": ["ls", "rm -rf /"]}, "destroy.recursive_root"),
+        ("run_shell", {"cmd": "rm", "args": "-rf /"}, "destroy.recursive_root"),
+        ("read_file", {"path": "file:///etc/shadow"}, "creds.secret_files"),
+    ],
+)
+def test_argument_shapes_that_hid_a_blocked_call_are_read(guard, tool, arguments, rule) -> None:
+    """A list of commands read as one argv, an argv given as text, a path as a file URL."""
+    verdict = guard.check_tool_call(tool, arguments, record=False, pace=False)
+    assert verdict.decision is Decision.BLOCK, verdict.summary()
+    assert rule in verdict.rule_ids
+
+
+@pytest.mark.parametrize(
+    "command",
+    ['echo "{a,b}"', "ls {src,tests}/*.py", "find . -name '*.tmp' -exec rm {} \\;", "$($(ls))"],
+)
+def test_braces_and_substitutions_in_everyday_commands_stay_allowed(guard, command) -> None:
+    verdict = guard.check_tool_call("run_shell", {"command": command}, record=False, pace=False)
+    assert verdict.decision is Decision.ALLOW, verdict.summary()
+
+
 def test_a_reason_that_names_what_matched_does_not_repeat_it(guard) -> None:
     verdict = guard.check_tool_call("run_shell", {"command": "rm -rf ~"}, record=False, pace=False)
     assert verdict.reasons == ["destroy.recursive_root: recursively deletes ~"]

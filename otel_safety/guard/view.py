@@ -11,12 +11,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import regex
 
 from otel_safety.analysis.calls.actions import cli_line
 from otel_safety.analysis.calls.arguments import tool_arguments
-from otel_safety.analysis.calls.shell import SimpleCommand, parse_commands
+from otel_safety.analysis.calls.shell import MAX_DEPTH, TOO_DEEP, SimpleCommand, parse_commands
 from otel_safety.analysis.calls.taxonomy import current_taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.analysis.pattern_cache import compiled
@@ -97,6 +98,7 @@ _WRITING_NAME = compiled(
     r"(?:^|_)(?:post|put|patch|delete|upload|send|submit|create|update|write)(?:_|$)"
 )
 _COMMAND_KEYS = frozenset({"cmd", "command", "argv", "args", "commands", "script", "steps"})
+_COMMANDS_KEYS = frozenset({"commands", "steps", "scripts"})  # a list of whole commands
 _DELETERS = frozenset({"rm", "rmdir", "unlink", "shred", "srm", "wipe"})
 _WRITERS_LAST = frozenset({"cp", "mv", "install", "ln", "rsync"})
 _EVERYTHING = ({}, "{}", "*", "", [], "1=1", "true")
@@ -320,8 +322,9 @@ def view_call(tool: str, arguments: Any, data: GuardData) -> CallView:
     )
     for key, value in items:
         if key in keys["path"]:
-            whole = path_mode == "delete" and _WHOLE.match(value)
-            view.paths.append((value, "delete_tree" if whole else path_mode))
+            path = _local_path(value)
+            whole = path_mode == "delete" and _WHOLE.match(path)
+            view.paths.append((path, "delete_tree" if whole else path_mode))
         if key in keys["url"]:
             view.urls.append(value)
         view.urls.extend(_URL.findall(value))
@@ -436,6 +439,9 @@ def _add_script(view: CallView, script: str, embedded: bool = False) -> None:
     windows = looks_windows(view.name, script)
     commands = parse_windows(script) if windows else parse_commands(script)
     for command in commands:
+        if command.program == TOO_DEEP:  # what it runs is past what the guard unpacks
+            view.unread.append((f"commands nested past {MAX_DEPTH} levels", len(command.raw), True))
+            continue
         view.commands.append(command)
         if command.upstream:
             view.pipes.append(f"{command.upstream} | {command.line}")
@@ -602,7 +608,7 @@ def _items(args: Any) -> tuple[list[tuple[str, str]], list[str]]:
         elif isinstance(value, list | tuple):
             if value and all(isinstance(v, str) for v in value) and key in _COMMAND_KEYS:
                 if len(items) < _MAX_VALUES:
-                    items.append((key, _command_list(value)))
+                    items.append((key, _command_list(value, plural=key in _COMMANDS_KEYS)))
                 else:
                     unread.append(key)
             else:
@@ -659,14 +665,17 @@ def _booleans(args: Any) -> Iterator[tuple[str, bool]]:
 
 
 def _as_command_line(args: Any) -> Any:
-    """`["rm", "-rf", "x"]` and `{"command": "rm", "args": ["-rf", "x"]}` as one command."""
+    """`["rm", "-rf", "x"]`, `{"command": "rm", "args": ["-rf", "x"]}` and `{"cmd": "rm",
+    "args": "-rf x"}` as one command."""
     if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
         return {"command": shlex.join(args)}
     if isinstance(args, Mapping):
         program = next((args[k] for k in _PROGRAM_KEYS if isinstance(args.get(k), str)), None)
-        rest = next((args[k] for k in _ARGV_KEYS if isinstance(args.get(k), list)), None)
+        rest = next((args[k] for k in _ARGV_KEYS if isinstance(args.get(k), list | str)), None)
+        merged = {k: v for k, v in args.items() if k not in _PROGRAM_KEYS + _ARGV_KEYS}
+        if program and isinstance(rest, str):  # "args": "-rf /" is the rest of the line
+            return {**merged, "command": f"{program} {rest}"}
         if program and rest is not None and all(isinstance(a, str) for a in rest):
-            merged = {k: v for k, v in args.items() if k not in _PROGRAM_KEYS + _ARGV_KEYS}
             return {**merged, "command": shlex.join([program, *rest])}
     return args
 
@@ -706,10 +715,18 @@ def _named_positionals(arguments: Any, name: str, primary: str) -> Any:
     return arguments
 
 
-def _command_list(items: list[str]) -> str:
+def _local_path(value: str) -> str:
+    """A path given as a `file://` URL (`file:///etc/shadow`) as the path it names."""
+    if value[:7].lower() != "file://":
+        return value
+    return unquote(urlsplit(value).path) or value
+
+
+def _command_list(items: list[str], plural: bool = False) -> str:
     """An argv (["bash", "-lc", "rm -rf x"]) quoted back together, or a list of whole
-    commands (["cd src", "make"]) one per line."""
-    if len(items) == 1 or any(" " in item.strip() for item in items[:-1]):
+    commands (["cd src", "make"]) one per line; under a plural name ("commands": ["ls",
+    "rm -rf /"]) always commands."""
+    if plural or len(items) == 1 or any(" " in item.strip() for item in items[:-1]):
         return "\n".join(items)
     return shlex.join(items)
 

@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from otel_safety.analysis.calls.shell_variables import assignments, expand
 from otel_safety.analysis.memo import content_memo
 
-__all__ = ["MAX_DEPTH", "SimpleCommand", "parse_commands", "remote_command"]
+__all__ = ["MAX_DEPTH", "TOO_DEEP", "SimpleCommand", "parse_commands", "remote_command"]
 
 MAX_DEPTH = 6
 """How many layers of `bash -c`, `$(...)` and wrappers are unpacked before giving up."""
+TOO_DEEP = "(nested too deep)"
+"""The program of a command nested past MAX_DEPTH, left unread: no program has the name,
+so no rule matches it, and a guard can tell the script hides what it runs."""
 
 # Private-use characters nobody types, and not whitespace to shlex or str.split: _MARK tags
 # a redirection operator so it survives word splitting, _HOLE stands in for a substitution
@@ -154,8 +157,10 @@ def parse_commands(script: str, *, _depth: int = 0) -> list[SimpleCommand]:
     """Every simple command in `script`, outer wrappers first, then what they run (parsed
     once: several detectors read the same scripts; the list is shared, not to be
     changed)."""
-    if not script or not script.strip() or _depth > MAX_DEPTH:
+    if not script or not script.strip():
         return []
+    if _depth > MAX_DEPTH:
+        return [SimpleCommand(TOO_DEEP, [], script)]
     try:
         return _parse(script, _depth)
     except Exception:  # last resort: a judging rule must get an answer, not a traceback
@@ -164,11 +169,14 @@ def parse_commands(script: str, *, _depth: int = 0) -> list[SimpleCommand]:
 
 
 def _parse(script: str, depth: int) -> list[SimpleCommand]:
-    text = script.replace("\r\n", "\n").replace("\\\n", "")
+    # A shell reading a script drops NUL bytes: `rm\0 -rf /` runs `rm -rf /`.
+    text = script.replace("\r\n", "\n").replace("\\\n", "").replace("\0", "")
     commands: list[SimpleCommand] = []
     previous: SimpleCommand | None = None
     scanner = _Scanner(text)
-    variables: dict[str, str] = {}  # what the script's own assignments set, in order
+    # What the script's own assignments set, in order; IFS as the shell starts with it, so
+    # `rm${IFS}-rf${IFS}/` splits where the shell splits it.
+    variables: dict[str, str] = {"IFS": " "}
     for segment in scanner.scan():
         for inner in segment.substitutions:
             commands.extend(parse_commands(inner, _depth=depth + 1))
@@ -409,14 +417,50 @@ _QUOTED_ESCAPE = re.compile(r'\\(["\\])')  # inside "...", only \" and \\ are es
 _BLANKS = re.compile(r"[ \t\r\n]+")
 
 
+# One unquoted brace list in a word, as bash expands it: `{rm,-rf,/}` is three words,
+# `/{etc,home}` two paths. (`${X:-a,b}` is a variable's default, not a list.)
+# (Possessive runs, the first item without a comma: one way to match, linear in the word.)
+_BRACE_LIST = re.compile(r"((?:[^{}$]|\$(?!\{))*+)\{([^{}\s,]*+,[^{}\s]*+)\}([^{}]*+)")
+_MAX_BRACE_WORDS = 64
+
+
+def _braced(word: str) -> list[str]:
+    """The words an unquoted word's brace list expands to (the word alone when it has none)."""
+    found = _BRACE_LIST.fullmatch(word) if "{" in word and "," in word else None
+    if found is None:
+        return [word]
+    head, items, tail = found.groups()
+    parts = items.split(",")
+    if len(parts) > _MAX_BRACE_WORDS:
+        return [word]
+    return [expanded for part in parts if (expanded := f"{head}{part}{tail}")]
+
+
+# `$(echo rm)`, `` `echo rm` ``: a substitution that only prints its own words.
+_ECHO = re.compile(
+    r"(?:\$\(|`)\s*+(?:echo|printf)\s++((?:[^$`()|;&<>\\]|\\.)*+)(?:\)|`)", re.DOTALL
+)
+
+
+def _echo_output(source: str) -> list[str]:
+    """The words a substitution that only echoes literal words puts in its place, or none."""
+    found = _ECHO.fullmatch(source)
+    if found is None:
+        return []
+    words = _words(found.group(1))
+    return [word for word in words if not word.startswith("-")][:_MAX_BRACE_WORDS]
+
+
 def split_words(text: str) -> list[str]:
     """`shlex.split(text)` (POSIX mode) in one linear pass: shlex grows each word a
-    character at a time, which costs the square of a long word's length."""
+    character at a time, which costs the square of a long word's length. An unquoted brace
+    list is expanded as the shell expands it (`_braced`)."""
     if "'" not in text and '"' not in text and "\\" not in text:  # no quoting: blanks cut
-        return [word for word in _BLANKS.split(text) if word]
+        return [braced for word in _BLANKS.split(text) if word for braced in _braced(word)]
     words: list[str] = []
     current: list[str] = []
     in_word = False
+    quoted = False  # a quote or escape in the word: no brace list in it is expanded
     position = 0
     for piece in _PIECE.finditer(text):
         if piece.start() != position:
@@ -425,10 +469,12 @@ def split_words(text: str) -> list[str]:
         empty, single, double, escaped, plain, blanks = piece.groups()
         if blanks is not None:
             if in_word:
-                words.append("".join(current))
-                current, in_word = [], False
+                word = "".join(current)
+                words.extend([word] if quoted else _braced(word))
+                current, in_word, quoted = [], False, False
             continue
         in_word = True
+        quoted = quoted or plain is None
         if empty is not None:
             continue
         if double is not None:
@@ -438,19 +484,23 @@ def split_words(text: str) -> list[str]:
     if position != len(text):
         raise ValueError("No closing quotation")
     if in_word:
-        words.append("".join(current))
+        word = "".join(current)
+        words.extend([word] if quoted else _braced(word))
     return words
 
 
 def _build(
     segment: _Segment, holes: list[str], piped: SimpleCommand | None, depth: int
 ) -> list[SimpleCommand]:
-    def refill(word: str) -> str:
+    def refill(word: str) -> list[str]:
         if _HOLE not in word:
-            return word
-        return _HOLE_REF.sub(lambda m: holes[int(m.group(1))], word)
+            return [word]
+        whole = _HOLE_REF.fullmatch(word)
+        if whole is not None and (echoed := _echo_output(holes[int(whole.group(1))])):
+            return echoed  # `$(echo rm) -rf /` runs rm
+        return [_HOLE_REF.sub(lambda m: holes[int(m.group(1))], word)]
 
-    words = [refill(word) for word in _words(segment.text)]
+    words = [part for word in _words(segment.text) for part in refill(word)]
     words, redirects, stdin = _split_redirects(words)
     if stdin is None and segment.heredocs:
         stdin = segment.heredocs[0]
@@ -504,7 +554,7 @@ def _command(
     upstream: str | None = None,
 ) -> list[SimpleCommand]:
     if depth > MAX_DEPTH:
-        return []
+        return [SimpleCommand(TOO_DEEP, [], raw)] if words else []
     index = 0
     while index < len(words) and (words[index] in _RESERVED or _ASSIGNMENT.match(words[index])):
         index += 1
