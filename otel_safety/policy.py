@@ -41,6 +41,7 @@ class SeverityPolicy:
         self.detector_levels = {
             key: EscalationLevel.parse(level) for key, level in (detector_levels or {}).items()
         }
+        _check_keys(self.detector_levels)
 
     def level_for(self, finding: Finding) -> EscalationLevel:
         if not finding.detected:
@@ -55,6 +56,21 @@ class SeverityPolicy:
         for finding in findings:
             finding.escalation = self.level_for(finding)
         return max((f.escalation for f in findings), default=EscalationLevel.NONE)
+
+
+def _check_keys(levels: Mapping[str, EscalationLevel]) -> None:
+    """A misspelt key ("injecton") would pin nothing, unsaid."""
+    if not levels:
+        return
+    from otel_safety.detectors import known
+
+    unknown = sorted(set(levels) - set(known()))
+    if unknown:
+        raise ValueError(
+            f"detector_levels names no detector: {', '.join(unknown)} (registered: "
+            f"{', '.join(known())}; a detector of your own is registered by importing its "
+            "module first)"
+        )
 
 
 def raised_by_policy(findings: Sequence[Finding], level: EscalationLevel) -> bool:

@@ -162,3 +162,16 @@ def test_adaptive_refuses_bad_settings() -> None:
 
 def test_pipeline_default_is_the_safeguards_policy(span_factory) -> None:
     assert isinstance(Pipeline(detectors=[]).policy, SafeguardsPolicy)
+
+
+def test_a_misspelt_detector_level_is_refused_and_a_right_one_pins_the_level() -> None:
+    with pytest.raises(ValueError, match="detector_levels names no detector: injecton"):
+        SafeguardsPolicy(detector_levels={"injecton": "clarify"})
+    with pytest.raises(ValueError, match="names no detector: over_refusl"):
+        SeverityPolicy(detector_levels={"over_refusl": "NONE"})
+    quiet = SafeguardsPolicy(detector_levels={"over_refusal": "NONE"})
+    finding = Finding(
+        detector="over_refusal", trace_id="t" * 32, score=0.9, threshold=0.5, detected=True,
+        severity=Severity.MEDIUM,
+    )  # fmt: skip
+    assert quiet.decide([finding], None) == EscalationLevel.NONE
