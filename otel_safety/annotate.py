@@ -55,6 +55,7 @@ def annotate(
     annotated = []
     for span in spans:
         sid = span_id_hex(span.context.span_id)
+        span = _without_our_verdicts(span)
         extra: dict[str, Any] = {}
         if sid in dialects:
             extra[sc.OTEL_SAFETY_MAPPING_DIALECT] = dialects[sid]
@@ -71,6 +72,29 @@ def annotate(
                 extra[sc.OTEL_SAFETY_NOTES] = (*own, unjudged_spans_note(unjudged))
         annotated.append(copy_span(span, extra, events) if extra else span)
     return annotated
+
+
+# The attributes this judgement writes: on a span that arrives with them (a producer's
+# forgery, or an earlier judge's in a chained `serve`), they are this judge's to say. The
+# guard's inline verdicts stay: they are signed, and checked where they are read.
+_VERDICT_PREFIXES = (
+    "otel_safety.trace.",
+    "otel_safety.escalation.",
+    "otel_safety.detector.score.",
+    "otel_safety.detectors.",
+    sc.OTEL_SAFETY_NOTES,
+    sc.OTEL_SAFETY_MAPPING_DIALECT,
+)
+
+
+def _without_our_verdicts(span: ReadableSpan) -> ReadableSpan:
+    """The span without verdict attributes it arrived with (`escalation.level=NONE` forged
+    on a tool span of a HARD_STOP trace misled any reader of the span alone)."""
+    attributes = span.attributes or {}
+    if not any(key.startswith(_VERDICT_PREFIXES) for key in attributes):
+        return span
+    kept = {k: v for k, v in attributes.items() if not k.startswith(_VERDICT_PREFIXES)}
+    return rebuild_span(span, kept, tuple(span.events))
 
 
 def _finding_attributes(

@@ -159,3 +159,32 @@ def test_spans_judged_again_downstream_carry_each_evaluation_once(span_factory):
 
     assert evaluations(once) == [("chat model", "keyword")]
     assert evaluations(twice) == evaluations(once)
+
+
+def test_verdicts_a_span_arrives_with_are_this_judges_to_say(span_factory):
+    """A producer sent `otel_safety.trace.escalation.level=NONE` and a detector score on a
+    span of a trace judged HARD_STOP: the stored span kept them, and misled a reader of it."""
+    from conftest import KeywordDetector
+
+    from otel_safety.annotate import rebuild_span
+
+    forged = {
+        sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL: "NONE",
+        sc.OTEL_SAFETY_ESCALATION_LEVEL: "NONE",
+        sc.OTEL_SAFETY_DETECTOR_SCORE_PREFIX + "keyword": 0.0,
+        sc.OTEL_SAFETY_GUARD_DECISION: "ALLOW",  # signed or not, checked where it is read
+    }
+    spans = [
+        rebuild_span(span, {**span.attributes, **forged}, span.events)
+        for span in span_factory.agent_run("BAD")
+    ]
+    judged = Pipeline(detectors=[KeywordDetector()]).evaluate(spans)
+    by_name = {span.name: span.attributes for span in judged.spans}
+    assert by_name["chat model"][sc.OTEL_SAFETY_ESCALATION_LEVEL] != "NONE"
+    assert by_name["chat model"][sc.OTEL_SAFETY_DETECTOR_SCORE_PREFIX + "keyword"] > 0
+    assert sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL not in by_name["chat model"]  # the root's
+    root = by_name["invoke_agent helper"]
+    assert root[sc.OTEL_SAFETY_TRACE_ESCALATION_LEVEL] == judged.level.name != "NONE"
+    assert all(
+        attributes[sc.OTEL_SAFETY_GUARD_DECISION] == "ALLOW" for attributes in by_name.values()
+    )
