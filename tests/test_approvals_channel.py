@@ -285,7 +285,7 @@ def test_serve_answers_approvals_over_http_behind_its_token(tmp_path):
         assert status == 200 and [a["id"] for a in recent] == ["safety-1"]
         status, withdrawn = _http("POST", f"{base}/safety-1/withdraw", "s3cret-token", b"")
         assert status == 200 and withdrawn["status"] == "withdrawn"
-        assert withdrawn["note"] == "withdrawn: it was approved by carol"
+        assert withdrawn["note"].startswith("withdrawn: it was approved by carol at 20")
         status, body = _http("POST", f"{base}/safety-1/withdraw", "s3cret-token", b"")
         assert status == 409 and "only an approval or a denial" in body["error"]
         metrics = urllib.request.Request(
@@ -378,7 +378,7 @@ def test_an_answer_withdrawn_from_the_cli_is_asked_again_even_by_the_guard_that_
     guard = _guard(path, reuse_within=600, timeout=30)
     call = GuardCall(guard)
     (pending,) = _pending(path)
-    ApprovalStore(path).decide(pending.id, True, by="bob")
+    ApprovalStore(path).decide(pending.id, True, by="bob", note="known deploy step")
     assert call.result().approval == "approved"
     reused = guard.check_tool_call("bash", WARNED, "alice", record=False, pace=False)
     assert (reused.approval, reused.approval_id) == ("approved", pending.id)
@@ -390,7 +390,9 @@ def test_an_answer_withdrawn_from_the_cli_is_asked_again_even_by_the_guard_that_
     assert f"withdrew the answer to {pending.id} as carol" in withdrawn.stdout
     [stored] = [a for a in ApprovalStore(path).recent() if a.id == pending.id]
     assert stored.status == "withdrawn" and stored.decided_by == "carol"
-    assert stored.note == "too broad; withdrawn: it was approved by bob"
+    # The answer taken back is kept whole: who, when, and their note.
+    assert stored.note.startswith("too broad; withdrawn: it was approved by bob at 20")
+    assert stored.note.endswith(" UTC (their note: known deploy step)")
 
     time.sleep(0.4)  # past the recheck
     again = GuardCall(guard)

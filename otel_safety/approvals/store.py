@@ -360,7 +360,17 @@ class ApprovalStore(SharedStoreFile):
                     f"{id} is {approval.status}: only an approval or a denial can be withdrawn"
                     + ("; answer it with `otel-safety approve|deny`" if approval.pending else "")
                 )
-            was = f"withdrawn: it was {approval.status} by {approval.decided_by or 'someone'}"
+            # The answer taken back is kept whole: who gave it, when, and what they noted.
+            when = (
+                approval.decided_at.isoformat(sep=" ", timespec="seconds")
+                if approval.decided_at
+                else "?"
+            )
+            said = f" (their note: {approval.note})" if approval.note else ""
+            was = (
+                f"withdrawn: it was {approval.status} by {approval.decided_by or 'someone'} at "
+                f"{when} UTC{said}"
+            )
             con.execute(
                 "UPDATE approvals SET status = 'withdrawn', decided_by = ?, decided_at = ?, "
                 "note = ? WHERE id = ?",
