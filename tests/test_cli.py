@@ -319,7 +319,8 @@ def test_demo_prints_flagged_spans_from_its_store(tmp_path):
     assert "replacing" not in rerun.stderr  # nothing was added to the store it replaced
 
 
-def test_a_demo_rerun_names_the_labels_and_resolutions_it_drops(tmp_path):
+def test_a_demo_rerun_names_the_labels_resolutions_and_halts_it_drops(tmp_path):
+    from otel_safety.approvals.halts import HaltStore
     from otel_safety.labels import add_label
     from otel_safety.resolutions.store import resolve
 
@@ -332,12 +333,14 @@ def test_a_demo_rerun_names_the_labels_and_resolutions_it_drops(tmp_path):
     for (trace,) in flagged:
         add_label(db, trace, "scope_escalation", "true")
     resolve(db, flagged[0][0], by="tester", note="looked at it")
+    HaltStore(db).halt("conv-7", by="tester", reason="looping")
     rerun = run_cli("demo", "--db", str(db))
     assert rerun.returncode == 0, rerun.stderr  # the demo stays re-runnable
     kept = tmp_path / "demo.duckdb.replaced"
     assert (
-        f"replacing {db}: its 2 labels and 1 resolution are not in the new store; the old one "
-        f"is kept as {kept}"
+        f"replacing {db}: its 2 labels, 1 resolution and 1 halt are not in the new store; the "
+        f"old one is kept as {kept} (`otel-safety labels export --db {kept}`, then `labels "
+        "import`, takes the labels over; the resolutions and halts stay there to read"
     ) in rerun.stderr
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM labels").fetchone() == (0,)

@@ -10,7 +10,7 @@ from otel_safety.commands.stores import DEMO_DB, invoked_as, remove_old_store
 from otel_safety.extras import install_hint
 
 # What a user adds to the demo's store by hand, lost when a re-run replaces it.
-ADDED_BY_HAND = {"labels": "true", "resolutions": "true"}
+ADDED_BY_HAND = {"labels": "true", "resolutions": "true", "halts": "true"}
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

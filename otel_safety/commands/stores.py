@@ -121,10 +121,25 @@ def remove_old_store(
     verb = "is" if sum(dropped.values()) == 1 else "are"
     print(
         f"replacing {path}: its {_listed(dropped)} {verb} not in the new store; the old one "
-        f"is kept as {kept} (`otel-safety labels export --db {kept}`, then `labels import`, "
-        "takes them over)",
+        f"is kept as {kept}{_taking_over(dropped, kept)}",
         file=sys.stderr,
     )
+
+
+def _taking_over(dropped: Mapping[str, int], kept: Path) -> str:
+    """How each kind of row left behind is taken over, or read where it stays."""
+    ways = []
+    if dropped.get("labels"):
+        ways.append(
+            f"`otel-safety labels export --db {kept}`, then `labels import`, takes the labels over"
+        )
+    others = [table for table, n in dropped.items() if n and table != "labels"]
+    if others:
+        ways.append(
+            f"the {' and '.join(others)} stay there to read "
+            f'(`otel-safety query "SELECT * FROM {others[0]}" --db {kept}`)'
+        )
+    return f" ({'; '.join(ways)})" if ways else ""
 
 
 def replace_store(
