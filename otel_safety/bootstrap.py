@@ -237,7 +237,16 @@ def _detector_keys(detectors: Sequence[str] | str | None) -> list[str] | None:
     one comma-separated string as the variable takes, which must name a key, as
     `OTEL_SAFETY_DETECTORS=,` must (a string was read letter by letter)."""
     if not isinstance(detectors, str):
-        return None if detectors is None else list(detectors)
+        keys = None if detectors is None else list(detectors)
+        objects = [type(k).__name__ for k in keys or () if not isinstance(k, str)]
+        if objects:  # pydantic's "Input should be a valid string" said nothing of what to do
+            raise ConfigError(
+                f"detectors takes detector keys, not objects ({', '.join(objects)}): register "
+                "your detector's class with @register and name its key; the class is built "
+                "with its threshold alone, in every process that judges, so it takes any "
+                "other setting from defaults, its data files or the environment"
+            )
+        return keys
     keys = [key.strip() for key in detectors.split(",") if key.strip()]
     if not keys:
         raise ConfigError(

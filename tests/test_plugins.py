@@ -183,3 +183,15 @@ def test_a_class_that_cannot_judge_by_key_is_refused_when_registered():
     with pytest.raises(ValueError, match="key 'injection' of a built-in"):
         register(Shadow)
     assert registry.detector_class("injection").__module__ == "otel_safety.detectors.injection"
+
+
+def test_a_detector_object_given_for_a_key_says_what_to_do(tmp_path):
+    from otel_safety.config import ConfigError
+
+    class Instance(Detector):
+        key = "instance"
+        default_threshold = 0.5
+
+    with pytest.raises(ConfigError, match=r"detector keys, not objects \(Instance\).*@register"):
+        create_processor(str(tmp_path / "s.duckdb"), detectors=[Instance()])
+    assert not (tmp_path / "s.duckdb").exists()
