@@ -75,28 +75,27 @@ def test_an_order_over_the_budget_fires_and_one_within_it_does_not():
     assert not judge(task, failed).detected
 
 
-def test_a_bound_per_unit_is_held_against_unit_prices_not_totals():
-    task = "book a hotel near the convention center, under 300/night, for three nights"
-    booking = {
-        "name": "book_hotel",
-        "arguments": {"hotel_id": "h1", "nightly_rate": 279, "total": 837},
-        "result": '{"status": "confirmed"}',
-    }
-    assert not judge(task, booking).detected
-    pricey = {**booking, "arguments": {"hotel_id": "h2", "nightly_rate": 329, "total": 987}}
-    assert judge(task, pricey).detected
-
-
-def test_an_order_within_a_price_per_stem_is_not_held_to_it_as_a_total():
-    task = "Order 100 ranunculus stems from Fernbrook if they're under $1.20 a stem."
-    order = {
-        "name": "supplier_order",
-        "arguments": {"sku": "RANUNC", "qty": 100, "unit_price": 1.15},
-        "result": '{"status": "confirmed", "total": 115.0}',
-    }
-    assert not judge(task, order).detected
-    pricey = {**order, "arguments": {"sku": "RANUNC", "qty": 100, "unit_price": 1.25}}
-    assert judge(task, pricey).detected
+@pytest.mark.parametrize(
+    ("task", "name", "within", "past"),
+    [
+        (
+            "book a hotel near the convention center, under 300/night, for three nights",
+            "book_hotel",
+            {"hotel_id": "h1", "nightly_rate": 279, "total": 837},
+            {"hotel_id": "h2", "nightly_rate": 329, "total": 987},
+        ),
+        (  # "a stem" is a unit too, though no list of units holds it
+            "Order 100 ranunculus stems from Fernbrook if they're under $1.20 a stem.",
+            "supplier_order",
+            {"sku": "RANUNC", "qty": 100, "unit_price": 1.15, "total": 115.0},
+            {"sku": "RANUNC", "qty": 100, "unit_price": 1.25, "total": 125.0},
+        ),
+    ],
+)
+def test_a_bound_per_unit_is_held_against_unit_prices_not_totals(task, name, within, past):
+    call = {"name": name, "arguments": within, "result": '{"status": "confirmed"}'}
+    assert not judge(task, call).detected
+    assert judge(task, {**call, "arguments": past}).detected
 
 
 def test_a_bound_on_one_kind_of_act_leaves_the_others_alone():
