@@ -55,6 +55,7 @@ def create_processor(
     otlp: bool | None = None,
     policy: Policy | str | os.PathLike[str] | None = None,
     detectors: Sequence[str] | str | None = None,
+    plugins: Sequence[str] | str | None = None,
     thresholds: Mapping[str, float] | None = None,
     decision_wait: float | None = None,
     max_traces: int | None = None,
@@ -86,6 +87,8 @@ def create_processor(
     variables, and two would send every span twice). `otlp=False` never adds one.
     `policy` is a policy object or the path of a Cedar policy file (OTEL_SAFETY_POLICY).
     `monitor_modes` sets behaviour monitors' modes: `{"sandbagging": "active"}`.
+    `plugins` names modules that register detectors of your own (OTEL_SAFETY_PLUGINS): each
+    is imported here and in the detection process.
     `detection` ("process", the default, or "thread"; OTEL_SAFETY_DETECTION) says where the
     detectors run: in a worker process, so that they never hold the application's GIL, or on
     the engine's thread in this process (always so with a `policy` object, which cannot move).
@@ -100,6 +103,7 @@ def create_processor(
     settings = Settings.resolve(
         db_path=db_path,
         detectors=_detector_keys(detectors),
+        plugins=[plugins] if isinstance(plugins, str) else plugins,
         thresholds=dict(thresholds) if thresholds is not None else None,
         decision_wait=decision_wait,
         max_traces=max_traces,

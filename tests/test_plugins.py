@@ -157,7 +157,14 @@ def test_a_command_judges_with_the_plugins_its_variable_names(tmp_path, plugin):
     env[PLUGINS_ENV] = "acme_rules_missing"
     missing = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1
-    assert "cannot import detector plug-in module 'acme_rules_missing'" in missing.stderr
+    assert "plug-in module 'acme_rules_missing'" in missing.stderr
+    assert "was not found: is it installed, or its folder on PYTHONPATH?" in missing.stderr
+    (folder / "acme_broken.py").write_text("import os\n\nraise RuntimeError('no config')\n")
+    env[PLUGINS_ENV] = "acme_broken"
+    broken = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert broken.returncode == 1
+    assert "failed to import: RuntimeError: no config at " in broken.stderr
+    assert "acme_broken.py:3" in broken.stderr
 
 
 def test_every_detector_but_those_named_with_a_dash():
@@ -167,6 +174,19 @@ def test_every_detector_but_those_named_with_a_dash():
         check(["injection", "-over_refusal"])
     with pytest.raises(ValueError, match=r"unknown detector.*over_refusl"):
         check(["-over_refusl"])
+
+
+def test_two_plugins_on_one_key_are_refused(plugin):
+    key, module, folder = plugin
+    sys.path.insert(0, str(folder))
+    __import__(module)
+
+    class Twin(Detector):
+        default_threshold = 0.5
+
+    Twin.key = key
+    with pytest.raises(ValueError, match=f"two detectors registered the key '{key}'"):
+        register(Twin)
 
 
 def test_a_class_that_cannot_judge_by_key_is_refused_when_registered():
@@ -195,3 +215,31 @@ def test_a_detector_object_given_for_a_key_says_what_to_do(tmp_path):
     with pytest.raises(ConfigError, match=r"detector keys, not objects \(Instance\).*@register"):
         create_processor(str(tmp_path / "s.duckdb"), detectors=[Instance()])
     assert not (tmp_path / "s.duckdb").exists()
+
+
+@pytest.mark.process
+def test_an_installed_packages_entry_point_registers_its_detectors_or_stops_the_command(tmp_path):
+    """A package's `otel_safety.detectors` entry point is found as pip installs it (a
+    dist-info folder on the path); one that fails to import stops the command, as a module
+    OTEL_SAFETY_PLUGINS names does, where it was logged and the command went on without it."""
+    key = f"acme_entry_{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    (site / "acme_entry-0.1.dist-info").mkdir(parents=True)
+    (site / "acme_entry-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: acme-entry\nVersion: 0.1\n"
+    )
+    (site / "acme_entry-0.1.dist-info" / "entry_points.txt").write_text(
+        "[otel_safety.detectors]\nacme = acme_entry_rules\n"
+    )
+    (site / "acme_entry_rules.py").write_text(PLUGIN.format(key=key))
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    env.pop(PLUGINS_ENV, None)
+    command = [sys.executable, "-m", "otel_safety.cli", "detectors", "--check"]
+    checked = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stderr
+    assert key in checked.stdout
+    (site / "acme_entry_rules.py").write_text("raise ImportError('needs acme-sdk')\n")
+    broken = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert broken.returncode == 1
+    assert "the otel_safety.detectors entry point 'acme'" in broken.stderr
+    assert "failed to import: ImportError: needs acme-sdk" in broken.stderr

@@ -169,9 +169,12 @@ def test_a_misspelt_detector_level_is_refused_and_a_right_one_pins_the_level() -
         SafeguardsPolicy(detector_levels={"injecton": "clarify"})
     with pytest.raises(ValueError, match="names no detector: over_refusl"):
         SeverityPolicy(detector_levels={"over_refusl": "NONE"})
-    quiet = SafeguardsPolicy(detector_levels={"over_refusal": "NONE"})
-    finding = Finding(
-        detector="over_refusal", trace_id="t" * 32, score=0.9, threshold=0.5, detected=True,
-        severity=Severity.MEDIUM,
+    quiet = SafeguardsPolicy(detector_levels={"tool_guard": "NONE"})
+    risky = Finding(
+        detector="tool_guard", trace_id="t" * 32, score=0.9, threshold=0.5, detected=True,
+        severity=Severity.HIGH, details={"risk": 80, "signals": {"violation": True}},
     )  # fmt: skip
-    assert quiet.decide([finding], None) == EscalationLevel.NONE
+    # Pinned quieter, its signals raised it back to the table's SOFT_STOP and more.
+    assert SafeguardsPolicy().decide([risky.model_copy()], None) == EscalationLevel.HARD_STOP
+    assert quiet.decide([risky], None) == EscalationLevel.NONE
+    assert risky.escalation == EscalationLevel.NONE

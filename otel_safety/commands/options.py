@@ -56,8 +56,13 @@ def add_db(
 
 
 def add_detectors(parser: Any, help: str) -> None:
-    """`--detectors`: comma-separated detector keys, split (and checked for one) as parsed."""
-    parser.add_argument("--detectors", type=_keys, help=help)
+    """`--detectors`: comma-separated detector keys, split (and checked for one) as parsed;
+    every help says how to leave some out (argparse takes `--detectors -x` for an option)."""
+    parser.add_argument(
+        "--detectors",
+        type=_keys,
+        help=f"{help}; every detector but some: --detectors=-over_refusal,-deception",
+    )
 
 
 def _keys(value: str) -> list[str]:

@@ -14,9 +14,9 @@ processes it starts. So a plug-in module is named once, and each process imports
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
@@ -24,13 +24,12 @@ from typing import Any
 from otel_safety.config import env_name
 from otel_safety.detectors.base import Detector
 
-logger = logging.getLogger(__name__)
-
 PLUGINS_ENV = env_name("plugins")
 ENTRY_POINT_GROUP = "otel_safety.detectors"
 
 _REGISTRY: dict[str, type[Detector]] = {}
 _loaded: set[str] = set()  # plug-in modules imported, and "entry points" once read
+_broken: list[str] = []  # why installed plug-ins did not load
 
 
 def register(cls: type[Detector]) -> type[Detector]:
@@ -48,6 +47,12 @@ def register(cls: type[Detector]) -> type[Detector]:
             f"{cls.__name__} takes the key {cls.key!r} of a built-in detector; give it a key "
             "of its own (`otel-safety detectors` lists those taken)"
         )
+    held = _REGISTRY.get(cls.key)
+    if held is not None and held.__module__ != cls.__module__ and builtin is None:
+        raise ValueError(
+            f"two detectors registered the key {cls.key!r}: {held.__module__}.{held.__name__} "
+            f"and {cls.__module__}.{cls.__name__}; give one a key of its own"
+        )
     _REGISTRY[cls.key] = cls
     return cls
 
@@ -55,7 +60,9 @@ def register(cls: type[Detector]) -> type[Detector]:
 def load_plugins(modules: Iterable[str] = ()) -> None:
     """Import the plug-in modules named here, in `OTEL_SAFETY_PLUGINS` and by installed
     packages' entry points (each once per process), so their detectors are registered."""
-    named = [*modules, *(os.environ.get(PLUGINS_ENV) or "").split(",")]
+    named = [
+        part for given in [*modules, os.environ.get(PLUGINS_ENV) or ""] for part in given.split(",")
+    ]
     for module in dict.fromkeys(name.strip() for name in named if name.strip()):
         if module in _loaded:
             continue
@@ -63,8 +70,8 @@ def load_plugins(modules: Iterable[str] = ()) -> None:
             importlib.import_module(module)
         except Exception as exc:
             raise ValueError(
-                f"cannot import detector plug-in module {module!r} (named by plugins= or "
-                f"{PLUGINS_ENV}): {type(exc).__name__}: {exc}; is it on the Python path?"
+                f"detector plug-in module {module!r} (named by plugins= or {PLUGINS_ENV}) "
+                f"{_failed(exc, module)}"
             ) from exc
         _loaded.add(module)
     if "entry points" not in _loaded:
@@ -72,8 +79,22 @@ def load_plugins(modules: Iterable[str] = ()) -> None:
         for point in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 point.load()
-            except Exception:  # someone else's package: say so, judge on without it
-                logger.exception("otel-safety: cannot load detector plug-in %s", point.value)
+            except Exception as exc:  # an installed plug-in, meant to judge: stop as for one named
+                _broken.append(
+                    f"detector plug-in {point.value} (the {ENTRY_POINT_GROUP} entry point "
+                    f"{point.name!r} of an installed package) {_failed(exc, point.module)}"
+                )
+    if _broken:  # said every time asked, not only the first
+        raise ValueError("; ".join(_broken))
+
+
+def _failed(exc: Exception, module: str) -> str:
+    """Why a plug-in did not load, in words that say where to look."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name and module.startswith(exc.name):
+        return "was not found: is it installed, or its folder on PYTHONPATH?"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"failed to import: {type(exc).__name__}: {exc}{where}"
 
 
 def plugin_modules() -> list[str]:

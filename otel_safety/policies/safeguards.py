@@ -23,7 +23,9 @@ logger = logging.getLogger(__name__)
 class SafeguardsPolicy:
     """The default policy: the safeguards table over signals, max'd with severity levels.
 
-    Each finding gets the stricter of its severity level and the table on its own signals;
+    Each finding gets the stricter of its severity level and the table on its own signals
+    (a detector pinned by `detector_levels` gets its pinned level, and its signals count for
+    nothing);
     the trace gets the strictest finding, or the table on the trace's combined signals (max
     of each signal across findings) when that is stricter, since drift seen by one monitor
     and uncertainty seen by another together call for review.
@@ -61,8 +63,14 @@ class SafeguardsPolicy:
     ) -> EscalationLevel:
         table = self.table_for(trajectory)
         self.severity.decide(findings, trajectory)
-        readings = [finding_signals(finding) for finding in findings]  # each read once
-        for finding, signals in zip(findings, readings, strict=True):
+        # A detector pinned to a level (`detector_levels`) is at that level, quieter or
+        # stricter: its signals raise neither its findings nor the trace.
+        pinned = self.severity.detector_levels
+        readings = [  # each read once
+            finding_signals(finding) for finding in findings if finding.detector not in pinned
+        ]
+        unpinned = [finding for finding in findings if finding.detector not in pinned]
+        for finding, signals in zip(unpinned, readings, strict=True):
             finding.escalation = max(finding.escalation, table.level(signals))
         worst = max((f.escalation for f in findings), default=EscalationLevel.NONE)
         return max(worst, table.level(merged_signals(readings)))
