@@ -71,8 +71,8 @@ CONTENT_OFF: dict[str, dict[str, str]] = {
     "openllmetry": {"TRACELOOP_TRACE_CONTENT": "false"},
 }
 NO_CONTENT = ":no_content"
-# OpenInference with its flattened input messages hidden: each request is read from the
-# request body it writes as `input.value`.
+# OpenInference with its flattened messages hidden: each request is read from the request
+# body it writes as `input.value`, each answer from the response body in `output.value`.
 REQUEST_BODY = ":request_body"
 # The same run with no span around it, as a bare chat-client app makes it: each model call
 # is then a trace of its own, and the next one receives the earlier call as history.
@@ -234,7 +234,11 @@ def _child(instrumentation: str, out: Path) -> None:
     if instrumentation.endswith(NO_CONTENT):
         settings = CONTENT_OFF[base]
     if instrumentation.endswith(REQUEST_BODY):
-        settings = {**settings, "OPENINFERENCE_HIDE_INPUT_MESSAGES": "true"}
+        settings = {
+            **settings,
+            "OPENINFERENCE_HIDE_INPUT_MESSAGES": "true",
+            "OPENINFERENCE_HIDE_OUTPUT_MESSAGES": "true",
+        }
     os.environ.update(settings)  # before any import reads it
     from fake_openai import FakeOpenAIServer, text_reply, tool_call_reply
 

@@ -133,13 +133,16 @@ def real_spans() -> dict[str, list[ReadableSpan]]:
 
 @pytest.mark.process
 def test_openinference_requests_read_from_the_request_body_keep_their_tool_links():
-    """With its flattened input messages hidden, OpenInference still writes the request as
-    `input.value`: the tool result there answers the call by its id, as in every other
-    dialect. Read without that link, a result echoing the agent's own `rm -rf` was judged
-    an instruction planted in a tool result."""
+    """With its flattened messages hidden, OpenInference still writes the request as
+    `input.value` and the response as `output.value`: the tool result there answers the call
+    by its id, as in every other dialect. Read without that link, a result echoing the
+    agent's own `rm -rf` was judged an instruction planted in a tool result; and the answer,
+    never read from `output.value`, was lost (a refusal then passed as NONE)."""
     spans = run_openai_agent("openinference" + REQUEST_BODY)
     assert not any(
-        key.startswith("llm.input_messages.") for s in spans for key in (s.attributes or {})
+        key.startswith(("llm.input_messages.", "llm.output_messages."))
+        for s in spans
+        for key in (s.attributes or {})
     )
     trajectory = _evaluate(spans).trajectory
     assert _projection(trajectory) == EXPECTED_PROJECTION

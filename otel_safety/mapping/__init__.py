@@ -133,7 +133,8 @@ def _dialect(span: ReadableSpan, attributes: Mapping[str, Any]) -> tuple[Dialect
         role = openinference.role_of(attributes)
         return None if role is None else ("openinference", role)
     events = genai.has_events(span)
-    if genai.is_current(attributes) and (genai.has_messages(attributes) or not events):
+    flat = openllmetry.has_flat_content(attributes)  # read, whatever else the span names
+    if genai.is_current(attributes) and (genai.has_messages(attributes) or not (events or flat)):
         return "genai", "llm"  # the reader refines the role
     if openllmetry.applies(attributes):
         role = openllmetry.role_of(attributes)

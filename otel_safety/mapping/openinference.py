@@ -54,6 +54,8 @@ def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
         base.system_instructions = [m.content for m in messages if m.role == "system"]
         base.input_messages = [m for m in messages if m.role != "system"]
         base.output_messages = _messages(attributes, "llm.output_messages.", notes, sid)
+        if not base.output_messages:
+            base.output_messages = _messages_from_output_value(attributes, notes, sid)
         base.content_captured = bool(messages or base.output_messages)
     elif base.role == "tool":
         base.tool_call = _tool_call(span, attributes, notes, sid)
@@ -106,6 +108,33 @@ def _messages(
             )
         )
     return messages
+
+
+def _messages_from_output_value(
+    attributes: Mapping[str, Any], notes: Notes, span_id: str
+) -> list[Message]:
+    """Without flattened output messages (OPENINFERENCE_HIDE_OUTPUT_MESSAGES), `output.value`
+    is the response JSON (its choices' messages, tool calls and all) or the answer's text."""
+    value = attributes.get("output.value")
+    if value is None:
+        return []
+    parsed = structured(value, notes, "output.value")
+    if isinstance(parsed, dict) and isinstance(parsed.get("choices"), list):
+        return [
+            message
+            for choice in parsed["choices"]
+            if isinstance(choice, dict) and isinstance(choice.get("message"), dict)
+            for message in chat_message(
+                str(choice["message"].get("role") or "assistant"),
+                choice["message"],
+                notes,
+                span_id,
+                "output.value",
+            )
+        ]
+    if isinstance(parsed, dict | list):  # a response of another shape: no answer text in it
+        return []
+    return [Message(role="assistant", content=text(value, notes, "output.value"), span_id=span_id)]
 
 
 def _messages_from_input_value(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from otel_safety.mapping.values import (
     arguments,
     flattened_messages,
     indexed,
+    message_from_parts,
     structured,
     text,
 )
@@ -24,17 +26,31 @@ PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "traceloop.")
 ENTITY_ROLES: dict[str, SpanRole] = {"tool": "tool", "agent": "agent", "workflow": "agent"}
 
 
+# With content capture off (TRACELOOP_TRACE_CONTENT=false) a model span keeps only the
+# request's type: it is a model call still, to be named as one with no content.
+MODEL_REQUEST_TYPES = frozenset({"chat", "completion"})
+
+
 def applies(attributes: Mapping[str, Any]) -> bool:
-    return any(key.startswith(PREFIXES) for key in attributes)
+    return any(key.startswith(PREFIXES) for key in attributes) or _model_request(attributes)
+
+
+def has_flat_content(attributes: Mapping[str, Any]) -> bool:
+    """Messages written as `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`."""
+    return any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for key in attributes)
 
 
 def role_of(attributes: Mapping[str, Any]) -> SpanRole | None:
     kind = str(attributes.get("traceloop.span.kind", "")).lower()
     if kind in ENTITY_ROLES:
         return ENTITY_ROLES[kind]
-    if any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for key in attributes):
+    if has_flat_content(attributes) or _model_request(attributes):
         return "llm"
     return None  # `task` spans and the like wrap plain code
+
+
+def _model_request(attributes: Mapping[str, Any]) -> bool:
+    return str(attributes.get("llm.request.type", "")).lower() in MODEL_REQUEST_TYPES
 
 
 def map_span(span: ReadableSpan, base: MappedSpan) -> MappedSpan:
@@ -98,6 +114,15 @@ def _messages(
                     span_id=span_id,
                 )
             )
+        blocks = _content_blocks(raw.get("content"))
+        if blocks is not None:  # a request's content blocks, copied as JSON
+            read = message_from_parts(role, blocks, notes, prefix, span_id)
+            if calls and read[0].role == role:
+                read[0].tool_calls = [*read[0].tool_calls, *calls]
+            elif calls:
+                read.insert(0, Message(role=role, content="", tool_calls=calls, span_id=span_id))
+            messages.extend(read)
+            continue
         messages.append(
             Message(
                 role=role,
@@ -108,6 +133,22 @@ def _messages(
             )
         )
     return messages
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]] | None:
+    """A message's content written as a JSON list of typed blocks (Anthropic's `text`,
+    `tool_use`, `tool_result`; OpenAI's text and image parts), or None when it is text: the
+    instrumentation of Anthropic's client writes a tool's answer as a user message of such
+    blocks, and read as text it became the user's own words."""
+    if not isinstance(content, str) or not content.lstrip().startswith("[{"):
+        return None
+    try:
+        parsed = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    if parsed and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in parsed):
+        return parsed
+    return None
 
 
 def _entity_value(value: Any, notes: Notes) -> dict[str, Any] | str | None:

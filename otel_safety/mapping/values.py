@@ -237,7 +237,9 @@ def flattened_messages(
 def message_from_parts(
     role: str, parts: list[Any], notes: Notes, key: str, span_id: str, name: str | None = None
 ) -> list[Message]:
-    """GenAI `parts` to messages: text joins into content, tool responses become role `tool`."""
+    """GenAI `parts` to messages: text joins into content, tool responses become role `tool`.
+    Anthropic's content blocks read the same way (`tool_use` a call, `tool_result` a tool's
+    answer), as instrumentations that copy the request's blocks write them."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     tool_messages: list[Message] = []
@@ -261,13 +263,28 @@ def message_from_parts(
                     span_id=span_id,
                 )
             )
-        elif kind == "tool_call_response":
-            response = part.get("response", part.get("result"))
+        elif kind == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=_optional_str(part.get("id")),
+                    name=str(part.get("name") or "unknown"),
+                    arguments=arguments(part.get("input"), notes, key),
+                    source="model_output",
+                    span_id=span_id,
+                )
+            )
+        elif kind in ("tool_call_response", "tool_result"):
+            response = part.get("response", part.get("result", part.get("content")))
+            if isinstance(response, list):  # Anthropic: the result's own text blocks
+                response = "\n".join(
+                    str(block.get("text", "")) if isinstance(block, dict) else str(block)
+                    for block in response
+                )
             tool_messages.append(
                 Message(
                     role="tool",
                     content=text(response, notes, key),
-                    tool_call_id=_optional_str(part.get("id")),
+                    tool_call_id=_optional_str(part.get("id", part.get("tool_use_id"))),
                     name=_optional_str(part.get("name")),
                     span_id=span_id,
                 )
