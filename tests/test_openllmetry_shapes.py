@@ -102,9 +102,11 @@ def test_a_model_span_with_content_capture_off_is_named(span_factory):
     only, and the run passed as a trace of no agent at all."""
     off = {**ANTHROPIC, "llm.request.type": "chat", "gen_ai.request.model": "gpt-4o"}
     span_factory.exporter.clear()
-    with span_factory.tracer.start_as_current_span("agent run"):
-        with span_factory.tracer.start_as_current_span("openai.chat", attributes=off):
-            pass
+    with (
+        span_factory.tracer.start_as_current_span("agent run"),
+        span_factory.tracer.start_as_current_span("openai.chat", attributes=off),
+    ):
+        pass
     judged = Pipeline().evaluate(list(span_factory.exporter.get_finished_spans()))
     model = next(span for span in judged.spans if span.name == "openai.chat")
     assert NO_CONTENT_NOTE in model.attributes[sc.OTEL_SAFETY_NOTES]

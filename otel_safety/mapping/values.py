@@ -253,22 +253,13 @@ def message_from_parts(
         kind = part.get("type", "text")
         if kind == "text":
             texts.append(text(part.get("content", part.get("text")), notes, key))
-        elif kind == "tool_call":
+        elif kind in ("tool_call", "tool_use"):  # Anthropic's call keeps its arguments in input
+            given = part.get("arguments") if kind == "tool_call" else part.get("input")
             calls.append(
                 ToolCall(
                     id=_optional_str(part.get("id")),
                     name=str(part.get("name") or "unknown"),
-                    arguments=arguments(part.get("arguments"), notes, key),
-                    source="model_output",
-                    span_id=span_id,
-                )
-            )
-        elif kind == "tool_use":
-            calls.append(
-                ToolCall(
-                    id=_optional_str(part.get("id")),
-                    name=str(part.get("name") or "unknown"),
-                    arguments=arguments(part.get("input"), notes, key),
+                    arguments=arguments(given, notes, key),
                     source="model_output",
                     span_id=span_id,
                 )
