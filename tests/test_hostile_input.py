@@ -17,7 +17,7 @@ from otel_safety.model import EscalationLevel
 from otel_safety.pipeline import Pipeline
 
 
-def tool_run(factory, raw_arguments: str, result: str = "ok") -> list:
+def tool_run(factory, raw_arguments: str | bool, result: str = "ok") -> list:
     factory.exporter.clear()
     with factory.tracer.start_as_current_span(
         "invoke_agent ops",
@@ -86,6 +86,13 @@ def test_arguments_with_a_raw_newline_in_a_string_are_read_as_runtimes_read_them
     assert "tool_guard" in {f.detector for f in evaluation.findings if f.detected}
     notes = [note for span_notes in evaluation.notes.values() for note in span_notes]
     assert any("raw control characters" in note for note in notes), notes
+
+
+def test_arguments_of_a_scalar_type_are_noted(span_factory, pipeline):
+    """`{"boolValue": true}` for the arguments passed with no note: the call read as clean."""
+    evaluation = pipeline.evaluate(tool_run(span_factory, True))
+    notes = [note for span_notes in evaluation.notes.values() for note in span_notes]
+    assert any("a bool, not an object or JSON text" in note for note in notes), notes
 
 
 def test_flat_reading_keeps_every_value_with_its_name():

@@ -179,6 +179,8 @@ def arguments(value: Any, notes: Notes, key: str) -> dict[str, Any] | str | None
     """Tool-call arguments: a dict when they parse as an object, else the raw text."""
     if value is None:
         return None
+    if isinstance(value, bool | int | float):  # a producer's slip: say so, judge what there is
+        notes.add(f"{key}: a {type(value).__name__}, not an object or JSON text")
     parsed = structured(value, notes, key)
     if isinstance(parsed, dict):
         return bounded(parsed, notes, key)  # detectors walk arguments: bound them first
