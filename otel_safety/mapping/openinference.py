@@ -120,18 +120,8 @@ def _messages_from_output_value(
         return []
     parsed = structured(value, notes, "output.value")
     if isinstance(parsed, dict) and isinstance(parsed.get("choices"), list):
-        return [
-            message
-            for choice in parsed["choices"]
-            if isinstance(choice, dict) and isinstance(choice.get("message"), dict)
-            for message in chat_message(
-                str(choice["message"].get("role") or "assistant"),
-                choice["message"],
-                notes,
-                span_id,
-                "output.value",
-            )
-        ]
+        bodies = [c.get("message") for c in parsed["choices"] if isinstance(c, dict)]
+        return _chat_messages(bodies, "assistant", notes, span_id, "output.value")
     if isinstance(parsed, dict | list):  # a response of another shape: no answer text in it
         return []
     return [Message(role="assistant", content=text(value, notes, "output.value"), span_id=span_id)]
@@ -146,15 +136,22 @@ def _messages_from_input_value(
         return []
     parsed = structured(value, notes, "input.value")
     if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
-        return [
-            message
-            for m in parsed["messages"]
-            if isinstance(m, dict)
-            for message in chat_message(
-                str(m.get("role", "user")), m, notes, span_id, "input.value"
-            )
-        ]
+        return _chat_messages(parsed["messages"], "user", notes, span_id, "input.value")
     return [Message(role="user", content=text(value, notes, "input.value"), span_id=span_id)]
+
+
+def _chat_messages(
+    bodies: list[Any], default_role: str, notes: Notes, span_id: str, key: str
+) -> list[Message]:
+    """The messages of a request's or a response's body, as chat APIs write them."""
+    return [
+        message
+        for body in bodies
+        if isinstance(body, dict)
+        for message in chat_message(
+            str(body.get("role") or default_role), body, notes, span_id, key
+        )
+    ]
 
 
 def _tool_call(
