@@ -570,9 +570,13 @@ def _span_by_span(
             decoded = _decode_json(request, problems, surrogate_free=surrogate_free, repair=True)
             spans.extend(decoded[1])
         except OtlpDecodeError as exc:
-            reason = _ONE_SPAN_PATH.sub("", field_path(str(exc)), count=1)
-            _report(problems, f"{where} dropped: {reason}")
+            _report(problems, _dropped(where, exc))
     return len({block for block, _, _ in parts}), spans
+
+
+def _dropped(where: str, exc: OtlpDecodeError) -> str:
+    """Why one span of a request was left out, at its place in the request or file."""
+    return f"{where} dropped: {_ONE_SPAN_PATH.sub('', field_path(str(exc)), count=1)}"
 
 
 # The place of a field in the one-span request a span is decoded in (always the first span of
@@ -871,8 +875,7 @@ def salvaged_request(
             salvaged.resource_spans.extend(request_from_json(one).resource_spans)
         except OtlpDecodeError as exc:
             refused += 1
-            reason = _ONE_SPAN_PATH.sub("", field_path(str(exc)), count=1)
-            problems.append(f"{where} dropped: {reason}")
+            problems.append(_dropped(where, exc))
     return salvaged, refused, problems
 
 
