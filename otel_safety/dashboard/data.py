@@ -198,9 +198,12 @@ def _whole_trace(rows: list[dict[str, Any]]) -> dict[str, Any]:
     first["escalation_level"] = strictest["escalation_level"]
     first["escalation_rank"] = strictest["escalation_rank"]
     first["span_count"] = sum(row["span_count"] or 0 for row in rows)
-    for key in ("agent_names", "detectors_fired"):
-        first[key] = list(dict.fromkeys(name for row in rows for name in _json_list(row[key])))
-    first["detectors_fired"] = sorted(first["detectors_fired"])
+    names = {
+        key: [n for row in rows for n in _json_list(row[key])]
+        for key in ("agent_names", "detectors_fired")
+    }
+    first["agent_names"] = list(dict.fromkeys(names["agent_names"]))
+    first["detectors_fired"] = sorted(set(names["detectors_fired"]))
     return first
 
 

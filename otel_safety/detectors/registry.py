@@ -28,8 +28,8 @@ PLUGINS_ENV = env_name("plugins")
 ENTRY_POINT_GROUP = "otel_safety.detectors"
 
 _REGISTRY: dict[str, type[Detector]] = {}
-_loaded: set[str] = set()  # plug-in modules imported, and "entry points" once read
-_broken: list[str] = []  # why installed plug-ins did not load
+_loaded: set[str] = set()  # plug-in modules imported
+_entry_points: list[str] | None = None  # once read: why installed plug-ins did not load
 
 
 def register(cls: type[Detector]) -> type[Detector]:
@@ -74,18 +74,19 @@ def load_plugins(modules: Iterable[str] = ()) -> None:
                 f"{_failed(exc, module)}"
             ) from exc
         _loaded.add(module)
-    if "entry points" not in _loaded:
-        _loaded.add("entry points")
+    global _entry_points
+    if _entry_points is None:
+        _entry_points = []
         for point in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 point.load()
             except Exception as exc:  # an installed plug-in, meant to judge: stop as for one named
-                _broken.append(
+                _entry_points.append(
                     f"detector plug-in {point.value} (the {ENTRY_POINT_GROUP} entry point "
                     f"{point.name!r} of an installed package) {_failed(exc, point.module)}"
                 )
-    if _broken:  # said every time asked, not only the first
-        raise ValueError("; ".join(_broken))
+    if _entry_points:  # said every time asked, not only the first
+        raise ValueError("; ".join(_entry_points))
 
 
 def _failed(exc: Exception, module: str) -> str:
@@ -121,11 +122,10 @@ def plugin_paths() -> list[str]:
     return sorted(set(paths))
 
 
-def main_detectors(keys: Iterable[str] | None = None) -> list[str]:
-    """The keys (of `keys`, else all registered) whose class the app's `__main__` defines:
-    no other process can import it, so they judge in the app's process."""
-    wanted = _REGISTRY if keys is None else keys
-    return sorted(k for k in wanted if k in _REGISTRY and _REGISTRY[k].__module__ == "__main__")
+def main_detectors(keys: Iterable[str]) -> list[str]:
+    """The keys whose class the app's `__main__` defines: no other process can import it,
+    so they judge in the app's process."""
+    return sorted(k for k in keys if k in _REGISTRY and _REGISTRY[k].__module__ == "__main__")
 
 
 def available() -> dict[str, type[Detector]]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from otel_safety.json_flat import lenient_loads
 from otel_safety.mapping.attributes import span_attributes
 from otel_safety.mapping.types import MappedSpan, SpanRole
 from otel_safety.mapping.values import (
@@ -142,11 +142,12 @@ def _content_blocks(content: Any) -> list[dict[str, Any]] | None:
     blocks, and read as text it became the user's own words."""
     if not isinstance(content, str) or not content.lstrip().startswith("[{"):
         return None
-    try:
-        parsed = json.loads(content)
-    except (ValueError, RecursionError):
-        return None
-    if parsed and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in parsed):
+    parsed = lenient_loads(content)
+    if (
+        isinstance(parsed, list)
+        and parsed
+        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in parsed)
+    ):
         return parsed
     return None
 

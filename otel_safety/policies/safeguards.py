@@ -66,10 +66,8 @@ class SafeguardsPolicy:
         # A detector pinned to a level (`detector_levels`) is at that level, quieter or
         # stricter: its signals raise neither its findings nor the trace.
         pinned = self.severity.detector_levels
-        readings = [  # each read once
-            finding_signals(finding) for finding in findings if finding.detector not in pinned
-        ]
         unpinned = [finding for finding in findings if finding.detector not in pinned]
+        readings = [finding_signals(finding) for finding in unpinned]  # each read once
         for finding, signals in zip(unpinned, readings, strict=True):
             finding.escalation = max(finding.escalation, table.level(signals))
         worst = max((f.escalation for f in findings), default=EscalationLevel.NONE)
