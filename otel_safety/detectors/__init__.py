@@ -36,22 +36,13 @@ __all__ = [
     "register",
 ]
 
+_FROM_BASE = ("Assessment", "Detector")
 __getattr__, __dir__ = lazy_exports(
     globals(),
     {
-        **dict.fromkeys(("Assessment", "Detector"), "otel_safety.detectors.base"),
+        **dict.fromkeys(_FROM_BASE, "otel_safety.detectors.base"),
         **dict.fromkeys(
-            (
-                "available",
-                "check",
-                "create",
-                "detector_class",
-                "is_monitor",
-                "known",
-                "load_plugins",
-                "register",
-            ),
-            "otel_safety.detectors.registry",
+            [name for name in __all__ if name not in _FROM_BASE], "otel_safety.detectors.registry"
         ),
     },
 )
