@@ -158,6 +158,40 @@ def test_shell_spellings_of_a_blocked_command_are_blocked_too(guard, command, ru
 
 
 @pytest.mark.parametrize(
+    "command",
+    [
+        "cat /etc/shad?w",
+        "cat /e*/shadow",
+        "cat /home/*/.aws/cred*",
+        "head -c 400 /pr?c/self/env*",
+        "cat .en[v]",
+        "cat /etc/*",
+    ],
+)
+def test_globs_that_name_a_secret_file_touch_it(guard, command) -> None:
+    """The shell expands each to a secret file the rules name; each was allowed."""
+    verdict = guard.check_tool_call("run_shell", {"command": command}, record=False, pace=False)
+    assert verdict.decision is Decision.BLOCK, verdict.summary()
+    assert "creds.secret_files" in verdict.rule_ids
+
+
+@pytest.mark.parametrize(
+    "command", ["cat *", "ls ~/*", "cat /etc/pass?d", "wc -l src/*.py", "rm -rf build/*"]
+)
+def test_globs_that_name_no_secret_file_stay_allowed(guard, command) -> None:
+    verdict = guard.check_tool_call("run_shell", {"command": command}, record=False, pace=False)
+    assert verdict.decision is Decision.ALLOW, verdict.summary()
+
+
+def test_every_secret_path_a_glob_meets_is_one_a_rule_names() -> None:
+    """An example no path rule names would make its globs pass as harmless."""
+    data = load_guard_data()
+    rule = next(r for r in data.rules if r.id == "creds.secret_files")
+    unnamed = [p for p in data.secret_paths if not rule.patterns["path"].search(p)]
+    assert data.secret_paths and not unnamed
+
+
+@pytest.mark.parametrize(
     ("tool", "arguments", "rule"),
     [
         ("run_shell", {"commands": ["ls", "rm -rf /"]}, "destroy.recursive_root"),

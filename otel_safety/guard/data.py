@@ -113,6 +113,7 @@ class GuardData:
     database_products: tuple[Pattern, ...]  # a tool named after a database reads or writes it
     database_writes: tuple[Pattern, ...]
     trusted_domains: tuple[str, ...]
+    secret_paths: tuple[str, ...]  # what a glob is matched against (`guard.globs`)
     kind_rules: Mapping[str, KindRules]  # per kind that some rule has: its patterns as one set
     limits: GuardLimits = field(default_factory=GuardLimits)
     name_memo: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
@@ -199,6 +200,7 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         for key in data[table]:
             _check_list(data[table], key, f"[{table}]")
     _check_list(data["network"], "trusted_domains", "[network]")
+    _check_list(data["globs"], "secret_paths", "[globs]")
     _check_list(data["trust"], "side_effects", "[trust]")
     _check_list(data["database_tools"], "products", "[database_tools]")
     _check_list(data["database_tools"], "writes", "[database_tools]")
@@ -246,6 +248,7 @@ def _compile(data: Mapping[str, Any]) -> GuardData:
         },
         rules=rules,
         trusted_domains=tuple(d.lower().lstrip("*.") for d in data["network"]["trusted_domains"]),
+        secret_paths=tuple(data["globs"]["secret_paths"]),
         database_products=tuple(
             _name(e, "[database_tools] products") for e in data["database_tools"]["products"]
         ),

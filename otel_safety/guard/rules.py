@@ -10,6 +10,7 @@ import regex
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.detectors.base import clip
 from otel_safety.guard.data import RULE_KINDS, GuardData, Rule
+from otel_safety.guard.globs import is_glob, named_by_glob
 from otel_safety.guard.verdict import RuleHit
 from otel_safety.guard.view import CallView
 
@@ -86,7 +87,7 @@ def _candidates(view: CallView, data: GuardData) -> dict[int, dict[str, list]]:
         "pipe": view.pipes,
         "script": view.scripts,
         "sql": view.sql,
-        "path": [(form, mode) for path, mode in view.paths for form in _path_forms(path)],
+        "path": [(form, mode) for path, mode in view.paths for form in _path_forms(path, data)],
         "url": view.urls,
         "value": view.values,
         "text": view.texts,
@@ -190,12 +191,15 @@ def _reported(text: str, start: int) -> bool:
     return bool(_REPORTED_REQUEST.search(text[max(0, start - _REPORT_REACH) : start]))
 
 
-def _path_forms(path: str) -> list[str]:
-    """The path as written (home spelled `~`) and, when it climbs with `..`, where it lands:
-    `/tmp/../etc/shadow` is read by rules as `/etc/shadow` too."""
+def _path_forms(path: str, data: GuardData) -> list[str]:
+    """The path as written (home spelled `~`); when it climbs with `..`, where it lands
+    (`/tmp/../etc/shadow` is read by rules as `/etc/shadow` too); and when it is a glob, the
+    secret files it would name (`/etc/shad?w`)."""
     written = _expand(path)
-    landed = _landing(written)
-    return [written] if landed == written else [written, landed]
+    forms = [written, _landing(written)]
+    if is_glob(written):
+        forms.extend(f for form in forms[:] for f in named_by_glob(form, data.secret_paths))
+    return list(dict.fromkeys(forms))
 
 
 def _landing(path: str) -> str:
