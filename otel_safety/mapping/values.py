@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_safety.json_flat import add_numbered, lenient_loads, read_flat
+from otel_safety.mapping.long_text import excerpt
 from otel_safety.model import Message, ToolCall
 
 # What detectors read of one field (a message, a tool argument or result): beyond this, a
@@ -48,10 +49,15 @@ def text(value: Any, notes: Notes, key: str) -> str:
 
 
 def _capped(value: str, notes: Notes, key: str) -> str:
-    if len(value) > MAX_TEXT_CHARS:
-        notes.cap(f"{key}: value of {len(value)} chars truncated to {MAX_TEXT_CHARS}")
-        return value[:MAX_TEXT_CHARS]
-    return value
+    if len(value) <= MAX_TEXT_CHARS:
+        return value
+    part = excerpt(value, MAX_TEXT_CHARS)
+    unread = "; more cues left unread" if part.more else ""
+    notes.cap(
+        f"{key}: value of {len(value)} chars truncated to {MAX_TEXT_CHARS}: its start and end "
+        f"read, and between them the passages around instruction cues ({part.passages}){unread}"
+    )
+    return part.text
 
 
 def decode(value: bytes, notes: Notes, key: str) -> str:
