@@ -28,11 +28,13 @@ judge the rules decide alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from otel_safety.analysis.encoded import decoded_payloads, url_decoded
 from otel_safety.analysis.features import feature_ids
 from otel_safety.analysis.injection.injection_form import form_sentence
 from otel_safety.analysis.injection.injection_rules import (
@@ -81,12 +83,14 @@ class _Place:
     text: str
     span_id: str | None
     tool: str | None = None
+    decoded: bool = False  # text a result carried encoded (base64, hex, URL encoding)
 
     @property
     def label(self) -> str:
         if self.source == "input":
             return "user input"
-        return f"result of tool {self.tool}" if self.tool else "tool result"
+        label = f"result of tool {self.tool}" if self.tool else "tool result"
+        return f"{label}, decoded" if self.decoded else label
 
 
 @register
@@ -142,6 +146,10 @@ def _places(trajectory: Trajectory) -> list[_Place]:
         if place.text.strip() and key not in seen:
             seen.add(key)
             places.append(place)
+            if place.source != "input" and not place.decoded:  # a model decodes: so do we
+                url = url_decoded(place.text)
+                for plain in [*decoded_payloads(place.text), *([url] if url else [])]:
+                    add(dataclasses.replace(place, text=plain, decoded=True))
 
     users = [m for m in trajectory.messages if m.role == "user" and m.content]
     for message in users:

@@ -20,9 +20,9 @@ from otel_safety.analysis.calls.arguments import tool_arguments
 from otel_safety.analysis.calls.shell import MAX_DEPTH, TOO_DEEP, SimpleCommand, parse_commands
 from otel_safety.analysis.calls.taxonomy import current_taxonomy
 from otel_safety.analysis.calls.tool_names import normalize_name
+from otel_safety.analysis.encoded import decoded_payloads
 from otel_safety.analysis.pattern_cache import compiled
 from otel_safety.guard.data import GuardData
-from otel_safety.guard.decode import decoded_payloads
 from otel_safety.guard.windows import command_paths as windows_command_paths
 from otel_safety.guard.windows import looks_windows, parse_windows
 from otel_safety.json_flat import read_flat

@@ -1,6 +1,7 @@
-"""Undo the simple obfuscation agents are tricked into running: base64, hex and octal
-escapes, URL encoding. Decoded text is judged like any other argument, so a payload
-hidden as `echo cm0gLXJmIC8= | base64 -d | sh` is seen as `rm -rf /`."""
+"""Undo the simple obfuscation agents are tricked into running or reading: base64, hex and
+octal escapes, URL encoding. Decoded text is judged like any other: the guard sees a payload
+hidden as `echo cm0gLXJmIC8= | base64 -d | sh` as `rm -rf /`, the injection detector reads
+an instruction a web page carries as base64 for the model to decode."""
 
 from __future__ import annotations
 
@@ -59,6 +60,20 @@ def decoded_payloads(text: str) -> list[str]:
             if match.group(1):
                 found.append(codecs.decode(match.group(1), "rot13"))
     return found[:_MAX_DECODES]
+
+
+_ESCAPE = compiled(r"%[0-9a-fA-F]{2}")
+_URL_ESCAPES = 3  # fewer is a URL's space or two, no hidden text
+
+
+def url_decoded(text: str) -> str | None:
+    """The text with its URL escapes undone, when it hides words behind them
+    (`Ignore%20your%20previous%20instructions`), else None."""
+    text = text[:_MAX_INPUT]
+    if text.count("%") < _URL_ESCAPES or len(_ESCAPE.findall(text)) < _URL_ESCAPES:
+        return None
+    plain = urllib.parse.unquote(text)
+    return plain if plain != text and _readable(plain) else None
 
 
 def _from_base64(candidate: str) -> str | None:
