@@ -254,8 +254,11 @@ def _explain(
     places: list[_Place], found: list[tuple[float, Evidence, _Place]], threshold: float
 ) -> str:
     inputs = sum(1 for p in places if p.source == "input")
-    results = len(places) - inputs
+    decoded = sum(1 for p in places if p.decoded)
+    results = len(places) - inputs - decoded
     checked = f"{inputs} user input(s) and {results} tool result(s) checked"
+    if decoded:
+        checked += f", and {decoded} text(s) they carried encoded"
     if any(p.source == "material" for p in places):
         checked += " (the task is about a model's instructions: attack strings read as mentions)"
     firing = [(score, evidence, place) for score, evidence, place in found if score >= threshold]
