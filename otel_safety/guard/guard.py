@@ -30,6 +30,7 @@ from otel_safety.guard.signing import sign
 from otel_safety.guard.task_scope import beyond_task
 from otel_safety.guard.verdict import Decision, RuleHit, Verdict
 from otel_safety.guard.view import CallView, only_reads, view_call
+from otel_safety.guard.written_scripts import WrittenScripts
 from otel_safety.halts import HALT_RULE, Halt, HaltRegistry, default_halts
 from otel_safety.mapping import GUARD_PREFIX, is_tool_call
 
@@ -101,6 +102,7 @@ class Guard:
         self.rate_limit = self.limits.rate_limit
         self.block_high_risk_unverified = self.limits.block_high_risk_unverified
         self.history = CallHistory(rate_window=self.limits.rate_window)
+        self.written = WrittenScripts()
         self.approval = approval_gate(approver, approvals, approval_timeout, approval_ttl)
         self._clock = clock
         self.halts = halts if halts is not None else default_halts()
@@ -165,19 +167,23 @@ class Guard:
             if source == "inline" and task and not steered_by
             else None
         )
+        conversation = conversation or (_current_trace() if source == "inline" else None)
+        script_hits, written = self.written.check(conversation, view, arguments, self._script_hits)
         verdict = self._judge(
             view,
             identity,
-            conversation or (_current_trace() if source == "inline" else None),
+            conversation,
             when,
             steered_by,
             halt,
             task,
             secret_from,
             named_picks,
-            scope,
+            [*([scope] if scope else []), *script_hits],
         )
         verdict.source = source
+        if not (source == "inline" and verdict.decision is Decision.BLOCK):  # else not written
+            self.written.keep(conversation, written)
         if deep:
             if self._deep_client is None:
                 self._deep_client = deep_client(self._deep_config)
@@ -208,7 +214,7 @@ class Guard:
         task: str | None = None,
         secret_from: str | None = None,
         named_picks: Collection[str] = (),
-        beyond: RuleHit | None = None,
+        extra: Collection[RuleHit] = (),
     ) -> Verdict:
         role = _role(identity)
         hits = match_rules(view, self.data, role)
@@ -221,8 +227,7 @@ class Guard:
         if secret_from and any(c in _SENDING for c in view.categories):
             hits.append(_secret_hit(secret_from))
         hits.extend(self._trust_hits(view, identity, hits))
-        if beyond is not None:
-            hits.append(beyond)
+        hits.extend(extra)  # beyond the task; what a script written earlier does
         if at is not None:
             hits.extend(self._pace_hits(view, identity, conversation, at))
         hits.sort(key=lambda h: -h.risk)
@@ -251,6 +256,13 @@ class Guard:
                 for h in hits
             ],
         )
+
+    def _script_hits(self, kind: str, text: str) -> list[RuleHit]:
+        """What a written script would do when run, whoever runs it: the rules' hits at the
+        warning line or above, on the script read as the shell or a program would read it."""
+        arguments = {"command": text} if kind == "shell" else {"code": text}
+        view = view_call("run_shell" if kind == "shell" else "run_code", arguments, self.data)
+        return [h for h in match_rules(view, self.data, "owner") if h.risk >= self.data.warn_at]
 
     def _risk(self, hits: list[RuleHit]) -> int:
         """The call's risk; an unverified sender's high-risk request, when it is only to be
