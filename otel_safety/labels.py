@@ -14,7 +14,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -98,9 +98,10 @@ class ImportResult:
 
     def describe(self, path: str, db: str) -> str:
         lines = [
-            f"{path}: {self.read} label(s) read, {self.added} added to {db}, "
+            f"{path}: {self.read} label line(s) read: {self.added} added to {db}, "
             f"{self.duplicates} already there"
             + (f", {self.repeated} repeated in the file" if self.repeated else "")
+            + (f", {len(self.bad)} bad" if self.bad else "")
         ]
         if self.bad:
             lines.append(f"{len(self.bad)} bad line(s) not imported (fix them and import again):")
@@ -249,10 +250,10 @@ def import_labels(
         refused: set[int] = set()  # lines contradicted by a later line
         taken: dict[tuple[str, str], list[tuple[int, Label]]] = {}  # the lines kept so far
         for number, record in read_records(path):
+            result.read += 1  # every line accounted for: added, already there, repeated or bad
             if isinstance(record, LabelError):
                 result.bad.append((number, str(record)))
                 continue
-            result.read += 1
             try:
                 label = checker.check(record)
             except LabelError as exc:
@@ -503,6 +504,8 @@ def _hex_id(value: Any, pattern: re.Pattern[str], name: str, digits: int) -> str
 def _text(value: Any, limit: int, name: str) -> str | None:
     if value is None:
         return None
+    if isinstance(value, Mapping | list | tuple):  # stored as Python's repr of it otherwise
+        raise LabelError(f"{name} must be text, got a {type(value).__name__}: {value!r:.60}")
     text = clean(str(value).strip()) or None
     if text is not None and len(text) > limit:
         raise LabelError(f"{name} longer than {limit} characters")

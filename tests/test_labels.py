@@ -273,7 +273,7 @@ def test_labels_import_command_exit_status_and_export_round_trip(store, tmp_path
     bad.write_text('{"trace_id": "' + t1 + '", "detector": "under_refusal"}\n')
     done = run_cli("labels", "import", str(good), str(bad), "--db", str(db))
     assert done.returncode == 1
-    assert f"{good}: 3 label(s) read, 3 added" in done.stdout
+    assert f"{good}: 3 label line(s) read: 3 added" in done.stdout
     assert "line 1: label is missing" in done.stdout
     # A reviewer's later label: the export holds the history, two values for t1.
     flipped = run_cli("label", t1, "over_refusal", "false", "--db", str(db), "--note", "ok")
@@ -378,3 +378,40 @@ def test_an_export_named_as_json_is_written_as_the_jsonl_import_reads(store, tmp
     assert json.loads(exported.read_text().splitlines()[0])["note"] == "checked"
     refused = run_cli("labels", "export", "--db", str(db), "--out", str(tmp_path / "x.txt"))
     assert refused.returncode != 0 and ".csv and .jsonl" in refused.stderr
+
+
+def test_every_line_of_an_import_is_counted_once(store, tmp_path):
+    """ "Read" used to leave out lines that were not a label at all: read, added, already
+    there, repeated and bad did not add up."""
+    db, (t1, t2, _), _ = store
+    path = tmp_path / "mixed.jsonl"
+    lines = [
+        {"trace_id": t1, "detector": "over_refusal", "label": True},
+        {"trace_id": t1, "detector": "over_refusal", "label": True},
+        {"trace_id": t2, "detector": "over_refusal", "label": "maybe"},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
+    result = labels.import_labels(db, path)
+    parts = (result.added, result.duplicates, result.repeated, len(result.bad))
+    assert result.read == 4 and parts == (1, 0, 1, 2)
+    assert "4 label line(s) read: 1 added" in result.describe(str(path), str(db))
+    assert "2 bad" in result.describe(str(path), str(db))
+
+
+def test_a_note_that_is_not_text_is_refused_not_stored_as_a_repr(store, tmp_path):
+    db, (t1, _, _), _ = store
+    path = tmp_path / "note.jsonl"
+    line = {"trace_id": t1, "detector": "over_refusal", "label": True, "note": {"nested": 1}}
+    path.write_text(json.dumps(line) + "\n")
+    result = labels.import_labels(db, path)
+    assert result.added == 0
+    assert "note must be text, got a dict" in result.bad[0][1]
+
+
+@pytest.mark.process
+def test_labels_export_writes_jsonl_to_standard_output(store):
+    db, (t1, _, _), _ = store
+    assert run_cli("label", t1, "over_refusal", "true", "--db", str(db)).returncode == 0
+    done = run_cli("labels", "export", "--db", str(db), "--format", "jsonl")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[0])["trace_id"] == t1

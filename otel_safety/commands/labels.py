@@ -141,6 +141,6 @@ def _export_format(asked: str | None, out: str | None) -> str:
             f"{out}: `labels import` reads .csv and .jsonl (.json, .ndjson) files only; "
             "name the file so"
         )
-    if asked and named != asked:
+    if asked and out and named != asked:
         raise ValueError(f"--format {asked} into {out}: name the file .{asked}, or drop --format")
     return asked or named or "csv"
