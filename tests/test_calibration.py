@@ -398,3 +398,24 @@ def test_a_verdict_decided_by_a_hair_says_another_seed_may_turn_it():
     # Every row right (F1 1.000) and a lower bound far above always firing: nothing to say.
     right = [(label, label) for label, _ in pairs]
     assert calibration(0.95, right).close_calls() == ""
+
+
+def test_figures_on_rows_a_packaged_judge_was_trained_on_are_marked_in_sample():
+    """The column read "cross-validated" and showed the judge's in-sample 0.97 on XSTest,
+    where `eval` gives 0.91 out of sample."""
+    from otel_safety.calibration import run
+    from otel_safety.detectors import available
+
+    rows = _rows([(0.9, True), (0.1, False)] * 20, source="external:xstest")
+    reason = run._trained_on(available()["over_refusal"], rows)
+    assert reason is not None and "in-sample" in reason
+    figures = run._figures(rows, 5, 50, 0, 0.5)
+    table = Calibration(
+        [DetectorCalibration("over_refusal", 0.5, None, figures, None, [reason], True)],
+        Gate(),
+        0,
+        5,
+        50,
+        {},
+    ).table()
+    assert "in-sample" in table.splitlines()[-1]

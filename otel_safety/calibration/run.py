@@ -106,6 +106,9 @@ class DetectorCalibration:
     real: Figures | None
     synthetic: Figures | None
     reasons: list[str]
+    # Its scores on these labels are a packaged judge's on the rows it was trained on: the
+    # figures are in-sample, whatever the threshold's cross-validation.
+    in_sample: bool = False
 
     @property
     def chosen(self) -> Figures | None:
@@ -127,6 +130,7 @@ class DetectorCalibration:
             "calibrated": self.calibrated,
             "verdict": "pass" if self.calibrated else "fail",
             "reasons": self.reasons,
+            "in_sample": self.in_sample,
             "default_threshold": self.default_threshold,
             "store_threshold": self.store_threshold,
             "threshold_from": "real" if self.real else "synthetic",
@@ -201,7 +205,7 @@ class Calibration:
                         _threshold_text(d, figures),
                         _ci(c.precision, ci["precision"]) if c else "-",
                         _ci(c.recall, ci["recall"]) if c else "-",
-                        _ci(c.f1, ci["f1"]) if c else "-",
+                        (_ci(c.f1, ci["f1"]) + (" in-sample" if d.in_sample else "")) if c else "-",
                         f"{_r(figures.baseline_f1):.3f}",  # as the file and the gate read it
                         ("pass" if d.calibrated else "FAIL") if figures is d.chosen else "",
                     )
@@ -290,9 +294,14 @@ def calibrate(
                 "lower than the same conversations' in passive or active mode; calibrate "
                 "on a store judged in passive mode"
             )
-        if key in known and (trained := _trained_on(known[key], rows)):
+        trained = _trained_on(known[key], rows) if key in known else None
+        if trained:
             reasons.append(trained)
-        results.append(DetectorCalibration(key, default, stored.get(key), real, synthetic, reasons))
+        results.append(
+            DetectorCalibration(
+                key, default, stored.get(key), real, synthetic, reasons, bool(trained)
+            )
+        )
     return Calibration(results, gate, seed, folds, resamples, origin)
 
 
