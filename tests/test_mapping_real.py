@@ -495,6 +495,25 @@ def test_openllmetry_tool_output_is_json_decoded() -> None:
     assert trajectory.tool_calls[0].result == TOOL_RESULT
 
 
+def test_openllmetry_association_user_id_names_the_requester() -> None:
+    """`Traceloop.set_association_properties({"user_id": ...})` is where OpenLLMetry apps say
+    who asked: the guard's trust rules read no requester from it."""
+    spans = openllmetry_indexed_trace()  # the SDK writes the properties on every span
+    user = {"traceloop.association.properties.user_id": "u-417"}
+    asked = [
+        _span(s.name, s.context.span_id, {**s.attributes, **user}, s.start_time, parent=None)
+        if s.parent is None
+        else _span(s.name, s.context.span_id, {**s.attributes, **user}, s.start_time)
+        for s in spans
+    ]
+    trajectory = _evaluate(asked).trajectory
+    assert trajectory is not None and trajectory.requester is not None
+    assert (trajectory.requester.id, trajectory.requester.source) == (
+        "u-417",
+        "traceloop.association.properties.user_id",
+    )
+
+
 def test_event_form_spans_with_an_operation_name_are_read() -> None:
     # Producers of the event form also set gen_ai.operation.name on the span.
     spans = genai_events_trace({"gen_ai.operation.name": "chat"})
@@ -569,7 +588,9 @@ def test_oversized_content_is_cut_to_the_limit() -> None:
     value, _ = BAD_INPUTS["oversized_content"]
     trajectory = _evaluate(_bad_trace(value)).trajectory
     assert trajectory is not None
-    assert trajectory.scope.user_request == "x" * MAX_TEXT_CHARS
+    request = trajectory.scope.user_request
+    assert len(request) == MAX_TEXT_CHARS  # its start and its end, the cut between marked
+    assert request.startswith("x" * (MAX_TEXT_CHARS // 2)) and request.endswith("x" * 12_000)
 
 
 def test_invalid_utf8_is_replaced_not_raised() -> None:

@@ -28,7 +28,13 @@ __all__ = [
 
 GUARD_PREFIX = "otel_safety.guard."
 # Where the person behind a run is usually named; the first one present wins.
-DEFAULT_REQUESTER_KEYS = ("enduser.id", "user.id", "enduser.pseudo.id", "user.name")
+DEFAULT_REQUESTER_KEYS = (
+    "enduser.id",
+    "user.id",
+    "enduser.pseudo.id",
+    "user.name",
+    "traceloop.association.properties.user_id",  # OpenLLMetry's `association_properties`
+)
 CONVERSATION_KEYS = (
     "gen_ai.conversation.id",
     "session.id",
