@@ -176,7 +176,8 @@ class GrpcNextHop:
 class HttpNextHop:
     """A plain OTLP/HTTP (protobuf) receiver standing in for the next hop."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
+        """`delay`: seconds it takes before it answers (a slow hop)."""
         received: list[bytes] = []
         logs: list[bytes] = []
         self._received = received
@@ -185,6 +186,7 @@ class HttpNextHop:
         class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(delay)
                 if self.path.startswith("/v1/logs"):
                     logs.append(body)
                     answer = ExportLogsServiceResponse().SerializeToString()
@@ -198,6 +200,11 @@ class HttpNextHop:
     @property
     def endpoint(self) -> str:
         return self._server.endpoint
+
+    @property
+    def requests(self) -> int:
+        """Export requests received for spans."""
+        return len(self._received)
 
     def spans(self) -> list[ReadableSpan]:
         return [

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from types import SimpleNamespace
 
 import duckdb
 import httpx
 import pytest
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -23,6 +25,8 @@ from sidecar_support import RM_RF_OUTPUT, HttpNextHop, ServeProcess, wait_for
 from otel_safety.config import Settings
 from otel_safety.logs import OPERATION_DETAILS
 from otel_safety.sidecar import Sidecar, SidecarOptions
+from otel_safety.sidecar.forward_spool import SpooledForwarder
+from otel_safety.sidecar.metrics import Metrics, ProblemLog
 from otel_safety.spool import SEGMENT_SUFFIX, Record, Spool, SpoolBusy, SpoolFull
 
 
@@ -652,3 +656,54 @@ def test_a_spool_of_more_log_events_than_the_queue_holds_is_replayed_without_a_l
             "WHERE detector = 'tool_guard' AND detected AND escalation_level = 'HARD_STOP'"
         ).fetchone()
     assert flagged == (traces,)
+
+
+def _forwarder(folder, exporter) -> SpooledForwarder:
+    return SpooledForwarder(exporter, Spool(folder, sync=False), Metrics(), ProblemLog())
+
+
+def test_small_batches_waiting_in_the_spool_reach_the_hop_merged(tmp_path, span_factory):
+    """A backlog of small requests drained at one round trip each: at 0.5 s a trip, 10 spans
+    a second, slower than a busy app sends them."""
+    runs = [span_factory.agent_run(prompt=f"task {n}") for n in range(5)]
+    earlier = Spool(tmp_path / "forward", sync=False)
+    for run in runs:
+        earlier.append(encode_spans(run).SerializeToString())
+    earlier.close()
+    with HttpNextHop() as hop:
+        forwarder = _forwarder(tmp_path / "forward", HttpExporter(f"{hop.endpoint}/v1/traces"))
+        try:
+            wait_for(lambda: forwarder.waiting == 0, what="the backlog to be sent")
+        finally:
+            forwarder.shutdown()
+        assert hop.requests == 1
+        assert len(hop.spans()) == sum(len(run) for run in runs)
+
+
+def test_a_hop_slower_than_the_exporters_timeout_is_waited_for_longer(
+    tmp_path, span_factory, caplog
+):
+    """Asked again after each timeout, the hop received the batch every time and answered
+    too late every time: forwarding stalled for good, and the hop got duplicates."""
+    run = span_factory.agent_run(prompt="task")
+    with HttpNextHop(delay=0.6) as hop:
+
+        def exporter_for(timeout: float) -> HttpExporter:
+            return HttpExporter(f"{hop.endpoint}/v1/traces", timeout=timeout)
+
+        forwarder = SpooledForwarder(
+            exporter_for(0.3),
+            Spool(tmp_path / "forward", sync=False),
+            Metrics(),
+            ProblemLog(),
+            rebuild=exporter_for,
+            timeout=0.3,
+        )
+        try:
+            forwarder.write([SimpleNamespace(spans=run)])
+            wait_for(lambda: forwarder.waiting == 0, timeout=30, what="the slow hop to answer")
+        finally:
+            forwarder.shutdown()
+        assert forwarder.timeout >= 0.6
+        assert "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT" in caplog.text
+        assert {s.context.span_id for s in hop.spans()} == {s.context.span_id for s in run}

@@ -39,7 +39,7 @@ class OtlpHttpJsonExporter(SpanExporter):
     ) -> None:
         self.endpoint = endpoint or _endpoint_from_env()
         self.headers = {"Content-Type": "application/json", **(headers or _headers_from_env())}
-        self.timeout = timeout if timeout is not None else _timeout_from_env()
+        self.timeout = timeout if timeout is not None else timeout_from_env()
         self._session = requests.Session()
         self._closed = False
 
@@ -103,7 +103,7 @@ def _headers_from_env() -> dict[str, str]:
     return parse_env_headers(raw, liberal=True)  # as the SDK's own exporters read them
 
 
-def _timeout_from_env() -> float:
+def timeout_from_env() -> float:
     """Seconds, as the Python SDK's exporters read the variable (default 10)."""
     raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get(
         "OTEL_EXPORTER_OTLP_TIMEOUT"

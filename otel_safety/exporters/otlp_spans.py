@@ -54,10 +54,12 @@ def otlp_span_exporter(
     endpoint: str | None = None,
     protocol: str | None = None,
     headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
 ) -> SpanExporter:
     """The OTLP span exporter for `protocol` (from the environment when None), sending to
-    `endpoint` (from the environment when None). A ValueError says what a bad protocol or
-    endpoint should look like."""
+    `endpoint` (from the environment when None), waiting `timeout` seconds for an answer
+    (from the environment when None). A ValueError says what a bad protocol or endpoint
+    should look like."""
     named_by = "" if protocol else f" ({_protocol_variable()})"
     protocol = protocol or otlp_protocol_from_env()
     if protocol not in OTLP_PROTOCOLS:
@@ -72,17 +74,19 @@ def otlp_span_exporter(
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         if endpoint is None:
-            return OTLPSpanExporter(headers=extra)
+            return OTLPSpanExporter(headers=extra, timeout=timeout)
         insecure = urlsplit(endpoint).scheme == "http" or None
-        return OTLPSpanExporter(endpoint=endpoint, insecure=insecure, headers=extra)
+        return OTLPSpanExporter(
+            endpoint=endpoint, insecure=insecure, headers=extra, timeout=timeout
+        )
     url = None if endpoint is None else http_traces_url(endpoint)
     if protocol == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter(endpoint=url, headers=extra)
+        return OTLPSpanExporter(endpoint=url, headers=extra, timeout=timeout)
     from otel_safety.exporters.otlp_http_json import OtlpHttpJsonExporter
 
-    return OtlpHttpJsonExporter(endpoint=url, headers=extra)
+    return OtlpHttpJsonExporter(endpoint=url, headers=extra, timeout=timeout)
 
 
 def check_endpoint(endpoint: str, protocol: str) -> str:

@@ -23,15 +23,19 @@ PROTOCOLS = ("grpc", "http/protobuf")
 
 
 def otlp_exporter(
-    endpoint: str, protocol: str = "grpc", headers: Mapping[str, str] | None = None
+    endpoint: str,
+    protocol: str = "grpc",
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
 ) -> SpanExporter:
-    """The standard exporter for `protocol`; TLS, certificates, compression and timeouts come
-    from the usual `OTEL_EXPORTER_OTLP_TRACES_*` variables, which the exporters read."""
+    """The standard exporter for `protocol`; TLS, certificates, compression and timeouts
+    (unless `timeout` is given) come from the usual `OTEL_EXPORTER_OTLP_TRACES_*` variables,
+    which the exporters read."""
     if protocol not in PROTOCOLS:
         raise ValueError(
             f"unsupported forward protocol {protocol!r}; use one of {', '.join(PROTOCOLS)}"
         )
-    return otlp_span_exporter(endpoint, protocol, headers)
+    return otlp_span_exporter(endpoint, protocol, headers, timeout)
 
 
 def forward_sink(

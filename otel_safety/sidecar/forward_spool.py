@@ -15,7 +15,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from itertools import islice
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -29,6 +30,8 @@ from otel_safety.spool import Record, Spool, SpoolFull
 logger = logging.getLogger("otel_safety.sidecar")
 
 __all__ = ["SpooledForwarder"]
+
+_MAX_TIMEOUT = 300.0  # seconds a slow next hop is waited for, at most (when rebuilt)
 
 
 class SpooledForwarder:
@@ -45,8 +48,14 @@ class SpooledForwarder:
         max_backoff: float = 30.0,
         flush_seconds: float = 5.0,
         remove_if_empty: bool = False,
+        rebuild: Callable[[float], SpanExporter] | None = None,
+        timeout: float | None = None,
     ) -> None:
+        """`timeout`: seconds the exporter waits for an answer; `rebuild(seconds)` makes an
+        exporter to the same hop that waits longer, for a hop slower than that."""
         self.exporter = exporter
+        self.rebuild = rebuild
+        self.timeout = timeout
         self.spool = spool
         self.remove_if_empty = remove_if_empty  # the folder goes at a stop that owes nothing
         self.metrics = metrics
@@ -129,21 +138,29 @@ class SpooledForwarder:
                     self._cond.wait()
                 if not self._queue or self._stopping:
                     return  # stopping: what is left stays on disk
-                record = self._queue[0]
-            try:
-                payload = self.spool.read(record)
-                spans = spans_from_request(ExportTraceServiceRequest.FromString(payload))
-            except Exception:  # unreadable: never block the queue on it
-                logger.exception("otel-safety forward: spool record %s unreadable; skipped", record)
-                self._done(record)
+                waiting = len(self._queue)
+                oldest = list(
+                    islice(self._queue, self.batch_spans)
+                )  # a record holds a span or more
+            records, spans = self._next_batch(oldest)
+            if not spans:
                 continue
+            started = time.monotonic()
             if self._export(spans):
                 self.metrics.add("spans_forwarded", len(spans))
+                if self._failing:
+                    logger.warning(
+                        "otel-safety forward: the next hop takes spans again; %d batches "
+                        "still to send",
+                        waiting - len(records),
+                    )
                 self._failing = False
-                self._done(record)
+                for record in records:
+                    self._done(record)
                 pause = 0.5
                 continue
             self.metrics.add("spans_forward_retried", len(spans))
+            self._after_failure(time.monotonic() - started, waiting)
             resume = time.monotonic() + pause  # new batches wake the condition: wait it out
             with self._cond:
                 self._failing = True
@@ -153,6 +170,54 @@ class SpooledForwarder:
                 if self._stopping:
                     return
             pause = min(pause * 2, self.max_backoff)
+
+    def _next_batch(self, waiting: list[Record]) -> tuple[list[Record], list]:
+        """The oldest batches, merged up to `batch_spans` spans: small requests spooled one by
+        one would otherwise cost the hop one round trip each, and a backlog built during an
+        outage would drain at that pace. An unreadable record is skipped, never retried."""
+        records: list[Record] = []
+        spans: list = []
+        for record in waiting:
+            try:
+                payload = self.spool.read(record)
+                found = spans_from_request(ExportTraceServiceRequest.FromString(payload))
+            except Exception:  # unreadable: never block the queue on it
+                logger.exception("otel-safety forward: spool record %s unreadable; skipped", record)
+                if records:
+                    break  # sent with what came before it first, skipped next time round
+                self._done(record)
+                return [], []
+            if records and len(spans) + len(found) > self.batch_spans:
+                break
+            records.append(record)
+            spans.extend(found)
+        return records, spans
+
+    def _after_failure(self, took: float, waiting: int) -> None:
+        """Say once why the hop is not taking spans. A hop slower than the exporter's timeout
+        would be asked again and again, receive the batch anew each time and answer too late
+        each time: forwarding would stall for good. Its exporter is rebuilt to wait twice as
+        long (up to `_MAX_TIMEOUT`), and the operator told."""
+        slow = self.timeout is not None and took >= 0.9 * self.timeout
+        if slow and self.rebuild is not None and self.timeout < _MAX_TIMEOUT:
+            before, self.timeout = self.timeout, min(self.timeout * 2, _MAX_TIMEOUT)
+            old, self.exporter = self.exporter, self.rebuild(self.timeout)
+            old.shutdown()
+            logger.warning(
+                "otel-safety forward: the next hop did not answer within %.0f s; it may "
+                "receive a batch more than once. Waiting up to %.0f s from now on; set "
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT (seconds) for a slow hop",
+                before,
+                self.timeout,
+            )
+        elif not self._failing:
+            logger.warning(
+                "otel-safety forward: the next hop is not taking spans%s; %d batches wait in "
+                "the spool %s and are retried (nothing is lost unless the spool fills)",
+                " in time (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT)" if slow else "",
+                waiting,
+                self.spool.folder,
+            )
 
     def _export(self, spans: list) -> bool:
         try:

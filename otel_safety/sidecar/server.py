@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_safety.approvals.store import ApprovalStore
 from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.config import Settings, read_named_file
 from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
+from otel_safety.exporters.otlp_http_json import timeout_from_env
 from otel_safety.halts import HaltSink
 from otel_safety.own_metrics import OwnMetrics
 from otel_safety.sidecar.forward import forward_sink, otlp_exporter
@@ -120,9 +122,16 @@ class Sidecar:
                 store_sink.on_written.append(owed.written)
                 store_sink.drop_overflow = False  # the intake pushes back instead
         if options.forward_endpoint:
-            exporter = otlp_exporter(
-                options.forward_endpoint, options.forward_protocol, options.forward_headers
-            )
+
+            def exporter_for(timeout: float) -> SpanExporter:
+                return otlp_exporter(
+                    options.forward_endpoint,  # type: ignore[arg-type]
+                    options.forward_protocol,
+                    options.forward_headers,
+                    timeout,
+                )
+
+            exporter = exporter_for(timeout_from_env())
             self.forward_spool = self._spool_or_nothing_left(
                 options.forward_spool, "forward", sinks
             )
@@ -134,6 +143,8 @@ class Sidecar:
                         self.metrics,
                         self.problems,
                         remove_if_empty=options.forward_spool is None,  # beside the store
+                        rebuild=exporter_for,
+                        timeout=timeout_from_env(),
                     )
                 )
             else:
