@@ -707,3 +707,35 @@ def test_a_hop_slower_than_the_exporters_timeout_is_waited_for_longer(
         assert forwarder.timeout >= 0.6
         assert "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT" in caplog.text
         assert {s.context.span_id for s in hop.spans()} == {s.context.span_id for s in run}
+
+
+@pytest.mark.process
+def test_a_stop_that_leaves_acknowledged_requests_unwritten_exits_75(tmp_path):
+    """It exited 0 with the work in the spool: a deploy script could not tell it from a clean
+    stop."""
+    db = str(tmp_path / "agents.duckdb")
+    serve = ServeProcess("--db", db, "--grpc-port", "off", "--drain-seconds", "3")
+    with serve:
+        held = wait_for(lambda: _hold(db), what="the store to be free to hold")
+        try:
+            exporter = HttpExporter(endpoint=f"{serve.http_url}/v1/traces")
+            assert exporter.export(_spans(traces=2, per_trace=2, rootless=0)) is (
+                SpanExportResult.SUCCESS
+            )
+            exporter.shutdown()
+            assert serve.stop() == 75, serve.output
+        finally:
+            held.close()
+    assert "judged at the next start" in serve.output
+    with ServeProcess("--db", db, "--grpc-port", "off") as again:
+        assert again.stop() == 0, again.output
+    assert len(_stored(db)) == 4
+
+
+def _hold(db: str) -> duckdb.DuckDBPyConnection | None:
+    """The store opened for writing, which locks every other process out; None while its
+    writer has it open."""
+    try:
+        return duckdb.connect(db)
+    except duckdb.Error:
+        return None

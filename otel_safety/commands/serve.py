@@ -348,12 +348,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if claim is not None:
             claim.release()
     print(f"otel-safety serve: stopped ({sidecar.summary()})", flush=True)
+    # A stop that left acknowledged work unwritten tells its orchestrator so: the next start
+    # on the store finishes it (or, without a spool, it was lost).
+    status = EXIT_UNFINISHED if not flushed or sidecar.unwritten else 0
     if not flushed:
         # The flush runs on past the drain: leave it, as a second stop signal does (the
         # spools keep its work), rather than let the interpreter's exit wait for it.
         sys.stderr.flush()
-        os._exit(0)
-    return 0
+        os._exit(status)
+    return status
+
+
+EXIT_UNFINISHED = 75  # EX_TEMPFAIL: stopped with acknowledged work left for the next start
 
 
 def _forced_exit(built: list[Sidecar]) -> str:

@@ -432,6 +432,11 @@ class Sidecar:
                 )
         self.metrics.own.shutdown()  # a last OTLP export of the final counts
 
+    @property
+    def unwritten(self) -> int:
+        """Acknowledged requests the stop left in the spool, to be judged at the next start."""
+        return self.spool.records if self.spool is not None else 0
+
     def __enter__(self) -> Sidecar:
         return self.start()
 
