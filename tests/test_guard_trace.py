@@ -635,3 +635,30 @@ def test_padding_past_the_mappings_cut_does_not_hide_a_command_on_a_trace() -> N
     assert finding.detected and "obfuscated.unread_code" in finding.details["rule_ids"]
     inline = Guard(Directory()).check_tool_call("run_shell", {"command": command}, record=False)
     assert inline.blocked and "obfuscated.unread_code" in inline.rule_ids
+
+
+def test_status_names_what_a_crashed_serve_left_in_its_spools(tmp_path: Path, capsys) -> None:
+    """After a SIGKILL the store alone read "no tool-call decisions recorded yet", while
+    acknowledged requests waited in the spool beside it."""
+    from otel_safety.exporters.duckdb import ensure_schema
+    from otel_safety.spool import Spool
+
+    db = tmp_path / "agents.duckdb"
+    with duckdb.connect(str(db)) as con:
+        ensure_schema(con, str(db))  # the store serve made at its start, still empty
+    left = Spool(f"{db}.spool", sync=False)
+    for number in range(3):
+        left.append(f"request {number}".encode())
+    left.close()
+    assert main(["status", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"{db}.spool: 3 acknowledged requests not yet written" in out
+    assert f"otel-safety serve --db {db}" in out
+    held = Spool(f"{db}.spool", sync=False)  # as a running serve holds it
+    try:
+        assert main(["status", "--db", str(db), "--format", "json"]) == 0
+        [waiting] = json.loads(capsys.readouterr().out)["spool_backlog"]
+        assert waiting == {"folder": f"{db}.spool", "kind": "spool", "records": None}
+    finally:
+        held.close()
+    Spool(f"{db}.spool", sync=False).close()  # status let the folder go: a serve can take it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -443,9 +444,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     from otel_safety.content_capture import NO_CONTENT_PATTERN
     from otel_safety.deep.status import deep_status, status_lines
     from otel_safety.exporters.duckdb import open_store
+    from otel_safety.sidecar.backlog import backlog
 
     require_store(args.db)  # a missing store is the whole answer: nothing printed before it
     settings = Settings.resolve(db_path=args.db)
+    waiting = backlog(args.db)
     with open_store(args.db) as con:
         listed = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
         tables = {row[0] for row in listed}
@@ -455,7 +458,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             else []
         )
         levels = con.execute(TRACE_LEVELS_SQL).fetchall() if "traces" in tables else []
-        if "audit" not in tables and not empty and not levels:
+        if "audit" not in tables and not empty and not levels and not waiting:
             raise ValueError(f"{args.db} has no audit log yet (written by otel-safety 0.2+)")
         totals: dict[str, Any] = {"decisions": 0}
         top: list[Any] = []
@@ -475,12 +478,15 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "traces_by_level": dict(levels),
                     "spans_without_content": without_content,
                     "deep_analysis": deep,
+                    "spool_backlog": [dataclasses.asdict(b) for b in waiting],
                 },
                 default=str,
                 indent=2,
             )
         )
         return 0
+    for waited in waiting:
+        print(waited.line(args.db))
     _print_without_content(without_content)
     _print_trace_levels(levels, args.db)
     for line in status_lines(deep, settings):
