@@ -723,6 +723,12 @@ def test_a_stop_that_leaves_acknowledged_requests_unwritten_exits_75(tmp_path):
                 SpanExportResult.SUCCESS
             )
             exporter.shutdown()
+
+            def health() -> dict:
+                return httpx.get(f"{serve.http_url}/health", timeout=5).json()
+
+            held_up = wait_for(lambda: health()["store_failing"] == 1 and health(), what="it said")
+            assert held_up["store_error"] and held_up["store_waiting_traces"] >= 1
             assert serve.stop() == 75, serve.output
         finally:
             held.close()

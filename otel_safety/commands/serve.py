@@ -349,8 +349,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             claim.release()
     print(f"otel-safety serve: stopped ({sidecar.summary()})", flush=True)
     # A stop that left acknowledged work unwritten tells its orchestrator so: the next start
-    # on the store finishes it (or, without a spool, it was lost).
-    status = EXIT_UNFINISHED if not flushed or sidecar.unwritten else 0
+    # on the store finishes it (or, without a spool, it was lost). Batches a next hop that is
+    # down has not taken are no such work: they wait in the forward spool, as designed.
+    unfinished = sidecar.unwritten or (not flushed and sidecar.spool is None)
+    status = EXIT_UNFINISHED if unfinished else 0
     if not flushed:
         # The flush runs on past the drain: leave it, as a second stop signal does (the
         # spools keep its work), rather than let the interpreter's exit wait for it.

@@ -46,6 +46,7 @@ class BatchingSink:
         self.dropped = 0  # traces given up on while the store could not be written
         self.rejected = 0  # traces the store refused even one by one (bad values)
         self._flush_gave_up = False  # the last force_flush ran out of time: the file is held
+        self.failing: str | None = None  # why the last write failed; None once one succeeds
         # Told of every batch once it is in the store (a write-ahead spool releases it).
         self.on_written: list[Callable[[Sequence[TraceEvaluation]], None]] = []
 
@@ -69,6 +70,12 @@ class BatchingSink:
             due = time.monotonic() - self._last_write >= self.write_interval
             if self._pending and (due or len(self._pending) >= self.max_pending // 2):
                 self._write_pending()
+
+    @property
+    def waiting(self) -> int:
+        """Traces judged and not yet in the store."""
+        with self._lock:
+            return len(self._pending)
 
     @property
     def backlogged(self) -> bool:
@@ -134,7 +141,11 @@ class BatchingSink:
             self._store(written)
         except self.retry_on as exc:
             self._warn(exc)
+            self.failing = str(exc) or type(exc).__name__
             return False
+        if self.failing is not None:
+            logger.warning("otel-safety store %s is written again", self.where)
+            self.failing = None
         self._pending.clear()
         for listener in self.on_written:
             listener(written)

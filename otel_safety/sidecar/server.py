@@ -508,6 +508,8 @@ class Sidecar:
         }
         details.update((name, value) for name, (value, _) in self._budget_gauges().items())
         details.update(self.counts())
+        if self._store_sink is not None:  # a full disk or a held file: said, not hidden
+            details["store_error"] = self._store_sink.failing
         return ok, details
 
     def metrics_text(self) -> str:
@@ -545,6 +547,15 @@ class Sidecar:
                 "bytes of span text held while traces wait for their decision",
             ),
         }
+        if self._store_sink is not None:
+            gauges["store_waiting_traces"] = (
+                self._store_sink.waiting,
+                "traces judged and not yet written to the store",
+            )
+            gauges["store_failing"] = (
+                int(self._store_sink.failing is not None),
+                "1 while the store cannot be written (its last write failed)",
+            )
         if self.spool is not None:
             gauges["spool_records"] = (
                 self.spool.records,
