@@ -10,7 +10,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import Status
 
 from otel_safety import guardrail
 from otel_safety import semconv as sc
@@ -213,19 +215,26 @@ def copy_span(
 
 
 def rebuild_span(
-    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]
+    span: ReadableSpan,
+    attributes: Mapping[str, Any],
+    events: Sequence[Event],
+    *,
+    name: str | None = None,
+    status: Status | None = None,
+    resource: Resource | None = None,
 ) -> ReadableSpan:
-    """The same finished span with these attributes and events instead of its own."""
+    """The same finished span with these attributes and events instead of its own (and
+    this name, status or resource, when given)."""
     return ReadableSpan(
-        name=span.name,
+        name=span.name if name is None else name,
         context=span.context,
         parent=span.parent,
-        resource=span.resource,
+        resource=span.resource if resource is None else resource,
         attributes=attributes,
         events=events,
         links=span.links,
         kind=span.kind,
-        status=span.status,
+        status=span.status if status is None else status,
         start_time=span.start_time,
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,

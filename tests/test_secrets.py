@@ -39,6 +39,22 @@ def test_secrets_are_masked_and_only_they(text, secret):
     assert masked.startswith(text.split(secret)[0])  # what comes before it is kept
 
 
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "Authorization: [REDACTED]"),
+        (  # a secret access key beside its key id, named by nothing else
+            "id AKIAIOSFODNN7EXAMPLE, key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY.",
+            "id [REDACTED], key [REDACTED].",
+        ),
+    ],
+)
+def test_credentials_the_keyed_patterns_missed_are_masked(text, masked):
+    """Both passed unmasked into spans, evidence, approvals and the deep prompt."""
+    found, _ = mask(text)
+    assert found.startswith(masked) and "9f8e7d6c" not in found and "EXAMPLEKEY" not in found
+
+
 def test_json_stays_json_and_plain_numbers_stay():
     document = json.dumps({"password": "s3cr3t-pass", "note": "order 1234 5678 9012 3456"})
     masked, count = mask(document)
@@ -119,6 +135,35 @@ def test_serve_masks_secrets_in_what_it_stores_after_judging(tmp_path, span_fact
     assert (FINE_GRAINED in stored) is not redact
     assert (GOOGLE in trajectories) is not redact
     assert (sidecar.engine.stats["secrets_redacted"] > 0) is redact
+
+
+def test_a_span_name_status_and_resource_are_masked_like_its_attributes():
+    """They reached the store, the report, the dashboard and the next hop as sent."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, Status, StatusCode
+
+    from otel_safety.pipeline import TraceEvaluation
+    from otel_safety.redaction import redact_evaluation
+
+    url = "postgres://svc:Zx9Pg_Passw0rd@db.internal/app"
+    resource = Resource({"service.name": "agent", "app.db_url": url})
+    spans = [
+        ReadableSpan(
+            name=f"execute_tool run_shell {FINE_GRAINED}",
+            context=SpanContext(1, number, False),
+            resource=resource,
+            status=Status(StatusCode.ERROR, f"failed: {url}"),
+        )
+        for number in (1, 2)
+    ]
+    evaluation = TraceEvaluation(trace_id=1, spans=spans, findings=[], reason="test")
+    assert redact_evaluation(evaluation) == 2 + 2 + 1  # names, statuses, the shared resource
+    text = repr(
+        [(s.name, s.status.description, dict(s.resource.attributes)) for s in evaluation.spans]
+    )
+    assert FINE_GRAINED not in text and "Zx9Pg_Passw0rd" not in text
+    assert evaluation.spans[0].resource is evaluation.spans[1].resource  # masked once
 
 
 def test_the_prefilter_never_hides_a_secret_the_patterns_find(shared_data):

@@ -30,12 +30,19 @@ logger = logging.getLogger(__name__)
 
 MASK = "[REDACTED]"
 
-_BUILTIN = [
+# Matched in any case.
+_BUILTIN_ANY_CASE = [
     # a keyed value: the value is the secret, the key stays readable
-    r"(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|auth)"
+    r"(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|authorization|auth)"
     r"[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;]{4,})",
+    # an HTTP credential (`Authorization: Bearer ...`, a header attribute or a curl line)
+    r"\b(?:bearer|basic)\s+(?P<secret>[A-Za-z0-9._~+/=-]{16,})",
+]
+_BUILTIN = [
     r"\b(?P<secret>(?:sk|pk|rk)-[A-Za-z0-9_-]{16,})",
     r"\b(?P<secret>AKIA[0-9A-Z]{16})\b",
+    # the secret key written near its access key id, with no name of its own
+    r"\bAKIA[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+=])(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
     r"\b(?P<secret>gh[pousr]_[A-Za-z0-9]{20,})",
     r"\b(?P<secret>github_pat_[A-Za-z0-9_]{22,})",
     r"\b(?P<secret>AIza[0-9A-Za-z_-]{35})",
@@ -60,8 +67,8 @@ def pattern_set() -> tuple[regex.Pattern, ...]:
     Each searches long ASCII text on RE2 where RE2 reads it alike (`analysis.linear`): every
     stored span is masked, and a history resent by every model call of a long run is
     hundreds of megabytes."""
-    patterns = [linear.compile(source, regex.IGNORECASE) for source in _BUILTIN[:1]]
-    patterns += [linear.compile(source) for source in _BUILTIN[1:]]
+    patterns = [linear.compile(source, regex.IGNORECASE) for source in _BUILTIN_ANY_CASE]
+    patterns += [linear.compile(source) for source in _BUILTIN]
     patterns += list(_maintained())
     return tuple(patterns)
 
