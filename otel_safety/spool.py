@@ -88,7 +88,9 @@ class Spool:
         sync: bool = True,
     ) -> None:
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        # The requests held here are as clients sent them, before any masking: for the
+        # process's user alone.
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._lock_file = open(self.folder / "lock", "a+b")  # noqa: SIM115 - held while open
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -252,7 +254,7 @@ class Spool:
         number = self._next
         self._next += 1
         path = self.folder / f"{number:012d}{SEGMENT_SUFFIX}"
-        handle = open(path, "ab")  # noqa: SIM115 - kept open across appends
+        handle = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
         self._handle = handle
         self._current = number
         segment = self._segments[number] = _Segment(path)

@@ -745,3 +745,16 @@ def _hold(db: str) -> duckdb.DuckDBPyConnection | None:
         return duckdb.connect(db)
     except duckdb.Error:
         return None
+
+
+def test_the_spool_is_readable_by_its_owner_alone(tmp_path):
+    """It holds requests as clients sent them, secrets and all, before any masking: its
+    segments were readable by every user of the host."""
+    spool = Spool(tmp_path / "spool", sync=False)
+    try:
+        spool.append(b"Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0")
+    finally:
+        spool.close()
+    [segment] = (tmp_path / "spool").glob(f"*{SEGMENT_SUFFIX}")
+    assert segment.stat().st_mode & 0o077 == 0
+    assert (tmp_path / "spool").stat().st_mode & 0o077 == 0
