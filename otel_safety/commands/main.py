@@ -44,6 +44,7 @@ COMMANDS = {
     "unhalt": "halts",
     "halts": "halts",
     "resolve": "resolve",
+    "forget": "forget",
     "dashboard": "dashboard",
 }
 # The modules of `otel_safety.commands` that add commands.
