@@ -41,6 +41,7 @@ from otel_safety.pipeline import Pipeline, TraceEvaluation
 from otel_safety.policies.safeguards_table import current_table
 from otel_safety.policy import Policy
 from otel_safety.processor import SafetySpanProcessor
+from otel_safety.sigterm_flush import flush_on_sigterm
 
 if TYPE_CHECKING:  # the detectors are imported where they are built, not at start-up
     from otel_safety.detectors.base import Detector
@@ -482,6 +483,7 @@ def configure(
         _install(provider)
         if owned:
             _logs.set_logger_provider(logger_provider)
+    flush_on_sigterm(provider)  # SIGTERM's default action would lose the last traces
     return provider
 
 

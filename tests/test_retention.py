@@ -22,20 +22,23 @@ def _run(factory, conversation: str, prompt: str) -> list:
     factory.exporter.clear()
     messages = [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
     answer = [{"role": "assistant", "parts": [{"type": "text", "content": "I can't help."}]}]
-    with factory.tracer.start_as_current_span(
-        "invoke_agent helper",
-        attributes={
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.conversation.id": conversation,
-        },
-    ), factory.tracer.start_as_current_span(
-        "chat model",
-        attributes={
-            "gen_ai.operation.name": "chat",
-            "gen_ai.conversation.id": conversation,
-            "gen_ai.input.messages": json.dumps(messages),
-            "gen_ai.output.messages": json.dumps(answer),
-        },
+    with (
+        factory.tracer.start_as_current_span(
+            "invoke_agent helper",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.conversation.id": conversation,
+            },
+        ),
+        factory.tracer.start_as_current_span(
+            "chat model",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.conversation.id": conversation,
+                "gen_ai.input.messages": json.dumps(messages),
+                "gen_ai.output.messages": json.dumps(answer),
+            },
+        ),
     ):
         pass
     return list(factory.exporter.get_finished_spans())
