@@ -744,3 +744,37 @@ def test_a_store_another_process_writes_is_refused_with_what_to_do(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_first_lock_conflict_is_the_usual_turn_taking_and_is_not_warned(caplog):
+    """Two app workers sharing a store logged a warning on nearly every write."""
+    from otel_safety.exporters.batching import BatchingSink
+    from otel_safety.exporters.duckdb import StoreError
+
+    class Shared(BatchingSink):
+        retry_on = (StoreError,)
+
+        def __init__(self, conflicts: int) -> None:
+            super().__init__("shared.duckdb", write_interval=0, max_pending=100)
+            self.conflicts = conflicts
+
+        def _store(self, evaluations) -> None:
+            if self.conflicts:
+                self.conflicts -= 1
+                raise StoreError('Could not set lock on file "shared.duckdb"')
+
+        def _close(self) -> None:
+            pass
+
+    caplog.set_level("INFO")
+    once = Shared(conflicts=1)
+    once.write(["a trace"])
+    once.write(["another"])
+    assert once.waiting == 0 and not caplog.records  # waited its turn, said nothing
+    held = Shared(conflicts=2)
+    held.write(["a trace"])
+    held.write(["another"])
+    held.write(["a third"])
+    said = [r.getMessage() for r in caplog.records]
+    assert any("keeping 2 trace(s) to retry" in m for m in said)
+    assert any("is written again" in m for m in said) and held.failing is None

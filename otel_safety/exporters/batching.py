@@ -47,6 +47,7 @@ class BatchingSink:
         self.rejected = 0  # traces the store refused even one by one (bad values)
         self._flush_gave_up = False  # the last force_flush ran out of time: the file is held
         self.failing: str | None = None  # why the last write failed; None once one succeeds
+        self._said_failing = False  # a warning said so (a first lock conflict is not said)
         # Told of every batch once it is in the store (a write-ahead spool releases it).
         self.on_written: list[Callable[[Sequence[TraceEvaluation]], None]] = []
 
@@ -143,9 +144,9 @@ class BatchingSink:
             self._warn(exc)
             self.failing = str(exc) or type(exc).__name__
             return False
-        if self.failing is not None:
+        if self.failing is not None and self._said_failing:
             logger.warning("otel-safety store %s is written again", self.where)
-            self.failing = None
+        self.failing, self._said_failing = None, False
         self._pending.clear()
         for listener in self.on_written:
             listener(written)
@@ -162,6 +163,12 @@ class BatchingSink:
         )
 
     def _warn(self, exc: BaseException) -> None:
+        if self.failing is None and "lock" in str(exc).lower():
+            # Writers of one store take turns: a first lock conflict is the usual wait for
+            # the other's write, and is only said (as a warning) when the next try fails too.
+            logger.debug("otel-safety store %s held by another writer; retrying", self.where)
+            return
+        self._said_failing = True
         self._retry_warnings.warning(
             "otel-safety store %s: %s; keeping %d trace(s) to retry",
             self.where,
