@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +45,7 @@ _BY_CONVERSATION = {
     "halts": "conversation",
 }
 _CHOSEN = "otel_safety_erased_traces"
+_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ def erase(
     `before`) from every table; with `compact`, rewrite the store afterwards."""
     if sum(x is not None for x in (conversation, trace_id, before)) != 1:
         raise ValueError("name exactly one of a conversation, a trace or a date")
+    if trace_id is not None and not _TRACE_ID.fullmatch(trace_id):
+        raise ValueError(f"{trace_id!r} is no trace id: a trace id is 32 hex digits")
     if compact and not dry_run:
         claim, holder = claim_store(str(db))  # no serve may write while the file is swapped
         if holder is not None:

@@ -105,3 +105,5 @@ def test_forgetting_before_a_date_and_a_bad_date(store, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["forget", "--before", "last tuesday", "--db", str(db)])
     assert "is not a date" in capsys.readouterr().err
+    assert main(["forget", "--trace", "conv-jane", "--db", str(db)]) == 1
+    assert "a trace id is 32 hex digits" in capsys.readouterr().err
