@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import fnmatch
 
-import regex
+from otel_safety.analysis.pattern_cache import compiled
 
 _META = frozenset("*?[")
 # A home folder spelled out (`/root`, `/home/alice`, `/Users/*`): the examples spell it `~`.
-_HOME = regex.compile(r"^(?:/root|/(?:home|Users)/[^/]+)(?=/)")
+_HOME = compiled(r"^(?:/root|/(?:home|Users)/[^/]+)(?=/)")
 
 
 def is_glob(path: str) -> bool:
