@@ -46,8 +46,6 @@ class WrittenScripts:
         """The hits of every script this call runs (written by an earlier call of the
         conversation or by this one: `cat > x.sh <<EOF ... EOF; ./x.sh`), each saying so; and
         what this call writes, judged, for `keep` once the call is let through."""
-        if conversation is None:
-            return [], {}
         now: Written = {}
         for path, kind, text in _writes(view, arguments):
             now[_normal(path)] = tuple(judge(kind, text))
@@ -55,11 +53,13 @@ class WrittenScripts:
         if not run:
             return [], now
         with self._store.lock:
-            earlier = self._store.get(conversation, OrderedDict)
+            earlier = self._store.get(conversation, OrderedDict) if conversation else {}
+            # What this call writes is what runs, harmless or not, before an earlier write.
+            looked_up = [(path, _lookup(now, path)) for path in run]
             found = [
                 (path, hits)
-                for path in run
-                if (hits := _lookup(now, path) or _lookup(earlier, path))
+                for path, in_now in looked_up
+                if (hits := in_now if in_now is not None else _lookup(earlier, path))
             ]
         hits = [
             hit.model_copy(update={"reason": f"runs {path}, written earlier: {hit.reason}"})
