@@ -10,25 +10,32 @@ import textwrap
 import duckdb
 import pytest
 
-APP = textwrap.dedent(
+# One agent run with a dangerous tool call, as both apps below make it.
+AGENT_RUN = textwrap.dedent(
+    """
+    def agent_run(tracer):
+        with tracer.start_as_current_span(
+            "invoke_agent helper", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ):
+            with tracer.start_as_current_span(
+                "execute_tool run_shell",
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "run_shell",
+                    "gen_ai.tool.call.arguments": '{"command": "rm -rf /"}',
+                },
+            ):
+                pass
+    """
+)
+
+APP = AGENT_RUN + textwrap.dedent(
     """
     import os, signal, sys, time
     import otel_safety
-    {before}
+    BEFORE
     provider = otel_safety.configure(sys.argv[1], service_name="webapp")
-    tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span(
-        "invoke_agent helper", attributes={{"gen_ai.operation.name": "invoke_agent"}}
-    ):
-        with tracer.start_as_current_span(
-            "execute_tool run_shell",
-            attributes={{
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": "run_shell",
-                "gen_ai.tool.call.arguments": '{{"command": "rm -rf /"}}',
-            }},
-        ):
-            pass
+    agent_run(provider.get_tracer("app"))
     os.kill(os.getpid(), signal.SIGTERM)  # as a server's stop ends it, traces still in flight
     time.sleep(30)
     """
@@ -38,7 +45,7 @@ APP = textwrap.dedent(
 def _run(tmp_path, before: str = "") -> tuple[subprocess.CompletedProcess[str], int]:
     db = tmp_path / "app.duckdb"
     script = tmp_path / "app.py"
-    script.write_text(APP.format(before=before))
+    script.write_text(APP.replace("BEFORE", before))
     done = subprocess.run(
         [sys.executable, str(script), str(db)], capture_output=True, text=True, timeout=60
     )
@@ -65,7 +72,7 @@ def test_a_sigterm_handler_the_app_set_is_left_alone(tmp_path):
     assert stored == 0  # the app's own handler ended it: its shutdown path is its own
 
 
-SERVER_APP = textwrap.dedent(
+SERVER_APP = AGENT_RUN + textwrap.dedent(
     """
     import os
     import otel_safety
@@ -77,18 +84,7 @@ SERVER_APP = textwrap.dedent(
     tracer = provider.get_tracer("app")
 
     async def run(request):
-        with tracer.start_as_current_span(
-            "invoke_agent helper", attributes={"gen_ai.operation.name": "invoke_agent"}
-        ):
-            with tracer.start_as_current_span(
-                "execute_tool run_shell",
-                attributes={
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": "run_shell",
-                    "gen_ai.tool.call.arguments": '{"command": "rm -rf /"}',
-                },
-            ):
-                pass
+        agent_run(tracer)
         return PlainTextResponse("done")
 
     app = Starlette(routes=[Route("/run", run)])

@@ -22,6 +22,7 @@ from otel_safety.sidecar.store_claim import claim_store
 
 DEFAULT_DB = Settings.model_fields["db_path"].default
 MIB = 1024 * 1024
+EXIT_UNFINISHED = 75  # EX_TEMPFAIL: stopped with acknowledged work left for the next start
 
 
 def add_commands(subparsers: Any) -> None:
@@ -359,9 +360,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(status)
     return status
-
-
-EXIT_UNFINISHED = 75  # EX_TEMPFAIL: stopped with acknowledged work left for the next start
 
 
 def _forced_exit(built: list[Sidecar]) -> str:

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.util.re import parse_env_headers
 
+from otel_safety.exporters.otlp_spans import timeout_from_env
 from otel_safety.otlp import request_to_json
 
 __all__ = ["OtlpHttpJsonExporter"]
@@ -101,14 +102,3 @@ def _headers_from_env() -> dict[str, str]:
         "OTEL_EXPORTER_OTLP_HEADERS", ""
     )
     return parse_env_headers(raw, liberal=True)  # as the SDK's own exporters read them
-
-
-def timeout_from_env() -> float:
-    """Seconds, as the Python SDK's exporters read the variable (default 10)."""
-    raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_TIMEOUT"
-    )
-    try:
-        return float(raw) if raw else 10.0
-    except ValueError:
-        return 10.0

@@ -117,3 +117,14 @@ def http_traces_url(endpoint: str) -> str:
     if parts.path in ("", "/"):
         return endpoint.rstrip("/") + "/v1/traces"
     return endpoint
+
+
+def timeout_from_env() -> float:
+    """Seconds, as the Python SDK's exporters read the variable (default 10)."""
+    raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_TIMEOUT"
+    )
+    try:
+        return float(raw) if raw else 10.0
+    except ValueError:
+        return 10.0

@@ -168,7 +168,9 @@ class Guard:
             else None
         )
         conversation = conversation or (_current_trace() if source == "inline" else None)
-        script_hits, written = self.written.check(conversation, view, arguments, self._script_hits)
+        script_hits, written = self.written.check(
+            conversation, view, arguments, self.data.arguments, self._script_hits
+        )
         verdict = self._judge(
             view,
             identity,

@@ -139,7 +139,7 @@ _RECURSIVE_OPTION = compiled(r"^-(?:[a-zA-Z]*[rR][a-zA-Z]*)$|^--recursive$")
 _FIND_FILTERS = frozenset(
     {"-name", "-iname", "-path", "-ipath", "-regex", "-mtime", "-mmin", "-newer", "-size", "-empty"}
 )
-_INTERPRETERS = frozenset(
+INTERPRETERS = frozenset(
     {"python", "python3", "python2", "node", "perl", "ruby", "php", "deno", "bun", "awk", "gawk"}
 )
 # A path that names a whole system or home: a delete tool given it removes everything.
@@ -451,7 +451,7 @@ def _add_script(view: CallView, script: str, embedded: bool = False) -> None:
             view.paths.append((target, "write"))
         view.sql.extend(_client_sql(command, view))
         view.urls.extend(_URL.findall(" ".join(command.args)))
-        if posixpath.basename(command.program) in _INTERPRETERS or command.program in _CODE_RUNNERS:
+        if posixpath.basename(command.program) in INTERPRETERS or command.program in _CODE_RUNNERS:
             _add_code(view, " ".join(command.args))
             if command.stdin:  # `python - <<'EOF' ... EOF`: the program is its input
                 _add_code(view, command.stdin)

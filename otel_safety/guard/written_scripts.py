@@ -14,18 +14,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from otel_safety.analysis.calls.shell import SimpleCommand
+from otel_safety.analysis.calls.shell import SHELLS, SimpleCommand
+from otel_safety.analysis.calls.tool_names import normalize_name
 from otel_safety.conversation import ExpiringStore
 from otel_safety.guard.verdict import RuleHit
-from otel_safety.guard.view import CallView
+from otel_safety.guard.view import INTERPRETERS, CallView
 
 Judge = Callable[[str, str], list[RuleHit]]  # (kind: "shell" | "code", text) -> hits
 Written = dict[str, tuple[RuleHit, ...]]  # path -> what the script written there would do
 
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "source", "."})
-_CODE = frozenset(
-    {"python", "python2", "python3", "node", "ruby", "perl", "php", "deno", "bun", "pwsh"}
-)
+_SHELLS = SHELLS | {"source", "."}
+_CODE = INTERPRETERS | {"pwsh"}
 _INLINE = frozenset({"-c", "-e", "-m", "-", "--eval", "-command"})  # the program is no file
 _SHELL_SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".command")
 _CODE_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php", ".ps1")
@@ -41,13 +40,19 @@ class WrittenScripts:
         )
 
     def check(
-        self, conversation: str | None, view: CallView, arguments: Any, judge: Judge
+        self,
+        conversation: str | None,
+        view: CallView,
+        arguments: Any,
+        keys: Mapping[str, frozenset[str]],
+        judge: Judge,
     ) -> tuple[list[RuleHit], Written]:
         """The hits of every script this call runs (written by an earlier call of the
         conversation or by this one: `cat > x.sh <<EOF ... EOF; ./x.sh`), each saying so; and
-        what this call writes, judged, for `keep` once the call is let through."""
+        what this call writes, judged, for `keep` once the call is let through. `keys`: the
+        argument names of each kind (`[arguments]` in guard.toml)."""
         now: Written = {}
-        for path, kind, text in _writes(view, arguments):
+        for path, kind, text in _writes(view, arguments, keys):
             now[_normal(path)] = tuple(judge(kind, text))
         run = list(_runs(view.commands))
         if not run:
@@ -81,12 +86,14 @@ class WrittenScripts:
                     earlier.popitem(last=False)
 
 
-def _writes(view: CallView, arguments: Any) -> Iterator[tuple[str, str, str]]:
+def _writes(
+    view: CallView, arguments: Any, keys: Mapping[str, frozenset[str]]
+) -> Iterator[tuple[str, str, str]]:
     """(path, kind, text) of each script the call writes: a file tool's path and content,
     or a shell command's output redirected to a file (`echo ... > x.sh`, a here-document)."""
     if "write_files" in view.categories and isinstance(arguments, Mapping):
-        path = _first(arguments, ("path", "file_path", "filepath", "file", "filename", "target"))
-        text = _first(arguments, ("content", "contents", "text", "data", "body", "code"))
+        path = _first(arguments, keys["path"])
+        text = _first(arguments, keys["body"] | keys["code"])
         if path and text and (kind := _kind(path, text)):
             yield path, kind, text
     for command in view.commands:
@@ -158,10 +165,13 @@ def _normal(path: str) -> str:
     return posixpath.normpath(path) if path else path
 
 
-def _first(arguments: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
-    lowered = {str(k).lower(): v for k, v in arguments.items()}
-    for name in names:
-        value = lowered.get(name)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
+def _first(arguments: Mapping[str, Any], names: frozenset[str]) -> str | None:
+    """The first text value of an argument of one of these names (as the guard names them)."""
+    return next(
+        (
+            value
+            for key, value in arguments.items()
+            if normalize_name(str(key)) in names and isinstance(value, str) and value.strip()
+        ),
+        None,
+    )

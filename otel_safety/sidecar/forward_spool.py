@@ -139,9 +139,8 @@ class SpooledForwarder:
                 if not self._queue or self._stopping:
                     return  # stopping: what is left stays on disk
                 waiting = len(self._queue)
-                oldest = list(
-                    islice(self._queue, self.batch_spans)
-                )  # a record holds a span or more
+                # A record holds a span or more: no batch takes more records than this.
+                oldest = list(islice(self._queue, self.batch_spans))
             records, spans = self._next_batch(oldest)
             if not spans:
                 continue

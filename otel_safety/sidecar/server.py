@@ -20,7 +20,7 @@ from otel_safety.bootstrap import build_engine, detectors_ready, stream_workers
 from otel_safety.config import Settings, read_named_file
 from otel_safety.engine import SafetyEngine, Sink
 from otel_safety.exporters.duckdb import DuckDBStore
-from otel_safety.exporters.otlp_http_json import timeout_from_env
+from otel_safety.exporters.otlp_spans import timeout_from_env
 from otel_safety.halts import HaltSink
 from otel_safety.own_metrics import OwnMetrics
 from otel_safety.sidecar.forward import forward_sink, otlp_exporter
@@ -131,7 +131,8 @@ class Sidecar:
                     timeout,
                 )
 
-            exporter = exporter_for(timeout_from_env())
+            timeout = timeout_from_env()
+            exporter = exporter_for(timeout)
             self.forward_spool = self._spool_or_nothing_left(
                 options.forward_spool, "forward", sinks
             )
@@ -144,7 +145,7 @@ class Sidecar:
                         self.problems,
                         remove_if_empty=options.forward_spool is None,  # beside the store
                         rebuild=exporter_for,
-                        timeout=timeout_from_env(),
+                        timeout=timeout,
                     )
                 )
             else:

@@ -47,7 +47,7 @@ _OUTPUT_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 _RESERVED = frozenset(
     {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
 )
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "ash", "mksh", "fish"})
+SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "ash", "mksh", "fish"})
 # ssh's options that take a value: the word after them is not the host.
 _SSH_VALUE_OPTIONS = frozenset("bcDEeFIiJLlmOopQRSWw")
 _SHELL_VALUE_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
@@ -569,7 +569,7 @@ def _command(
 def _nested(command: SimpleCommand, depth: int) -> list[SimpleCommand]:
     """The commands a command runs on behalf of the script."""
     program, args = command.program, command.args
-    if program in _SHELLS:
+    if program in SHELLS:
         script, reads_stdin = _shell_script(args)
         if script is None and reads_stdin:
             script = command.stdin
